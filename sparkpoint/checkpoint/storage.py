@@ -1,0 +1,249 @@
+"""Checkpoint storage roles: the picklable configuration, the per-job access and locations.
+
+``CheckpointStorage`` holds configuration only and creates a ``CheckpointStorageAccess`` per
+job. The access has a coordinator view (initialise checkpoint/savepoint locations, resolve
+pointers) and a worker view (stream factories for a location reference). A
+``CheckpointStorageLocation`` is where one checkpoint's state and ``_metadata`` go; finishing
+its metadata stream yields a ``CompletedCheckpointStorageLocation``.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import ClassVar
+
+from sparkpoint.checkpoint.handles import StreamStateHandle
+from sparkpoint.checkpoint.streams import CheckpointStateOutputStream, CheckpointStreamFactory
+
+__all__ = [
+    "METADATA_FILE_NAME",
+    "CheckpointMetadataOutputStream",
+    "CheckpointStorage",
+    "CheckpointStorageAccess",
+    "CheckpointStorageLocation",
+    "CheckpointStorageLocationReference",
+    "CompletedCheckpointStorageLocation",
+    "write_metadata_bytes",
+]
+
+METADATA_FILE_NAME = "_metadata"
+"""Name of the metadata file inside a checkpoint or savepoint directory."""
+
+_REFERENCE_MAGIC = bytes([0x05, 0x5F, 0x3F, 0x18])
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointStorageLocationReference:
+    """Tells workers where to write a checkpoint; ``None`` bytes is the default reference.
+
+    The default reference means "the standard location of the checkpoint id" (``chk-N``);
+    any other reference is the magic ``05 5F 3F 18`` followed by the UTF-8 path.
+    """
+
+    reference_bytes: bytes | None = None
+
+    DEFAULT: ClassVar[CheckpointStorageLocationReference]
+
+    def __post_init__(self) -> None:
+        if self.reference_bytes is not None and len(self.reference_bytes) == 0:
+            raise ValueError("A location reference must not be empty (use the default)")
+
+    def is_default_reference(self) -> bool:
+        """Whether this is the default reference (no explicit location)."""
+        return self.reference_bytes is None
+
+    def get_reference_bytes(self) -> bytes:
+        """The encoded reference (empty for the default reference, as Flink's)."""
+        return b"" if self.reference_bytes is None else self.reference_bytes
+
+    @classmethod
+    def get_default(cls) -> CheckpointStorageLocationReference:
+        """The default reference singleton."""
+        return cls.DEFAULT
+
+    @classmethod
+    def for_path(cls, path: str) -> CheckpointStorageLocationReference:
+        """Encode ``path`` as a reference (Flink's ``encodePathAsReference``)."""
+        return cls(_REFERENCE_MAGIC + path.encode("utf-8"))
+
+    def to_path(self) -> str:
+        """Decode the path of a non-default reference (Flink's ``decodePathFromReference``)."""
+        data = self.reference_bytes
+        if data is None:
+            raise ValueError("Cannot decode a path from the default reference")
+        if len(data) <= len(_REFERENCE_MAGIC) or not data.startswith(_REFERENCE_MAGIC):
+            raise ValueError("Reference starts with the wrong magic number")
+        try:
+            return data[len(_REFERENCE_MAGIC) :].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError("Reference path is not valid UTF-8") from exc
+
+
+CheckpointStorageLocationReference.DEFAULT = CheckpointStorageLocationReference(None)
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedCheckpointStorageLocation:
+    """Where a completed checkpoint lives: its pointer, metadata handle and exclusive dir.
+
+    ``external_pointer`` is the checkpoint (or savepoint) directory, to be passed back to
+    ``resolve_checkpoint``. ``exclusive_dir`` is ``None`` when nothing is on a filesystem.
+    """
+
+    external_pointer: str
+    metadata_handle: StreamStateHandle
+    exclusive_dir: str | None = None
+
+    def dispose_storage_location(self) -> None:
+        """Delete the checkpoint directory and everything in it (nothing if not on a fs)."""
+        if self.exclusive_dir is None:
+            return
+        from sparkpoint.fs import get_filesystem
+
+        get_filesystem(self.exclusive_dir).delete(self.exclusive_dir, recursive=True)
+
+
+class CheckpointMetadataOutputStream(abc.ABC):
+    """The stream ``_metadata`` is written through; it becomes visible only when finalised.
+
+    ``close_and_finalize_checkpoint()`` publishes the metadata atomically and returns the
+    completed location; ``close()`` (or leaving a ``with`` block) aborts and leaves nothing.
+    """
+
+    @abc.abstractmethod
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        """Append ``data``; returns the number of bytes written."""
+
+    @abc.abstractmethod
+    def tell(self) -> int:
+        """Bytes written so far."""
+
+    def get_pos(self) -> int:
+        """Flink's name for ``tell``."""
+        return self.tell()
+
+    def flush(self) -> None:  # noqa: B027 - deliberately a no-op by default
+        """Nothing is visible before finalisation, so flushing has no effect."""
+
+    @abc.abstractmethod
+    def close_and_finalize_checkpoint(self) -> CompletedCheckpointStorageLocation:
+        """Publish the metadata and return where the completed checkpoint lives."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Abort: discard what was written. Idempotent."""
+
+    @property
+    @abc.abstractmethod
+    def closed(self) -> bool:
+        """Whether the stream has been closed (either way)."""
+
+    def __enter__(self) -> CheckpointMetadataOutputStream:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class CheckpointStorageLocation(CheckpointStreamFactory):
+    """The location of one checkpoint: a stream factory plus its metadata stream."""
+
+    @abc.abstractmethod
+    def create_metadata_output_stream(self) -> CheckpointMetadataOutputStream:
+        """A stream for this checkpoint's ``_metadata``."""
+
+    @abc.abstractmethod
+    def dispose_on_failure(self) -> None:
+        """Delete everything written for this (failed or aborted) checkpoint."""
+
+    @abc.abstractmethod
+    def get_location_reference(self) -> CheckpointStorageLocationReference:
+        """The reference workers use to find this location."""
+
+    @property
+    @abc.abstractmethod
+    def exclusive_dir(self) -> str | None:
+        """The directory of this checkpoint's exclusive state (``None`` in memory)."""
+
+
+class CheckpointStorageAccess(abc.ABC):
+    """Per-job storage access: coordinator view and worker view in one object."""
+
+    # ---- coordinator view -------------------------------------------------------------
+
+    @abc.abstractmethod
+    def has_default_savepoint_location(self) -> bool:
+        """Whether a default savepoint directory is configured."""
+
+    @abc.abstractmethod
+    def resolve_checkpoint(self, pointer: str) -> CompletedCheckpointStorageLocation:
+        """Find the completed checkpoint a pointer (directory or ``_metadata`` file) names."""
+
+    def supports_highly_available_storage(self) -> bool:
+        """Whether checkpoints survive the loss of the driver (persisted, not in memory)."""
+        return True
+
+    @abc.abstractmethod
+    def initialize_base_locations_for_checkpoint(self) -> None:
+        """Create the job's base directories (``shared/``, ``taskowned/``) once."""
+
+    @abc.abstractmethod
+    def initialize_location_for_checkpoint(self, checkpoint_id: int) -> CheckpointStorageLocation:
+        """Create the location of checkpoint ``checkpoint_id`` (``chk-N``)."""
+
+    @abc.abstractmethod
+    def initialize_location_for_savepoint(
+        self, checkpoint_id: int, target_location: str | None
+    ) -> CheckpointStorageLocation:
+        """Create a self-contained savepoint directory under ``target_location`` (or the
+        default savepoint directory)."""
+
+    # ---- worker view ------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def resolve_checkpoint_storage_location(
+        self, checkpoint_id: int, reference: CheckpointStorageLocationReference
+    ) -> CheckpointStreamFactory:
+        """The stream factory a task writes checkpoint ``checkpoint_id`` state through."""
+
+    @abc.abstractmethod
+    def create_task_owned_state_stream(self) -> CheckpointStateOutputStream:
+        """A stream for state the task owns (never deleted by the coordinator)."""
+
+
+class CheckpointStorage(abc.ABC):
+    """How state is checkpointed: configuration only, picklable, shipped to every process.
+
+    Implementations act as factories: ``create_checkpoint_storage(job_id)`` builds the
+    per-job access. ``configure`` fills values left unset from Flink configuration keys.
+    Implementations must be thread-safe (streams may be created concurrently).
+    """
+
+    @abc.abstractmethod
+    def resolve_checkpoint(self, pointer: str) -> CompletedCheckpointStorageLocation:
+        """Find the completed checkpoint or savepoint that ``pointer`` names."""
+
+    @abc.abstractmethod
+    def create_checkpoint_storage(self, job_id: str) -> CheckpointStorageAccess:
+        """The storage access for job ``job_id``."""
+
+    def configure(self, config: Mapping[str, str]) -> CheckpointStorage:
+        """A storage with unset values taken from ``config`` (itself when nothing to fill)."""
+        return self
+
+
+def write_metadata_bytes(
+    location: CheckpointStorageLocation, data: bytes
+) -> CompletedCheckpointStorageLocation:
+    """Write ``data`` as the location's ``_metadata`` and finalise it in one step."""
+    with location.create_metadata_output_stream() as out:
+        out.write(data)
+        return out.close_and_finalize_checkpoint()

@@ -1,0 +1,26 @@
+"""Common API classes, as ``pyflink.common`` spells them."""
+
+from sparkpoint.common.configuration import Configuration
+from sparkpoint.common.execution_config import ExecutionConfig
+from sparkpoint.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
+from sparkpoint.common.serialization import Encoder
+from sparkpoint.common.time import Duration, Time
+from sparkpoint.common.typeinfo import Types, TypeInformation
+from sparkpoint.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
+from sparkpoint.types import Row, RowKind
+
+__all__ = [
+    "Configuration",
+    "Duration",
+    "Encoder",
+    "ExecutionConfig",
+    "RestartStrategies",
+    "RestartStrategyConfiguration",
+    "Row",
+    "RowKind",
+    "Time",
+    "TimestampAssigner",
+    "TypeInformation",
+    "Types",
+    "WatermarkStrategy",
+]

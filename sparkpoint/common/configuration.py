@@ -1,0 +1,174 @@
+"""``Configuration``: string key/value settings as ``pyflink.common.Configuration`` spells them.
+
+Values are stored as strings (as Flink serialises them); typed getters parse on read.
+A ``Configuration`` is a read-only ``Mapping[str, str]``, so it can be passed anywhere a
+plain dict of Flink keys is accepted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TypeVar
+
+from sparkpoint.checkpoint.config_parsing import (
+    parse_bool,
+    parse_duration_ms,
+    parse_memory_size,
+)
+
+__all__ = ["Configuration", "get_with_deprecated"]
+
+_T = TypeVar("_T")
+
+
+def _to_string(value: object) -> str:
+    """Flink's string form of a value: booleans lower-case, everything else ``str``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class Configuration(Mapping[str, str]):
+    """A mutable set of configuration keys and string values (``pyflink.common.Configuration``)."""
+
+    def __init__(self, other: Configuration | Mapping[str, object] | None = None) -> None:
+        self._data: dict[str, str] = {}
+        if other is not None:
+            for key, value in other.items():
+                self._data[key] = _to_string(value)
+
+    # ---- Mapping --------------------------------------------------------------------
+
+    def __getitem__(self, key: str) -> str:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    # ---- PyFlink API ----------------------------------------------------------------
+
+    def get_string(self, key: str, default_value: str | None = None) -> str | None:
+        """The value of ``key``, or ``default_value`` when unset."""
+        return self._data.get(key, default_value)
+
+    def set_string(self, key: str, value: str) -> Configuration:
+        """Set ``key`` to ``value``."""
+        self._data[key] = _to_string(value)
+        return self
+
+    def get_integer(self, key: str, default_value: int) -> int:
+        """The value of ``key`` as an int, or ``default_value`` when unset."""
+        raw = self._data.get(key)
+        if raw is None:
+            return default_value
+        try:
+            return int(raw.strip())
+        except ValueError:
+            raise ValueError(f"Could not parse value {raw!r} for {key!r} as an integer") from None
+
+    def set_integer(self, key: str, value: int) -> Configuration:
+        """Set ``key`` to the integer ``value``."""
+        self._data[key] = str(int(value))
+        return self
+
+    def get_boolean(self, key: str, default_value: bool) -> bool:
+        """The value of ``key`` as a bool ("true"/"false"), or ``default_value`` when unset."""
+        raw = self._data.get(key)
+        return default_value if raw is None else parse_bool(raw, key=key)
+
+    def set_boolean(self, key: str, value: bool) -> Configuration:
+        """Set ``key`` to the boolean ``value``."""
+        self._data[key] = _to_string(bool(value))
+        return self
+
+    def get_float(self, key: str, default_value: float) -> float:
+        """The value of ``key`` as a float, or ``default_value`` when unset."""
+        raw = self._data.get(key)
+        if raw is None:
+            return default_value
+        try:
+            return float(raw)
+        except ValueError:
+            raise ValueError(f"Could not parse value {raw!r} for {key!r} as a float") from None
+
+    def set_float(self, key: str, value: float) -> Configuration:
+        """Set ``key`` to the float ``value``."""
+        self._data[key] = str(float(value))
+        return self
+
+    def get_duration_millis(self, key: str, default_value: int) -> int:
+        """The value of ``key`` as milliseconds of a Flink duration ("10 min", "500 ms")."""
+        raw = self._data.get(key)
+        return default_value if raw is None else parse_duration_ms(raw, key=key)
+
+    def get_memory_size(self, key: str, default_value: int) -> int:
+        """The value of ``key`` as bytes of a Flink memory size ("20 kb", "1 mb")."""
+        raw = self._data.get(key)
+        return default_value if raw is None else parse_memory_size(raw, key=key)
+
+    def key_set(self) -> set[str]:
+        """All keys that are set."""
+        return set(self._data)
+
+    def contains_key(self, key: str) -> bool:
+        """Whether ``key`` is set."""
+        return key in self._data
+
+    def add_all(self, other: Mapping[str, object], prefix: str | None = None) -> Configuration:
+        """Copy every entry of ``other`` into this one (keys prefixed with ``prefix``)."""
+        for key, value in other.items():
+            self._data[f"{prefix}{key}" if prefix else key] = _to_string(value)
+        return self
+
+    def add_all_to_dict(self, target_dict: dict[str, str]) -> None:
+        """Copy every entry into ``target_dict``."""
+        target_dict.update(self._data)
+
+    def remove_config(self, key: str) -> bool:
+        """Unset ``key``; whether it was set."""
+        return self._data.pop(key, None) is not None
+
+    def to_dict(self) -> dict[str, str]:
+        """A plain dict copy of all entries."""
+        return dict(self._data)
+
+    def get_with_deprecated(
+        self, key: str, *deprecated_keys: str, default: _T | None = None
+    ) -> str | _T | None:
+        """The value of ``key``, else of the first deprecated key that is set, else default."""
+        return get_with_deprecated(self._data, key, *deprecated_keys, default=default)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Configuration):
+            return self._data == other._data
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._data.items())))
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Configuration:
+        return Configuration(self)
+
+    def __repr__(self) -> str:
+        return f"Configuration({self._data!r})"
+
+    def __str__(self) -> str:
+        return str(self._data)
+
+
+def get_with_deprecated(
+    config: Mapping[str, object],
+    key: str,
+    *deprecated_keys: str,
+    default: _T | None = None,
+) -> str | _T | None:
+    """The string value of ``key`` in ``config``, else of the first deprecated key set."""
+    keys: Iterable[str] = (key, *deprecated_keys)
+    for candidate in keys:
+        if candidate in config:
+            value = config[candidate]
+            return None if value is None else _to_string(value)
+    return default

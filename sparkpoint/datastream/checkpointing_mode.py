@@ -1,0 +1,41 @@
+"""``CheckpointingMode``: the consistency guarantee of checkpoints, as PyFlink spells it."""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["CheckpointingMode"]
+
+
+class CheckpointingMode(enum.IntEnum):
+    """EXACTLY_ONCE (aligned barriers, transactional sinks) or AT_LEAST_ONCE.
+
+    An ``IntEnum``: members equal the PyFlink 1.x int constants (``EXACTLY_ONCE == 0``).
+
+    :data:`EXACTLY_ONCE`: on recovery every record is reflected exactly once in the state.
+
+    :data:`AT_LEAST_ONCE`: on recovery some records may be reflected more than once;
+    sinks may write through without waiting for checkpoint completion.
+    """
+
+    EXACTLY_ONCE = 0
+    AT_LEAST_ONCE = 1
+
+    @staticmethod
+    def of(mode: object) -> CheckpointingMode:
+        """The mode named by ``mode`` (a member, its name or its int value)."""
+        if isinstance(mode, CheckpointingMode):
+            return mode
+        if isinstance(mode, int) and not isinstance(mode, bool):
+            try:
+                return CheckpointingMode(mode)
+            except ValueError:
+                pass
+        name = str(getattr(mode, "name", mode)).strip().upper().replace("-", "_")
+        try:
+            return CheckpointingMode[name]
+        except KeyError:
+            raise ValueError(
+                f"Unknown checkpointing mode {mode!r}; expected CheckpointingMode.EXACTLY_ONCE "
+                "or CheckpointingMode.AT_LEAST_ONCE"
+            ) from None

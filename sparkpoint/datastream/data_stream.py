@@ -1,0 +1,364 @@
+"""``DataStream``, ``KeyedStream`` and ``DataStreamSink``, spelled as in PyFlink.
+
+Each call adds a node to the environment's dataflow; nothing runs until ``execute``.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from sparkpoint.connectors.sink import CollectSink, PrintSink, Sink
+from sparkpoint.datastream.functions import (
+    FilterFunction,
+    FilterFunctionWrapper,
+    FlatMapFunction,
+    FlatMapFunctionWrapper,
+    KeyedProcessFunction,
+    KeySelector,
+    KeySelectorFunctionWrapper,
+    MapFunction,
+    MapFunctionWrapper,
+    ProcessFunction,
+    ReduceFunction,
+    ReduceFunctionWrapper,
+)
+from sparkpoint.runtime.graph import Node
+
+if TYPE_CHECKING:
+    from sparkpoint.datastream.stream_execution_environment import StreamExecutionEnvironment
+
+__all__ = ["CloseableIterator", "DataStream", "DataStreamSink", "KeyedStream"]
+
+
+def _wrap(func: Any, base: type, wrapper: type, what: str) -> Any:
+    if isinstance(func, base):
+        return func
+    if callable(func):
+        return wrapper(func)
+    raise TypeError(f"{what} must be a callable or a {base.__name__}, got {type(func).__name__}")
+
+
+class DataStream:
+    """A stream of records of one type."""
+
+    def __init__(self, env: StreamExecutionEnvironment, node: Node) -> None:
+        self._env = env
+        self._node = node
+
+    # -- naming and parallelism -----------------------------------------------------------
+    def get_name(self) -> str:
+        return self._node.name
+
+    def name(self, name: str) -> DataStream:
+        self._node.name = name
+        return self
+
+    def uid(self, uid: str) -> DataStream:
+        """A stable operator id: state in checkpoints is matched to operators by it."""
+        if not uid:
+            raise ValueError("uid must be a non-empty string")
+        self._node.uid = uid
+        return self
+
+    def set_uid_hash(self, uid_hash: str) -> DataStream:
+        return self.uid(uid_hash)
+
+    def set_parallelism(self, parallelism: int) -> DataStream:
+        if not isinstance(parallelism, int) or parallelism < 1:
+            raise ValueError(f"The parallelism of an operator must be at least 1, got {parallelism}")
+        self._node.parallelism = parallelism
+        return self
+
+    def set_max_parallelism(self, max_parallelism: int) -> DataStream:
+        if not 0 < max_parallelism <= 32767:
+            raise ValueError("The maximum parallelism must be between 1 and 32767")
+        self._node.max_parallelism = max_parallelism
+        return self
+
+    def get_type(self) -> Any:
+        return self._node.output_type
+
+    def get_execution_environment(self) -> StreamExecutionEnvironment:
+        return self._env
+
+    # Chaining and partitioning hints: sparkpoint fuses stateless operators and shuffles
+    # only by key, so these only keep programs portable.
+    def disable_chaining(self) -> DataStream:
+        return self
+
+    def start_new_chain(self) -> DataStream:
+        return self
+
+    def slot_sharing_group(self, slot_sharing_group: Any) -> DataStream:
+        return self
+
+    def set_buffer_timeout(self, timeout_millis: int) -> DataStream:
+        return self
+
+    def force_non_parallel(self) -> DataStream:
+        return self.set_parallelism(1)
+
+    def shuffle(self) -> DataStream:
+        return self
+
+    def rebalance(self) -> DataStream:
+        return self
+
+    def rescale(self) -> DataStream:
+        return self
+
+    def forward(self) -> DataStream:
+        return self
+
+    def broadcast(self) -> DataStream:
+        return self
+
+    def global_(self) -> DataStream:
+        return self
+
+    # -- transformations -------------------------------------------------------------------
+    def _add(self, kind: str, name: str, output_type: Any = None, **kw: Any) -> Node:
+        return self._env._add_node(kind, name, [self._node], output_type=output_type, **kw)
+
+    def map(self, func: Callable[[Any], Any] | MapFunction, output_type: Any = None) -> DataStream:
+        fn = _wrap(func, MapFunction, MapFunctionWrapper, "map function")
+        return DataStream(self._env, self._add("map", "Map", output_type, function=fn))
+
+    def flat_map(
+        self, func: Callable[[Any], Any] | FlatMapFunction, output_type: Any = None
+    ) -> DataStream:
+        fn = _wrap(func, FlatMapFunction, FlatMapFunctionWrapper, "flat_map function")
+        return DataStream(self._env, self._add("flat_map", "FlatMap", output_type, function=fn))
+
+    def filter(self, func: Callable[[Any], bool] | FilterFunction) -> DataStream:
+        fn = _wrap(func, FilterFunction, FilterFunctionWrapper, "filter function")
+        return DataStream(
+            self._env, self._add("filter", "Filter", self._node.output_type, function=fn)
+        )
+
+    def process(self, func: ProcessFunction, output_type: Any = None) -> DataStream:
+        if not isinstance(func, ProcessFunction):
+            raise TypeError("process() on a DataStream takes a ProcessFunction")
+        return DataStream(self._env, self._add("process", "Process", output_type, function=func))
+
+    def key_by(self, key_selector: Callable[[Any], Any] | KeySelector, key_type: Any = None) -> (
+        KeyedStream
+    ):
+        ks = _wrap(key_selector, KeySelector, KeySelectorFunctionWrapper, "key selector")
+        node = self._add("key_by", "KeyBy", self._node.output_type, key_selector=ks)
+        return KeyedStream(self._env, node)
+
+    def union(self, *streams: DataStream) -> DataStream:
+        if not streams:
+            return self
+        node = self._env._add_node(
+            "union", "Union", [self._node, *(s._node for s in streams)],
+            output_type=self._node.output_type,
+        )
+        return DataStream(self._env, node)
+
+    def assign_timestamps_and_watermarks(self, watermark_strategy: Any) -> DataStream:
+        node = self._add(
+            "timestamps", "Timestamps/Watermarks", self._node.output_type,
+            watermark_strategy=watermark_strategy,
+        )
+        return DataStream(self._env, node)
+
+    # -- sinks -----------------------------------------------------------------------------
+    def print(self, sink_identifier: str | None = None) -> DataStreamSink:
+        """Print every record on the driver's standard output."""
+        return self.sink_to(PrintSink(self._node.output_type, sink_identifier), "Print to Std. Out")
+
+    def sink_to(self, sink: Sink, name: str = "Sink") -> DataStreamSink:
+        if not isinstance(sink, Sink):
+            raise TypeError(f"sink_to() takes a Sink (e.g. FileSink), got {type(sink).__name__}")
+        if getattr(sink, "type_info", None) is None and hasattr(sink, "type_info"):
+            sink.type_info = self._node.output_type
+        node = self._add("sink", name, None, sink=sink)
+        self._env._sinks.append(node)
+        return DataStreamSink(node)
+
+    def add_sink(self, sink: Sink) -> DataStreamSink:
+        return self.sink_to(sink)
+
+    def execute_and_collect(
+        self, job_name: str | None = None, limit: int | None = None
+    ) -> CloseableIterator:
+        """Run the job and return its records (exactly once, after the job finished)."""
+        sink = CollectSink()
+        node = self._add("sink", "Collect", None, sink=sink)
+        self._env._sinks.append(node)
+        self._env.execute(job_name or "collect")
+        items = sink.collected if limit is None else sink.collected[:limit]
+        return CloseableIterator(items)
+
+
+class KeyedStream(DataStream):
+    """A stream partitioned by key: keyed state and timers are available downstream."""
+
+    def _key_selector(self) -> Any:
+        return self._node.key_selector
+
+    def get_key_selector(self) -> Any:
+        return self._node.key_selector
+
+    def _keyed(self, kind: str, name: str, output_type: Any, **kw: Any) -> DataStream:
+        return DataStream(self._env, self._add(kind, name, output_type, **kw))
+
+    def process(self, func: Any, output_type: Any = None) -> DataStream:
+        if not isinstance(func, (KeyedProcessFunction, ProcessFunction)):
+            raise TypeError("process() on a KeyedStream takes a KeyedProcessFunction")
+        return self._keyed("keyed_process", "KeyedProcess", output_type, function=func)
+
+    def map(self, func: Any, output_type: Any = None) -> DataStream:
+        fn = _wrap(func, MapFunction, MapFunctionWrapper, "map function")
+        return self._keyed("keyed_process", "Map", output_type, function=fn, call=_call_map)
+
+    def flat_map(self, func: Any, output_type: Any = None) -> DataStream:
+        fn = _wrap(func, FlatMapFunction, FlatMapFunctionWrapper, "flat_map function")
+        return self._keyed(
+            "keyed_process", "FlatMap", output_type, function=fn, call=_call_flat_map
+        )
+
+    def filter(self, func: Any) -> DataStream:
+        fn = _wrap(func, FilterFunction, FilterFunctionWrapper, "filter function")
+        return self._keyed(
+            "keyed_process", "Filter", self._node.output_type, function=fn, call=_call_filter
+        )
+
+    def reduce(self, func: Callable[[Any, Any], Any] | ReduceFunction) -> DataStream:
+        fn = _wrap(func, ReduceFunction, ReduceFunctionWrapper, "reduce function")
+        return self._keyed("reduce", "Reduce", self._node.output_type, function=fn)
+
+    def sum(self, position_to_sum: int | str = 0) -> DataStream:
+        return self._aggregate(position_to_sum, operator.add, "Sum")
+
+    def min(self, position_to_min: int | str = 0) -> DataStream:
+        return self._aggregate(position_to_min, min, "Min")
+
+    def max(self, position_to_max: int | str = 0) -> DataStream:
+        return self._aggregate(position_to_max, max, "Max")
+
+    def min_by(self, position_to_min_by: int | str = 0) -> DataStream:
+        return self._by(position_to_min_by, lambda new, old: new < old, "MinBy")
+
+    def max_by(self, position_to_max_by: int | str = 0) -> DataStream:
+        return self._by(position_to_max_by, lambda new, old: new > old, "MaxBy")
+
+    def _aggregate(self, field: int | str, combine: Callable[[Any, Any], Any], name: str) -> (
+        DataStream
+    ):
+        def agg(a: Any, b: Any) -> Any:
+            return _replace_field(a, field, combine(_get_field(a, field), _get_field(b, field)))
+
+        return self._keyed(
+            "reduce", name, self._node.output_type, function=ReduceFunctionWrapper(agg)
+        )
+
+    def _by(self, field: int | str, better: Callable[[Any, Any], bool], name: str) -> DataStream:
+        def pick(a: Any, b: Any) -> Any:
+            return b if better(_get_field(b, field), _get_field(a, field)) else a
+
+        return self._keyed(
+            "reduce", name, self._node.output_type, function=ReduceFunctionWrapper(pick)
+        )
+
+
+def _call_map(fn: Any, value: Any, ctx: Any) -> list[Any]:
+    return [fn.map(value)]
+
+
+def _call_flat_map(fn: Any, value: Any, ctx: Any) -> Any:
+    return fn.flat_map(value)
+
+
+def _call_filter(fn: Any, value: Any, ctx: Any) -> list[Any]:
+    return [value] if fn.filter(value) else []
+
+
+def _get_field(value: Any, field: int | str) -> Any:
+    if isinstance(value, (int, float)) and field == 0:
+        return value
+    if isinstance(field, str):
+        return value[field] if isinstance(value, dict) else getattr(value, field)
+    return value[field]
+
+
+def _replace_field(value: Any, field: int | str, new: Any) -> Any:
+    from sparkpoint.types import Row
+
+    if isinstance(value, (int, float)) and field == 0:
+        return new
+    if isinstance(value, Row):
+        values = list(value)
+        names = value.get_field_names()
+        idx = field if isinstance(field, int) else (names or []).index(field)
+        values[idx] = new
+        out = Row(*values)
+        if names:
+            out.set_field_names(names)
+        out.set_row_kind(value.get_row_kind())
+        return out
+    if isinstance(value, dict):
+        return {**value, field: new}
+    if isinstance(value, tuple):
+        items = list(value)
+        items[field] = new  # type: ignore[index]
+        return tuple(items)
+    if isinstance(value, list):
+        items = list(value)
+        items[field] = new  # type: ignore[index]
+        return items
+    raise TypeError(f"Cannot aggregate field {field!r} of a {type(value).__name__}")
+
+
+class DataStreamSink:
+    """The end of a stream."""
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+
+    def name(self, name: str) -> DataStreamSink:
+        self._node.name = name
+        return self
+
+    def uid(self, uid: str) -> DataStreamSink:
+        self._node.uid = uid
+        return self
+
+    def set_parallelism(self, parallelism: int) -> DataStreamSink:
+        if parallelism < 1:
+            raise ValueError("The parallelism of an operator must be at least 1")
+        self._node.parallelism = parallelism
+        return self
+
+    def disable_chaining(self) -> DataStreamSink:
+        return self
+
+    def slot_sharing_group(self, slot_sharing_group: Any) -> DataStreamSink:
+        return self
+
+
+class CloseableIterator:
+    """The iterator ``execute_and_collect`` returns (usable in ``with``)."""
+
+    def __init__(self, items: list[Any]) -> None:
+        self._items = items
+        self._it = iter(items)
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._it)
+
+    def close(self) -> None:
+        self._it = iter(())
+
+    def __enter__(self) -> CloseableIterator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,387 @@
+"""State backends as ``pyflink.datastream`` spells them (1.x and 2.x names).
+
+``HashMapStateBackend`` and ``EmbeddedRocksDBStateBackend`` only choose where working state
+lives; checkpoint storage is configured separately. The legacy ``MemoryStateBackend``,
+``FsStateBackend`` and ``RocksDBStateBackend`` are a working-state backend *plus* a
+checkpoint storage, exposed through ``get_checkpoint_storage()``. All are configuration
+only: picklable and shipped to executors, where they create per-subtask backends.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from sparkpoint.checkpoint.handles import OperatorStateHandle
+from sparkpoint.datastream.checkpoint_storage import (
+    CheckpointStorage,
+    FileSystemCheckpointStorage,
+    JobManagerCheckpointStorage,
+)
+from sparkpoint.state import backend as _internal
+from sparkpoint.state.backend import KeyedStateBackend, KeyedStateBackendParameters
+from sparkpoint.state.hashmap_backend import HashMapStateBackendConfig
+from sparkpoint.state.operator_state import DefaultOperatorStateBackend
+from sparkpoint.state.rocksdb.options import PredefinedOptions, effective_settings
+
+__all__ = [
+    "CustomStateBackend",
+    "EmbeddedRocksDBStateBackend",
+    "FsStateBackend",
+    "HashMapStateBackend",
+    "MemoryStateBackend",
+    "PredefinedOptions",
+    "RocksDBStateBackend",
+    "StateBackend",
+]
+
+DEFAULT_TRANSFER_THREADS = 4
+DEFAULT_FILE_STATE_THRESHOLD = 20 * 1024
+DEFAULT_WRITE_BUFFER_SIZE = 4096
+
+
+class StateBackend(_internal.StateBackend):
+    """How working state is held and checkpointed (PyFlink's base class)."""
+
+    def get_checkpoint_storage(self) -> CheckpointStorage | None:
+        """The checkpoint storage this backend brings (legacy backends), else ``None``."""
+        return None
+
+    def create_operator_state_backend(
+        self, restore_from: Sequence[OperatorStateHandle] = ()
+    ) -> _internal.OperatorStateBackend:
+        return DefaultOperatorStateBackend(restore_from)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and vars(other) == vars(self)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+    def __repr__(self) -> str:
+        return type(self).__name__
+
+
+class HashMapStateBackend(StateBackend):
+    """Working state as objects on the heap of the executor's Python worker."""
+
+    def create_keyed_state_backend(self, params: KeyedStateBackendParameters) -> KeyedStateBackend:
+        return HashMapStateBackendConfig().create_keyed_state_backend(params)
+
+
+def _check_positive(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+class EmbeddedRocksDBStateBackend(StateBackend):
+    """Working state in a local RocksDB per subtask (rocksdict); full or incremental."""
+
+    def __init__(self, enable_incremental_checkpointing: bool | None = None) -> None:
+        self._incremental = enable_incremental_checkpointing
+        self._db_storage_paths: list[str] | None = None
+        self._predefined_options = PredefinedOptions.DEFAULT
+        self._options: Any = None
+        self._transfer_threads = DEFAULT_TRANSFER_THREADS
+        self._ttl_compaction_filter = True
+
+    def is_incremental_checkpoints_enabled(self) -> bool:
+        """Whether snapshots upload only new SST files (default: off, as Flink)."""
+        return bool(self._incremental)
+
+    def supports_incremental_checkpoints(self) -> bool:
+        return self.is_incremental_checkpoints_enabled()
+
+    def set_db_storage_paths(self, *paths: str | None) -> None:
+        """Local directories RocksDB puts its files in (``None`` or nothing: the default)."""
+        if not paths or (len(paths) == 1 and paths[0] is None):
+            self._db_storage_paths = None
+            return
+        checked = []
+        for p in paths:
+            if not isinstance(p, str) or not p:
+                raise ValueError(f"RocksDB storage path must be a non-empty string, got {p!r}")
+            if "://" in p and not p.startswith("file://"):
+                raise ValueError(
+                    f"Path {p} has a non-local scheme: RocksDB storage paths must be local")
+            local = p[len("file://"):] if p.startswith("file://") else p
+            if not local.startswith("/"):
+                raise ValueError(f"Relative paths are not supported as RocksDB storage path: {p}")
+            checked.append(local)
+        self._db_storage_paths = checked
+
+    def get_db_storage_paths(self) -> list[str]:
+        """The configured local paths (empty when the default is used)."""
+        return list(self._db_storage_paths or [])
+
+    def set_predefined_options(self, options: int) -> None:
+        """Choose a predefined RocksDB profile (``PredefinedOptions``)."""
+        PredefinedOptions.name_of(options)
+        self._predefined_options = int(options)
+
+    def get_predefined_options(self) -> int:
+        """The predefined profile (``PredefinedOptions.DEFAULT`` unless set)."""
+        return self._predefined_options
+
+    def set_options(self, options: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | str
+                    ) -> None:
+        """RocksDB options applied on top of the predefined profile.
+
+        Give a dict of ``state.backend.rocksdb.*`` keys or rocksdict setter names, a Python
+        callable returning such a dict (called on the executor), or the dotted path of such
+        a callable or dict (``"pkg.module.name"``). Java options-factory classes do not exist
+        here.
+        """
+        if isinstance(options, str):
+            _resolve_options(options)
+        elif isinstance(options, Mapping):
+            effective_settings(self._predefined_options, options)
+            options = dict(options)
+        elif not callable(options):
+            raise ValueError(
+                f"RocksDB options must be a dict, a callable or a dotted path, got {options!r}")
+        self._options = options
+
+    def get_options(self) -> Any:
+        """The options as given to ``set_options`` (``None`` if never set)."""
+        return self._options
+
+    def set_number_of_transfer_threads(self, number_of_transfering_threads: int) -> None:
+        """Threads used to upload and download files in snapshots and restores."""
+        self._transfer_threads = _check_positive(
+            "number_of_transfering_threads", number_of_transfering_threads)
+
+    def get_number_of_transfer_threads(self) -> int:
+        """Threads used to transfer files (default 4)."""
+        return self._transfer_threads
+
+    set_number_of_transfering_threads = set_number_of_transfer_threads
+    get_number_of_transfering_threads = get_number_of_transfer_threads
+
+    def enable_ttl_compaction_filter(self) -> None:
+        """Drop expired TTL state during compactions (the default)."""
+        self._ttl_compaction_filter = True
+
+    def disable_ttl_compaction_filter(self) -> None:
+        """Keep expired state through compactions."""
+        self._ttl_compaction_filter = False
+
+    def is_ttl_compaction_filter_enabled(self) -> bool:
+        """Whether the TTL compaction filter is on."""
+        return self._ttl_compaction_filter
+
+    def _resolved_options(self) -> dict[str, Any] | None:
+        opts = self._options
+        if opts is None:
+            return None
+        if isinstance(opts, str):
+            opts = _resolve_options(opts)
+        if callable(opts) and not isinstance(opts, Mapping):
+            opts = opts()
+        if not isinstance(opts, Mapping):
+            raise ValueError(f"RocksDB options factory returned {opts!r}, not a dict")
+        return dict(opts)
+
+    def create_keyed_state_backend(self, params: KeyedStateBackendParameters) -> KeyedStateBackend:
+        from sparkpoint.state.rocksdb import create_rocksdb_keyed_backend
+
+        return create_rocksdb_keyed_backend(
+            params,
+            incremental=self.is_incremental_checkpoints_enabled(),
+            predefined_options=self._predefined_options,
+            options=self._resolved_options(),
+            db_storage_paths=self._db_storage_paths,
+            transfer_threads=self._transfer_threads,
+            ttl_compaction_filter=self._ttl_compaction_filter,
+        )
+
+    def __repr__(self) -> str:
+        incremental = self.is_incremental_checkpoints_enabled()
+        profile = PredefinedOptions.name_of(self._predefined_options)
+        return f"{type(self).__name__}{{incremental={incremental}, predefinedOptions={profile}}}"
+
+
+def _resolve_options(path: str) -> Any:
+    module, _, name = path.rpartition(".")
+    try:
+        target = getattr(importlib.import_module(module), name) if module else None
+    except (ImportError, AttributeError):
+        target = None
+    if target is None or not (callable(target) or isinstance(target, Mapping)):
+        raise ValueError(
+            f"RocksDB options {path!r} must name a Python callable or dict "
+            "(pkg.module.name); Java options factories are not supported")
+    return target
+
+
+class MemoryStateBackend(HashMapStateBackend):
+    """Heap working state, checkpoints in the job master's memory (legacy 1.x backend)."""
+
+    DEFAULT_MAX_STATE_SIZE = 5 * 1024 * 1024
+
+    def __init__(
+        self,
+        checkpoint_path: str | None = None,
+        savepoint_path: str | None = None,
+        max_state_size: int | None = None,
+        using_asynchronous_snapshots: bool | None = None,
+    ) -> None:
+        if max_state_size is not None:
+            _check_positive("max_state_size", max_state_size)
+        self._checkpoint_path = checkpoint_path
+        self._savepoint_path = savepoint_path
+        self._max_state_size = max_state_size or self.DEFAULT_MAX_STATE_SIZE
+        self._async = True if using_asynchronous_snapshots is None else using_asynchronous_snapshots
+        self._storage = _job_manager_storage(checkpoint_path, savepoint_path,
+                                             self._max_state_size)
+
+    def get_checkpoint_storage(self) -> CheckpointStorage:
+        return self._storage
+
+    def get_max_state_size(self) -> int:
+        """The cap on each individual state (default 5 MiB)."""
+        return self._max_state_size
+
+    def is_using_asynchronous_snapshots(self) -> bool:
+        """Whether snapshots upload asynchronously (default true)."""
+        return self._async
+
+    def get_checkpoint_path(self) -> str | None:
+        """Where checkpoint metadata is persisted (``None``: memory only)."""
+        return self._checkpoint_path
+
+    def get_savepoint_path(self) -> str | None:
+        """The default savepoint directory."""
+        return self._savepoint_path
+
+    get_default_savepoint_directory = get_savepoint_path
+
+    def __repr__(self) -> str:
+        return (f"MemoryStateBackend (data in heap memory / checkpoints to JobManager) "
+                f"(checkpoints: '{self._checkpoint_path}', savepoints: '{self._savepoint_path}',"
+                f" asynchronous: {self._async}, maxStateSize: {self._max_state_size})")
+
+
+def _job_manager_storage(checkpoint_path: str | None, savepoint_path: str | None,
+                         max_state_size: int) -> CheckpointStorage:
+    storage = JobManagerCheckpointStorage(checkpoint_path, max_state_size)
+    if savepoint_path is not None:
+        storage = storage.configure({"execution.checkpointing.savepoint-dir": savepoint_path})
+    return storage
+
+
+class FsStateBackend(HashMapStateBackend):
+    """Heap working state, checkpoints as files (legacy 1.x backend)."""
+
+    def __init__(
+        self,
+        checkpoint_directory_uri: str | None = None,
+        default_savepoint_directory_uri: str | None = None,
+        file_state_size_threshold: int | None = None,
+        write_buffer_size: int | None = None,
+        using_asynchronous_snapshots: bool | None = None,
+    ) -> None:
+        if not checkpoint_directory_uri:
+            raise ValueError("FsStateBackend needs a checkpoint_directory_uri")
+        self._checkpoint_path = checkpoint_directory_uri
+        self._savepoint_path = default_savepoint_directory_uri
+        self._threshold = (DEFAULT_FILE_STATE_THRESHOLD if file_state_size_threshold is None
+                           else file_state_size_threshold)
+        self._write_buffer_size = (max(DEFAULT_WRITE_BUFFER_SIZE, self._threshold)
+                                   if write_buffer_size is None else write_buffer_size)
+        self._async = True if using_asynchronous_snapshots is None else using_asynchronous_snapshots
+        self._storage = FileSystemCheckpointStorage(
+            checkpoint_directory_uri, self._threshold, self._write_buffer_size,
+            default_savepoint_directory_uri)
+
+    def get_checkpoint_storage(self) -> CheckpointStorage:
+        return self._storage
+
+    def get_checkpoint_path(self) -> str:
+        """The base directory of checkpoints."""
+        return self._checkpoint_path
+
+    def get_savepoint_path(self) -> str | None:
+        """The default savepoint directory."""
+        return self._savepoint_path
+
+    get_default_savepoint_directory = get_savepoint_path
+
+    def get_min_file_size_threshold(self) -> int:
+        """State below this many bytes is stored inline in the metadata (default 20 KiB)."""
+        return self._threshold
+
+    def get_write_buffer_size(self) -> int:
+        """Write buffer of checkpoint streams in bytes."""
+        return self._write_buffer_size
+
+    def is_using_asynchronous_snapshots(self) -> bool:
+        """Whether snapshots upload asynchronously (default true)."""
+        return self._async
+
+    def __repr__(self) -> str:
+        return (f"File State Backend (checkpoints: '{self._checkpoint_path}', savepoints: "
+                f"'{self._savepoint_path}', asynchronous: {self._async}, fileStateThreshold: "
+                f"{self._threshold})")
+
+
+class RocksDBStateBackend(EmbeddedRocksDBStateBackend):
+    """RocksDB working state plus a checkpoint stream backend (legacy 1.x backend)."""
+
+    def __init__(
+        self,
+        checkpoint_data_uri: str | None = None,
+        enable_incremental_checkpointing: bool | None = None,
+        checkpoint_stream_backend: StateBackend | None = None,
+    ) -> None:
+        super().__init__(enable_incremental_checkpointing)
+        if checkpoint_stream_backend is None:
+            if not checkpoint_data_uri:
+                raise ValueError(
+                    "RocksDBStateBackend needs a checkpoint_data_uri or a "
+                    "checkpoint_stream_backend")
+            checkpoint_stream_backend = FsStateBackend(checkpoint_data_uri)
+        elif checkpoint_stream_backend.get_checkpoint_storage() is None:
+            raise ValueError(
+                f"checkpoint_stream_backend {checkpoint_stream_backend!r} has no checkpoint "
+                "storage; use MemoryStateBackend or FsStateBackend")
+        self._checkpoint_backend = checkpoint_stream_backend
+
+    def get_checkpoint_backend(self) -> StateBackend:
+        """The backend whose checkpoint storage persists the snapshot streams."""
+        return self._checkpoint_backend
+
+    def get_checkpoint_storage(self) -> CheckpointStorage | None:
+        return self._checkpoint_backend.get_checkpoint_storage()
+
+
+class CustomStateBackend(StateBackend):
+    """A user's own Python state backend (a ``sparkpoint.state.backend.StateBackend``)."""
+
+    def __init__(self, user_backend: _internal.StateBackend) -> None:
+        if not isinstance(user_backend, _internal.StateBackend):
+            raise TypeError(
+                "CustomStateBackend needs an instance of sparkpoint.state.backend.StateBackend, "
+                f"got {type(user_backend).__name__}")
+        self._user_backend = user_backend
+
+    def get_user_backend(self) -> _internal.StateBackend:
+        """The wrapped backend."""
+        return self._user_backend
+
+    def create_keyed_state_backend(self, params: KeyedStateBackendParameters) -> KeyedStateBackend:
+        return self._user_backend.create_keyed_state_backend(params)
+
+    def create_operator_state_backend(
+        self, restore_from: Sequence[OperatorStateHandle] = ()
+    ) -> _internal.OperatorStateBackend:
+        return self._user_backend.create_operator_state_backend(restore_from)
+
+    def supports_incremental_checkpoints(self) -> bool:
+        return self._user_backend.supports_incremental_checkpoints()
+
+    def get_checkpoint_storage(self) -> CheckpointStorage | None:
+        getter = getattr(self._user_backend, "get_checkpoint_storage", None)
+        return getter() if callable(getter) else None

@@ -1,0 +1,106 @@
+"""The exception hierarchy of sparkpoint: one root, one checkpoint exception with a reason."""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = [
+    "CheckpointException",
+    "CheckpointFailureReason",
+    "JobExecutionError",
+    "MetadataFormatError",
+    "RestoreError",
+    "SparkpointError",
+    "StateLostError",
+    "StorageError",
+]
+
+
+class SparkpointError(Exception):
+    """Root of every error raised by sparkpoint itself."""
+
+
+class StorageError(SparkpointError, OSError):
+    """Checkpoint storage could not be read or written (unreachable, missing, refused)."""
+
+
+class MetadataFormatError(SparkpointError, ValueError):
+    """A ``_metadata`` file is corrupt, truncated or of an unknown version.
+
+    The message always names the file (when known), what is wrong and the byte offset.
+    """
+
+
+class RestoreError(SparkpointError):
+    """State cannot be restored: missing files, incompatible savepoint, max-parallelism clash."""
+
+
+class StateLostError(SparkpointError):
+    """A keyed subtask found no local state, or stale state, for the epoch it must run.
+
+    The job master reacts by restoring every subtask from the latest completed checkpoint.
+    """
+
+
+class JobExecutionError(SparkpointError):
+    """The job failed and its restart strategy allows no further attempt."""
+
+
+class CheckpointFailureReason(enum.Enum):
+    """Why a checkpoint failed; ``pre_flight`` failures never count as tolerable failures."""
+
+    def __init__(self, pre_flight: bool, message: str) -> None:
+        self.pre_flight = pre_flight
+        self.message = message
+
+    PERIODIC_SCHEDULER_SHUTDOWN = (True, "Periodic checkpoint scheduler is shut down.")
+    TOO_MANY_CHECKPOINT_REQUESTS = (True, "The maximum number of queued checkpoint requests exceeded")
+    MINIMUM_TIME_BETWEEN_CHECKPOINTS = (
+        True,
+        "The minimum time between checkpoints is still pending. "
+        "Checkpoint will be triggered after the minimum time.",
+    )
+    NOT_ALL_REQUIRED_TASKS_RUNNING = (True, "Not all required tasks are currently running.")
+    CHECKPOINT_EXPIRED = (False, "Checkpoint expired before completing.")
+    CHECKPOINT_SUBSUMED = (False, "Checkpoint has been subsumed.")
+    CHECKPOINT_DECLINED = (False, "Checkpoint was declined.")
+    CHECKPOINT_ASYNC_EXCEPTION = (False, "Asynchronous task checkpoint failed.")
+    CHECKPOINT_COORDINATOR_SHUTDOWN = (False, "CheckpointCoordinator shutdown.")
+    CHECKPOINT_COORDINATOR_SUSPEND = (False, "Checkpoint Coordinator is suspending.")
+    TASK_FAILURE = (False, "Task has failed.")
+    TASK_CHECKPOINT_FAILURE = (False, "Task local checkpoint failure.")
+    FINALIZE_CHECKPOINT_FAILURE = (False, "Failure to finalize checkpoint.")
+    TRIGGER_CHECKPOINT_FAILURE = (False, "Trigger checkpoint failure.")
+    IO_EXCEPTION = (False, "An Exception occurred while triggering the checkpoint.")
+
+    @property
+    def counts_as_failure(self) -> bool:
+        """Whether the tolerable-failure counter counts this reason (Flink's failure manager)."""
+        return self in _COUNTED
+
+
+_COUNTED = frozenset(
+    {
+        CheckpointFailureReason.IO_EXCEPTION,
+        CheckpointFailureReason.CHECKPOINT_ASYNC_EXCEPTION,
+        CheckpointFailureReason.CHECKPOINT_DECLINED,
+        CheckpointFailureReason.CHECKPOINT_EXPIRED,
+    }
+)
+
+
+class CheckpointException(SparkpointError):
+    """A checkpoint failed for the given reason."""
+
+    def __init__(
+        self,
+        reason: CheckpointFailureReason,
+        detail: str | None = None,
+        checkpoint_id: int | None = None,
+    ) -> None:
+        self.reason = reason
+        self.checkpoint_id = checkpoint_id
+        msg = reason.message if detail is None else f"{reason.message} {detail}"
+        if checkpoint_id is not None:
+            msg = f"Checkpoint {checkpoint_id}: {msg}"
+        super().__init__(msg)

@@ -1,0 +1,100 @@
+"""The one filesystem interface the rest of sparkpoint uses; paths are full URIs or plain paths."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import BinaryIO
+
+__all__ = ["FileInfo", "FileSystem"]
+
+
+@dataclass(frozen=True, slots=True)
+class FileInfo:
+    """One listing entry: full path (same form as given to ``list``), size, and whether a dir."""
+
+    path: str
+    size: int
+    is_dir: bool
+
+
+class FileSystem(abc.ABC):
+    """A filesystem reached through pyarrow.fs or fsspec.
+
+    Every method takes full paths in the form the filesystem was resolved from (``s3://b/k``,
+    ``/tmp/x``, ``file:///tmp/x``, ``memory://x``) and returns paths in that same form.
+    Object stores have no directories: ``mkdirs`` is a no-op there and listing is by prefix.
+    """
+
+    scheme: str = "file"
+    is_object_store: bool = False
+    entropy_key: str | None = None
+    """Object-store entropy marker (``s3.entropy.key``); ``None`` when not injecting."""
+    entropy_length: int = 4
+    """How many random characters replace the marker (``s3.entropy.length``)."""
+
+    @abc.abstractmethod
+    def open_input(self, path: str) -> BinaryIO:
+        """A readable, seekable binary stream; ``FileNotFoundError`` if ``path`` is absent."""
+
+    @abc.abstractmethod
+    def open_output(self, path: str, *, overwrite: bool = False) -> BinaryIO:
+        """A binary output stream; with ``overwrite=False`` an existing file is never replaced
+        (``FileExistsError``). Does not create parent directories and does not check them."""
+
+    @abc.abstractmethod
+    def write_atomic(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
+        """Publish ``data`` at ``path`` so a reader sees all of it or nothing.
+
+        Local/HDFS: a temporary name in the target directory, then a rename. Object stores: a
+        single PUT (conditional ``If-None-Match`` when ``overwrite`` is false, where supported).
+        """
+
+    @abc.abstractmethod
+    def read_bytes(self, path: str) -> bytes:
+        """The whole file."""
+
+    @abc.abstractmethod
+    def exists(self, path: str) -> bool:
+        """Whether a file or directory (or, on object stores, any key under the prefix) exists."""
+
+    @abc.abstractmethod
+    def is_dir(self, path: str) -> bool:
+        """Whether ``path`` is a directory (a non-empty prefix on object stores)."""
+
+    @abc.abstractmethod
+    def size(self, path: str) -> int:
+        """Size of a file in bytes."""
+
+    @abc.abstractmethod
+    def mkdirs(self, path: str) -> None:
+        """Create ``path`` and its parents (no-op on object stores)."""
+
+    @abc.abstractmethod
+    def delete(self, path: str, *, recursive: bool = False) -> None:
+        """Delete a file, or a directory (``recursive`` for a non-empty one); absent is fine."""
+
+    @abc.abstractmethod
+    def list(self, path: str, *, recursive: bool = False) -> list[FileInfo]:
+        """Entries directly under ``path`` (all below it with ``recursive``); [] if absent."""
+
+    @abc.abstractmethod
+    def rename(self, src: str, dst: str) -> None:
+        """Move ``src`` to ``dst`` (a copy and delete on object stores)."""
+
+    def join(self, base: str, *parts: str) -> str:
+        """``base/part/...`` with exactly one separator between parts."""
+        out = base.rstrip("/")
+        for part in parts:
+            out = f"{out}/{part.strip('/')}"
+        return out
+
+    def parent(self, path: str) -> str:
+        """The directory holding ``path``."""
+        stripped = path.rstrip("/")
+        head, _, _ = stripped.rpartition("/")
+        return head if head and not head.endswith(":/") else stripped[: len(head) + 1]
+
+    def name(self, path: str) -> str:
+        """The last component of ``path``."""
+        return path.rstrip("/").rpartition("/")[2]

@@ -1,0 +1,154 @@
+"""S3 (and S3-protocol stores) through pyarrow, with s3fs for conditional writes.
+
+Reads, listings and deletes go through ``pyarrow.fs.S3FileSystem``. Writes go through s3fs
+when it is installed, because it supports S3's conditional PUT (``If-None-Match: *``) both
+for one-shot uploads and for completing multipart uploads: a no-overwrite create is then a
+single atomic request with no HEAD before it. Without s3fs, writes fall back to pyarrow
+(``allow_delayed_open`` makes a small write one PUT) and a no-overwrite create checks for
+the key first, which leaves a race between two writers of the same key.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, BinaryIO, cast
+
+import pyarrow.fs as pafs
+
+from sparkpoint.fs.arrow import ArrowFileSystem, _split_endpoint
+
+__all__ = ["S3FileSystem", "S3Options"]
+
+_PART_SIZE = 8 * 1024 * 1024
+
+
+def _first(options: Mapping[str, str], *keys: str) -> str | None:
+    for key in keys:
+        value = options.get(key)
+        if value:
+            return value
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class S3Options:
+    """Connection settings for S3, from ``s3.*`` options and then ``AWS_*`` variables."""
+
+    endpoint: str | None = None
+    region: str | None = None
+    access_key: str | None = None
+    secret_key: str | None = None
+    session_token: str | None = None
+    path_style_access: bool | None = None
+    entropy_key: str | None = None
+    entropy_length: int = 4
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str], env: Mapping[str, str]) -> S3Options:
+        """Options win over environment variables; Flink's dotted aliases are accepted."""
+        path_style = _first(options, "s3.path.style.access", "s3.path-style-access")
+        length = options.get("s3.entropy.length", "4")
+        try:
+            entropy_length = int(length)
+        except ValueError:
+            raise ValueError(f"s3.entropy.length must be an integer, got {length!r}") from None
+        if entropy_length <= 0:
+            raise ValueError(f"s3.entropy.length must be > 0, got {entropy_length}")
+        return cls(
+            endpoint=_first(options, "s3.endpoint")
+            or _first(env, "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+            region=_first(options, "s3.region") or _first(env, "AWS_REGION", "AWS_DEFAULT_REGION"),
+            access_key=_first(options, "s3.access-key", "s3.access.key")
+            or _first(env, "AWS_ACCESS_KEY_ID"),
+            secret_key=_first(options, "s3.secret-key", "s3.secret.key")
+            or _first(env, "AWS_SECRET_ACCESS_KEY"),
+            session_token=_first(options, "s3.session-token") or _first(env, "AWS_SESSION_TOKEN"),
+            path_style_access=None if path_style is None else path_style.lower() == "true",
+            entropy_key=_first(options, "s3.entropy.key"),
+            entropy_length=entropy_length,
+        )
+
+    def arrow_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``pyarrow.fs.S3FileSystem``."""
+        kwargs: dict[str, Any] = {"allow_delayed_open": True}
+        if self.endpoint:
+            scheme, host = _split_endpoint(self.endpoint)
+            kwargs["endpoint_override"] = host
+            if scheme:
+                kwargs["scheme"] = scheme
+        region = self.region or ("us-east-1" if self.endpoint else None)
+        if region:
+            kwargs["region"] = region
+        if self.access_key and self.secret_key:
+            kwargs["access_key"] = self.access_key
+            kwargs["secret_key"] = self.secret_key
+            if self.session_token:
+                kwargs["session_token"] = self.session_token
+        if self.path_style_access is False:
+            kwargs["force_virtual_addressing"] = True
+        return kwargs
+
+    def s3fs_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``s3fs.S3FileSystem``."""
+        client: dict[str, Any] = {}
+        if self.endpoint:
+            client["endpoint_url"] = (
+                self.endpoint if "://" in self.endpoint else f"https://{self.endpoint}"
+            )
+        region = self.region or ("us-east-1" if self.endpoint else None)
+        if region:
+            client["region_name"] = region
+        kwargs: dict[str, Any] = {"client_kwargs": client}
+        if self.access_key and self.secret_key:
+            kwargs.update(key=self.access_key, secret=self.secret_key)
+            if self.session_token:
+                kwargs["token"] = self.session_token
+        if self.path_style_access is not None or self.endpoint:
+            style = "virtual" if self.path_style_access is False else "path"
+            kwargs["config_kwargs"] = {"s3": {"addressing_style": style}}
+        return kwargs
+
+
+class S3FileSystem(ArrowFileSystem):
+    """``s3://bucket/key`` (also ``s3a://``, ``s3n://``); entropy injection when configured."""
+
+    def __init__(self, options: S3Options, scheme: str = "s3") -> None:
+        factory = functools.partial(pafs.S3FileSystem, **options.arrow_kwargs())
+        super().__init__(scheme, factory, is_object_store=True)
+        self.options = options
+        self.entropy_key = options.entropy_key
+        self.entropy_length = options.entropy_length
+        self._s3fs: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_s3fs"] = None
+        return state
+
+    @property
+    def s3fs(self) -> Any:
+        """The s3fs filesystem used for writes, or ``None`` when s3fs is not installed."""
+        if self._s3fs is None:
+            try:
+                import s3fs
+            except ImportError:
+                return None
+            self._s3fs = s3fs.S3FileSystem(**self.options.s3fs_kwargs())
+        return self._s3fs
+
+    def open_output(self, path: str, *, overwrite: bool = False) -> BinaryIO:
+        writer = self.s3fs
+        if writer is None:
+            return super().open_output(path, overwrite=overwrite)
+        mode = "wb" if overwrite else "xb"
+        return cast(BinaryIO, writer.open(self.native(path), mode, block_size=_PART_SIZE))
+
+    def write_atomic(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
+        writer = self.s3fs
+        if writer is None:
+            super().write_atomic(path, data, overwrite=overwrite)
+            return
+        mode = "overwrite" if overwrite else "create"
+        writer.pipe_file(self.native(path), bytes(data), mode=mode)

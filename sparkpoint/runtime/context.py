@@ -1,0 +1,244 @@
+"""What user functions see inside a task: runtime context, process contexts, timer service.
+
+The classes follow PyFlink's contexts by duck typing (same method names), so the runtime does
+not import the API layer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkpoint.runtime.time_domain import TimeDomain
+
+__all__ = [
+    "MAX_WATERMARK",
+    "MIN_WATERMARK",
+    "KeyedContext",
+    "OperatorEnv",
+    "ProcessContext",
+    "StreamRuntimeContext",
+]
+
+MAX_WATERMARK = 2**63 - 1
+MIN_WATERMARK = -(2**63)
+EVENT_TIME = 0
+PROCESSING_TIME = 1
+TIMERS_STATE = "__sparkpoint_timers__"
+
+
+@dataclass
+class OperatorEnv:
+    """Per-task facts and services shared by the operators of a stage."""
+
+    job_id: str
+    task_name: str
+    epoch: int
+    subtask_index: int
+    parallelism: int
+    max_parallelism: int
+    attempt_number: int
+    end_of_input: bool
+    job_parameters: dict[str, str] = field(default_factory=dict)
+    watermark: int = MIN_WATERMARK  # during processing: the watermark the epoch started with
+    generator_state: dict[str, int] = field(default_factory=dict)
+    keyed_backend: Callable[[str], Any] = lambda op_id: None
+    report_watermark: Callable[[str, int, int | None], None] = lambda *a: None
+    clock: Callable[[], int] = lambda: int(time.time() * 1000)
+
+
+class _Metrics:
+    """A minimal metric group: counters by name."""
+
+    def __init__(self) -> None:
+        self.counters: dict[str, int] = {}
+
+    def counter(self, name: str) -> _Metrics:
+        self._name = name
+        self.counters.setdefault(name, 0)
+        return self
+
+    def inc(self, n: int = 1) -> None:
+        self.counters[self._name] += n
+
+    def add_group(self, name: str, extra: str | None = None) -> _Metrics:
+        return self
+
+
+class StreamRuntimeContext:
+    """PyFlink's ``RuntimeContext``: task facts and, on keyed streams, keyed state."""
+
+    def __init__(self, env: OperatorEnv, name: str, backend: Any | None) -> None:
+        self._env = env
+        self._name = name
+        self._backend = backend
+        self._metrics = _Metrics()
+
+    def get_task_name(self) -> str:
+        return self._name
+
+    def get_number_of_parallel_subtasks(self) -> int:
+        return self._env.parallelism
+
+    def get_max_number_of_parallel_subtasks(self) -> int:
+        return self._env.max_parallelism
+
+    def get_index_of_this_subtask(self) -> int:
+        return self._env.subtask_index
+
+    def get_attempt_number(self) -> int:
+        return self._env.attempt_number
+
+    def get_task_name_with_subtasks(self) -> str:
+        return f"{self._name} ({self._env.subtask_index + 1}/{self._env.parallelism})"
+
+    def get_job_parameter(self, key: str, default_value: str) -> str:
+        return self._env.job_parameters.get(key, default_value)
+
+    def get_metrics_group(self) -> _Metrics:
+        return self._metrics
+
+    def _keyed(self, what: str) -> Any:
+        if self._backend is None:
+            raise RuntimeError(
+                f"Keyed state ({what}) is only supported on a KeyedStream: "
+                "call key_by(...) before this operator."
+            )
+        return self._backend
+
+    def get_state(self, state_descriptor: Any) -> Any:
+        return self._keyed("get_state").get_partitioned_state(state_descriptor)
+
+    def get_list_state(self, state_descriptor: Any) -> Any:
+        return self._keyed("get_list_state").get_partitioned_state(state_descriptor)
+
+    def get_map_state(self, state_descriptor: Any) -> Any:
+        return self._keyed("get_map_state").get_partitioned_state(state_descriptor)
+
+    def get_reducing_state(self, state_descriptor: Any) -> Any:
+        return self._keyed("get_reducing_state").get_partitioned_state(state_descriptor)
+
+    def get_aggregating_state(self, state_descriptor: Any) -> Any:
+        return self._keyed("get_aggregating_state").get_partitioned_state(state_descriptor)
+
+
+class _NonKeyedTimerService:
+    """Timer service of a non-keyed ``ProcessFunction``: time only, no timers (as Flink)."""
+
+    def __init__(self, env: OperatorEnv) -> None:
+        self._env = env
+
+    def current_processing_time(self) -> int:
+        return self._env.clock()
+
+    def current_watermark(self) -> int:
+        return self._env.watermark
+
+    def _refuse(self, *args: Any) -> None:
+        raise RuntimeError("Setting timers is only supported on a keyed streams.")
+
+    register_processing_time_timer = _refuse
+    register_event_time_timer = _refuse
+    delete_processing_time_timer = _refuse
+    delete_event_time_timer = _refuse
+
+
+class ProcessContext:
+    """``ProcessFunction.Context``."""
+
+    def __init__(self, env: OperatorEnv) -> None:
+        self._timer_service = _NonKeyedTimerService(env)
+        self.current_timestamp: int | None = None
+
+    def timestamp(self) -> int | None:
+        return self.current_timestamp
+
+    def timer_service(self) -> _NonKeyedTimerService:
+        return self._timer_service
+
+
+class KeyedContext:
+    """``KeyedProcessFunction.Context`` and ``OnTimerContext``, with keyed timers.
+
+    Timers are keyed state (a map of ``(domain, timestamp)`` per key), so they are
+    checkpointed, restored and rescaled with the key groups like any other state.
+    """
+
+    def __init__(self, env: OperatorEnv, backend: Any, operator_id: str) -> None:
+        self._env = env
+        self._backend = backend
+        self.current_key: Any = None
+        self.current_timestamp: int | None = None
+        self._time_domain: Any = None
+        self._timers_state: Any = None
+
+    # -- Context ---------------------------------------------------------------------------
+    def get_current_key(self) -> Any:
+        return self.current_key
+
+    def timestamp(self) -> int | None:
+        return self.current_timestamp
+
+    def timer_service(self) -> KeyedContext:
+        return self
+
+    def time_domain(self) -> Any:
+        return TimeDomain.EVENT_TIME if self._time_domain == EVENT_TIME else (
+            TimeDomain.PROCESSING_TIME
+        )
+
+    # -- TimerService ----------------------------------------------------------------------
+    def current_processing_time(self) -> int:
+        return self._env.clock()
+
+    def current_watermark(self) -> int:
+        return self._env.watermark
+
+    def _timers(self) -> Any:
+        if self._timers_state is None:
+            from sparkpoint.state.descriptors import MapStateDescriptor
+            from sparkpoint.state.typeinfo import Types
+
+            self._timers_state = self._backend.get_partitioned_state(
+                MapStateDescriptor(TIMERS_STATE, Types.PICKLED_BYTE_ARRAY(), Types.BOOLEAN())
+            )
+        return self._timers_state
+
+    def register_event_time_timer(self, timestamp: int) -> None:
+        self._timers().put((EVENT_TIME, int(timestamp)), True)
+
+    def register_processing_time_timer(self, timestamp: int) -> None:
+        self._timers().put((PROCESSING_TIME, int(timestamp)), True)
+
+    def delete_event_time_timer(self, timestamp: int) -> None:
+        self._timers().remove((EVENT_TIME, int(timestamp)))
+
+    def delete_processing_time_timer(self, timestamp: int) -> None:
+        self._timers().remove((PROCESSING_TIME, int(timestamp)))
+
+    # -- firing ----------------------------------------------------------------------------
+    def due_timers(self) -> list[tuple[int, int, Any]]:
+        """Remove and return ``(timestamp, domain, key)`` of every due timer, oldest first."""
+        timers = self._timers()
+        watermark = self._env.watermark
+        now = self._env.clock()
+        due: list[tuple[int, int, Any]] = []
+        for key in list(self._backend.get_keys(TIMERS_STATE)):
+            self._backend.set_current_key(key)
+            for domain, ts in list(timers.keys()):
+                limit = watermark if domain == EVENT_TIME else now
+                if ts <= limit:
+                    due.append((ts, domain, key))
+                    timers.remove((domain, ts))
+        due.sort(key=lambda t: (t[0], t[1]))
+        return due
+
+    def enter_timer(self, timestamp: int, domain: int, key: Any) -> None:
+        self.current_key = key
+        self.current_timestamp = timestamp if domain == EVENT_TIME else None
+        self._time_domain = domain
+
+    def leave_timer(self) -> None:
+        self._time_domain = None

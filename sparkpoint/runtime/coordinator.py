@@ -1,0 +1,314 @@
+"""The checkpoint coordinator: when to checkpoint, and how a checkpoint completes or fails.
+
+It honours ``CheckpointConfig``: the interval, the minimum pause measured from the last
+completion, the maximum of concurrent checkpoints, the timeout (an expired checkpoint is
+aborted and its files removed) and the number of tolerable consecutive failures. Because an
+epoch boundary is a barrier across all tasks, every checkpoint is aligned by construction.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkpoint.checkpoint.handles import (
+    ByteStreamStateHandle,
+    IncrementalRemoteKeyedStateHandle,
+    KeyGroupsStateHandle,
+    PlaceholderStreamStateHandle,
+    StateObject,
+    StreamStateHandle,
+)
+from sparkpoint.checkpoint.metadata import CheckpointMetadata, MasterState, OperatorState
+from sparkpoint.checkpoint.metadata_format import write_metadata
+from sparkpoint.checkpoint.properties import CheckpointProperties
+from sparkpoint.checkpoint.storage import CheckpointStorageAccess, CheckpointStorageLocation
+from sparkpoint.checkpoint.store import CompletedCheckpoint, CompletedCheckpointStore
+from sparkpoint.errors import CheckpointException, CheckpointFailureReason
+
+__all__ = ["CheckpointCoordinator", "CheckpointPolicy", "CheckpointStats", "PendingCheckpoint"]
+
+_LOG = logging.getLogger("sparkpoint.checkpoint")
+
+
+@dataclass(frozen=True)
+class CheckpointPolicy:
+    """The coordinator's view of ``CheckpointConfig`` (all times in milliseconds)."""
+
+    interval_ms: int  # -1: periodic checkpoints disabled
+    timeout_ms: int = 600_000
+    min_pause_ms: int = 0
+    max_concurrent: int = 1
+    tolerable_failures: int = 0
+    retention: str = "NO_EXTERNALIZED_CHECKPOINTS"
+    prefer_checkpoint_for_recovery: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        """Whether periodic checkpoints are on."""
+        return self.interval_ms > 0
+
+
+@dataclass
+class PendingCheckpoint:
+    """A triggered checkpoint waiting for its epoch's snapshots."""
+
+    checkpoint_id: int
+    timestamp_ms: int
+    trigger_monotonic_ms: float
+    location: CheckpointStorageLocation
+    properties: CheckpointProperties
+    epoch: int
+
+
+@dataclass
+class CheckpointStats:
+    """What happened to one checkpoint (also logged)."""
+
+    checkpoint_id: int
+    is_savepoint: bool
+    trigger_timestamp_ms: int
+    status: str = "IN_PROGRESS"
+    duration_ms: int = 0
+    state_size: int = 0
+    inline_bytes: int = 0
+    files_written: int = 0
+    external_pointer: str | None = None
+    failure: str | None = None
+    epoch: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _count_handle(handle: StateObject | None, stats: CheckpointStats) -> None:
+    if handle is None:
+        return
+    if isinstance(handle, KeyGroupsStateHandle):
+        _count_handle(handle.delegate, stats)
+    elif isinstance(handle, IncrementalRemoteKeyedStateHandle):
+        _count_handle(handle.meta_state_handle, stats)
+        for part in (*handle.shared_state, *handle.private_state):
+            _count_handle(part.handle, stats)
+    elif isinstance(handle, ByteStreamStateHandle):
+        stats.inline_bytes += handle.state_size
+    elif isinstance(handle, PlaceholderStreamStateHandle):
+        return
+    elif isinstance(handle, StreamStateHandle):
+        stats.files_written += 1
+
+
+def _handles(operator_states: Sequence[OperatorState]) -> list[StateObject]:
+    return [
+        h
+        for op in operator_states
+        for sub in op.subtask_states.values()
+        for h in (*sub.managed_keyed_state, *sub.managed_operator_state)
+    ]
+
+
+class CheckpointCoordinator:
+    """Triggers, completes and aborts checkpoints and savepoints of one job."""
+
+    def __init__(
+        self,
+        job_id: str,
+        policy: CheckpointPolicy,
+        storage_access: CheckpointStorageAccess,
+        store: CompletedCheckpointStore,
+        cleaner: Any = None,
+        first_checkpoint_id: int = 1,
+        clock: Callable[[], float] = lambda: time.monotonic() * 1000.0,
+    ) -> None:
+        self.job_id = job_id
+        self.policy = policy
+        self.storage_access = storage_access
+        self.store = store
+        self.cleaner = cleaner
+        self.clock = clock
+        self.next_checkpoint_id = first_checkpoint_id
+        self.pending: list[PendingCheckpoint] = []
+        self.stats: list[CheckpointStats] = []
+        self.consecutive_failures = 0
+        self.last_success_id = 0
+        self.last_trigger_ms: float | None = None
+        self.last_completion_ms: float | None = None
+        self.started_ms = clock()
+
+    # -- triggering ------------------------------------------------------------------------
+    def is_due(self) -> bool:
+        """Whether a periodic checkpoint may be triggered now."""
+        p = self.policy
+        if not p.enabled or len(self.pending) >= p.max_concurrent:
+            return False
+        now = self.clock()
+        since = self.last_trigger_ms if self.last_trigger_ms is not None else self.started_ms
+        if now - since < p.interval_ms:
+            return False
+        if self.last_completion_ms is not None and now - self.last_completion_ms < p.min_pause_ms:
+            return False
+        return True
+
+    def trigger(
+        self,
+        epoch: int,
+        savepoint_target: str | None = None,
+        is_savepoint: bool = False,
+        synchronous: bool = False,
+    ) -> PendingCheckpoint:
+        """Create the checkpoint's location and register it as pending."""
+        cid = self.next_checkpoint_id
+        self.next_checkpoint_id += 1
+        if is_savepoint:
+            location = self.storage_access.initialize_location_for_savepoint(cid, savepoint_target)
+            props = (
+                CheckpointProperties.for_sync_savepoint(terminate=True)
+                if synchronous
+                else CheckpointProperties.for_savepoint()
+            )
+        else:
+            location = self.storage_access.initialize_location_for_checkpoint(cid)
+            props = CheckpointProperties.for_checkpoint(self.policy.retention)
+            self.last_trigger_ms = self.clock()
+        pending = PendingCheckpoint(
+            cid, int(time.time() * 1000), self.clock(), location, props, epoch
+        )
+        self.pending.append(pending)
+        self.stats.append(
+            CheckpointStats(cid, is_savepoint, pending.timestamp_ms, epoch=epoch)
+        )
+        return pending
+
+    # -- completion ------------------------------------------------------------------------
+    def complete(
+        self,
+        pending: PendingCheckpoint,
+        operator_states: Sequence[OperatorState],
+        master_states: Sequence[MasterState],
+    ) -> CompletedCheckpoint:
+        """Write ``_metadata`` and add the checkpoint to the store (subsuming old ones).
+
+        Raises ``CheckpointException`` (and aborts) when the checkpoint expired or failed.
+        """
+        stats = self._stats(pending.checkpoint_id)
+        elapsed = self.clock() - pending.trigger_monotonic_ms
+        if elapsed > self.policy.timeout_ms:
+            self.abort(pending, CheckpointFailureReason.CHECKPOINT_EXPIRED,
+                       f"took {elapsed:.0f} ms, timeout {self.policy.timeout_ms} ms",
+                       states=_handles(operator_states))
+            raise CheckpointException(
+                CheckpointFailureReason.CHECKPOINT_EXPIRED, checkpoint_id=pending.checkpoint_id
+            )
+        try:
+            # Registration swaps placeholders for the registered shared handles; it must
+            # happen before _metadata is written, which refuses placeholders.
+            operator_states = self.store.shared_state_registry.register_all(
+                operator_states, pending.checkpoint_id
+            )
+            metadata = CheckpointMetadata(
+                pending.checkpoint_id, tuple(operator_states), tuple(master_states),
+                pending.properties,
+            )
+            completed_location = write_metadata(pending.location, metadata)
+        except Exception as exc:
+            self.abort(pending, CheckpointFailureReason.IO_EXCEPTION, repr(exc),
+                       states=_handles(operator_states))
+            raise CheckpointException(
+                CheckpointFailureReason.IO_EXCEPTION, repr(exc), pending.checkpoint_id
+            ) from exc
+        checkpoint = CompletedCheckpoint(
+            job_id=self.job_id,
+            checkpoint_id=pending.checkpoint_id,
+            timestamp_ms=pending.timestamp_ms,
+            completion_timestamp_ms=int(time.time() * 1000),
+            operator_states=tuple(operator_states),
+            properties=pending.properties,
+            location=completed_location,
+            metadata=metadata,
+            master_states=tuple(master_states),
+        )
+        self.store.add_checkpoint_and_subsume_oldest(checkpoint, self.cleaner)
+        self.pending.remove(pending)
+        if not pending.properties.is_savepoint:
+            self.last_completion_ms = self.clock()
+        if pending.checkpoint_id > self.last_success_id:
+            self.last_success_id = pending.checkpoint_id
+            self.consecutive_failures = 0
+        stats.status = "COMPLETED"
+        stats.duration_ms = int(self.clock() - pending.trigger_monotonic_ms)
+        stats.external_pointer = completed_location.external_pointer
+        for op in operator_states:
+            for sub in op.subtask_states.values():
+                for handle in sub.managed_keyed_state:
+                    stats.state_size += handle.state_size
+                    _count_handle(handle, stats)
+                for handle in sub.managed_operator_state:
+                    stats.state_size += handle.state_size
+                    _count_handle(handle.delegate, stats)
+        _LOG.info(
+            "%s %d completed in %d ms: state %d bytes (%d inline), %d state files, at %s",
+            "Savepoint" if stats.is_savepoint else "Checkpoint",
+            stats.checkpoint_id, stats.duration_ms, stats.state_size, stats.inline_bytes,
+            stats.files_written, stats.external_pointer,
+        )
+        return checkpoint
+
+    def abort(
+        self,
+        pending: PendingCheckpoint,
+        reason: CheckpointFailureReason,
+        detail: str = "",
+        states: Sequence[StateObject] = (),
+    ) -> None:
+        """Discard a pending checkpoint's files (the acknowledged ``states``, unregistered
+        shared uploads, its directory) and count the failure if it counts.
+
+        Raises ``CheckpointException`` when the tolerable failure number is exceeded.
+        """
+        if pending in self.pending:
+            self.pending.remove(pending)
+        self._discard(pending, states)
+        stats = self._stats(pending.checkpoint_id)
+        stats.status = "FAILED"
+        stats.failure = f"{reason.name}: {detail}"
+        stats.duration_ms = int(self.clock() - pending.trigger_monotonic_ms)
+        _LOG.warning("Checkpoint %d failed: %s %s", pending.checkpoint_id, reason.name, detail)
+        if reason.counts_as_failure and not pending.properties.is_savepoint:
+            self.consecutive_failures += 1
+            if self.consecutive_failures > self.policy.tolerable_failures:
+                raise CheckpointException(
+                    reason,
+                    "Exceeded checkpoint tolerable failure threshold.",
+                    pending.checkpoint_id,
+                )
+
+    def abort_all(self, reason: CheckpointFailureReason) -> None:
+        """Abort every pending checkpoint without counting failures (job restart/stop)."""
+        for pending in list(self.pending):
+            self.pending.remove(pending)
+            self._discard(pending, ())
+            stats = self._stats(pending.checkpoint_id)
+            stats.status = "FAILED"
+            stats.failure = reason.name
+
+    def _discard(self, pending: PendingCheckpoint, states: Sequence[StateObject]) -> None:
+        registry = self.store.shared_state_registry
+        try:
+            if self.cleaner is not None:
+                self.cleaner.clean_aborted_checkpoint(
+                    pending.checkpoint_id, pending.location, states,
+                    shared_state_registry=registry,
+                )
+            else:
+                for state in states:
+                    state.discard()
+                pending.location.dispose_on_failure()
+        except Exception:  # noqa: BLE001 - cleanup is best effort
+            _LOG.warning("Could not dispose checkpoint %d", pending.checkpoint_id, exc_info=True)
+
+    def _stats(self, checkpoint_id: int) -> CheckpointStats:
+        for s in reversed(self.stats):
+            if s.checkpoint_id == checkpoint_id:
+                return s
+        raise KeyError(checkpoint_id)

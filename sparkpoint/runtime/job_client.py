@@ -1,0 +1,115 @@
+"""The handle to a running job: status, cancel, savepoints, statistics, result."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from sparkpoint.runtime.coordinator import CheckpointStats
+from sparkpoint.runtime.job_master import JobMaster
+
+__all__ = ["JobClient", "JobExecutionResult"]
+
+
+@dataclass(frozen=True)
+class JobExecutionResult:
+    """What ``execute`` returns (PyFlink's ``JobExecutionResult``)."""
+
+    job_id: str
+    net_runtime_ms: int
+    epochs: int
+    restarts: int
+    records_in: int
+    checkpoints: tuple[CheckpointStats, ...]
+
+    def get_job_id(self) -> str:
+        return self.job_id
+
+    def get_net_runtime(self) -> int:
+        """Run time in milliseconds."""
+        return self.net_runtime_ms
+
+    def get_all_accumulator_results(self) -> dict[str, Any]:
+        return {"epochs": self.epochs, "restarts": self.restarts, "records_in": self.records_in}
+
+    def get_accumulator_result(self, accumulator_name: str) -> Any:
+        return self.get_all_accumulator_results().get(accumulator_name)
+
+    def is_job_execution_result(self) -> bool:
+        return True
+
+    def get_job_execution_result(self) -> JobExecutionResult:
+        return self
+
+
+class JobClient:
+    """Controls a job started with ``execute_async`` (runs in a driver thread)."""
+
+    def __init__(self, master: JobMaster) -> None:
+        self._master = master
+        self._result: Future[JobExecutionResult] = Future()
+        self._thread = threading.Thread(target=self._run, name=f"sparkpoint-{master.job_id}",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            out = self._master.run()
+            self._result.set_result(result_of(self._master, out))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
+            self._result.set_exception(exc)
+
+    def get_job_id(self) -> str:
+        return self._master.job_id
+
+    def get_job_status(self) -> Future[str]:
+        fut: Future[str] = Future()
+        fut.set_result(self._master.status)
+        return fut
+
+    def cancel(self) -> Future[None]:
+        """Cancel at the next epoch boundary; checkpoints are kept or deleted per the
+        externalized-checkpoint retention."""
+        return self._master.request("cancel")
+
+    def trigger_savepoint(self, savepoint_directory: str | None = None,
+                          formatType: Any = None) -> Future[str]:
+        """Take a (canonical) savepoint after the current epoch; the future gives its path."""
+        return self._master.request("savepoint", savepoint_directory)
+
+    def stop_with_savepoint(self, advance_to_end_of_event_time: bool = False,
+                            savepoint_directory: str | None = None,
+                            formatType: Any = None) -> Future[str]:
+        """Take a synchronous savepoint and finish the job; with ``advance_to_end_of_event_time``
+        (drain) the watermark goes to the maximum first, firing every event-time timer."""
+        return self._master.request("stop", savepoint_directory, advance_to_end_of_event_time)
+
+    def get_accumulators(self) -> Future[dict[str, Any]]:
+        fut: Future[dict[str, Any]] = Future()
+        fut.set_result({"epochs": self._master.epochs_run, "restarts": self._master.restarts})
+        return fut
+
+    def get_checkpoint_statistics(self) -> list[CheckpointStats]:
+        """Per checkpoint: id, trigger time, duration, state size, inline bytes, files."""
+        return list(self._master.coordinator.stats)
+
+    def get_job_execution_result(self) -> Future[JobExecutionResult]:
+        return self._result
+
+    def wait(self, timeout: float | None = None) -> JobExecutionResult:
+        """Block until the job ends; re-raises its failure."""
+        return self._result.result(timeout)
+
+
+def result_of(master: JobMaster, out: dict[str, Any]) -> JobExecutionResult:
+    """The execution result of a finished master run."""
+    return JobExecutionResult(
+        job_id=master.job_id,
+        net_runtime_ms=out["net_runtime_ms"],
+        epochs=out["epochs"],
+        restarts=out["restarts"],
+        records_in=out["records_in"],
+        checkpoints=tuple(master.coordinator.stats),
+    )

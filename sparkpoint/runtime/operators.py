@@ -1,0 +1,330 @@
+"""Chained operators that run inside one Spark task, batch at a time.
+
+Operators form a tree per stage: ``push(values, timestamps)`` processes a batch and pushes
+the result to every child. ``end_epoch()`` runs after all input: keyed operators fire due
+timers there, and leaves (routers, sinks) emit their output rows. User functions arrive
+already wrapped (``map``/``flat_map``/``filter``/``process_element`` methods) by the API layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from sparkpoint.runtime.context import (
+    KeyedContext,
+    OperatorEnv,
+    ProcessContext,
+    StreamRuntimeContext,
+)
+
+__all__ = [
+    "FilterOperator",
+    "FlatMapOperator",
+    "KeyedProcessOperator",
+    "MapOperator",
+    "Operator",
+    "ProcessOperator",
+    "ReduceOperator",
+    "TimestampsOperator",
+]
+
+
+class Operator:
+    """A node of a stage's operator tree."""
+
+    def __init__(self, operator_id: str, name: str) -> None:
+        self.operator_id = operator_id
+        self.name = name
+        self.children: list[Operator] = []
+        self.records_in = 0
+
+    def open(self, env: OperatorEnv) -> None:
+        """Called once per task before the first batch."""
+        self.env = env
+        for child in self.children:
+            child.open(env)
+
+    def push(self, values: list[Any], timestamps: list[int | None] | None) -> None:
+        """Process a batch and hand the output to the children."""
+        self.records_in += len(values)
+        out_values, out_ts = self.process(values, timestamps)
+        if out_values:
+            self.emit(out_values, out_ts)
+
+    def process(
+        self, values: list[Any], timestamps: list[int | None] | None
+    ) -> tuple[list[Any], list[int | None] | None]:
+        """Transform one batch (identity by default)."""
+        return values, timestamps
+
+    def emit(self, values: list[Any], timestamps: list[int | None] | None) -> None:
+        """Push a batch to every child."""
+        for child in self.children:
+            child.push(values, timestamps)
+
+    def end_epoch(self) -> None:
+        """All input of the epoch was pushed: flush, fire timers, then let children finish."""
+        for child in self.children:
+            child.end_epoch()
+
+    def close(self) -> None:
+        """Release resources of this operator and its children."""
+        for child in self.children:
+            child.close()
+
+
+class _UserFunctionOperator(Operator):
+    """An operator calling a user ``Function`` (with ``open``/``close``)."""
+
+    def __init__(self, operator_id: str, name: str, function: Any) -> None:
+        super().__init__(operator_id, name)
+        self.function = function
+
+    def open(self, env: OperatorEnv) -> None:
+        self.env = env
+        self.runtime_context = StreamRuntimeContext(env, self.name, None)
+        _call_open(self.function, self.runtime_context)
+        for child in self.children:
+            child.open(env)
+
+    def close(self) -> None:
+        close = getattr(self.function, "close", None)
+        if close is not None:
+            close()
+        super().close()
+
+
+def _call_open(function: Any, runtime_context: Any) -> None:
+    open_ = getattr(function, "open", None)
+    if open_ is not None:
+        open_(runtime_context)
+
+
+class MapOperator(_UserFunctionOperator):
+    """``map``: one output per input."""
+
+    def process(self, values, timestamps):  # type: ignore[no-untyped-def]
+        f = self.function.map
+        return [f(v) for v in values], timestamps
+
+
+class FilterOperator(_UserFunctionOperator):
+    """``filter``: keeps the records the predicate accepts."""
+
+    def process(self, values, timestamps):  # type: ignore[no-untyped-def]
+        f = self.function.filter
+        if timestamps is None:
+            return [v for v in values if f(v)], None
+        keep = [(v, t) for v, t in zip(values, timestamps) if f(v)]
+        return [v for v, _ in keep], [t for _, t in keep]
+
+
+def _extend_outputs(
+    result: Iterable[Any] | None,
+    ts: int | None,
+    out_v: list[Any],
+    out_t: list[int | None] | None,
+) -> None:
+    if result is None:
+        return
+    for item in result:
+        out_v.append(item)
+        if out_t is not None:
+            out_t.append(ts)
+
+
+class FlatMapOperator(_UserFunctionOperator):
+    """``flat_map``: zero or more outputs per input (a generator or any iterable)."""
+
+    def process(self, values, timestamps):  # type: ignore[no-untyped-def]
+        f = self.function.flat_map
+        out_v: list[Any] = []
+        if timestamps is None:
+            for v in values:
+                r = f(v)
+                if r is not None:
+                    out_v.extend(r)
+            return out_v, None
+        out_t: list[int | None] = []
+        for v, t in zip(values, timestamps):
+            _extend_outputs(f(v), t, out_v, out_t)
+        return out_v, out_t
+
+
+class ProcessOperator(_UserFunctionOperator):
+    """``process`` with a (non-keyed) ``ProcessFunction``."""
+
+    def process(self, values, timestamps):  # type: ignore[no-untyped-def]
+        ctx = ProcessContext(self.env)
+        f = self.function.process_element
+        out_v: list[Any] = []
+        out_t: list[int | None] | None = None if timestamps is None else []
+        for i, v in enumerate(values):
+            ts = None if timestamps is None else timestamps[i]
+            ctx.current_timestamp = ts
+            _extend_outputs(f(v, ctx), ts, out_v, out_t)
+        return out_v, out_t
+
+
+class TimestampsOperator(Operator):
+    """``assign_timestamps_and_watermarks``: sets record timestamps, tracks the watermark."""
+
+    def __init__(self, operator_id: str, name: str, watermark_strategy: Any) -> None:
+        super().__init__(operator_id, name)
+        self.strategy = watermark_strategy
+        self.assigner = watermark_strategy.get_timestamp_assigner()
+
+    def open(self, env: OperatorEnv) -> None:
+        self.generator = self.strategy.create_watermark_generator()
+        prev = env.generator_state.get(self.operator_id)
+        if prev is not None:
+            self.generator.on_event(prev)
+        self.max_ts: int | None = prev
+        super().open(env)
+
+    def process(self, values, timestamps):  # type: ignore[no-untyped-def]
+        assign = self.assigner.extract_timestamp if self.assigner is not None else None
+        out_t: list[int | None] = []
+        gen = self.generator
+        max_ts = self.max_ts
+        for i, v in enumerate(values):
+            prev = None if timestamps is None else timestamps[i]
+            ts = assign(v, prev if prev is not None else -(2**63)) if assign else prev
+            out_t.append(ts)
+            if ts is not None:
+                gen.on_event(ts)
+                if max_ts is None or ts > max_ts:
+                    max_ts = ts
+        self.max_ts = max_ts
+        return values, out_t
+
+    def end_epoch(self) -> None:
+        self.env.report_watermark(self.operator_id, self.generator.current_watermark(), self.max_ts)
+        super().end_epoch()
+
+
+class _KeyedOperator(_UserFunctionOperator):
+    """Base of operators after a ``key_by``: one keyed state backend per operator."""
+
+    def __init__(
+        self, operator_id: str, name: str, function: Any, key_selector: Any
+    ) -> None:
+        super().__init__(operator_id, name, function)
+        self.key_selector = key_selector
+
+    def open(self, env: OperatorEnv) -> None:
+        self.env = env
+        self.backend = env.keyed_backend(self.operator_id)
+        self.ctx = KeyedContext(env, self.backend, self.operator_id)
+        self.runtime_context = StreamRuntimeContext(env, self.name, self.backend)
+        _call_open(self.function, self.runtime_context)
+        for child in self.children:
+            child.open(env)
+
+    def end_epoch(self) -> None:
+        self.fire_timers()
+        super().end_epoch()
+
+    def fire_timers(self) -> None:
+        """Fire event-time timers up to the watermark and due processing-time timers."""
+        on_timer = getattr(self.function, "on_timer", None)
+        due = self.ctx.due_timers()
+        if not due:
+            return
+        out_v: list[Any] = []
+        out_t: list[int | None] = []
+        for ts, domain, key in due:
+            self.backend.set_current_key(key)
+            self.ctx.enter_timer(ts, domain, key)
+            if on_timer is not None:
+                _extend_outputs(on_timer(ts, self.ctx), ts, out_v, out_t)
+        self.ctx.leave_timer()
+        if out_v:
+            self.emit(out_v, out_t)
+
+
+class KeyedProcessOperator(_KeyedOperator):
+    """``process`` on a keyed stream (``KeyedProcessFunction``), and keyed map/flat_map/filter."""
+
+    def __init__(
+        self,
+        operator_id: str,
+        name: str,
+        function: Any,
+        key_selector: Any,
+        call: Callable[[Any, Any, Any], Iterable[Any] | None] | None = None,
+    ) -> None:
+        super().__init__(operator_id, name, function, key_selector)
+        self.call = call
+
+    def process(self, values, timestamps):  # type: ignore[no-untyped-def]
+        get_key = self.key_selector.get_key
+        set_key = self.backend.set_current_key
+        ctx = self.ctx
+        call = self.call or (lambda fn, v, c: fn.process_element(v, c))
+        fn = self.function
+        out_v: list[Any] = []
+        out_t: list[int | None] | None = None if timestamps is None else []
+        for i, v in enumerate(values):
+            key = get_key(v)
+            set_key(key)
+            ts = None if timestamps is None else timestamps[i]
+            ctx.current_key = key
+            ctx.current_timestamp = ts
+            _extend_outputs(call(fn, v, ctx), ts, out_v, out_t)
+        return out_v, out_t
+
+
+class ReduceOperator(_KeyedOperator):
+    """``reduce``/``sum``/``min``/``max`` on a keyed stream: a rolling aggregate per key.
+
+    In STREAMING mode every update is emitted; in BATCH mode only the final value per key,
+    when the input ends (as Flink does).
+    """
+
+    def __init__(
+        self,
+        operator_id: str,
+        name: str,
+        function: Any,
+        key_selector: Any,
+        batch_mode: bool,
+    ) -> None:
+        super().__init__(operator_id, name, function, key_selector)
+        self.batch_mode = batch_mode
+
+    def open(self, env: OperatorEnv) -> None:
+        super().open(env)
+        from sparkpoint.state.descriptors import ValueStateDescriptor
+        from sparkpoint.state.typeinfo import Types
+
+        self.state = self.backend.get_partitioned_state(
+            ValueStateDescriptor("_reduce", Types.PICKLED_BYTE_ARRAY())
+        )
+
+    def process(self, values, timestamps):  # type: ignore[no-untyped-def]
+        get_key = self.key_selector.get_key
+        set_key = self.backend.set_current_key
+        reduce = self.function.reduce
+        state = self.state
+        out_v: list[Any] = []
+        for v in values:
+            set_key(get_key(v))
+            old = state.value()
+            new = v if old is None else reduce(old, v)
+            state.update(new)
+            out_v.append(new)
+        if self.batch_mode:
+            return [], None
+        return out_v, timestamps
+
+    def end_epoch(self) -> None:
+        if self.batch_mode and self.env.end_of_input:
+            out: list[Any] = []
+            for key in list(self.backend.get_keys("_reduce")):
+                self.backend.set_current_key(key)
+                out.append(self.state.value())
+            if out:
+                self.emit(out, None)
+        super().end_epoch()

@@ -1,0 +1,81 @@
+"""Which keyed handles each new subtask restores from, at any new parallelism (rescaling)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sparkpoint.checkpoint.metadata import CheckpointMetadata
+from sparkpoint.errors import RestoreError
+from sparkpoint.runtime.graph import Plan
+from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
+
+__all__ = ["assign_keyed_state", "check_unmatched_state"]
+
+
+def assign_keyed_state(
+    plan: Plan, metadata: CheckpointMetadata | None, explicit_max_parallelism: bool
+) -> dict[str, dict[int, list[Any]]]:
+    """Per keyed operator and new subtask, the handles cut to the subtask's key groups.
+
+    The max parallelism of the checkpoint is adopted by the plan unless the program set one
+    explicitly, in which case both must agree (as Flink requires).
+    """
+    out: dict[str, dict[int, list[Any]]] = {}
+    for stage in plan.stages:
+        for node in stage.keyed_nodes:
+            op_id = node.operator_id
+            per_sub: dict[int, list[Any]] = {i: [] for i in range(stage.parallelism)}
+            out[op_id] = per_sub
+            op_state = metadata.get_operator_state(op_id) if metadata else None
+            if op_state is None:
+                continue
+            if op_state.max_parallelism != stage.max_parallelism:
+                if explicit_max_parallelism or node.max_parallelism is not None:
+                    raise RestoreError(
+                        "Max parallelism mismatch between checkpoint/savepoint state and new "
+                        f"program. Cannot map operator {op_id} with max parallelism "
+                        f"{op_state.max_parallelism} to new program with max parallelism "
+                        f"{stage.max_parallelism}. This indicates that the program has been "
+                        "changed in a non-compatible way after the checkpoint/savepoint."
+                    )
+                stage.max_parallelism = op_state.max_parallelism
+            old_handles = [
+                h for sub in op_state.subtask_states.values() for h in sub.managed_keyed_state
+            ]
+            for i in range(stage.parallelism):
+                rng = compute_key_group_range_for_operator_index(
+                    stage.max_parallelism, stage.parallelism, i
+                )
+                for h in old_handles:
+                    cut = h.get_intersection(rng)
+                    if cut is not None:
+                        per_sub[i].append(cut)
+    return out
+
+
+def check_unmatched_state(
+    plan: Plan, metadata: CheckpointMetadata, allow_non_restored_state: bool
+) -> list[str]:
+    """Operator ids with state in the checkpoint but absent from the program.
+
+    Raises ``RestoreError`` unless ``allow_non_restored_state`` (Flink's
+    ``execution.savepoint.ignore-unclaimed-state``).
+    """
+    known = {n.operator_id for n in plan.nodes}
+    unmatched = [
+        o.operator_id
+        for o in metadata.operator_states
+        if o.operator_id not in known and _has_state(o.subtask_states.values())
+    ]
+    if unmatched and not allow_non_restored_state:
+        raise RestoreError(
+            f"Failed to rollback to checkpoint/savepoint {metadata.checkpoint_id}: cannot map "
+            f"state of operators {unmatched} to the new program (no operator with that uid). "
+            "Set execution.savepoint.ignore-unclaimed-state=true to skip that state."
+        )
+    return unmatched
+
+
+def _has_state(subtasks: Iterable[Any]) -> bool:
+    return any(s.managed_keyed_state or s.managed_operator_state for s in subtasks)

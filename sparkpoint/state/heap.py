@@ -1,0 +1,297 @@
+"""``HeapKeyedStateBackend``: the working state of ``HashMapStateBackend``, on the heap.
+
+Local commits write one pickle file per *changed* key group (``kg<N>-<token>.pkl``), then
+publish a JSON marker atomically (temp name + ``os.replace``). The marker names every key
+group's file, the epoch and the runtime's ``extra`` bytes, and keeps the previous commit so
+``revert_to(epoch - 1)`` works once. Files no marker references are deleted.
+
+A process-wide cache keeps the live tables after ``close()``: a task that runs in the same
+Python worker again, and finds the marker at the epoch the cached tables were committed
+at, adopts them instead of reloading. Tables with uncommitted changes are never cached.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pickle
+import shutil
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sparkpoint.checkpoint.handles import KeyedStateHandle
+from sparkpoint.checkpoint.key_group_range import KeyGroupRange
+from sparkpoint.errors import StateLostError
+from sparkpoint.state.backend import KeyedStateBackendParameters
+from sparkpoint.state.heap_table import HeapStateTable, columns_of_group
+from sparkpoint.state.keyed_backend import AbstractKeyedStateBackend, SnapshotView
+from sparkpoint.state.snapshot_format import Columns
+from sparkpoint.state.table import RegisteredStateMeta, StateTable
+
+__all__ = ["HeapKeyedStateBackend", "clear_heap_cache"]
+
+MARKER = "MARKER.json"
+_SUBDIR = "heap"
+
+
+@dataclass
+class _Cached:
+    epoch: int
+    marker_token: str
+    tables: dict[str, HeapStateTable]
+
+
+_CACHE: dict[str, _Cached] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def clear_heap_cache() -> None:
+    """Forget every cached heap state of this process (tests, memory pressure)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+class _HeapSnapshotView(SnapshotView):
+    """Pinned key-group dicts of every table (copy-on-write keeps them unchanged)."""
+
+    supports_objects = True
+
+    def __init__(self, tables: Sequence[HeapStateTable]) -> None:
+        self._tables = list(tables)
+        self._groups = [t.pin() for t in self._tables]
+        self._released = False
+
+    def columns(self, state_id: int, key_group: int) -> Columns | None:
+        group = self._groups[state_id].get(key_group)
+        if not group:
+            return None
+        return columns_of_group(self._tables[state_id].meta, group)
+
+    def objects(self, state_id: int, key_group: int) -> dict[Any, Any] | None:
+        return self._groups[state_id].get(key_group) or None
+
+    def release(self) -> None:
+        if not self._released:
+            self._released = True
+            for t in self._tables:
+                t.unpin()
+
+
+class HeapKeyedStateBackend(AbstractKeyedStateBackend):
+    """Keyed state of one subtask in Python dicts, committed locally per epoch."""
+
+    backend_name = "heap"
+
+    def __init__(self, params: KeyedStateBackendParameters) -> None:
+        super().__init__(params)
+        self._dir = os.path.join(params.local_dir, _SUBDIR)
+        os.makedirs(self._dir, exist_ok=True)
+        self._marker: dict[str, Any] | None = self._read_marker()
+        self._open_local_state()
+
+    # -- tables --------------------------------------------------------------------------
+
+    def _create_table(self, meta: RegisteredStateMeta) -> StateTable:
+        return HeapStateTable(meta, self._range)
+
+    def _migrate(self, old: StateTable, meta: RegisteredStateMeta) -> StateTable:
+        table = super()._migrate(old, meta)
+        self._force_dirty = True
+        return table
+
+    def _heap_tables(self) -> dict[str, HeapStateTable]:
+        return self._tables  # type: ignore[return-value]
+
+    def _snapshot_view(self, metas: Sequence[RegisteredStateMeta]) -> SnapshotView:
+        tables = self._heap_tables()
+        return _HeapSnapshotView([tables[m.name] for m in metas])
+
+    def restore(self, handles: Sequence[KeyedStateHandle]) -> None:
+        """Replace the state by ``handles``; the local state then has no committed epoch
+        (``local_epoch()`` is ``None``) until the next ``commit_local``."""
+        super().restore(handles)
+        self._marker = None
+        self._force_dirty = True
+
+    def _drop_tables(self) -> None:
+        self._tables = {}
+        self._states.clear()
+        self._force_dirty = True
+
+    # -- local state ---------------------------------------------------------------------
+
+    def _read_marker(self) -> dict[str, Any] | None:
+        path = os.path.join(self._dir, MARKER)
+        try:
+            with open(path, encoding="utf-8") as f:
+                marker = json.load(f)
+        except FileNotFoundError:
+            return None
+        except ValueError as e:
+            raise StateLostError(f"Local heap state marker {path} is corrupt: {e}") from e
+        p = self.params
+        if (
+            marker.get("job_id") != p.job_id
+            or marker.get("operator_id") != p.operator_id
+            or marker.get("max_parallelism") != p.max_parallelism
+            or marker.get("key_group_range") != [self._range.start_key_group,
+                                                 self._range.end_key_group]
+        ):
+            return None
+        return marker
+
+    def _open_local_state(self) -> None:
+        """Adopt cached tables if they match the marker, else load the marker's files."""
+        self._force_dirty = False
+        marker = self._marker
+        if marker is None:
+            return
+        with _CACHE_LOCK:
+            cached = _CACHE.pop(self._dir, None)
+        if cached is not None and cached.marker_token == marker["token"]:
+            self._tables = dict(cached.tables)
+            return
+        self._load_commit(marker)
+
+    def _load_commit(self, commit: dict[str, Any]) -> None:
+        tables: dict[str, HeapStateTable] = {}
+        for meta_json in commit["states"]:
+            meta = RegisteredStateMeta.from_json(meta_json)
+            tables[meta.name] = HeapStateTable(meta, self._range)
+        for kg_str, fname in commit["files"].items():
+            kg = int(kg_str)
+            try:
+                with open(os.path.join(self._dir, fname), "rb") as f:
+                    per_state: dict[str, dict[Any, Any]] = pickle.load(f)
+            except FileNotFoundError as e:
+                raise StateLostError(f"Local heap state file {fname} is missing: {e}") from e
+            except (pickle.UnpicklingError, EOFError, ValueError) as e:
+                raise StateLostError(f"Local heap state file {fname} is corrupt: {e}") from e
+            for name, group in per_state.items():
+                tables[name].groups[kg] = group
+        for t in tables.values():
+            t.mark_committed()
+        self._tables = dict(tables)
+        self._states.clear()
+        self._force_dirty = False
+
+    def local_epoch(self) -> int | None:
+        return None if self._marker is None else int(self._marker["epoch"])
+
+    def local_extra(self) -> bytes:
+        if self._marker is None:
+            return b""
+        return base64.b64decode(self._marker["extra"])
+
+    def commit_local(self, epoch: int, extra: bytes = b"") -> None:
+        tables = self._heap_tables()
+        prev_files: dict[str, str] = {} if self._marker is None else dict(self._marker["files"])
+        if self._force_dirty:
+            dirty: set[int] = set(self._range)
+        else:
+            dirty = set()
+            for t in tables.values():
+                dirty |= t.dirty
+        token = uuid.uuid4().hex[:12]
+        files = {k: v for k, v in prev_files.items() if int(k) not in dirty}
+        for kg in sorted(dirty):
+            per_state = {name: t.groups[kg] for name, t in tables.items() if t.groups[kg]}
+            if not per_state:
+                continue
+            fname = f"kg{kg}-{token}.pkl"
+            with open(os.path.join(self._dir, fname), "wb") as f:
+                f.write(pickle.dumps(per_state, protocol=5))
+            files[str(kg)] = fname
+        p = self.params
+        marker: dict[str, Any] = {
+            "token": token,
+            "epoch": epoch,
+            "extra": base64.b64encode(extra).decode("ascii"),
+            "job_id": p.job_id,
+            "operator_id": p.operator_id,
+            "max_parallelism": p.max_parallelism,
+            "key_group_range": [self._range.start_key_group, self._range.end_key_group],
+            "states": [t.meta.to_json() for t in tables.values()],
+            "files": files,
+            "prev": None if self._marker is None else {
+                k: self._marker[k] for k in ("token", "epoch", "extra", "states", "files")},
+        }
+        self._write_marker(marker)
+        for t in tables.values():
+            t.mark_committed()
+        self._force_dirty = False
+        self._collect_garbage(marker)
+
+    def _write_marker(self, marker: dict[str, Any]) -> None:
+        path = os.path.join(self._dir, MARKER)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(marker, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        self._marker = marker
+
+    def _collect_garbage(self, marker: dict[str, Any]) -> None:
+        keep = {MARKER, *marker["files"].values()}
+        if marker.get("prev"):
+            keep |= set(marker["prev"]["files"].values())
+        for name in os.listdir(self._dir):
+            if name not in keep and not name.startswith(MARKER):
+                try:
+                    os.remove(os.path.join(self._dir, name))
+                except FileNotFoundError:
+                    pass
+
+    def revert_to(self, epoch: int) -> bool:
+        marker = self._marker
+        if marker is None:
+            return False
+        if int(marker["epoch"]) == epoch:
+            if self._has_uncommitted_changes():
+                self._load_commit(marker)
+            return True
+        prev = marker.get("prev")
+        if not prev or int(prev["epoch"]) != epoch:
+            return False
+        p = self.params
+        reverted = {**prev, "job_id": p.job_id, "operator_id": p.operator_id,
+                    "max_parallelism": p.max_parallelism,
+                    "key_group_range": marker["key_group_range"], "prev": None}
+        self._write_marker(reverted)
+        self._load_commit(reverted)
+        self._collect_garbage(reverted)
+        return True
+
+    def _has_uncommitted_changes(self) -> bool:
+        return self._force_dirty or any(t.dirty for t in self._heap_tables().values())
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        marker = self._marker
+        if marker is not None and not self._has_uncommitted_changes():
+            with _CACHE_LOCK:
+                _CACHE[self._dir] = _Cached(int(marker["epoch"]), marker["token"],
+                                            dict(self._heap_tables()))
+        self._tables = {}
+        self._states.clear()
+
+    def dispose(self) -> None:
+        self.close()
+        with _CACHE_LOCK:
+            _CACHE.pop(self._dir, None)
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    @property
+    def local_state_dir(self) -> str:
+        """Where the committed heap state lives."""
+        return self._dir
+
+    def key_group_range_of_local_state(self) -> KeyGroupRange | None:
+        """The range the local marker was written for (``None`` without a valid marker)."""
+        return None if self._marker is None else self._range

@@ -1,0 +1,270 @@
+"""``HeapStateTable``: one state's entries as Python objects, a dict per key group.
+
+Copy-on-write keeps snapshots consistent while updates go on: a snapshot *pins* the key-group
+dicts it reads; the first write to a pinned group replaces it by a copy, and the first
+in-place change of a list or map value copies that container. Writes also record which key
+groups changed since the last local commit (``dirty``), so commits rewrite only those.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from sparkpoint.checkpoint.key_group_range import KeyGroupRange
+from sparkpoint.state.descriptors import StateKind
+from sparkpoint.state.table import MISSING, RegisteredStateMeta, StateTable
+
+__all__ = ["HeapStateTable"]
+
+
+class HeapStateTable(StateTable):
+    """Entries of one state held on the heap (see the module docstring)."""
+
+    def __init__(self, meta: RegisteredStateMeta, key_group_range: KeyGroupRange) -> None:
+        super().__init__(meta)
+        self.groups: dict[int, dict[Any, Any]] = {kg: {} for kg in key_group_range}
+        self.dirty: set[int] = set()
+        # Key groups whose next write takes the slow path: not yet dirty, or pinned.
+        self._watch: set[int] = set(key_group_range)
+        self._pinned: set[int] = set()
+        # Keys whose list/map container was copied since the newest snapshot (None: no
+        # snapshot running, containers may change in place).
+        self._fresh: set[Any] | None = None
+        self._active_snapshots = 0
+        self._cleanup_cursor: Iterator[tuple[int, Any]] = iter(())
+
+    # -- copy-on-write -------------------------------------------------------------------
+
+    def _group_w(self, kg: int) -> dict[Any, Any]:
+        """The dict of ``kg`` for writing (copied first if a snapshot pins it)."""
+        if kg in self._watch:
+            self._watch.discard(kg)
+            self.dirty.add(kg)
+            if kg in self._pinned:
+                self._pinned.discard(kg)
+                self.groups[kg] = dict(self.groups[kg])
+        return self.groups[kg]
+
+    def _container_w(self, group: dict[Any, Any], key: Any, factory: type) -> Any:
+        """The list/dict value of ``key`` for in-place change (copied while snapshotted)."""
+        current = group.get(key)
+        if current is None:
+            current = group[key] = factory()
+            if self._fresh is not None:
+                self._fresh.add(key)
+        elif self._fresh is not None and key not in self._fresh:
+            current = group[key] = factory(current)
+            self._fresh.add(key)
+        return current
+
+    def pin(self) -> dict[int, dict[Any, Any]]:
+        """Start a snapshot: the current key-group dicts, frozen until ``unpin``."""
+        self._active_snapshots += 1
+        self._pinned = set(self.groups)
+        self._watch |= self._pinned
+        self._fresh = set()
+        return dict(self.groups)
+
+    def unpin(self) -> None:
+        """A snapshot finished; drop bookkeeping when none is left."""
+        self._active_snapshots -= 1
+        if self._active_snapshots <= 0:
+            self._active_snapshots = 0
+            self._pinned = set()
+            self._fresh = None
+
+    def mark_committed(self) -> None:
+        """Every change is persisted: start tracking dirty groups afresh."""
+        self.dirty.clear()
+        self._watch.update(self.groups)
+
+    def value_accessors(
+        self, ctx: Any
+    ) -> tuple[Callable[[], Any], Callable[[Any], None]]:
+        """Fast ``value()``/``update(v)`` of a ValueState without TTL over this table."""
+        groups, watch, group_w, delete = self.groups, self._watch, self._group_w, self.delete
+
+        def value() -> Any:
+            return groups[ctx.current_key_group].get(ctx.current_key)
+
+        def update(v: Any) -> None:
+            kg = ctx.current_key_group
+            if v is None:
+                delete(kg, ctx.current_key)
+            elif kg in watch:
+                group_w(kg)[ctx.current_key] = v
+            else:
+                groups[kg][ctx.current_key] = v
+
+        return value, update
+
+    # -- incremental TTL cleanup ---------------------------------------------------------
+
+    def _entries_to_check(self) -> Iterator[tuple[int, Any]]:
+        for kg in list(self.groups):
+            for key in list(self.groups[kg]):
+                yield kg, key
+
+    def cleanup_expired_step(self, count: int, now: int, ttl_millis: int) -> int:
+        """Check the next ``count`` keys for expired values (Flink's incremental cleanup on
+        state access); returns how many keys were removed entirely."""
+        removed = 0
+        kind = self.meta.kind
+        for _ in range(count):
+            try:
+                kg, key = next(self._cleanup_cursor)
+            except StopIteration:
+                self._cleanup_cursor = self._entries_to_check()
+                return removed
+            stored = self.groups[kg].get(key)
+            if stored is None:
+                continue
+            if kind is StateKind.MAP:
+                for uk, v in list(stored.items()):
+                    if v.timestamp + ttl_millis <= now:
+                        self.map_remove(kg, key, uk)
+                removed += key not in self.groups[kg]
+            elif kind is StateKind.LIST:
+                alive = [e for e in stored if e.timestamp + ttl_millis > now]
+                if not alive:
+                    self.delete(kg, key)
+                    removed += 1
+                elif len(alive) != len(stored):
+                    self.put(kg, key, alive)
+            elif stored.timestamp + ttl_millis <= now:
+                self.delete(kg, key)
+                removed += 1
+        return removed
+
+    # -- single values -------------------------------------------------------------------
+
+    def get(self, key_group: int, key: Any) -> Any:
+        return self.groups[key_group].get(key)
+
+    def put(self, key_group: int, key: Any, stored: Any) -> None:
+        if key_group in self._watch:
+            self._group_w(key_group)[key] = stored
+        else:
+            self.groups[key_group][key] = stored
+
+    def delete(self, key_group: int, key: Any) -> None:
+        if key in self.groups[key_group]:
+            del self._group_w(key_group)[key]
+
+    def append(self, key_group: int, key: Any, elements: list[Any]) -> None:
+        group = self._group_w(key_group)
+        current = group.get(key)
+        if current is None:
+            group[key] = list(elements)
+            if self._fresh is not None:
+                self._fresh.add(key)
+            return
+        self._container_w(group, key, list).extend(elements)
+
+    # -- maps ----------------------------------------------------------------------------
+
+    def map_get(self, key_group: int, key: Any, user_key: Any) -> Any:
+        entries = self.groups[key_group].get(key)
+        if entries is None:
+            return MISSING
+        return entries.get(user_key, MISSING)
+
+    def map_put(self, key_group: int, key: Any, user_key: Any, stored: Any) -> None:
+        self._container_w(self._group_w(key_group), key, dict)[user_key] = stored
+
+    def map_remove(self, key_group: int, key: Any, user_key: Any) -> None:
+        entries = self.groups[key_group].get(key)
+        if entries is None or user_key not in entries:
+            return
+        group = self._group_w(key_group)
+        if len(entries) == 1:
+            del group[key]
+            return
+        del self._container_w(group, key, dict)[user_key]
+
+    def map_entries(self, key_group: int, key: Any) -> list[tuple[Any, Any]]:
+        entries = self.groups[key_group].get(key)
+        return [] if entries is None else list(entries.items())
+
+    def map_is_empty(self, key_group: int, key: Any) -> bool:
+        return not self.groups[key_group].get(key)
+
+    # -- enumeration and bytes -----------------------------------------------------------
+
+    def keys(self) -> Iterator[Any]:
+        for group in list(self.groups.values()):
+            yield from list(group)
+
+    def iter_entries_bytes(self, key_group: int) -> Iterator[tuple[bytes, bytes | None, bytes]]:
+        yield from _rows(self.meta, self.groups[key_group])
+
+    def put_entry_bytes(
+        self, key_group: int, key: bytes, user_key: bytes | None, value: bytes
+    ) -> None:
+        meta = self.meta
+        k = meta.decode_key(key)
+        if user_key is None:
+            self.put(key_group, k, meta.decode_value(value))
+        else:
+            self.map_put(key_group, k, meta.decode_user_key(user_key), meta.decode_value(value))
+
+    def put_entries_bytes(
+        self, key_group: int, keys: list[bytes], user_keys: list[bytes | None],
+        values: list[bytes],
+    ) -> None:
+        meta = self.meta
+        if meta.kind is StateKind.MAP:
+            super().put_entries_bytes(key_group, keys, user_keys, values)
+            return
+        group = self._group_w(key_group)
+        kdec, vdec = meta.decode_key, meta.decode_value
+        group.update(zip(map(kdec, keys), map(vdec, values)))
+
+    def put_group_objects(self, key_group: int, objects: dict[Any, Any]) -> None:
+        group = self._group_w(key_group)
+        if self.meta.kind is StateKind.MAP:
+            for key, entries in objects.items():
+                group.setdefault(key, {}).update(entries)
+        else:
+            group.update(objects)
+
+    def clear(self) -> None:
+        for kg in list(self.groups):
+            if self.groups[kg]:
+                self._group_w(kg)
+                self.groups[kg] = {}
+        if self._fresh is not None:
+            self._fresh.clear()
+
+
+def columns_of_group(meta: RegisteredStateMeta, group: dict[Any, Any]) -> tuple[
+    list[bytes], list[bytes] | None, list[bytes]
+]:
+    """Canonical byte columns of one key-group dict."""
+    kenc = meta.key_serializer.serialize
+    venc = meta.encode_value
+    if meta.kind is not StateKind.MAP:
+        return [kenc(k) for k in group], None, [venc(v) for v in group.values()]
+    ukenc = meta.encode_user_key
+    keys: list[bytes] = []
+    uks: list[bytes] = []
+    vals: list[bytes] = []
+    for k, entries in group.items():
+        kb = kenc(k)
+        for uk, v in entries.items():
+            keys.append(kb)
+            uks.append(ukenc(uk))
+            vals.append(venc(v))
+    return keys, uks, vals
+
+
+def _rows(meta: RegisteredStateMeta, group: dict[Any, Any]) -> Iterator[
+    tuple[bytes, bytes | None, bytes]
+]:
+    keys, uks, vals = columns_of_group(meta, group)
+    if uks is None:
+        for k, v in zip(keys, vals):
+            yield k, None, v
+    else:
+        yield from zip(keys, uks, vals)

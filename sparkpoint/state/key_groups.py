@@ -1,0 +1,235 @@
+"""Key groups exactly as Flink's ``KeyGroupRangeAssignment`` computes them.
+
+``key_group = murmur_hash(key_hash(key)) % max_parallelism``. ``key_hash`` is a stable 32-bit
+hash (never Python's salted ``hash()``): for ``int`` and ``str`` it is Java's ``hashCode`` of
+``Integer``/``Long``/``String``, so keys land in the same key group as in Flink.
+
+Supported key types with a defined, process-independent hash: ``int``, ``str``, ``bytes``,
+``bool``, ``None``, ``float``, tuples and ``Row`` of these. Any other key is hashed through
+its pickled bytes, which is only stable when the pickle is deterministic (so avoid dicts and
+sets as keys: their pickles depend on insertion/hash order).
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+from typing import Any
+
+import numpy as np
+
+from sparkpoint.checkpoint.key_group_range import KeyGroupRange
+
+__all__ = [
+    "DEFAULT_LOWER_BOUND_MAX_PARALLELISM",
+    "UPPER_BOUND_MAX_PARALLELISM",
+    "assign_key_groups_int64",
+    "assign_to_key_group",
+    "check_parallelism_preconditions",
+    "compute_default_max_parallelism",
+    "compute_key_group_for_key_hash",
+    "compute_key_group_range_for_operator_index",
+    "compute_operator_index_for_key_group",
+    "key_hash",
+    "murmur_hash",
+]
+
+DEFAULT_LOWER_BOUND_MAX_PARALLELISM = 1 << 7
+UPPER_BOUND_MAX_PARALLELISM = 1 << 15
+
+_M32 = 0xFFFFFFFF
+_INT_MIN = -(1 << 31)
+_INT_MAX = (1 << 31) - 1
+
+
+def _to_int32(v: int) -> int:
+    """Reinterpret the low 32 bits of ``v`` as a signed Java int."""
+    v &= _M32
+    return v - (1 << 32) if v & 0x80000000 else v
+
+
+def murmur_hash(code: int) -> int:
+    """Flink's ``MathUtils.murmurHash(int)``: non-negative 32-bit murmur3 finaliser."""
+    c = code & _M32
+    c = (c * 0xCC9E2D51) & _M32
+    c = ((c << 15) | (c >> 17)) & _M32
+    c = (c * 0x1B873593) & _M32
+    c = ((c << 13) | (c >> 19)) & _M32
+    c = (c * 5 + 0xE6546B64) & _M32
+    c ^= 4
+    c ^= c >> 16
+    c = (c * 0x85EBCA6B) & _M32
+    c ^= c >> 13
+    c = (c * 0xC2B2AE35) & _M32
+    c ^= c >> 16
+    if c & 0x80000000:
+        signed = c - (1 << 32)
+        return 0 if signed == _INT_MIN else -signed
+    return c
+
+
+def _str_hash(s: str) -> int:
+    """Java ``String.hashCode`` over UTF-16 code units."""
+    h = 0
+    if s.isascii():
+        for ch in s.encode("ascii"):
+            h = (31 * h + ch) & _M32
+    else:
+        data = s.encode("utf-16-be", "surrogatepass")
+        for (unit,) in struct.iter_unpack(">H", data):
+            h = (31 * h + unit) & _M32
+    return _to_int32(h)
+
+
+def _int_hash(v: int) -> int:
+    """Java ``Integer.hashCode`` inside int32, else ``Long.hashCode`` of the low 64 bits."""
+    if _INT_MIN <= v <= _INT_MAX:
+        return v
+    u = v & 0xFFFFFFFFFFFFFFFF
+    return _to_int32(u ^ (u >> 32))
+
+
+def _float_hash(v: float) -> int:
+    """Java ``Double.hashCode`` (``doubleToLongBits``: NaN canonicalised)."""
+    if v != v:
+        bits = 0x7FF8000000000000
+    else:
+        (bits,) = struct.unpack(">Q", struct.pack(">d", v))
+    return _to_int32(bits ^ (bits >> 32))
+
+
+def _bytes_hash(b: bytes | bytearray | memoryview) -> int:
+    """Java ``Arrays.hashCode(byte[])`` over signed bytes."""
+    h = 1
+    for x in bytes(b):
+        h = (31 * h + (x - 256 if x > 127 else x)) & _M32
+    return _to_int32(h)
+
+
+def key_hash(key: Any) -> int:
+    """A stable signed 32-bit hash of ``key``, equal to Java's ``hashCode`` where Flink has one."""
+    t = type(key)
+    if t is int:
+        return _int_hash(key)
+    if t is str:
+        return _str_hash(key)
+    if t is bool:
+        return 1231 if key else 1237
+    if key is None:
+        return 0
+    if t is float:
+        return _float_hash(key)
+    if isinstance(key, bytes | bytearray | memoryview):
+        return _bytes_hash(key)
+    if isinstance(key, tuple):  # tuple and Row: Arrays.hashCode-like
+        h = 1
+        for elem in key:
+            h = (31 * h + key_hash(elem)) & _M32
+        return _to_int32(h)
+    if isinstance(key, int):  # int subclasses (IntEnum, numpy ints via __index__ below)
+        return _int_hash(int(key))
+    if isinstance(key, np.integer):
+        return _int_hash(int(key))
+    if isinstance(key, np.floating):
+        return _float_hash(float(key))
+    if isinstance(key, str):
+        return _str_hash(str(key))
+    return _bytes_hash(pickle.dumps(key, protocol=5))
+
+
+def compute_key_group_for_key_hash(hash_code: int, max_parallelism: int) -> int:
+    """The key group of a key whose ``hashCode`` is ``hash_code``."""
+    return murmur_hash(hash_code) % max_parallelism
+
+
+def assign_to_key_group(key: Any, max_parallelism: int) -> int:
+    """The key group ``key`` belongs to (Flink's ``assignToKeyGroup``)."""
+    return murmur_hash(key_hash(key)) % max_parallelism
+
+
+def compute_key_group_range_for_operator_index(
+    max_parallelism: int, parallelism: int, operator_index: int
+) -> KeyGroupRange:
+    """The contiguous key groups subtask ``operator_index`` of ``parallelism`` owns."""
+    check_parallelism_preconditions(parallelism, max_parallelism)
+    if not 0 <= operator_index < parallelism:
+        raise ValueError(
+            f"operator_index {operator_index} must be in [0, {parallelism}) for parallelism "
+            f"{parallelism}"
+        )
+    start = (operator_index * max_parallelism + parallelism - 1) // parallelism
+    end = ((operator_index + 1) * max_parallelism - 1) // parallelism
+    return KeyGroupRange.of(start, end)
+
+
+def compute_operator_index_for_key_group(
+    max_parallelism: int, parallelism: int, key_group: int
+) -> int:
+    """The subtask of ``parallelism`` that owns ``key_group``."""
+    if not 0 <= key_group < max_parallelism:
+        raise ValueError(f"key_group {key_group} must be in [0, {max_parallelism})")
+    return key_group * parallelism // max_parallelism
+
+
+def _round_up_to_power_of_two(x: int) -> int:
+    """Smallest power of two >= x (x >= 1)."""
+    return 1 if x <= 1 else 1 << (x - 1).bit_length()
+
+
+def compute_default_max_parallelism(parallelism: int) -> int:
+    """Flink's default: ``min(max(roundUpPow2(p + p // 2), 128), 32768)``."""
+    if parallelism <= 0:
+        raise ValueError(f"Operator parallelism must be greater than 0, was {parallelism}")
+    return min(
+        max(_round_up_to_power_of_two(parallelism + parallelism // 2),
+            DEFAULT_LOWER_BOUND_MAX_PARALLELISM),
+        UPPER_BOUND_MAX_PARALLELISM,
+    )
+
+
+def check_parallelism_preconditions(parallelism: int, max_parallelism: int) -> None:
+    """Raise ``ValueError`` with Flink's messages unless ``0 < p <= maxP <= 32767``."""
+    if not 0 < max_parallelism <= UPPER_BOUND_MAX_PARALLELISM - 1:
+        raise ValueError(
+            f"Maximum parallelism must be between 1 and {UPPER_BOUND_MAX_PARALLELISM - 1}. "
+            f"Found: {max_parallelism}"
+        )
+    if parallelism <= 0:
+        raise ValueError(f"Operator parallelism must be greater than 0. Found: {parallelism}")
+    if parallelism > max_parallelism:
+        raise ValueError(
+            f"Maximum parallelism ({max_parallelism}) must not be smaller than parallelism "
+            f"({parallelism})."
+        )
+
+
+def _murmur_u32_array(codes: np.ndarray) -> np.ndarray:
+    """Vectorised ``murmur_hash`` over an int array of 32-bit hash codes (uint32 math)."""
+    c = codes.astype(np.uint32, copy=True)
+    with np.errstate(over="ignore"):
+        c *= np.uint32(0xCC9E2D51)
+        c = (c << np.uint32(15)) | (c >> np.uint32(17))
+        c *= np.uint32(0x1B873593)
+        c = (c << np.uint32(13)) | (c >> np.uint32(19))
+        c = c * np.uint32(5) + np.uint32(0xE6546B64)
+        c ^= np.uint32(4)
+        c ^= c >> np.uint32(16)
+        c *= np.uint32(0x85EBCA6B)
+        c ^= c >> np.uint32(13)
+        c *= np.uint32(0xC2B2AE35)
+        c ^= c >> np.uint32(16)
+    signed = c.view(np.int32).astype(np.int64)
+    return np.where(signed < 0, np.where(signed == _INT_MIN, 0, -signed), signed)
+
+
+def assign_key_groups_int64(keys: Any, max_parallelism: int) -> np.ndarray:
+    """Key groups of an array of int64 keys (numpy or pyarrow), identical to
+    ``assign_to_key_group`` per element; returns an int32 numpy array."""
+    if hasattr(keys, "to_numpy"):
+        keys = keys.to_numpy(zero_copy_only=False)
+    arr = np.asarray(keys, dtype=np.int64)
+    u = arr.view(np.uint64)
+    long_hash = (u ^ (u >> np.uint64(32))).astype(np.uint32)
+    in_int = (arr >= _INT_MIN) & (arr <= _INT_MAX)
+    codes = np.where(in_int, arr.astype(np.uint32), long_hash)
+    return (_murmur_u32_array(codes) % max_parallelism).astype(np.int32)

@@ -1,0 +1,438 @@
+"""``RocksDBKeyedStateBackend``: the keyed state of one subtask in a local RocksDB (rocksdict).
+
+One database per subtask under ``<local dir>/job_<job>/op_<operator>/subtask_<i>/db`` (the
+local dir is one of the configured ``db_storage_paths``, chosen stably per subtask, or the
+parameters' ``local_dir``). The database remembers the max parallelism and key-group range it
+was created for; opened for another range it is wiped (the runtime then restores).
+
+Epoch writes stay in a read-your-writes cache until ``commit_local`` writes them with the
+marker in one ``WriteBatch`` (``LocalRocksDB``). Snapshots cover committed state only.
+Checkpoints are incremental (``incremental.py``) or full key-groups snapshots; savepoints are
+always the canonical format. TTL: rocksdict has no compaction-filter hook, so where the
+RocksDB compaction-filter cleanup is configured (Flink's default), expired entries are removed
+by a range scan during a snapshot's synchronous part, at most once per shortest TTL, and by
+``cleanup_expired_state``; reads never return expired entries either way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import struct
+import uuid
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, cast
+
+import rocksdict
+
+from sparkpoint.checkpoint.handles import (
+    IncrementalRemoteKeyedStateHandle,
+    KeyedStateHandle,
+)
+from sparkpoint.checkpoint.streams import CheckpointStreamFactory
+from sparkpoint.errors import SparkpointError
+from sparkpoint.state.backend import KeyedStateBackendParameters, SnapshotType
+from sparkpoint.state.descriptors import StateKind
+from sparkpoint.state.keyed_backend import AbstractKeyedStateBackend, SnapshotView
+from sparkpoint.state.rocksdb.incremental import (
+    IncrementalMeta,
+    SstUploadLedger,
+    upload_incremental,
+)
+from sparkpoint.state.rocksdb.local_db import (
+    LocalRocksDB,
+    data_prefix,
+    key_group_bounds,
+    prefix_upper_bound,
+)
+from sparkpoint.state.rocksdb.options import PredefinedOptions, build_db_options
+from sparkpoint.state.rocksdb.restore import restore_incremental
+from sparkpoint.state.rocksdb.table import RocksDBStateTable, split_entry_key
+from sparkpoint.state.snapshot_format import Columns
+from sparkpoint.state.table import RegisteredStateMeta
+
+__all__ = ["RocksDBKeyedStateBackend", "create_rocksdb_keyed_backend", "subtask_directory"]
+
+_REGISTRY_PREFIX = b"\xff\x02"
+_REGISTRY_END = b"\xff\x03"
+_RANGE_KEY = b"\xff\x00range"
+_TTL_CLEANUP_KEY = b"\xff\x00ttl-cleanup"
+
+
+def _safe(part: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", str(part)) or "_"
+
+
+def subtask_directory(
+    params: KeyedStateBackendParameters, db_storage_paths: Sequence[str] | None = None
+) -> str:
+    """The local directory of one subtask's RocksDB (stable across tasks and processes)."""
+    base = params.local_dir
+    if db_storage_paths:
+        ident = f"{params.job_id}/{params.operator_id}/{params.subtask_index}".encode()
+        base = db_storage_paths[zlib.crc32(ident) % len(db_storage_paths)]
+    return os.path.join(
+        base,
+        f"job_{_safe(params.job_id)}",
+        f"op_{_safe(params.operator_id)}",
+        f"subtask_{params.subtask_index}",
+    )
+
+
+class _CheckpointView(SnapshotView):
+    """Columns read from a local RocksDB checkpoint (a consistent, hard-linked copy)."""
+
+    def __init__(self, directory: str, state_ids: list[int], is_map: list[bool]) -> None:
+        self._dir = directory
+        self._state_ids = state_ids
+        self._is_map = is_map
+        self._db: rocksdict.Rdict | None = None
+
+    def _open(self) -> rocksdict.Rdict:
+        if self._db is None:
+            self._db = rocksdict.Rdict(
+                self._dir,
+                rocksdict.Options(raw_mode=True),
+                access_type=rocksdict.AccessType.read_only(),
+            )
+        return self._db
+
+    def columns(self, state_id: int, key_group: int) -> Columns | None:
+        prefix = data_prefix(key_group, self._state_ids[state_id])
+        read_opt = rocksdict.ReadOptions()
+        upper = prefix_upper_bound(prefix)
+        assert upper is not None
+        read_opt.set_iterate_upper_bound(upper)
+        keys: list[bytes] = []
+        user_keys: list[bytes] = []
+        values: list[bytes] = []
+        entries = cast(
+            Iterator[tuple[bytes, bytes]], self._open().items(from_key=prefix, read_opt=read_opt)
+        )
+        add_key, add_uk, add_value = keys.append, user_keys.append, values.append
+        for raw_key, value in entries:
+            n = raw_key[4]
+            if n < 0x80:  # one-byte length prefix: the common case, no varint decoding
+                end = 5 + n
+                add_key(raw_key[5:end])
+                add_uk(raw_key[end:])
+            else:
+                kb, rest = split_entry_key(raw_key)
+                add_key(kb)
+                add_uk(rest)
+            add_value(value)
+        if not keys:
+            return None
+        return keys, (user_keys if self._is_map[state_id] else None), values
+
+    def release(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
+    """Keyed state of one subtask in an embedded RocksDB; see the module docstring."""
+
+    backend_name = "rocksdb"
+
+    def __init__(
+        self,
+        params: KeyedStateBackendParameters,
+        *,
+        incremental: bool = True,
+        predefined_options: int = PredefinedOptions.DEFAULT,
+        options: dict[str, Any] | None = None,
+        db_storage_paths: Sequence[str] | None = None,
+        transfer_threads: int = 4,
+        ttl_compaction_filter: bool = True,
+    ) -> None:
+        super().__init__(params)
+        if transfer_threads < 1:
+            raise ValueError(f"transfer_threads must be >= 1, got {transfer_threads}")
+        build_db_options(predefined_options, options)  # validate before touching disk
+        self.incremental = incremental
+        self.transfer_threads = transfer_threads
+        self.ttl_compaction_filter = ttl_compaction_filter
+        self._predefined = predefined_options
+        self._options = dict(options or {})
+        self.directory = subtask_directory(params, db_storage_paths)
+        os.makedirs(self.directory, exist_ok=True)
+        self._local = LocalRocksDB(
+            os.path.join(self.directory, "db"),
+            lambda: build_db_options(self._predefined, self._options),
+        )
+        self._ledger = SstUploadLedger.load(os.path.join(self.directory, "sst-ledger"))
+        self._state_ids: dict[str, int] = {}
+        self._check_range()
+        self._load_registry()
+
+    # -- local database ------------------------------------------------------------------
+
+    @property
+    def local_db(self) -> LocalRocksDB:
+        """The local database (for tests and tools)."""
+        return self._local
+
+    def _range_record(self) -> bytes:
+        rng = self.key_group_range
+        return struct.pack(">iii", self.max_parallelism, rng.start_key_group, rng.end_key_group)
+
+    def _check_range(self) -> None:
+        """Wipe a database created for another range or max parallelism (it is not ours)."""
+        record = self._local.db.get(_RANGE_KEY)
+        if record is not None and bytes(record) == self._range_record():
+            return
+        if record is not None:
+            self._local.wipe()
+            self._ledger.reset()
+        self._local.db.put(_RANGE_KEY, self._range_record())
+
+    def _load_registry(self) -> None:
+        """Create a table for every state registered in the database."""
+        self._tables.clear()
+        self._states.clear()
+        self._state_ids.clear()
+        read_opt = rocksdict.ReadOptions()
+        read_opt.set_iterate_upper_bound(_REGISTRY_END)
+        for _key, raw in self._local.db.items(from_key=_REGISTRY_PREFIX, read_opt=read_opt):
+            record = json.loads(bytes(raw).decode("utf-8"))
+            meta = RegisteredStateMeta.from_json(record["meta"])
+            self._state_ids[meta.name] = int(record["id"])
+            self._tables[meta.name] = RocksDBStateTable(
+                meta, int(record["id"]), self._local, self.key_group_range
+            )
+
+    def registered_states(self) -> dict[str, int]:
+        """State name -> state id, as registered in the database."""
+        return dict(self._state_ids)
+
+    def _create_table(self, meta: RegisteredStateMeta) -> RocksDBStateTable:
+        state_id = self._state_ids.get(meta.name)
+        if state_id is None:
+            state_id = max(self._state_ids.values(), default=0) + 1
+            if state_id > 0xFFFF:
+                raise SparkpointError("More than 65535 keyed states in one operator")
+        record = {"id": state_id, "meta": meta.to_json()}
+        self._local.db.put(
+            _REGISTRY_PREFIX + meta.name.encode("utf-8"), json.dumps(record).encode("utf-8")
+        )
+        self._state_ids[meta.name] = state_id
+        return RocksDBStateTable(meta, state_id, self._local, self.key_group_range)
+
+    def _drop_tables(self) -> None:
+        self._local.wipe()
+        self._ledger.reset()
+        self._local.db.put(_RANGE_KEY, self._range_record())
+        self._tables.clear()
+        self._states.clear()
+        self._state_ids.clear()
+
+    # -- epochs --------------------------------------------------------------------------
+
+    def local_epoch(self) -> int | None:
+        return self._local.local_epoch()
+
+    def local_extra(self) -> bytes:
+        return self._local.local_extra()
+
+    def commit_local(self, epoch: int, extra: bytes = b"") -> None:
+        self._local.commit(epoch, extra)
+
+    def revert_to(self, epoch: int) -> bool:
+        return self._local.revert(epoch)
+
+    # -- TTL cleanup (instead of a compaction filter) ------------------------------------
+
+    def _ttl_cleanup_states(self) -> list[tuple[RocksDBStateTable, int]]:
+        out: list[tuple[RocksDBStateTable, int]] = []
+        if not self.ttl_compaction_filter:
+            return out
+        for name, desc in self._descriptors.items():
+            cfg = desc.get_ttl_config()
+            table = self._tables.get(name)
+            if cfg is None or not cfg.is_enabled() or not isinstance(table, RocksDBStateTable):
+                continue
+            if cfg.get_cleanup_strategies().get_rocksdb_compact_filter_cleanup_strategy() is None:
+                continue
+            out.append((table, cfg.get_ttl_millis()))
+        return out
+
+    def cleanup_expired_state(self) -> int:
+        """Delete expired entries of TTL states with RocksDB cleanup configured (committed
+        state only, written directly); returns how many entries were removed or shortened."""
+        states = self._ttl_cleanup_states()
+        if not states:
+            return 0
+        now = self.now()
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        changed = 0
+        for table, ttl in states:
+            meta = table.meta
+            for kg in self.key_group_range:
+                lower = data_prefix(kg, table.state_id)
+                upper = prefix_upper_bound(lower)
+                assert upper is not None
+                read_opt = rocksdict.ReadOptions()
+                read_opt.set_iterate_upper_bound(upper)
+                for raw_key, value in self._local.db.items(from_key=lower, read_opt=read_opt):
+                    kept = meta.drop_expired_bytes(value, now, ttl)
+                    if kept is None:
+                        batch.delete(raw_key)
+                        changed += 1
+                    elif kept != value:
+                        batch.put(raw_key, kept)
+                        changed += 1
+        batch.put(_TTL_CLEANUP_KEY, struct.pack(">q", now))
+        self._local.db.write(batch)
+        return changed
+
+    def _maybe_cleanup_expired_state(self) -> None:
+        """Run the cleanup scan when the shortest TTL has passed since the last one, so no
+        expired entry stays on disk (or in checkpoints) much longer than twice its TTL."""
+        states = self._ttl_cleanup_states()
+        if not states:
+            return
+        last = self._local.db.get(_TTL_CLEANUP_KEY)
+        if last is not None:
+            elapsed = self.now() - struct.unpack(">q", bytes(last))[0]
+            if elapsed < min(ttl for _, ttl in states):
+                return
+        self.cleanup_expired_state()
+
+    # -- snapshots -----------------------------------------------------------------------
+
+    def _require_committed(self) -> None:
+        if self._local.has_pending():
+            raise SparkpointError(
+                "RocksDB keyed state has uncommitted changes: call commit_local(epoch) before "
+                "snapshot() (snapshots cover committed epochs only)"
+            )
+
+    def _local_checkpoint(self, checkpoint_id: int) -> str:
+        directory = os.path.join(self.directory, f"chk-{checkpoint_id}-{uuid.uuid4().hex[:8]}")
+        self._local.create_checkpoint(directory)
+        return directory
+
+    def _snapshot_view(self, metas: Sequence[RegisteredStateMeta]) -> SnapshotView:
+        directory = self._local_checkpoint(-1)
+        return _CheckpointView(
+            directory,
+            [self._state_ids[m.name] for m in metas],
+            [m.kind is StateKind.MAP for m in metas],
+        )
+
+    def snapshot(
+        self,
+        checkpoint_id: int,
+        stream_factory: CheckpointStreamFactory,
+        snapshot_type: str = SnapshotType.CHECKPOINT,
+    ) -> Callable[[], KeyedStateHandle | None]:
+        self._require_committed()
+        self._maybe_cleanup_expired_state()
+        if not self.incremental or snapshot_type != SnapshotType.CHECKPOINT:
+            return self.full_snapshot(checkpoint_id, stream_factory, snapshot_type)
+        if not self._tables:
+            return lambda: None
+        directory = self._local_checkpoint(checkpoint_id)
+        meta = IncrementalMeta(self.max_parallelism, self.key_group_range, dict(self._state_ids))
+        ledger = self._ledger
+        threads = self.transfer_threads
+
+        def upload() -> KeyedStateHandle | None:
+            try:
+                return upload_incremental(
+                    directory, checkpoint_id, stream_factory, ledger, meta, threads
+                )
+            finally:
+                shutil.rmtree(directory, ignore_errors=True)
+
+        return upload
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        self._ledger.complete(checkpoint_id)
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        self._ledger.abort(checkpoint_id)
+
+    # -- restore -------------------------------------------------------------------------
+
+    def restore(self, handles: Sequence[KeyedStateHandle]) -> None:
+        super().restore(handles)
+        self._local.flush_pending_now()
+        self._local.reset_epochs()
+        self._local.flush_bulk_writes()
+
+    def _restore_other(self, handles: Sequence[KeyedStateHandle]) -> None:
+        incremental = [h for h in handles if isinstance(h, IncrementalRemoteKeyedStateHandle)]
+        if len(incremental) != len(handles):
+            super()._restore_other(
+                [h for h in handles if not isinstance(h, IncrementalRemoteKeyedStateHandle)]
+            )
+        restore_incremental(self, incremental)
+
+    def _after_incremental_restore(self) -> None:
+        """Re-read the registry and range record of the database a restore put in place."""
+        self._local.db.put(_RANGE_KEY, self._range_record())
+        self._load_registry()
+
+    def _register_restored_state(self, meta: RegisteredStateMeta) -> int:
+        """The state id ``meta`` has here (registering it when new)."""
+        table = self._tables.get(meta.name)
+        if table is None:
+            table = self._create_table(meta)
+            self._tables[meta.name] = table
+        elif not table.meta.same_layout(meta):
+            from sparkpoint.errors import RestoreError
+
+            raise RestoreError(
+                f"State {meta.name!r} appears with different serializers in the restored "
+                f"handles: {table.meta.to_json()} vs {meta.to_json()}"
+            )
+        assert isinstance(table, RocksDBStateTable)
+        return table.state_id
+
+    def key_group_data_bounds(self) -> tuple[bytes, bytes]:
+        """``[lower, upper)`` of all data keys in this backend's key-group range."""
+        rng = self.key_group_range
+        return key_group_bounds(rng.start_key_group, rng.end_key_group)
+
+    @property
+    def ledger(self) -> SstUploadLedger:
+        """What incremental snapshots uploaded and which checkpoint was confirmed."""
+        return self._ledger
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._local.close()
+
+    def dispose(self) -> None:
+        self._local.destroy()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def create_rocksdb_keyed_backend(
+    params: KeyedStateBackendParameters,
+    *,
+    incremental: bool,
+    predefined_options: int,
+    options: dict[str, Any] | None,
+    db_storage_paths: list[str] | None,
+    transfer_threads: int,
+    ttl_compaction_filter: bool,
+) -> RocksDBKeyedStateBackend:
+    """Open (or create) the RocksDB keyed backend of one subtask (the state backends' entry)."""
+    return RocksDBKeyedStateBackend(
+        params,
+        incremental=incremental,
+        predefined_options=predefined_options,
+        options=options,
+        db_storage_paths=db_storage_paths,
+        transfer_threads=transfer_threads,
+        ttl_compaction_filter=ttl_compaction_filter,
+    )

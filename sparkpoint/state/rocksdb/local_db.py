@@ -1,0 +1,355 @@
+"""The local RocksDB of one keyed subtask: key layout, epoch commits with one-step undo, and a
+read-your-writes cache of the current epoch's writes.
+
+Key layout (raw bytes, so key-group iteration is a range scan):
+
+* state data: ``key_group (2 bytes, big endian) + state_id (2 bytes) + rest``
+* meta data: ``0xFF`` + tag (key groups never exceed 0x7FFF, so meta sorts after all data)
+
+Writes of an epoch stay in memory until ``commit`` writes them, the epoch marker, the extra
+bytes and an undo record of every old value in one ``WriteBatch``: the local state is always at
+an epoch boundary, and ``revert`` can undo the last commit once (a task retried by Spark never
+applies an epoch twice).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import shutil
+import struct
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import cast
+
+import rocksdict
+
+from sparkpoint.errors import StateLostError
+
+__all__ = [
+    "META_PREFIX",
+    "LocalRocksDB",
+    "data_prefix",
+    "key_group_bounds",
+    "prefix_upper_bound",
+]
+
+META_PREFIX = b"\xff"
+_EPOCH_KEY = b"\xff\x00epoch"
+_EXTRA_KEY = b"\xff\x00extra"
+_UNDO_META_KEY = b"\xff\x00undo"
+_UNDO_PREFIX = b"\xff\x01"
+_UNDO_END = b"\xff\x02"
+_NONE_EPOCH = -(1 << 63)
+_OPEN_RETRY_SECONDS = 10.0
+
+
+def data_prefix(key_group: int, state_id: int) -> bytes:
+    """The 4-byte prefix of every entry of ``state_id`` in ``key_group``."""
+    return struct.pack(">HH", key_group, state_id)
+
+
+def key_group_bounds(start_key_group: int, end_key_group: int) -> tuple[bytes, bytes]:
+    """``[lower, upper)`` byte bounds of all data in key groups ``start..end`` (inclusive)."""
+    return struct.pack(">H", start_key_group), struct.pack(">H", end_key_group + 1)
+
+
+def prefix_upper_bound(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key starting with ``prefix`` (None: no bound)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+def _raw_iter(
+    db: rocksdict.Rdict, lower: bytes, upper: bytes | None
+) -> Iterator[tuple[bytes, bytes]]:
+    """Committed entries of ``db`` in ``[lower, upper)``, in key order (one pinned view)."""
+    read_opt = rocksdict.ReadOptions()
+    if upper is not None:
+        read_opt.set_iterate_upper_bound(upper)
+    return cast(Iterator[tuple[bytes, bytes]], iter(db.items(from_key=lower, read_opt=read_opt)))
+
+
+class LocalRocksDB:
+    """One RocksDB directory opened read-write, with pending writes and epoch commits.
+
+    Not thread-safe: one task thread uses it (snapshot upload threads only read checkpoints).
+    """
+
+    def __init__(self, path: str, options_factory: Callable[[], rocksdict.Options]) -> None:
+        self.path = path
+        self._options_factory = options_factory
+        self._pending: dict[bytes, bytes | None] = {}
+        self._sorted: list[bytes] = []
+        self._unsorted: list[bytes] = []
+        self._unflushed_bulk = False
+        self._db: rocksdict.Rdict | None = None
+        self._db = self._open(path)
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def _open(self, path: str) -> rocksdict.Rdict:
+        """Open ``path`` read-write, waiting briefly while another process still holds it."""
+        os.makedirs(path, exist_ok=True)
+        opts = self._options_factory()
+        deadline = time.monotonic() + _OPEN_RETRY_SECONDS
+        while True:
+            try:
+                db = rocksdict.Rdict(path, opts, column_families={"default": opts})
+                break
+            except Exception as exc:
+                if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                    raise StateLostError(f"Cannot open the local RocksDB at {path}: {exc}") from exc
+                time.sleep(0.1)
+        return db
+
+    @property
+    def db(self) -> rocksdict.Rdict:
+        """The open rocksdict handle."""
+        if self._db is None:
+            raise StateLostError(f"The local RocksDB at {self.path} is closed")
+        return self._db
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the database is open."""
+        return self._db is not None
+
+    def close(self) -> None:
+        """Close the database (pending writes are dropped; committed data stays on disk)."""
+        self._clear_pending()
+        if self._db is not None:
+            self.flush_bulk_writes()
+            self._db.close()
+            self._db = None
+
+    def replace_with(self, directory: str) -> None:
+        """Close, replace the database directory by ``directory`` (moved) and reopen."""
+        self.close()
+        shutil.rmtree(self.path, ignore_errors=True)
+        os.replace(directory, self.path)
+        self._db = self._open(self.path)
+
+    def wipe(self) -> None:
+        """Delete every entry (data, meta, undo) and start empty."""
+        self.close()
+        shutil.rmtree(self.path, ignore_errors=True)
+        self._db = self._open(self.path)
+
+    def destroy(self) -> None:
+        """Close and delete the database directory."""
+        self.close()
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    # -- reads and writes of the current epoch ------------------------------------------
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value of ``key`` including this epoch's pending writes."""
+        if key in self._pending:
+            return self._pending[key]
+        return self.db.get(key)
+
+    def put(self, key: bytes, value: bytes) -> None:
+        """Write ``key`` in the current epoch."""
+        if key not in self._pending:
+            self._unsorted.append(key)
+        self._pending[key] = value
+
+    def delete(self, key: bytes) -> None:
+        """Delete ``key`` in the current epoch."""
+        if key not in self._pending:
+            self._unsorted.append(key)
+        self._pending[key] = None
+
+    def has_pending(self) -> bool:
+        """Whether there are uncommitted writes."""
+        return bool(self._pending)
+
+    def _clear_pending(self) -> None:
+        self._pending.clear()
+        self._sorted.clear()
+        self._unsorted.clear()
+
+    def _pending_keys_in(self, lower: bytes, upper: bytes | None) -> list[bytes]:
+        """Pending keys in ``[lower, upper)``, sorted (the sort is kept between calls)."""
+        if self._unsorted:
+            if len(self._unsorted) * 8 < len(self._sorted):
+                for key in self._unsorted:
+                    bisect.insort(self._sorted, key)
+            else:
+                self._sorted.extend(self._unsorted)
+                self._sorted.sort()
+            self._unsorted.clear()
+        lo = bisect.bisect_left(self._sorted, lower)
+        hi = len(self._sorted) if upper is None else bisect.bisect_left(self._sorted, upper)
+        return self._sorted[lo:hi]
+
+    def scan(self, lower: bytes, upper: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+        """Entries in ``[lower, upper)`` in key order, pending writes applied (snapshot of the
+        pending keys at call time; do not write while iterating)."""
+        committed = _raw_iter(self.db, lower, upper)
+        pending_keys = self._pending_keys_in(lower, upper)
+        if not pending_keys:
+            yield from committed
+            return
+        pending = [(k, self._pending[k]) for k in pending_keys]
+        yield from _merge(committed, pending)
+
+    def scan_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Entries whose key starts with ``prefix``, pending writes applied."""
+        return self.scan(prefix, prefix_upper_bound(prefix))
+
+    def delete_range_now(self, lower: bytes, upper: bytes) -> None:
+        """Delete committed data in ``[lower, upper)`` immediately (restore-time only)."""
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        batch.delete_range(lower, upper)
+        self.db.write(batch)
+
+    def write_now(self, items: Iterable[tuple[bytes, bytes]], batch_bytes: int = 4 << 20) -> int:
+        """Write entries directly, bypassing epochs (restore-time bulk load); returns count."""
+        count = 0
+        size = 0
+        db = self.db
+        no_wal = rocksdict.WriteOptions()
+        setattr(no_wal, "disable_wal", True)  # noqa: B010 - a property; the stub says method
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        for key, value in items:
+            batch.put(key, value)
+            count += 1
+            size += len(key) + len(value)
+            if size >= batch_bytes:
+                db.write(batch, no_wal)
+                batch = rocksdict.WriteBatch(raw_mode=True)
+                size = 0
+        if size:
+            db.write(batch, no_wal)
+        self._unflushed_bulk = True
+        return count
+
+    def flush_bulk_writes(self) -> None:
+        """Flush memtables after bulk writes made without the write-ahead log."""
+        if self._unflushed_bulk:
+            self.db.flush()
+            self._unflushed_bulk = False
+
+    def flush_pending_now(self) -> None:
+        """Write pending writes without marker or undo record (restore-time only)."""
+        if not self._pending:
+            return
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        for key, value in self._pending.items():
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
+        self.db.write(batch)
+        self._clear_pending()
+
+    # -- epochs -----------------------------------------------------------------------
+
+    def local_epoch(self) -> int | None:
+        """The epoch of the last commit (None if never committed)."""
+        raw = self.db.get(_EPOCH_KEY)
+        return None if raw is None else _decode_epoch(raw)
+
+    def local_extra(self) -> bytes:
+        """The extra bytes of the last commit."""
+        raw = self.db.get(_EXTRA_KEY)
+        return b"" if raw is None else bytes(raw)
+
+    def commit(self, epoch: int, extra: bytes) -> None:
+        """Atomically write pending writes, marker, extra and the undo record of this commit."""
+        db = self.db
+        previous = db.get(_EPOCH_KEY)
+        self._pending[_EPOCH_KEY] = _encode_epoch(epoch)
+        self._pending[_EXTRA_KEY] = bytes(extra)
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        batch.delete_range(_UNDO_PREFIX, _UNDO_END)
+        for key, value in self._pending.items():
+            old = db.get(key)
+            batch.put(_UNDO_PREFIX + key, b"\x00" if old is None else b"\x01" + old)
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
+        prev_epoch = _NONE_EPOCH if previous is None else _decode_epoch(previous)
+        batch.put(_UNDO_META_KEY, struct.pack(">qq", epoch, prev_epoch))
+        db.write(batch)
+        self._clear_pending()
+
+    def revert(self, epoch: int) -> bool:
+        """Drop pending writes; undo the last commit if that leads back to ``epoch``."""
+        self._clear_pending()
+        db = self.db
+        if self.local_epoch() == epoch:
+            return True
+        undo_meta = db.get(_UNDO_META_KEY)
+        if undo_meta is None:
+            return False
+        committed, prev_epoch = struct.unpack(">qq", undo_meta)
+        if committed != self.local_epoch() or prev_epoch != epoch:
+            return False
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        for undo_key, old in _raw_iter(db, _UNDO_PREFIX, _UNDO_END):
+            key = undo_key[len(_UNDO_PREFIX) :]
+            if old[:1] == b"\x00":
+                batch.delete(key)
+            else:
+                batch.put(key, old[1:])
+        batch.delete_range(_UNDO_PREFIX, _UNDO_END)
+        batch.delete(_UNDO_META_KEY)
+        db.write(batch)
+        return True
+
+    def reset_epochs(self) -> None:
+        """Forget the marker, extra and undo record (after a restore replaced the state)."""
+        self._clear_pending()
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        batch.delete_range(_UNDO_PREFIX, _UNDO_END)
+        batch.delete(_UNDO_META_KEY)
+        batch.delete(_EPOCH_KEY)
+        batch.delete(_EXTRA_KEY)
+        self.db.write(batch)
+
+    def create_checkpoint(self, directory: str) -> None:
+        """A consistent copy of the committed state in ``directory`` (SSTs are hard links)."""
+        if os.path.exists(directory):
+            shutil.rmtree(directory)
+        os.makedirs(os.path.dirname(directory) or ".", exist_ok=True)
+        rocksdict.Checkpoint(self.db).create_checkpoint(directory)
+
+
+def _encode_epoch(epoch: int) -> bytes:
+    return struct.pack(">q", epoch)
+
+
+def _decode_epoch(raw: bytes) -> int:
+    return int(struct.unpack(">q", raw)[0])
+
+
+def _merge(
+    committed: Iterator[tuple[bytes, bytes]], pending: list[tuple[bytes, bytes | None]]
+) -> Iterator[tuple[bytes, bytes]]:
+    """Merge committed entries with sorted pending writes (pending wins; None deletes)."""
+    idx = 0
+    n = len(pending)
+    for key, value in committed:
+        while idx < n and pending[idx][0] < key:
+            pkey, pval = pending[idx]
+            if pval is not None:
+                yield pkey, pval
+            idx += 1
+        if idx < n and pending[idx][0] == key:
+            pval = pending[idx][1]
+            if pval is not None:
+                yield key, pval
+            idx += 1
+        else:
+            yield key, value
+    while idx < n:
+        pkey, pval = pending[idx]
+        if pval is not None:
+            yield pkey, pval
+        idx += 1

@@ -1,0 +1,259 @@
+"""The key-groups snapshot format: full checkpoints and canonical savepoints of keyed state.
+
+One stream per subtask (inline when small, one file otherwise), laid out as::
+
+    b"SPKG"  uint16 version (=1)  uint32 n  n bytes UTF-8 JSON header
+    per non-empty key group of the range, at KeyGroupRangeOffsets[kg]:
+        int32 key_group  uint32 n  n bytes block (see block_encoding)
+
+An empty key group has no block and the offset -1.
+
+All integers are big-endian. The JSON header holds ``format_version``, ``max_parallelism``,
+``key_group_range`` ``[start, end]``, ``snapshot_type``, ``backend``, ``block_encoding`` and
+``states``: a list of state meta infos (name, kind, serializers, ttl) whose index is the
+``state_id``.
+
+``block_encoding = "arrow"`` (savepoints of every backend, RocksDB full checkpoints): each
+block is one record batch of the schema ``state_id: uint16, key: binary, user_key: binary
+(null except MAP), value: binary`` holding the canonical bytes of ``sparkpoint.state.table``.
+Either backend restores it (heap <-> RocksDB), and it is readable without sparkpoint.
+
+``block_encoding = "pickle"`` (heap checkpoints only, for speed): each block is
+``pickle.dumps([(state_id, {key: stored value})], protocol=5)`` (MAP: ``{key: {user_key:
+stored}}``). Every backend restores it too; it is never used for savepoints.
+
+A restoring subtask seeks to just the key groups it owns (rescaling).
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import struct
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import numpy as np
+import pyarrow as pa
+
+from sparkpoint.checkpoint.handles import (
+    KeyGroupRangeOffsets,
+    KeyGroupsSavepointStateHandle,
+    KeyGroupsStateHandle,
+)
+from sparkpoint.checkpoint.key_group_range import KeyGroupRange
+from sparkpoint.checkpoint.streams import CheckpointStateOutputStream
+from sparkpoint.errors import RestoreError
+from sparkpoint.state.table import RegisteredStateMeta
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MAGIC",
+    "SCHEMA",
+    "Columns",
+    "SnapshotHeader",
+    "arrow_block",
+    "decode_arrow_block",
+    "decode_pickle_block",
+    "pickle_block",
+    "read_header",
+    "read_key_group",
+    "write_key_groups_snapshot",
+]
+
+MAGIC = b"SPKG"
+FORMAT_VERSION = 1
+SCHEMA = pa.schema([
+    pa.field("state_id", pa.uint16(), nullable=False),
+    pa.field("key", pa.binary(), nullable=False),
+    pa.field("user_key", pa.binary()),
+    pa.field("value", pa.binary(), nullable=False),
+])
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_BLOCK = struct.Struct(">iI")
+
+# Entries of one state in one key group: key bytes, user-key bytes (MAP) or None, values.
+Columns = tuple[list[bytes], list[bytes] | None, list[bytes]]
+
+
+@dataclass(frozen=True)
+class SnapshotHeader:
+    """What precedes the key groups: format version, max parallelism, range and states."""
+
+    max_parallelism: int
+    key_group_range: KeyGroupRange
+    states: tuple[RegisteredStateMeta, ...]
+    snapshot_type: str
+    backend: str
+    block_encoding: str = "arrow"
+    format_version: int = FORMAT_VERSION
+    data_start: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON header."""
+        return {
+            "format_version": self.format_version,
+            "max_parallelism": self.max_parallelism,
+            "key_group_range": [self.key_group_range.start_key_group,
+                                self.key_group_range.end_key_group],
+            "snapshot_type": self.snapshot_type,
+            "backend": self.backend,
+            "block_encoding": self.block_encoding,
+            "states": [m.to_json() for m in self.states],
+        }
+
+
+def _encode_header(header: SnapshotHeader) -> bytes:
+    body = json.dumps(header.to_json(), separators=(",", ":")).encode("utf-8")
+    return b"".join([MAGIC, _U16.pack(FORMAT_VERSION), _U32.pack(len(body)), body])
+
+
+def _batch(columns: Sequence[tuple[int, Columns]]) -> pa.RecordBatch:
+    ids: list[np.ndarray] = []
+    keys: list[bytes] = []
+    uks: list[bytes | None] = []
+    vals: list[bytes] = []
+    for state_id, (k, uk, v) in columns:
+        ids.append(np.full(len(k), state_id, dtype=np.uint16))
+        keys.extend(k)
+        uks.extend(uk if uk is not None else [None] * len(k))
+        vals.extend(v)
+    return pa.record_batch(
+        [pa.array(np.concatenate(ids), pa.uint16()), pa.array(keys, pa.binary()),
+         pa.array(uks, pa.binary()), pa.array(vals, pa.binary())],
+        schema=SCHEMA,
+    )
+
+
+def arrow_block(
+    n_states: int, columns_of: Callable[[int, int], Columns | None], key_group: int
+) -> bytes | memoryview | None:
+    """The canonical (``arrow``) block of one key group, or ``None`` when it is empty."""
+    present = []
+    for state_id in range(n_states):
+        cols = columns_of(state_id, key_group)
+        if cols is not None and cols[0]:
+            present.append((state_id, cols))
+    if not present:
+        return None
+    return memoryview(_batch(present).serialize()).cast("B")
+
+
+def pickle_block(
+    n_states: int, objects_of: Callable[[int, int], dict[Any, Any] | None], key_group: int
+) -> bytes | None:
+    """The ``pickle`` block of one key group: ``[(state_id, {key: stored})]`` (heap checkpoints)."""
+    present = []
+    for state_id in range(n_states):
+        objs = objects_of(state_id, key_group)
+        if objs:
+            present.append((state_id, objs))
+    if not present:
+        return None
+    return pickle.dumps(present, protocol=5)
+
+
+def write_key_groups_snapshot(
+    out: CheckpointStateOutputStream,
+    header: SnapshotHeader,
+    block_of: Callable[[int], bytes | memoryview | None],
+) -> KeyGroupsStateHandle | None:
+    """Write every key group of ``header.key_group_range`` and close ``out`` into a handle.
+
+    ``block_of(key_group)`` encodes one key group (``arrow_block``/``pickle_block``, as
+    ``header.block_encoding`` says) or returns ``None`` when it is empty. Returns ``None``
+    (and discards the stream) when every group is empty; savepoints yield a
+    ``KeyGroupsSavepointStateHandle``.
+    """
+    from sparkpoint.state.backend import SnapshotType
+
+    try:
+        out.write(_encode_header(header))
+        offsets: list[int] = []
+        non_empty = 0
+        for kg in header.key_group_range:
+            data = block_of(kg)
+            if data is None:
+                offsets.append(-1)
+                continue
+            offsets.append(out.tell())
+            non_empty += 1
+            out.write(_BLOCK.pack(kg, len(data)))
+            out.write(data)
+        if non_empty == 0:
+            out.close()
+            return None
+        delegate = out.close_and_get_handle()
+    except BaseException:
+        out.close()
+        raise
+    if delegate is None:
+        return None
+    kgro = KeyGroupRangeOffsets(header.key_group_range, tuple(offsets))
+    if header.snapshot_type == SnapshotType.SAVEPOINT:
+        return KeyGroupsSavepointStateHandle(kgro, delegate)
+    return KeyGroupsStateHandle(kgro, delegate, str(uuid.uuid4()))
+
+
+def _read_exact(stream: BinaryIO, n: int, what: str) -> bytes:
+    data = stream.read(n)
+    if data is None or len(data) != n:
+        got = 0 if data is None else len(data)
+        raise RestoreError(f"Truncated keyed state snapshot: expected {n} bytes of {what}, "
+                           f"got {got}")
+    return bytes(data)
+
+
+def read_header(stream: BinaryIO) -> SnapshotHeader:
+    """Read and validate the header at the start of ``stream``."""
+    head = _read_exact(stream, 10, "header")
+    if head[:4] != MAGIC:
+        raise RestoreError(f"Not a sparkpoint keyed state snapshot (magic {head[:4]!r}, "
+                           f"expected {MAGIC!r})")
+    version = _U16.unpack_from(head, 4)[0]
+    if version != FORMAT_VERSION:
+        raise RestoreError(f"Unsupported keyed state snapshot version {version} "
+                           f"(this sparkpoint reads version {FORMAT_VERSION})")
+    body_len = _U32.unpack_from(head, 6)[0]
+    try:
+        data = json.loads(_read_exact(stream, body_len, "JSON header"))
+    except ValueError as e:
+        raise RestoreError(f"Corrupt keyed state snapshot header: {e}") from e
+    start, end = data["key_group_range"]
+    return SnapshotHeader(
+        max_parallelism=int(data["max_parallelism"]),
+        key_group_range=KeyGroupRange.of(start, end),
+        states=tuple(RegisteredStateMeta.from_json(s) for s in data["states"]),
+        snapshot_type=data["snapshot_type"],
+        backend=data["backend"],
+        block_encoding=data.get("block_encoding", "arrow"),
+        format_version=int(data["format_version"]),
+        data_start=10 + body_len,
+    )
+
+
+def read_key_group(stream: BinaryIO, key_group: int, offset: int) -> bytes | None:
+    """The raw block of ``key_group`` at ``offset`` (``None`` when the group is empty)."""
+    if offset < 0:
+        return None
+    stream.seek(offset)
+    kg, size = _BLOCK.unpack(_read_exact(stream, _BLOCK.size, "key-group block header"))
+    if kg != key_group:
+        raise RestoreError(f"Corrupt keyed state snapshot: expected key group {key_group} at "
+                           f"offset {offset}, found {kg}")
+    if size == 0:
+        return None
+    return _read_exact(stream, size, f"key group {key_group}")
+
+
+def decode_arrow_block(block: bytes) -> pa.RecordBatch:
+    """The record batch of an ``arrow`` block."""
+    return pa.ipc.read_record_batch(pa.py_buffer(block), SCHEMA)
+
+
+def decode_pickle_block(block: bytes) -> list[tuple[int, dict[Any, Any]]]:
+    """The ``[(state_id, {key: stored})]`` of a ``pickle`` block."""
+    return pickle.loads(block)

@@ -1,0 +1,40 @@
+"""One local SparkSession for all runtime tests (Spark's start-up costs seconds)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """``local[2,4]``: two cores, four attempts per task (so Spark retries tasks)."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python workers must import the test modules that define user functions.
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    extra = [here, root, os.environ.get("PYTHONPATH", "")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in extra if p)
+    from sparkpoint.runtime.session import get_spark_session
+
+    session = get_spark_session("local[2,4]")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def env(spark: Any, tmp_path: Any) -> Any:
+    """A fresh environment on the shared session, local state under ``tmp_path``."""
+    from sparkpoint.common import Configuration
+    from sparkpoint.datastream import StreamExecutionEnvironment
+
+    conf = Configuration()
+    conf.set_string("sparkpoint.local-state.dir", str(tmp_path / "local-state"))
+    e = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
+    e.set_parallelism(2)
+    return e

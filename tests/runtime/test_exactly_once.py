@@ -1,0 +1,98 @@
+"""Exactly-once state and sink output under injected failures (local Spark)."""
+
+from __future__ import annotations
+
+import collections
+import random
+from typing import Any
+
+import pytest
+
+from sparkpoint.common import RestartStrategies
+from sparkpoint.datastream import CheckpointingMode, FileSystemCheckpointStorage
+from sparkpoint.testing import FailureInjector, expected_keyed_count_output
+from tests.runtime.jobs import keyed_count_job, read_sink
+
+N_EVENTS = 6000
+N_KEYS = 17
+
+
+def _configure(env: Any, tmp_path: Any, mode: Any) -> None:
+    env.enable_checkpointing(10, mode)
+    env.get_checkpoint_config().set_checkpoint_storage(
+        FileSystemCheckpointStorage((tmp_path / "ckpt").as_uri())
+    )
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 0))
+    env._configuration.set_string("sparkpoint.epoch.max-records-per-split", "700")
+
+
+def _check(out: list[tuple[Any, ...]], exact: bool) -> None:
+    recs, finals = expected_keyed_count_output(N_EVENTS, N_KEYS)
+    echoed = [o for o in out if o[0] == "rec"]
+    final = {o[1]: (o[2], o[3]) for o in out if o[0] == "final"}
+    counts = collections.Counter(echoed)
+    assert set(counts) == recs  # nothing lost
+    if exact:
+        assert all(c == 1 for c in counts.values()), "duplicates in exactly-once output"
+        assert len([o for o in out if o[0] == "final"]) == N_KEYS
+        assert final == finals  # exact state
+    else:
+        for key, (count, total) in final.items():
+            assert count >= finals[key][0] and total >= finals[key][1]
+
+
+@pytest.mark.parametrize("times", [1, 4], ids=["spark-retry", "job-restore"])
+@pytest.mark.parametrize("where", ["keyed", "map"])
+def test_user_exception_at_random_record(env: Any, tmp_path: Any, times: int, where: str) -> None:
+    """One failure is absorbed by Spark's task retry; four exhaust it, and the job master
+    restores from the latest checkpoint. Either way, counts and output are exact."""
+    at = random.Random(times * 31 + len(where)).randrange(N_EVENTS)
+    inj = FailureInjector(str(tmp_path / "inj"), at, times=times)
+    _configure(env, tmp_path, CheckpointingMode.EXACTLY_ONCE)
+    out_dir = str(tmp_path / "out")
+    keyed_count_job(
+        env, out_dir, N_EVENTS, N_KEYS,
+        injector=inj if where == "keyed" else None,
+        map_injector=inj if where == "map" else None,
+    )
+    result = env.execute("exception")
+    assert inj.fired() == times
+    _check(read_sink(out_dir), exact=True)
+    if times == 4:
+        assert result.restarts == 1
+    assert any(s.status == "COMPLETED" for s in result.checkpoints)
+
+
+@pytest.mark.parametrize("times", [1, 4], ids=["spark-retry", "job-restore"])
+def test_python_worker_sigkill(env: Any, tmp_path: Any, times: int) -> None:
+    """SIGKILL of the Python worker in the middle of a keyed epoch."""
+    inj = FailureInjector(str(tmp_path / "inj"), N_EVENTS // 2 + 3, times=times, mode="kill")
+    _configure(env, tmp_path, CheckpointingMode.EXACTLY_ONCE)
+    out_dir = str(tmp_path / "out")
+    keyed_count_job(env, out_dir, N_EVENTS, N_KEYS, injector=inj)
+    env.execute("sigkill")
+    assert inj.fired() == times
+    _check(read_sink(out_dir), exact=True)
+
+
+def test_at_least_once_loses_nothing(env: Any, tmp_path: Any) -> None:
+    inj = FailureInjector(str(tmp_path / "inj"), 4321, times=4)
+    _configure(env, tmp_path, CheckpointingMode.AT_LEAST_ONCE)
+    out_dir = str(tmp_path / "out")
+    keyed_count_job(env, out_dir, N_EVENTS, N_KEYS, injector=inj)
+    env.execute("at-least-once")
+    _check(read_sink(out_dir), exact=False)
+
+
+def test_no_restart_strategy_fails_the_job(env: Any, tmp_path: Any) -> None:
+    from sparkpoint.errors import JobExecutionError
+
+    inj = FailureInjector(str(tmp_path / "inj"), 100, times=10)
+    _configure(env, tmp_path, CheckpointingMode.EXACTLY_ONCE)
+    env.set_restart_strategy(RestartStrategies.no_restart())
+    keyed_count_job(env, str(tmp_path / "out"), N_EVENTS, N_KEYS, injector=inj)
+    with pytest.raises(JobExecutionError, match="injected failure"):
+        env.execute("fails")
+    assert read_sink(str(tmp_path / "out")) == [] or all(
+        o[0] == "rec" for o in read_sink(str(tmp_path / "out"))
+    )

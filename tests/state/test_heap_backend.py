@@ -1,0 +1,428 @@
+"""Heap keyed backend: state semantics, TTL, local commits, copy-on-write snapshots, rescale."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from sparkpoint.checkpoint.fs_streams import FsCheckpointStreamFactory
+from sparkpoint.checkpoint.handles import FileStateHandle, KeyGroupsSavepointStateHandle
+from sparkpoint.checkpoint.mem_streams import MemCheckpointStreamFactory
+from sparkpoint.common.typeinfo import Types
+from sparkpoint.errors import RestoreError
+from sparkpoint.fs import get_filesystem
+from sparkpoint.state.backend import KeyedStateBackendParameters, SnapshotType
+from sparkpoint.state.descriptors import (
+    AggregatingStateDescriptor,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    ValueStateDescriptor,
+)
+from sparkpoint.state.functions import AggregateFunction
+from sparkpoint.state.heap import HeapKeyedStateBackend, clear_heap_cache
+from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
+from sparkpoint.state.ttl import StateTtlConfig
+
+MAX_P = 128
+
+
+class Clock:
+    """A settable millisecond clock."""
+
+    def __init__(self) -> None:
+        self.t = 1_000
+
+    def __call__(self) -> int:
+        return self.t
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    clear_heap_cache()
+    yield
+    clear_heap_cache()
+
+
+def make(tmp_path, index=0, parallelism=1, sub="a", clock=None, max_p=MAX_P, key_ser=None):
+    rng = compute_key_group_range_for_operator_index(max_p, parallelism, index)
+    return HeapKeyedStateBackend(KeyedStateBackendParameters(
+        "job", "op", index, parallelism, max_p, rng, os.path.join(str(tmp_path), sub),
+        clock, key_ser))
+
+
+class Avg(AggregateFunction):
+    def create_accumulator(self):
+        return (0, 0)
+
+    def add(self, value, acc):
+        return (acc[0] + value, acc[1] + 1)
+
+    def get_result(self, acc):
+        return acc[0] / acc[1]
+
+
+def test_all_state_kinds(tmp_path) -> None:
+    b = make(tmp_path)
+    b.set_current_key("k")
+    v = b.get_partitioned_state(ValueStateDescriptor("v", Types.INT()))
+    assert v.value() is None
+    v.update(5)
+    assert v.value() == 5
+    v.update(None)
+    assert v.value() is None
+    li = b.get_partitioned_state(ListStateDescriptor("l", Types.STRING()))
+    assert list(li.get()) == []
+    li.add("a")
+    li.add_all(["b", "c"])
+    got = li.get()
+    got.append("mutating the result changes nothing")
+    assert list(li.get()) == ["a", "b", "c"]
+    li.update(["z"])
+    assert list(li.get()) == ["z"]
+    with pytest.raises(ValueError, match="null"):
+        li.add(None)
+    m = b.get_partitioned_state(MapStateDescriptor("m", Types.STRING(), Types.LONG()))
+    assert m.is_empty()
+    m.put("x", 1)
+    m.put_all({"y": 2, "n": None})
+    assert m.get("x") == 1 and m.contains("n") and m.get("n") is None
+    assert sorted(m.keys()) == ["n", "x", "y"] and dict(m.items()) == {"x": 1, "y": 2, "n": None}
+    m.remove("x")
+    assert "x" not in m and sorted(m) == ["n", "y"]
+    r = b.get_partitioned_state(ReducingStateDescriptor("r", lambda a, c: a + c, Types.LONG()))
+    r.add(3)
+    r.add(4)
+    assert r.get() == 7
+    a = b.get_partitioned_state(AggregatingStateDescriptor("a", Avg(),
+                                                           Types.TUPLE([Types.LONG()] * 2)))
+    a.add(2)
+    a.add(4)
+    assert a.get() == 3.0
+    b.set_current_key("other")
+    assert v.value() is None and list(li.get()) == [] and m.is_empty() and r.get() is None
+    assert sorted(b.get_keys("m")) == ["k"]
+    for s in (li, m, r, a):
+        b.set_current_key("k")
+        s.clear()
+    assert list(li.get()) == [] and m.is_empty() and r.get() is None and a.get() is None
+    with pytest.raises(ValueError, match="registered as VALUE"):
+        b.get_partitioned_state(ListStateDescriptor("v", Types.INT()))
+
+
+def test_key_outside_range_rejected(tmp_path) -> None:
+    b = make(tmp_path, index=0, parallelism=2)
+    with pytest.raises(ValueError, match="is not in KeyGroupRange"):
+        b.set_current_key(0)  # key group 94 belongs to subtask 1
+
+
+def test_ttl_never_return_expired_and_update_on_read(tmp_path) -> None:
+    clock = Clock()
+    b = make(tmp_path, clock=clock)
+    ttl = StateTtlConfig.new_builder(100).update_ttl_on_read_and_write().build()
+    d = ValueStateDescriptor("v", Types.INT())
+    d.enable_time_to_live(ttl)
+    ld = ListStateDescriptor("l", Types.INT())
+    ld.enable_time_to_live(StateTtlConfig.new_builder(100).build())
+    md = MapStateDescriptor("m", Types.INT(), Types.INT())
+    md.enable_time_to_live(StateTtlConfig.new_builder(100).build())
+    b.set_current_key(1)
+    v, li, m = (b.get_partitioned_state(x) for x in (d, ld, md))
+    v.update(7)
+    li.add(1)
+    m.put(1, 1)
+    clock.t += 60
+    li.add(2)
+    m.put(2, 2)
+    assert v.value() == 7  # read refreshes to t=1060
+    clock.t += 60  # 1120: first list element / map entry expired (1000 + 100 <= 1120)
+    assert v.value() == 7
+    assert list(li.get()) == [2] and dict(m.items()) == {2: 2}
+    clock.t += 100  # 1220: value last read at 1120 -> expired at 1220
+    assert v.value() is None and list(li.get()) == [] and m.is_empty()
+    assert list(b.get_keys("v")) == []
+
+
+def test_ttl_return_expired_if_not_cleaned_up(tmp_path) -> None:
+    clock = Clock()
+    b = make(tmp_path, clock=clock)
+    d = ValueStateDescriptor("v", Types.INT())
+    d.enable_time_to_live(StateTtlConfig.new_builder(10).return_expired_if_not_cleaned_up()
+                          .disable_cleanup_in_background().build())
+    b.set_current_key(1)
+    v = b.get_partitioned_state(d)
+    v.update(3)
+    clock.t += 50
+    assert v.value() == 3  # returned once, then cleaned up
+    assert v.value() is None
+
+
+def test_ttl_cleanup_full_snapshot(tmp_path) -> None:
+    clock = Clock()
+    b = make(tmp_path, clock=clock)
+    d = ValueStateDescriptor("v", Types.INT())
+    d.enable_time_to_live(StateTtlConfig.new_builder(100).cleanup_full_snapshot().build())
+    v = b.get_partitioned_state(d)
+    for k in range(10):
+        b.set_current_key(k)
+        v.update(k)
+        clock.t += 20
+    factory = MemCheckpointStreamFactory()
+    for kind in (SnapshotType.CHECKPOINT, SnapshotType.SAVEPOINT):
+        h = b.snapshot(1, factory, kind)()
+        r = make(tmp_path, sub="r" + kind, clock=clock)
+        r.restore([h])
+        # now = 1200: written at t <= 1100 (k <= 5) expired
+        assert sorted(r.get_keys("v")) == [6, 7, 8, 9]
+
+
+def test_local_commit_revert_and_cache(tmp_path) -> None:
+    d = ValueStateDescriptor("v", Types.LONG())
+    b = make(tmp_path)
+    assert b.local_epoch() is None
+    v = b.get_partitioned_state(d)
+    for k in range(50):
+        b.set_current_key(k)
+        v.update(k)
+    b.commit_local(1, b"x1")
+    b.set_current_key(3)
+    v.update(300)
+    b.commit_local(2, b"x2")
+    assert (b.local_epoch(), b.local_extra()) == (2, b"x2")
+    b.set_current_key(4)
+    v.update(400)  # uncommitted: must not survive a reopen
+    b.close()
+    b = make(tmp_path)
+    assert b.local_epoch() == 2
+    v = b.get_partitioned_state(d)
+    b.set_current_key(4)
+    assert v.value() == 4
+    b.set_current_key(3)
+    assert v.value() == 300
+    assert b.revert_to(1) and b.local_epoch() == 1 and b.local_extra() == b"x1"
+    v = b.get_partitioned_state(d)
+    b.set_current_key(3)
+    assert v.value() == 3
+    assert not b.revert_to(0)
+    b.close()
+    # the cached tables are adopted (same objects) when the marker matches
+    b2 = make(tmp_path)
+    assert b2.local_epoch() == 1
+    b2.set_current_key(3)
+    assert b2.get_partitioned_state(d).value() == 3
+    files = sorted(os.listdir(os.path.join(str(tmp_path), "a", "heap")))
+    assert "MARKER.json" in files
+
+
+def test_commit_rewrites_only_changed_key_groups(tmp_path) -> None:
+    b = make(tmp_path)
+    v = b.get_partitioned_state(ValueStateDescriptor("v", Types.LONG()))
+    for k in range(500):
+        b.set_current_key(k)
+        v.update(k)
+    b.commit_local(1)
+    heap_dir = os.path.join(str(tmp_path), "a", "heap")
+    before = set(os.listdir(heap_dir))
+    b.set_current_key(0)
+    v.update(-1)
+    b.commit_local(2)
+    new = set(os.listdir(heap_dir)) - before
+    assert new == {f"kg94-{b._marker['token']}.pkl"}  # key 0 lives in key group 94
+
+
+def test_revert_same_epoch_drops_uncommitted(tmp_path) -> None:
+    b = make(tmp_path)
+    v = b.get_partitioned_state(ValueStateDescriptor("v", Types.LONG()))
+    b.set_current_key(1)
+    v.update(1)
+    b.commit_local(1)
+    v.update(2)
+    assert b.revert_to(1)
+    v = b.get_partitioned_state(ValueStateDescriptor("v", Types.LONG()))
+    b.set_current_key(1)
+    assert v.value() == 1
+
+
+def test_snapshot_is_consistent_while_updates_continue(tmp_path) -> None:
+    b = make(tmp_path)
+    v = b.get_partitioned_state(ValueStateDescriptor("v", Types.LONG()))
+    li = b.get_partitioned_state(ListStateDescriptor("l", Types.LONG()))
+    m = b.get_partitioned_state(MapStateDescriptor("m", Types.LONG(), Types.LONG()))
+    for k in range(100):
+        b.set_current_key(k)
+        v.update(k)
+        li.add(k)
+        m.put(k, k)
+    upload = b.snapshot(1, MemCheckpointStreamFactory())
+    for k in range(100):  # after the synchronous part, before the upload
+        b.set_current_key(k)
+        v.update(-k)
+        li.add(-k)
+        m.put(k, -k)
+        m.put(-1, 0)
+    b.set_current_key(1000)
+    v.update(1)
+    handle = upload()
+    r = make(tmp_path, sub="r")
+    r.restore([handle])
+    rv = r.get_partitioned_state(ValueStateDescriptor("v", Types.LONG()))
+    rl = r.get_partitioned_state(ListStateDescriptor("l", Types.LONG()))
+    rm = r.get_partitioned_state(MapStateDescriptor("m", Types.LONG(), Types.LONG()))
+    assert sorted(r.get_keys("v")) == list(range(100))
+    for k in range(100):
+        r.set_current_key(k)
+        assert rv.value() == k and list(rl.get()) == [k] and dict(rm.items()) == {k: k}
+    # live state kept every update
+    b.set_current_key(7)
+    assert v.value() == -7 and list(li.get()) == [7, -7] and dict(m.items()) == {7: -7, -1: 0}
+
+
+@pytest.mark.parametrize("old_p,new_p", [(1, 4), (4, 2), (3, 7), (15, 77), (77, 15)])
+@pytest.mark.parametrize("kind", [SnapshotType.CHECKPOINT, SnapshotType.SAVEPOINT])
+def test_rescale_restores_each_key_exactly_once(tmp_path, old_p, new_p, kind) -> None:
+    from sparkpoint.state.key_groups import (
+        assign_to_key_group,
+        compute_operator_index_for_key_group,
+    )
+
+    factory = MemCheckpointStreamFactory()
+    d = MapStateDescriptor("m", Types.STRING(), Types.LONG())
+    keys = [f"key-{i}" for i in range(300)]
+    handles = []
+    for i in range(old_p):
+        b = make(tmp_path, i, old_p, f"old{i}")
+        m = b.get_partitioned_state(d)
+        for k in keys:
+            if compute_operator_index_for_key_group(
+                    MAX_P, old_p, assign_to_key_group(k, MAX_P)) == i:
+                b.set_current_key(k)
+                m.put(k, len(k))
+        h = b.snapshot(1, factory, kind)()
+        if h is not None:
+            handles.append(h)
+    seen = []
+    for i in range(new_p):
+        r = make(tmp_path, i, new_p, f"new{i}")
+        r.restore(handles)
+        m = r.get_partitioned_state(d)
+        for k in r.get_keys("m"):
+            r.set_current_key(k)
+            assert dict(m.items()) == {k: len(k)}
+            seen.append(k)
+    assert sorted(seen) == sorted(keys)
+
+
+def test_file_handles_and_ranged_reads(tmp_path) -> None:
+    chk = os.path.join(str(tmp_path), "chk")
+    os.makedirs(chk)
+    factory = FsCheckpointStreamFactory(get_filesystem(chk), chk, chk, 1024)
+    b = make(tmp_path)
+    v = b.get_partitioned_state(ValueStateDescriptor("v", Types.STRING()))
+    for k in range(2000):
+        b.set_current_key(k)
+        v.update("x" * 50)
+    h = b.snapshot(1, factory, SnapshotType.SAVEPOINT)()
+    assert isinstance(h, KeyGroupsSavepointStateHandle)
+    assert isinstance(h.delegate, FileStateHandle)
+    r = make(tmp_path, 1, 4, "r")
+    r.restore([h])
+    assert len(list(r.get_keys("v"))) == sum(
+        1 for k in range(2000) if r.key_group_range.contains(
+            __import__("sparkpoint.state.key_groups", fromlist=["x"]).assign_to_key_group(k, 128)))
+    # small state stays inline
+    small = make(tmp_path, sub="s")
+    small.get_partitioned_state(ValueStateDescriptor("v", Types.INT()))
+    small.set_current_key(1)
+    small.get_partitioned_state(ValueStateDescriptor("v", Types.INT())).update(1)
+    hs = small.snapshot(1, factory)()
+    assert hs is not None and hs.delegate.as_bytes_if_in_memory() is not None
+
+
+def test_max_parallelism_mismatch_refused(tmp_path) -> None:
+    b = make(tmp_path)
+    b.set_current_key(1)
+    b.get_partitioned_state(ValueStateDescriptor("v", Types.INT())).update(1)
+    h = b.snapshot(1, MemCheckpointStreamFactory())()
+    r = make(tmp_path, sub="r", max_p=256)
+    with pytest.raises(RestoreError, match="Max parallelism mismatch between checkpoint/savepoint"):
+        r.restore([h])
+
+
+def test_empty_backend_snapshot_is_none(tmp_path) -> None:
+    b = make(tmp_path)
+    assert b.snapshot(1, MemCheckpointStreamFactory())() is None
+    b.get_partitioned_state(ValueStateDescriptor("v", Types.INT()))
+    assert b.snapshot(2, MemCheckpointStreamFactory())() is None
+
+
+def test_serializer_migration_on_restore(tmp_path) -> None:
+    b = make(tmp_path)
+    b.set_current_key(1)
+    b.get_partitioned_state(ValueStateDescriptor("v", Types.INT())).update(41)
+    h = b.snapshot(1, MemCheckpointStreamFactory(), SnapshotType.SAVEPOINT)()
+    r = make(tmp_path, sub="r")
+    r.restore([h])
+    r.set_current_key(1)
+    assert r.get_partitioned_state(ValueStateDescriptor("v", Types.LONG())).value() == 41
+    r2 = make(tmp_path, sub="r2")
+    r2.restore([h])
+    with pytest.raises(RestoreError, match="restored as VALUE"):
+        r2.get_partitioned_state(ListStateDescriptor("v", Types.INT()))
+
+
+def test_typed_keys_and_dispose(tmp_path) -> None:
+    b = make(tmp_path, key_ser=Types.LONG().get_serializer())
+    b.set_current_key(2**40)
+    b.get_partitioned_state(ValueStateDescriptor("v", Types.INT())).update(1)
+    h = b.snapshot(1, MemCheckpointStreamFactory(), SnapshotType.SAVEPOINT)()
+    r = make(tmp_path, sub="r", key_ser=Types.LONG().get_serializer())
+    r.restore([h])
+    assert list(r.get_keys("v")) == [2**40]
+    b.commit_local(1)
+    b.dispose()
+    assert not os.path.exists(os.path.join(str(tmp_path), "a", "heap"))
+
+
+def test_restore_clears_local_epoch_until_commit(tmp_path) -> None:
+    b = make(tmp_path)
+    b.set_current_key(1)
+    b.get_partitioned_state(ValueStateDescriptor("v", Types.INT())).update(1)
+    b.commit_local(3)
+    h = b.snapshot(1, MemCheckpointStreamFactory())()
+    b.restore([h])
+    assert b.local_epoch() is None and not b.revert_to(3)
+    b.commit_local(4)
+    assert b.local_epoch() == 4
+    b.close()
+    again = make(tmp_path)
+    again.set_current_key(1)
+    assert again.local_epoch() == 4
+    assert again.get_partitioned_state(ValueStateDescriptor("v", Types.INT())).value() == 1
+
+
+def test_ttl_incremental_cleanup_on_access(tmp_path) -> None:
+    clock = Clock()
+    b = make(tmp_path, clock=clock)
+    d = ValueStateDescriptor("v", Types.INT())
+    d.enable_time_to_live(StateTtlConfig.new_builder(10).cleanup_incrementally(100, False)
+                          .build())
+    v = b.get_partitioned_state(d)
+    for k in range(50):
+        b.set_current_key(k)
+        v.update(k)
+    clock.t += 20
+    b.set_current_key(1000)
+    v.value()  # first access starts a pass, the next one checks 100 keys
+    v.value()
+    assert list(b.get_keys("v")) == []
+    off = ValueStateDescriptor("w", Types.INT())
+    off.enable_time_to_live(StateTtlConfig.new_builder(10).disable_cleanup_in_background()
+                            .build())
+    w = b.get_partitioned_state(off)
+    for k in range(5):
+        b.set_current_key(k)
+        w.update(k)
+    clock.t += 20
+    w.value()
+    assert len(list(b.get_keys("w"))) == 4  # only the key read was dropped

@@ -1,0 +1,402 @@
+"""RocksDB-specific behaviour: incremental uploads, placeholders, ledger, transfer threads,
+storage paths, range checks, TTL cleanup scans and option profiles on the live database."""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import threading
+import time
+from typing import BinaryIO
+
+import pytest
+
+from sparkpoint.checkpoint.handles import (
+    FileStateHandle,
+    HandleAndLocalPath,
+    IncrementalRemoteKeyedStateHandle,
+    PlaceholderStreamStateHandle,
+    StreamStateHandle,
+)
+from sparkpoint.checkpoint.mem_streams import MemCheckpointStreamFactory
+from sparkpoint.checkpoint.shared_registry import SharedStateRegistry
+from sparkpoint.checkpoint.streams import CheckpointedStateScope, CheckpointStreamFactory
+from sparkpoint.errors import SparkpointError
+from sparkpoint.state.backend import KeyedStateBackendParameters
+from sparkpoint.state.descriptors import (
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ValueStateDescriptor,
+)
+from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
+from sparkpoint.state.rocksdb import PredefinedOptions, RocksDBKeyedStateBackend
+from sparkpoint.state.rocksdb.local_db import key_group_bounds
+from sparkpoint.state.ttl import StateTtlConfig
+from sparkpoint.state.typeinfo import Types
+
+V = ValueStateDescriptor("v", Types.LONG())
+BIG = MemCheckpointStreamFactory(max_state_size=1 << 30)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 10_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def _backend(root, subtask=0, parallelism=1, **kwargs) -> RocksDBKeyedStateBackend:
+    clock = kwargs.pop("clock", None)
+    params = KeyedStateBackendParameters(
+        "job", "op", subtask, parallelism, 128,
+        compute_key_group_range_for_operator_index(128, parallelism, subtask),
+        str(root), time_provider=clock,
+    )
+    return RocksDBKeyedStateBackend(params, **kwargs)
+
+
+def _snap(b, checkpoint_id, factory=BIG) -> IncrementalRemoteKeyedStateHandle:
+    handle = b.snapshot(checkpoint_id, factory)()
+    assert isinstance(handle, IncrementalRemoteKeyedStateHandle)
+    return handle
+
+
+def _write(b, keys, base=0) -> None:
+    state = b.get_partitioned_state(V)
+    for k in keys:
+        b.set_current_key(k)
+        state.update(k + base)
+
+
+def _sst_parts(handle: IncrementalRemoteKeyedStateHandle):
+    uploaded = {p.local_path: p.handle for p in handle.shared_state
+                if not isinstance(p.handle, PlaceholderStreamStateHandle)}
+    placeholders = {p.local_path: p.handle for p in handle.shared_state
+                    if isinstance(p.handle, PlaceholderStreamStateHandle)}
+    return uploaded, placeholders
+
+
+def test_incremental_uploads_only_new_ssts_and_references_confirmed_ones(tmp_path) -> None:
+    b = _backend(tmp_path)
+    _write(b, range(5000))
+    b.commit_local(1)
+    h1 = _snap(b, 1, BIG)
+    up1, ph1 = _sst_parts(h1)
+    assert up1 and not ph1
+    assert all(name.endswith(".sst") for name in up1)
+    assert {p.local_path for p in h1.private_state} >= {"CURRENT"}
+    assert any(p.local_path.startswith("MANIFEST") for p in h1.private_state)
+    assert any(p.local_path.startswith("OPTIONS") for p in h1.private_state)
+    b.notify_checkpoint_complete(1)
+    _write(b, range(10), base=1)  # a small change: one new small SST
+    b.commit_local(2)
+    h2 = _snap(b, 2, BIG)
+    up2, ph2 = _sst_parts(h2)
+    assert set(ph2) == set(up1)
+    for name, placeholder in ph2.items():
+        assert placeholder.shared_key == up1[name].physical_id
+    assert len(up2) == 1
+    assert h2.checkpointed_size < h1.checkpointed_size / 5
+    assert not glob.glob(os.path.join(b.directory, "chk-*"))  # local copies removed
+
+
+def test_unconfirmed_or_aborted_checkpoints_are_not_referenced(tmp_path) -> None:
+    b = _backend(tmp_path)
+    _write(b, range(1000))
+    b.commit_local(1)
+    _snap(b, 1, BIG)  # never confirmed
+    b.commit_local(2)
+    h2 = _snap(b, 2, BIG)
+    assert not _sst_parts(h2)[1]
+    b.notify_checkpoint_aborted(2)
+    b.commit_local(3)
+    assert not _sst_parts(_snap(b, 3, BIG))[1]
+    b.notify_checkpoint_complete(3)
+    b.commit_local(4)
+    assert _sst_parts(_snap(b, 4, BIG))[1]
+
+
+def test_ledger_survives_new_backend_instances(tmp_path) -> None:
+    """A keyed backend is re-created for every Spark task: confirmations must persist."""
+    b = _backend(tmp_path)
+    _write(b, range(1000))
+    b.commit_local(1)
+    h1 = _snap(b, 1, BIG)
+    b.close()
+    b2 = _backend(tmp_path)
+    b2.notify_checkpoint_complete(1)
+    b2.close()
+    b3 = _backend(tmp_path)
+    b3.commit_local(2)
+    h2 = _snap(b3, 2, BIG)
+    assert set(_sst_parts(h2)[1]) == set(_sst_parts(h1)[0])
+    assert h2.backend_identifier == h1.backend_identifier
+
+
+def test_restore_seeds_the_ledger_with_the_restored_files(tmp_path) -> None:
+    registry = SharedStateRegistry()
+    b = _backend(tmp_path / "a")
+    _write(b, range(2000))
+    b.commit_local(1)
+    h1 = _snap(b, 1, BIG).register_shared_states(registry, 1)
+    r = _backend(tmp_path / "b")
+    r.restore([h1])
+    r.commit_local(5)
+    h2 = _snap(r, 2, BIG)
+    assert set(_sst_parts(h2)[1]) == set(_sst_parts(h1)[0])
+    resolved = h2.register_shared_states(registry, 2)
+    again = _backend(tmp_path / "c")
+    again.restore([resolved])
+    again.set_current_key(1999)
+    assert again.get_partitioned_state(V).value() == 1999
+
+
+class _ThreadRecordingFactory(CheckpointStreamFactory):
+    def __init__(self) -> None:
+        self.inner = MemCheckpointStreamFactory(max_state_size=1 << 30)
+        self.threads: set[int] = set()
+        self.lock = threading.Lock()
+
+    def create_checkpoint_state_output_stream(self, scope=CheckpointedStateScope.EXCLUSIVE):
+        with self.lock:
+            self.threads.add(threading.get_ident())
+        time.sleep(0.02)  # long enough that the pool spreads the files over threads
+        return self.inner.create_checkpoint_state_output_stream(scope)
+
+
+@dataclasses.dataclass(frozen=True)
+class _RecordingHandle(StreamStateHandle):
+    inner: StreamStateHandle
+    threads: set = dataclasses.field(compare=False, hash=False)
+
+    @property
+    def state_size(self) -> int:
+        return self.inner.state_size
+
+    def discard(self) -> None:
+        self.inner.discard()
+
+    def open_input_stream(self) -> BinaryIO:
+        self.threads.add(threading.get_ident())
+        time.sleep(0.02)  # long enough that the pool spreads the files over threads
+        return self.inner.open_input_stream()
+
+
+def _many_ssts(b) -> None:
+    for epoch in range(1, 7):  # each checkpoint flush adds an SST
+        _write(b, range(epoch * 100, epoch * 100 + 100))
+        b.commit_local(epoch)
+        b.local_db.db.flush()
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_transfer_threads_for_uploads_and_downloads(tmp_path, threads) -> None:
+    b = _backend(tmp_path / "src", transfer_threads=threads,
+                 options={"state.backend.rocksdb.compaction.style": "FIFO"})
+    _many_ssts(b)
+    factory = _ThreadRecordingFactory()
+    handle = _snap(b, 1, factory)
+    meta_thread = {threading.get_ident()}
+    upload_threads = factory.threads - meta_thread
+    if threads == 1:
+        assert factory.threads == meta_thread
+    else:
+        assert len(upload_threads) >= 2
+    seen: set[int] = set()
+    wrapped = dataclasses.replace(
+        handle,
+        shared_state=tuple(HandleAndLocalPath(_RecordingHandle(p.handle, seen), p.local_path)
+                           for p in handle.shared_state),
+        private_state=tuple(HandleAndLocalPath(_RecordingHandle(p.handle, seen), p.local_path)
+                            for p in handle.private_state),
+    )
+    r = _backend(tmp_path / "dst", transfer_threads=threads)
+    r.restore([wrapped])
+    assert sorted(r.get_keys("v")) == list(range(100, 700))
+    if threads == 1:
+        assert seen == {threading.get_ident()}
+    else:
+        assert len(seen) >= 2
+
+
+def test_db_storage_paths_choose_a_stable_directory(tmp_path) -> None:
+    paths = [str(tmp_path / "d1"), str(tmp_path / "d2"), str(tmp_path / "d3")]
+    dirs = {}
+    for subtask in range(6):
+        b = _backend(tmp_path / "unused", subtask, 6, db_storage_paths=paths)
+        dirs[subtask] = b.directory
+        assert any(b.directory.startswith(p + os.sep) for p in paths)
+        assert os.path.isdir(os.path.join(b.directory, "db"))
+        b.close()
+    again = _backend(tmp_path / "unused", 2, 6, db_storage_paths=paths)
+    assert again.directory == dirs[2]
+    again.close()
+    assert len(set(dirs.values())) == 6
+    assert not os.path.exists(tmp_path / "unused" / "job_job")
+
+
+def test_local_state_of_another_range_is_wiped(tmp_path) -> None:
+    b = _backend(tmp_path, 0, 1)
+    _write(b, range(100))
+    b.commit_local(3)
+    b.close()
+    other = _backend(tmp_path, 0, 2)  # same directory, now half the key groups
+    assert other.local_epoch() is None
+    assert list(other.get_keys("v")) == []
+    other.close()
+
+
+def test_snapshot_with_uncommitted_changes_is_refused(tmp_path) -> None:
+    b = _backend(tmp_path)
+    _write(b, [1])
+    with pytest.raises(SparkpointError, match="commit_local"):
+        b.snapshot(1, BIG)
+
+
+def _raw_count(b) -> int:
+    lower, upper = key_group_bounds(0, 127)
+    return sum(1 for _ in b.local_db.scan(lower, upper))
+
+
+@pytest.mark.parametrize("filter_enabled", [True, False])
+def test_ttl_cleanup_scan_replaces_the_compaction_filter(tmp_path, filter_enabled) -> None:
+    clock = Clock()
+    b = _backend(tmp_path, clock=clock, ttl_compaction_filter=filter_enabled)
+    cfg = StateTtlConfig.new_builder(1000).cleanup_in_rocksdb_compact_filter(1000).build()
+    vd = ValueStateDescriptor("tv", Types.INT())
+    vd.enable_time_to_live(cfg)
+    ld = ListStateDescriptor("tl", Types.INT())
+    ld.enable_time_to_live(cfg)
+    md = MapStateDescriptor("tm", Types.INT(), Types.INT())
+    md.enable_time_to_live(cfg)
+    v, lst, m = (b.get_partitioned_state(d) for d in (vd, ld, md))
+    for key in range(10):
+        b.set_current_key(key)
+        v.update(key)
+        lst.add(key)
+        m.put(key, key)
+    clock.now += 600
+    for key in range(5):
+        b.set_current_key(key)
+        v.update(key)
+        lst.add(key + 100)
+        m.put(key + 100, key)
+    b.commit_local(1)
+    clock.now += 500  # the first writes expired
+    assert _raw_count(b) == 10 + 10 + 15
+    removed = b.cleanup_expired_state()
+    if filter_enabled:
+        assert removed == 5 + 10 + 10  # 5 values, 5 lists dropped + 5 lists shortened, 10 map
+        assert _raw_count(b) == 5 + 5 + 5
+    else:
+        assert removed == 0
+        assert _raw_count(b) == 35
+    for key in range(10):  # never returned either way
+        b.set_current_key(key)
+        assert v.value() == (key if key < 5 else None)
+        assert list(lst.get()) == ([key + 100] if key < 5 else [])
+        assert dict(m.items()) == ({key + 100: key} if key < 5 else {})
+
+
+def test_restore_maps_state_ids_by_name(tmp_path) -> None:
+    """Two subtasks registered their states in different orders (different ids)."""
+    a = _backend(tmp_path / "a", 0, 2)
+    c = _backend(tmp_path / "c", 1, 2)
+    la = ListStateDescriptor("l", Types.INT())
+    for b, order in ((a, (V, la)), (c, (la, V))):
+        for d in order:
+            b.get_partitioned_state(d)
+    assert a.registered_states() != c.registered_states()
+    from sparkpoint.state.key_groups import assign_to_key_group
+
+    for b in (a, c):
+        for key in range(300):
+            if b.key_group_range.contains(assign_to_key_group(key, 128)):
+                b.set_current_key(key)
+                b.get_partitioned_state(V).update(key)
+                b.get_partitioned_state(la).add_all([key, -key])
+        b.commit_local(1)
+    handles = [_snap(a, 1, BIG), _snap(c, 1, BIG)]
+    r = _backend(tmp_path / "r")
+    r.restore(handles)
+    for key in range(300):
+        r.set_current_key(key)
+        assert r.get_partitioned_state(V).value() == key
+        assert list(r.get_partitioned_state(la).get()) == [key, -key]
+
+
+def test_profile_is_applied_to_the_backend_database(tmp_path) -> None:
+    b = _backend(tmp_path, predefined_options=PredefinedOptions.SPINNING_DISK_OPTIMIZED_HIGH_MEM,
+                 options={"state.backend.rocksdb.writebuffer.size": "32mb"})
+    _write(b, range(10))
+    b.commit_local(1)
+    b.close()
+    latest = max(glob.glob(os.path.join(b.directory, "db", "OPTIONS-*")), key=os.path.getmtime)
+    text = open(latest).read()
+    assert "target_file_size_base=268435456" in text
+    assert "write_buffer_size=33554432" in text
+    assert "block_size=131072" in text
+    assert "max_open_files=-1" in text
+
+
+def test_bad_configuration_is_refused(tmp_path) -> None:
+    with pytest.raises(ValueError, match="transfer_threads"):
+        _backend(tmp_path, transfer_threads=0)
+    with pytest.raises(ValueError, match="Unknown RocksDB option"):
+        _backend(tmp_path, options={"state.backend.rocksdb.bogus": 1})
+    with pytest.raises(ValueError, match="Unknown PredefinedOptions"):
+        _backend(tmp_path, predefined_options=7)
+
+
+def test_file_handles_upload_one_file_per_sst(tmp_path) -> None:
+    from sparkpoint.checkpoint.fs_storage import FsCheckpointStorageAccess
+
+    access = FsCheckpointStorageAccess(str(tmp_path / "chk"), None, "a" * 32, file_size_threshold=0)
+    access.initialize_base_locations_for_checkpoint()
+    b = _backend(tmp_path / "local")
+    _many_ssts(b)
+    handle = _snap(b, 1, access.initialize_location_for_checkpoint(1))
+    shared_dir = os.path.realpath(access.shared_state_directory)
+    shared_paths = []
+    for part in handle.shared_state:
+        assert isinstance(part.handle, FileStateHandle)
+        assert os.path.dirname(os.path.realpath(part.handle.path)) == shared_dir
+        assert part.handle.size == os.path.getsize(part.handle.path)
+        shared_paths.append(part.handle.path)
+    assert len(set(shared_paths)) == len(handle.shared_state) > 1
+    private_files = [p.handle for p in handle.private_state
+                     if isinstance(p.handle, FileStateHandle)]
+    assert any(p.local_path.startswith("MANIFEST") for p in handle.private_state)
+    assert private_files
+    assert all(not os.path.realpath(h.path).startswith(shared_dir) for h in private_files)
+
+
+def test_snapshot_runs_the_cleanup_scan_at_most_once_per_ttl(tmp_path) -> None:
+    clock = Clock()
+    b = _backend(tmp_path, clock=clock)
+    vd = ValueStateDescriptor("tv", Types.INT())
+    vd.enable_time_to_live(StateTtlConfig.new_builder(1000).build())  # default: in background
+    state = b.get_partitioned_state(vd)
+
+    def write(keys) -> None:
+        for key in keys:
+            b.set_current_key(key)
+            state.update(key)
+
+    write(range(10))
+    b.commit_local(1)
+    _snap(b, 1)  # first scan: nothing expired yet
+    assert _raw_count(b) == 10
+    clock.now += 1000
+    write(range(10, 20))
+    b.commit_local(2)
+    _snap(b, 2)  # 1000 ms since the last scan: keys 0..9 expired and removed
+    assert _raw_count(b) == 10
+    clock.now += 999
+    _snap(b, 3)  # keys 10..19 expired, but the last scan was 999 ms ago: no scan
+    assert _raw_count(b) == 10
+    clock.now += 1
+    _snap(b, 4)
+    assert _raw_count(b) == 0
