@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from sparkpoint.types import Row
+
 __all__ = ["CollectSink", "PrintSink", "Sink", "SinkWriter", "format_value"]
 
 
@@ -50,8 +52,6 @@ class Sink(abc.ABC):
 
 def format_value(value: Any, type_info: Any = None) -> str:
     """How Flink prints a record: tuples as ``(a,b)``, rows as ``+I[a, b]``, else ``str``."""
-    from sparkpoint.types import Row
-
     if isinstance(value, Row):
         return repr(value) if hasattr(value, "get_row_kind") else str(value)
     if isinstance(value, tuple) and type_info is not None and "Tuple" in type(type_info).__name__:

@@ -29,7 +29,13 @@ from sparkpoint.checkpoint.storage import CheckpointStorageAccess, CheckpointSto
 from sparkpoint.checkpoint.store import CompletedCheckpoint, CompletedCheckpointStore
 from sparkpoint.errors import CheckpointException, CheckpointFailureReason
 
-__all__ = ["CheckpointCoordinator", "CheckpointPolicy", "CheckpointStats", "PendingCheckpoint"]
+__all__ = [
+    "CheckpointCoordinator",
+    "CheckpointPolicy",
+    "CheckpointStats",
+    "PendingCheckpoint",
+    "TolerableFailuresExceeded",
+]
 
 _LOG = logging.getLogger("sparkpoint.checkpoint")
 
@@ -82,6 +88,10 @@ class CheckpointStats:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+class TolerableFailuresExceeded(CheckpointException):
+    """More consecutive checkpoint failures than tolerated: the job must fail over."""
+
+
 def _count_handle(handle: StateObject | None, stats: CheckpointStats) -> None:
     if handle is None:
         return
@@ -131,6 +141,7 @@ class CheckpointCoordinator:
         self.pending: list[PendingCheckpoint] = []
         self.stats: list[CheckpointStats] = []
         self.consecutive_failures = 0
+        self._counted_ids: set[int] = set()
         self.last_success_id = 0
         self.last_trigger_ms: float | None = None
         self.last_completion_ms: float | None = None
@@ -141,6 +152,9 @@ class CheckpointCoordinator:
         """Whether a periodic checkpoint may be triggered now."""
         p = self.policy
         if not p.enabled or len(self.pending) >= p.max_concurrent:
+            return False
+        cleaning = getattr(self.cleaner, "get_number_of_checkpoints_to_clean", None)
+        if cleaning is not None and cleaning() > p.max_concurrent:
             return False
         now = self.clock()
         since = self.last_trigger_ms if self.last_trigger_ms is not None else self.started_ms
@@ -200,6 +214,7 @@ class CheckpointCoordinator:
             raise CheckpointException(
                 CheckpointFailureReason.CHECKPOINT_EXPIRED, checkpoint_id=pending.checkpoint_id
             )
+        submitted = operator_states  # before placeholders are resolved (for the statistics)
         try:
             # Registration swaps placeholders for the registered shared handles; it must
             # happen before _metadata is written, which refuses placeholders.
@@ -235,17 +250,18 @@ class CheckpointCoordinator:
         if pending.checkpoint_id > self.last_success_id:
             self.last_success_id = pending.checkpoint_id
             self.consecutive_failures = 0
+            self._counted_ids.clear()
         stats.status = "COMPLETED"
         stats.duration_ms = int(self.clock() - pending.trigger_monotonic_ms)
         stats.external_pointer = completed_location.external_pointer
-        for op in operator_states:
+        for op in submitted:
             for sub in op.subtask_states.values():
-                for handle in sub.managed_keyed_state:
-                    stats.state_size += handle.state_size
-                    _count_handle(handle, stats)
-                for handle in sub.managed_operator_state:
-                    stats.state_size += handle.state_size
-                    _count_handle(handle.delegate, stats)
+                for keyed in sub.managed_keyed_state:
+                    stats.state_size += keyed.state_size
+                    _count_handle(keyed, stats)
+                for non_keyed in sub.managed_operator_state:
+                    stats.state_size += non_keyed.state_size
+                    _count_handle(non_keyed.delegate, stats)
         _LOG.info(
             "%s %d completed in %d ms: state %d bytes (%d inline), %d state files, at %s",
             "Savepoint" if stats.is_savepoint else "Checkpoint",
@@ -274,10 +290,18 @@ class CheckpointCoordinator:
         stats.failure = f"{reason.name}: {detail}"
         stats.duration_ms = int(self.clock() - pending.trigger_monotonic_ms)
         _LOG.warning("Checkpoint %d failed: %s %s", pending.checkpoint_id, reason.name, detail)
-        if reason.counts_as_failure and not pending.properties.is_savepoint:
+        if (
+            reason.counts_as_failure
+            and not pending.properties.is_savepoint
+            and pending.checkpoint_id > self.last_success_id
+            and pending.checkpoint_id not in self._counted_ids
+        ):
+            self._counted_ids.add(pending.checkpoint_id)
             self.consecutive_failures += 1
             if self.consecutive_failures > self.policy.tolerable_failures:
-                raise CheckpointException(
+                self.consecutive_failures = 0
+                self._counted_ids.clear()
+                raise TolerableFailuresExceeded(
                     reason,
                     "Exceeded checkpoint tolerable failure threshold.",
                     pending.checkpoint_id,

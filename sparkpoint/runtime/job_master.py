@@ -39,7 +39,11 @@ from sparkpoint.errors import (
     SparkpointError,
 )
 from sparkpoint.runtime.context import MAX_WATERMARK
-from sparkpoint.runtime.coordinator import CheckpointCoordinator, CheckpointPolicy
+from sparkpoint.runtime.coordinator import (
+    CheckpointCoordinator,
+    CheckpointPolicy,
+    TolerableFailuresExceeded,
+)
 from sparkpoint.runtime.epoch import final_stage_ids, routing, run_epoch
 from sparkpoint.runtime.graph import Plan
 from sparkpoint.runtime.records import (
@@ -373,11 +377,17 @@ class JobMaster:
             op_states = self._operator_states(acks)
             completed = self.coordinator.complete(pending, op_states, self._master_states(self.epoch))
         except CheckpointException as exc:
+            failure: CheckpointException = exc
             if pending in self.coordinator.pending:
                 handles = [a[2] for a in acks if a[2] is not None]
-                self.coordinator.abort(pending, exc.reason, str(exc), states=handles)
+                try:
+                    self.coordinator.abort(pending, exc.reason, str(exc), states=handles)
+                except TolerableFailuresExceeded as exceeded:
+                    failure = exceeded
             if isinstance(stop_request, _Request):
-                stop_request.future.set_exception(exc)
+                stop_request.future.set_exception(failure)
+            if isinstance(failure, TolerableFailuresExceeded):
+                raise failure from exc  # the job fails over (restart strategy applies)
             return
         self.notify_complete = completed.checkpoint_id
         self._commit_up_to(self.epoch)

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from sparkpoint.errors import StateLostError
@@ -31,6 +32,7 @@ from sparkpoint.runtime.operators import (
     ReduceOperator,
     TimestampsOperator,
 )
+from sparkpoint.state.key_groups import assign_key_groups_int64, assign_to_key_group
 from sparkpoint.runtime.records import (
     KIND_ACK,
     KIND_COLLECT,
@@ -102,23 +104,42 @@ class _Router(Operator):
         self.parallelism = router[1] if router else 1
         self.max_parallelism = router[2] if router else 1
         self.groups: dict[int, tuple[list[Any], list[int | None] | None]] = {}
+        self._cache: dict[Any, int] = {}
 
     def push(self, values: list[Any], timestamps: list[int | None] | None) -> None:
         if self.key_selector is None:
             self._add(self.env.subtask_index % max(self.parallelism, 1), values, timestamps)
             return
-        from sparkpoint.state.key_groups import assign_to_key_group
-
-        get_key = self.key_selector.get_key
-        maxp, p = self.max_parallelism, self.parallelism
+        subs = self._subtasks([self.key_selector.get_key(v) for v in values])
+        if self.parallelism == 1:
+            self._add(0, values, timestamps)
+            return
         by_sub: dict[int, list[int]] = {}
-        for i, v in enumerate(values):
-            sub = assign_to_key_group(get_key(v), maxp) * p // maxp
+        for i, sub in enumerate(subs):
             by_sub.setdefault(sub, []).append(i)
         for sub, idx in by_sub.items():
             vs = [values[i] for i in idx]
             ts = None if timestamps is None else [timestamps[i] for i in idx]
             self._add(sub, vs, ts)
+
+    def _subtasks(self, keys: list[Any]) -> list[int]:
+        """The target subtask of each key: vectorised for int keys, memoised otherwise."""
+        maxp, p = self.max_parallelism, self.parallelism
+        if keys and all(type(k) is int and -(2**63) <= k < 2**63 for k in keys):
+            kgs = assign_key_groups_int64(np.fromiter(keys, np.int64, len(keys)), maxp)
+            return ((kgs.astype(np.int64) * p) // maxp).tolist()  # type: ignore[no-any-return]
+        cache = self._cache
+        out = []
+        for k in keys:
+            try:
+                ck = (k.__class__, k)
+                sub = cache.get(ck)
+                if sub is None:
+                    sub = cache[ck] = assign_to_key_group(k, maxp) * p // maxp
+            except TypeError:  # unhashable key: no memo
+                sub = assign_to_key_group(k, maxp) * p // maxp
+            out.append(sub)
+        return out
 
     def _add(self, sub: int, values: list[Any], timestamps: list[int | None] | None) -> None:
         group = self.groups.get(sub)

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkpoint.checkpoint.handles import KeyedStateHandle
-from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.errors import StateLostError
 from sparkpoint.state.backend import KeyedStateBackendParameters
 from sparkpoint.state.heap_table import HeapStateTable, columns_of_group
@@ -286,12 +285,3 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         with _CACHE_LOCK:
             _CACHE.pop(self._dir, None)
         shutil.rmtree(self._dir, ignore_errors=True)
-
-    @property
-    def local_state_dir(self) -> str:
-        """Where the committed heap state lives."""
-        return self._dir
-
-    def key_group_range_of_local_state(self) -> KeyGroupRange | None:
-        """The range the local marker was written for (``None`` without a valid marker)."""
-        return None if self._marker is None else self._range

@@ -8,6 +8,7 @@ groups changed since the last local commit (``dirty``), so commits rewrite only 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -32,6 +33,7 @@ class HeapStateTable(StateTable):
         # snapshot running, containers may change in place).
         self._fresh: set[Any] | None = None
         self._active_snapshots = 0
+        self._pin_lock = threading.Lock()
         self._cleanup_cursor: Iterator[tuple[int, Any]] = iter(())
 
     # -- copy-on-write -------------------------------------------------------------------
@@ -41,38 +43,43 @@ class HeapStateTable(StateTable):
         if kg in self._watch:
             self._watch.discard(kg)
             self.dirty.add(kg)
-            if kg in self._pinned:
-                self._pinned.discard(kg)
+            pinned = self._pinned  # read once: an upload thread may replace it
+            if kg in pinned:
+                pinned.discard(kg)
                 self.groups[kg] = dict(self.groups[kg])
         return self.groups[kg]
 
     def _container_w(self, group: dict[Any, Any], key: Any, factory: type) -> Any:
         """The list/dict value of ``key`` for in-place change (copied while snapshotted)."""
+        fresh = self._fresh  # read once: an upload thread may reset it concurrently
         current = group.get(key)
         if current is None:
             current = group[key] = factory()
-            if self._fresh is not None:
-                self._fresh.add(key)
-        elif self._fresh is not None and key not in self._fresh:
+            if fresh is not None:
+                fresh.add(key)
+        elif fresh is not None and key not in fresh:
             current = group[key] = factory(current)
-            self._fresh.add(key)
+            fresh.add(key)
         return current
 
     def pin(self) -> dict[int, dict[Any, Any]]:
         """Start a snapshot: the current key-group dicts, frozen until ``unpin``."""
-        self._active_snapshots += 1
-        self._pinned = set(self.groups)
-        self._watch |= self._pinned
-        self._fresh = set()
-        return dict(self.groups)
+        with self._pin_lock:
+            self._active_snapshots += 1
+            self._pinned = set(self.groups)
+            self._watch |= self._pinned
+            self._fresh = set()
+            return dict(self.groups)
 
     def unpin(self) -> None:
-        """A snapshot finished; drop bookkeeping when none is left."""
-        self._active_snapshots -= 1
-        if self._active_snapshots <= 0:
-            self._active_snapshots = 0
-            self._pinned = set()
-            self._fresh = None
+        """A snapshot finished (called from the upload thread); drop bookkeeping when no
+        snapshot is left. Containers already copied stay copied, which is harmless."""
+        with self._pin_lock:
+            self._active_snapshots -= 1
+            if self._active_snapshots <= 0:
+                self._active_snapshots = 0
+                self._pinned = set()
+                self._fresh = None
 
     def mark_committed(self) -> None:
         """Every change is persisted: start tracking dirty groups afresh."""
@@ -106,9 +113,11 @@ class HeapStateTable(StateTable):
             for key in list(self.groups[kg]):
                 yield kg, key
 
-    def cleanup_expired_step(self, count: int, now: int, ttl_millis: int) -> int:
-        """Check the next ``count`` keys for expired values (Flink's incremental cleanup on
-        state access); returns how many keys were removed entirely."""
+    def cleanup_expired_step(
+        self, count: int, now: int, ttl_millis: int, skip_key: Any = MISSING
+    ) -> int:
+        """Check the next ``count`` keys (except ``skip_key``) for expired values (Flink's
+        incremental cleanup on state access); returns how many keys were removed entirely."""
         removed = 0
         kind = self.meta.kind
         for _ in range(count):
@@ -118,7 +127,7 @@ class HeapStateTable(StateTable):
                 self._cleanup_cursor = self._entries_to_check()
                 return removed
             stored = self.groups[kg].get(key)
-            if stored is None:
+            if stored is None or (key == skip_key and type(key) is type(skip_key)):
                 continue
             if kind is StateKind.MAP:
                 for uk, v in list(stored.items()):

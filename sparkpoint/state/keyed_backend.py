@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from struct import error as struct_error
 from typing import Any
 
@@ -311,17 +311,6 @@ def _drop_expired(meta: RegisteredStateMeta, cols: Columns, now: int, ttl: int) 
             out_uk.append(uks[i])
         out_v.append(kept)
     return out_k, out_uk, out_v
-
-
-def iter_rows(cols: Columns) -> Iterator[tuple[bytes, bytes | None, bytes]]:
-    """Rows of a column triple."""
-    keys, uks, vals = cols
-    if uks is None:
-        for k, v in zip(keys, vals):
-            yield k, None, v
-    else:
-        yield from zip(keys, uks, vals)
-
 
 
 def _drop_expired_objects(

@@ -8,7 +8,7 @@ one, as in Flink.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
 from sparkpoint.state.descriptors import (
@@ -46,27 +46,27 @@ class KeyContext(Protocol):
 class _Ttl:
     """TTL decisions for one state (absent when TTL is off)."""
 
-    __slots__ = ("_clock", "_cleanup", "_cleanup_size", "millis", "return_expired",
+    __slots__ = ("_cleanup", "_cleanup_size", "_ctx", "millis", "return_expired",
                  "update_on_read")
 
-    def __init__(self, config: StateTtlConfig, now: Callable[[], int],
-                 table: StateTable) -> None:
+    def __init__(self, config: StateTtlConfig, ctx: KeyContext, table: StateTable) -> None:
         self.millis = config.get_ttl_millis()
         self.update_on_read = (
             config.get_update_type() == StateTtlConfig.UpdateType.OnReadAndWrite)
         self.return_expired = (
             config.get_state_visibility()
             == StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp)
-        self._clock = now
+        self._ctx = ctx
         incremental = config.get_cleanup_strategies().get_incremental_cleanup_strategy()
         self._cleanup = getattr(table, "cleanup_expired_step", None) if incremental else None
         self._cleanup_size = incremental.get_cleanup_size() if incremental else 0
 
     def now(self) -> int:
-        """The current time; also runs one incremental cleanup step where configured."""
-        t = self._clock()
+        """The current time; also runs one incremental cleanup step where configured (it
+        skips the current key, whose access applies the visibility rules itself)."""
+        t = self._ctx.now()
         if self._cleanup is not None:
-            self._cleanup(self._cleanup_size, t, self.millis)
+            self._cleanup(self._cleanup_size, t, self.millis, self._ctx.current_key)
         return t
 
     def expired(self, stored: TtlValue, now: int) -> bool:
@@ -81,7 +81,7 @@ class State:
         self._ctx = ctx
         self._desc = desc
         cfg = desc.get_ttl_config()
-        self._ttl = (_Ttl(cfg, ctx.now, table) if cfg is not None and cfg.is_enabled()
+        self._ttl = (_Ttl(cfg, ctx, table) if cfg is not None and cfg.is_enabled()
                      else None)
 
     def clear(self) -> None:

@@ -79,16 +79,20 @@ def read_varint(buf: Buffer, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-_SMALL_PREFIXES = [bytes((n,)) for n in range(128)]
+_PREFIXES: dict[int, bytes] = {}
+_PREFIX_CACHE_LIMIT = 1 << 16
 
 
 def _length_prefix(n: int) -> bytes:
-    """The varint of ``n`` as bytes."""
-    if n < 128:
-        return _SMALL_PREFIXES[n]
-    out = bytearray()
-    write_varint(n, out)
-    return bytes(out)
+    """The varint of ``n`` as bytes (cached for the lengths met most)."""
+    prefix = _PREFIXES.get(n)
+    if prefix is None:
+        out = bytearray()
+        write_varint(n, out)
+        prefix = bytes(out)
+        if n < _PREFIX_CACHE_LIMIT:
+            _PREFIXES[n] = prefix
+    return prefix
 
 
 class TypeSerializer(abc.ABC):
@@ -212,7 +216,7 @@ class BytesSerializer(TypeSerializer):
         return bytes(buf[pos:end]), end
 
     def serialize(self, value: Any) -> bytes:
-        return _length_prefix(len(value)) + bytes(value)
+        return _length_prefix(len(value)) + value  # type: ignore[no-any-return]
 
     def deserialize(self, data: Buffer) -> Any:
         n, pos = read_varint(data, 0)

@@ -112,18 +112,25 @@ def _encode_header(header: SnapshotHeader) -> bytes:
 
 
 def _batch(columns: Sequence[tuple[int, Columns]]) -> pa.RecordBatch:
-    ids: list[np.ndarray] = []
-    keys: list[bytes] = []
-    uks: list[bytes | None] = []
-    vals: list[bytes] = []
+    if len(columns) == 1:
+        state_id, (keys, uks, vals) = columns[0]
+        n = len(keys)
+        ids = pa.array(np.full(n, state_id, dtype=np.uint16))
+        uk_arr = pa.nulls(n, pa.binary()) if uks is None else pa.array(uks, pa.binary())
+        return pa.record_batch([ids, pa.array(keys, pa.binary()), uk_arr,
+                                pa.array(vals, pa.binary())], schema=SCHEMA)
+    id_parts: list[np.ndarray] = []
+    all_keys: list[bytes] = []
+    all_uks: list[bytes | None] = []
+    all_vals: list[bytes] = []
     for state_id, (k, uk, v) in columns:
-        ids.append(np.full(len(k), state_id, dtype=np.uint16))
-        keys.extend(k)
-        uks.extend(uk if uk is not None else [None] * len(k))
-        vals.extend(v)
+        id_parts.append(np.full(len(k), state_id, dtype=np.uint16))
+        all_keys.extend(k)
+        all_uks.extend(uk if uk is not None else [None] * len(k))
+        all_vals.extend(v)
     return pa.record_batch(
-        [pa.array(np.concatenate(ids), pa.uint16()), pa.array(keys, pa.binary()),
-         pa.array(uks, pa.binary()), pa.array(vals, pa.binary())],
+        [pa.array(np.concatenate(id_parts), pa.uint16()), pa.array(all_keys, pa.binary()),
+         pa.array(all_uks, pa.binary()), pa.array(all_vals, pa.binary())],
         schema=SCHEMA,
     )
 

@@ -315,6 +315,26 @@ class Types:
         return BasicTypeInfo("SQL_TIMESTAMP")
 
     @staticmethod
+    def LOCAL_DATE() -> TypeInformation:
+        """``datetime.date`` (PyFlink 1.15+ name; same encoding as SQL_DATE)."""
+        return BasicTypeInfo("SQL_DATE")
+
+    @staticmethod
+    def LOCAL_TIME() -> TypeInformation:
+        """``datetime.time`` (same encoding as SQL_TIME)."""
+        return BasicTypeInfo("SQL_TIME")
+
+    @staticmethod
+    def LOCAL_DATE_TIME() -> TypeInformation:
+        """Naive ``datetime.datetime`` (same encoding as SQL_TIMESTAMP)."""
+        return BasicTypeInfo("SQL_TIMESTAMP")
+
+    @staticmethod
+    def OBJECT_ARRAY(element_type: TypeInformation) -> TypeInformation:
+        """An array of objects of one type (elements may be null)."""
+        return BasicArrayTypeInfo(element_type)
+
+    @staticmethod
     def PICKLED_BYTE_ARRAY() -> TypeInformation:
         """Any picklable Python object."""
         return PickledBytesTypeInfo()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sparkpoint.checkpoint.fs_streams import FsCheckpointStreamFactory
 from sparkpoint.checkpoint.handles import FileStateHandle, KeyGroupsSavepointStateHandle
@@ -426,3 +428,104 @@ def test_ttl_incremental_cleanup_on_access(tmp_path) -> None:
     clock.t += 20
     w.value()
     assert len(list(b.get_keys("w"))) == 4  # only the key read was dropped
+
+
+def test_same_worker_adopts_cached_tables_without_reload(tmp_path) -> None:
+    d = ValueStateDescriptor("v", Types.LONG())
+    b = make(tmp_path)
+    b.set_current_key(1)
+    b.get_partitioned_state(d).update(1)
+    b.commit_local(1)
+    table = b._heap_tables()["v"]
+    b.close()
+    again = make(tmp_path)
+    assert again._heap_tables()["v"] is table  # no reload from disk
+    again.close()
+    clear_heap_cache()
+    fresh = make(tmp_path)
+    assert fresh._heap_tables()["v"] is not table
+    fresh.set_current_key(1)
+    assert fresh.get_partitioned_state(d).value() == 1
+
+
+def test_uncommitted_tables_are_not_cached(tmp_path) -> None:
+    d = ValueStateDescriptor("v", Types.LONG())
+    b = make(tmp_path)
+    b.set_current_key(1)
+    v = b.get_partitioned_state(d)
+    v.update(1)
+    b.commit_local(1)
+    v.update(2)  # a failed attempt's partial epoch
+    b.close()
+    retry = make(tmp_path)
+    retry.set_current_key(1)
+    assert retry.get_partitioned_state(d).value() == 1
+
+
+entries = st.dictionaries(
+    st.one_of(st.integers(-(2**40), 2**40), st.text(max_size=8)),
+    st.tuples(st.integers(-(2**63), 2**63 - 1), st.lists(st.text(max_size=4), max_size=3),
+              st.dictionaries(st.integers(0, 9), st.none() | st.floats(allow_nan=False),
+                              max_size=3)),
+    max_size=40)
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=entries, new_p=st.integers(1, 9),
+       kind=st.sampled_from([SnapshotType.CHECKPOINT, SnapshotType.SAVEPOINT]))
+def test_round_trips_are_exact(tmp_path_factory, data, new_p, kind) -> None:
+    tmp = tmp_path_factory.mktemp("rt")
+    b = make(tmp, sub="src")
+    dv = ValueStateDescriptor("v", Types.LONG())
+    dl = ListStateDescriptor("l", Types.STRING())
+    dm = MapStateDescriptor("m", Types.INT(), Types.DOUBLE())
+    for k, (v, li, m) in data.items():
+        b.set_current_key(k)
+        b.get_partitioned_state(dv).update(v)
+        b.get_partitioned_state(dl).update(li)
+        b.get_partitioned_state(dm).put_all(m)
+    h = b.snapshot(1, MemCheckpointStreamFactory(), kind)()
+    got = {}
+    for i in range(new_p):
+        r = make(tmp, i, new_p, f"dst{i}")
+        r.restore([] if h is None else [h])
+        for k in r.get_keys("v"):
+            r.set_current_key(k)
+            got[k] = (r.get_partitioned_state(dv).value(),
+                      list(r.get_partitioned_state(dl).get()),
+                      dict(r.get_partitioned_state(dm).items()))
+    assert got == data
+    clear_heap_cache()
+
+
+def test_snapshot_upload_in_thread_while_updating(tmp_path) -> None:
+    import threading
+
+    b = make(tmp_path)
+    li = b.get_partitioned_state(ListStateDescriptor("l", Types.LONG()))
+    m = b.get_partitioned_state(MapStateDescriptor("m", Types.LONG(), Types.LONG()))
+    for k in range(2000):
+        b.set_current_key(k)
+        li.add(k)
+        m.put(k, k)
+    for kind in (SnapshotType.CHECKPOINT, SnapshotType.SAVEPOINT):
+        upload = b.snapshot(1, MemCheckpointStreamFactory(50 * 1024 * 1024), kind)
+        result = []
+        t = threading.Thread(target=lambda u=upload, out=result: out.append(u()))
+        t.start()
+        for k in range(2000):
+            b.set_current_key(k)
+            li.add(-1)
+            m.put(-1, -1)
+            m.remove(k)
+        t.join()
+        r = make(tmp_path, sub=f"r-{kind}")
+        r.restore(result)
+        rl = r.get_partitioned_state(ListStateDescriptor("l", Types.LONG()))
+        rm = r.get_partitioned_state(MapStateDescriptor("m", Types.LONG(), Types.LONG()))
+        for k in range(0, 2000, 97):
+            r.set_current_key(k)
+            expected_list = [k] if kind == SnapshotType.CHECKPOINT else [k, -1]
+            assert list(rl.get()) == expected_list
+            assert dict(rm.items()) == ({k: k} if kind == SnapshotType.CHECKPOINT else {-1: -1})

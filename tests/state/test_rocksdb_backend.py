@@ -400,3 +400,29 @@ def test_snapshot_runs_the_cleanup_scan_at_most_once_per_ttl(tmp_path) -> None:
     clock.now += 1
     _snap(b, 4)
     assert _raw_count(b) == 0
+
+
+def test_embedded_rocksdb_state_backend_creates_this_backend(tmp_path) -> None:
+    from sparkpoint.datastream.state_backend import EmbeddedRocksDBStateBackend
+
+    config = EmbeddedRocksDBStateBackend(enable_incremental_checkpointing=False)
+    config.set_db_storage_paths(str(tmp_path / "p1"))
+    config.set_predefined_options(PredefinedOptions.FLASH_SSD_OPTIMIZED)
+    config.set_options({"state.backend.rocksdb.files.open": 321})
+    config.set_number_of_transfer_threads(3)
+    config.disable_ttl_compaction_filter()
+    params = KeyedStateBackendParameters(
+        "job", "op", 0, 1, 128, compute_key_group_range_for_operator_index(128, 1, 0),
+        str(tmp_path / "local"),
+    )
+    b = config.create_keyed_state_backend(params)
+    assert isinstance(b, RocksDBKeyedStateBackend)
+    assert b.incremental is False
+    assert b.transfer_threads == 3
+    assert b.ttl_compaction_filter is False
+    assert b.directory.startswith(str(tmp_path / "p1"))
+    _write(b, range(3))
+    b.commit_local(1)
+    b.close()
+    latest = max(glob.glob(os.path.join(b.directory, "db", "OPTIONS-*")), key=os.path.getmtime)
+    assert "max_open_files=321" in open(latest).read()

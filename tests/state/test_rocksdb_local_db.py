@@ -153,3 +153,29 @@ def test_scan_merges_pending_with_committed(tmp_path_factory, committed, ops) ->
         assert list(local.scan(lower, upper)) == sorted(model.items())
     finally:
         local.destroy()
+
+
+def test_undo_of_read_modify_write_uses_the_value_read(db) -> None:
+    p = data_prefix(4, 1)
+    db.put(p + b"k", b"1")
+    db.commit(1, b"")
+    assert db.get(p + b"k") == b"1"  # read, then write: commit reuses the read value
+    db.put(p + b"k", b"2")
+    assert db.get(p + b"absent") is None
+    db.put(p + b"absent", b"x")
+    db.commit(2, b"")
+    assert db.revert(1) is True
+    assert db.get(p + b"k") == b"1"
+    assert db.get(p + b"absent") is None
+
+
+def test_direct_writes_invalidate_the_remembered_read(db) -> None:
+    p = data_prefix(4, 1)
+    db.put(p + b"k", b"1")
+    db.commit(1, b"")
+    assert db.get(p + b"k") == b"1"
+    db.write_now([(p + b"k", b"restored")])  # e.g. a restore or a TTL cleanup
+    db.put(p + b"k", b"2")
+    db.commit(2, b"")
+    assert db.revert(1) is True
+    assert db.get(p + b"k") == b"restored"

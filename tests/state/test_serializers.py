@@ -61,6 +61,8 @@ CASES = [
     (Types.SQL_TIMESTAMP(), st.datetimes()),
     (Types.INSTANT(), st.datetimes(timezones=st.just(dt.UTC))),
     (Types.PICKLED_BYTE_ARRAY(), st.dictionaries(st.text(), st.integers())),
+    (Types.LOCAL_DATE_TIME(), st.datetimes()),
+    (Types.OBJECT_ARRAY(Types.LONG()), st.lists(st.none() | st.integers(0, 2**60))),
     (Types.PRIMITIVE_ARRAY(Types.BYTE()), st.binary()),
     (Types.PRIMITIVE_ARRAY(Types.INT()), st.lists(st.integers(-(2**31), 2**31 - 1))),
     (Types.BASIC_ARRAY(Types.STRING()), st.lists(st.none() | st.text())),

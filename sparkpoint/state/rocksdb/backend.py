@@ -23,8 +23,8 @@ import shutil
 import struct
 import uuid
 import zlib
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, cast
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import rocksdict
 
@@ -43,23 +43,21 @@ from sparkpoint.state.rocksdb.incremental import (
     upload_incremental,
 )
 from sparkpoint.state.rocksdb.local_db import (
+    REGISTRY_END,
+    REGISTRY_PREFIX,
     LocalRocksDB,
-    data_prefix,
     key_group_bounds,
-    prefix_upper_bound,
 )
 from sparkpoint.state.rocksdb.options import PredefinedOptions, build_db_options
 from sparkpoint.state.rocksdb.restore import restore_incremental
-from sparkpoint.state.rocksdb.table import RocksDBStateTable, split_entry_key
-from sparkpoint.state.snapshot_format import Columns
+from sparkpoint.state.rocksdb.snapshot_view import CheckpointSnapshotView
+from sparkpoint.state.rocksdb.table import RocksDBStateTable
+from sparkpoint.state.rocksdb.ttl_cleanup import drop_expired_entries, last_cleanup_time
 from sparkpoint.state.table import RegisteredStateMeta
 
 __all__ = ["RocksDBKeyedStateBackend", "create_rocksdb_keyed_backend", "subtask_directory"]
 
-_REGISTRY_PREFIX = b"\xff\x02"
-_REGISTRY_END = b"\xff\x03"
 _RANGE_KEY = b"\xff\x00range"
-_TTL_CLEANUP_KEY = b"\xff\x00ttl-cleanup"
 
 
 def _safe(part: str) -> str:
@@ -80,59 +78,6 @@ def subtask_directory(
         f"op_{_safe(params.operator_id)}",
         f"subtask_{params.subtask_index}",
     )
-
-
-class _CheckpointView(SnapshotView):
-    """Columns read from a local RocksDB checkpoint (a consistent, hard-linked copy)."""
-
-    def __init__(self, directory: str, state_ids: list[int], is_map: list[bool]) -> None:
-        self._dir = directory
-        self._state_ids = state_ids
-        self._is_map = is_map
-        self._db: rocksdict.Rdict | None = None
-
-    def _open(self) -> rocksdict.Rdict:
-        if self._db is None:
-            self._db = rocksdict.Rdict(
-                self._dir,
-                rocksdict.Options(raw_mode=True),
-                access_type=rocksdict.AccessType.read_only(),
-            )
-        return self._db
-
-    def columns(self, state_id: int, key_group: int) -> Columns | None:
-        prefix = data_prefix(key_group, self._state_ids[state_id])
-        read_opt = rocksdict.ReadOptions()
-        upper = prefix_upper_bound(prefix)
-        assert upper is not None
-        read_opt.set_iterate_upper_bound(upper)
-        keys: list[bytes] = []
-        user_keys: list[bytes] = []
-        values: list[bytes] = []
-        entries = cast(
-            Iterator[tuple[bytes, bytes]], self._open().items(from_key=prefix, read_opt=read_opt)
-        )
-        add_key, add_uk, add_value = keys.append, user_keys.append, values.append
-        for raw_key, value in entries:
-            n = raw_key[4]
-            if n < 0x80:  # one-byte length prefix: the common case, no varint decoding
-                end = 5 + n
-                add_key(raw_key[5:end])
-                add_uk(raw_key[end:])
-            else:
-                kb, rest = split_entry_key(raw_key)
-                add_key(kb)
-                add_uk(rest)
-            add_value(value)
-        if not keys:
-            return None
-        return keys, (user_keys if self._is_map[state_id] else None), values
-
-    def release(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
-        shutil.rmtree(self._dir, ignore_errors=True)
 
 
 class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
@@ -198,8 +143,8 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         self._states.clear()
         self._state_ids.clear()
         read_opt = rocksdict.ReadOptions()
-        read_opt.set_iterate_upper_bound(_REGISTRY_END)
-        for _key, raw in self._local.db.items(from_key=_REGISTRY_PREFIX, read_opt=read_opt):
+        read_opt.set_iterate_upper_bound(REGISTRY_END)
+        for _key, raw in self._local.db.items(from_key=REGISTRY_PREFIX, read_opt=read_opt):
             record = json.loads(bytes(raw).decode("utf-8"))
             meta = RegisteredStateMeta.from_json(record["meta"])
             self._state_ids[meta.name] = int(record["id"])
@@ -219,7 +164,7 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
                 raise SparkpointError("More than 65535 keyed states in one operator")
         record = {"id": state_id, "meta": meta.to_json()}
         self._local.db.put(
-            _REGISTRY_PREFIX + meta.name.encode("utf-8"), json.dumps(record).encode("utf-8")
+            REGISTRY_PREFIX + meta.name.encode("utf-8"), json.dumps(record).encode("utf-8")
         )
         self._state_ids[meta.name] = state_id
         return RocksDBStateTable(meta, state_id, self._local, self.key_group_range)
@@ -268,28 +213,7 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         states = self._ttl_cleanup_states()
         if not states:
             return 0
-        now = self.now()
-        batch = rocksdict.WriteBatch(raw_mode=True)
-        changed = 0
-        for table, ttl in states:
-            meta = table.meta
-            for kg in self.key_group_range:
-                lower = data_prefix(kg, table.state_id)
-                upper = prefix_upper_bound(lower)
-                assert upper is not None
-                read_opt = rocksdict.ReadOptions()
-                read_opt.set_iterate_upper_bound(upper)
-                for raw_key, value in self._local.db.items(from_key=lower, read_opt=read_opt):
-                    kept = meta.drop_expired_bytes(value, now, ttl)
-                    if kept is None:
-                        batch.delete(raw_key)
-                        changed += 1
-                    elif kept != value:
-                        batch.put(raw_key, kept)
-                        changed += 1
-        batch.put(_TTL_CLEANUP_KEY, struct.pack(">q", now))
-        self._local.db.write(batch)
-        return changed
+        return drop_expired_entries(self._local, states, self.key_group_range, self.now())
 
     def _maybe_cleanup_expired_state(self) -> None:
         """Run the cleanup scan when the shortest TTL has passed since the last one, so no
@@ -297,11 +221,9 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         states = self._ttl_cleanup_states()
         if not states:
             return
-        last = self._local.db.get(_TTL_CLEANUP_KEY)
-        if last is not None:
-            elapsed = self.now() - struct.unpack(">q", bytes(last))[0]
-            if elapsed < min(ttl for _, ttl in states):
-                return
+        last = last_cleanup_time(self._local)
+        if last is not None and self.now() - last < min(ttl for _, ttl in states):
+            return
         self.cleanup_expired_state()
 
     # -- snapshots -----------------------------------------------------------------------
@@ -320,7 +242,7 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
 
     def _snapshot_view(self, metas: Sequence[RegisteredStateMeta]) -> SnapshotView:
         directory = self._local_checkpoint(-1)
-        return _CheckpointView(
+        return CheckpointSnapshotView(
             directory,
             [self._state_ids[m.name] for m in metas],
             [m.kind is StateKind.MAP for m in metas],

@@ -28,6 +28,8 @@ from sparkpoint.errors import StateLostError
 
 __all__ = [
     "META_PREFIX",
+    "REGISTRY_END",
+    "REGISTRY_PREFIX",
     "LocalRocksDB",
     "data_prefix",
     "key_group_bounds",
@@ -35,6 +37,9 @@ __all__ = [
 ]
 
 META_PREFIX = b"\xff"
+REGISTRY_PREFIX = b"\xff\x02"
+"""Registered states: ``REGISTRY_PREFIX + name`` -> JSON ``{"id": state id, "meta": ...}``."""
+REGISTRY_END = b"\xff\x03"
 _EPOCH_KEY = b"\xff\x00epoch"
 _EXTRA_KEY = b"\xff\x00extra"
 _UNDO_META_KEY = b"\xff\x00undo"
@@ -84,6 +89,8 @@ class LocalRocksDB:
         self._pending: dict[bytes, bytes | None] = {}
         self._sorted: list[bytes] = []
         self._unsorted: list[bytes] = []
+        self._old: dict[bytes, bytes | None] = {}
+        self._last_read: tuple[bytes, bytes | None] | None = None
         self._unflushed_bulk = False
         self._db: rocksdict.Rdict | None = None
         self._db = self._open(path)
@@ -149,19 +156,34 @@ class LocalRocksDB:
         """The value of ``key`` including this epoch's pending writes."""
         if key in self._pending:
             return self._pending[key]
-        return self.db.get(key)
+        value = self.db.get(key)
+        self._last_read = (key, value)
+        return value
+
+    def _first_write(self, key: bytes) -> None:
+        """Bookkeeping for a key's first write of the epoch (sort order, undo value)."""
+        self._unsorted.append(key)
+        last = self._last_read
+        if last is not None and last[0] == key:
+            # read-modify-write: the committed value is known, commit needs no lookup
+            self._old[key] = last[1]
 
     def put(self, key: bytes, value: bytes) -> None:
         """Write ``key`` in the current epoch."""
         if key not in self._pending:
-            self._unsorted.append(key)
+            self._first_write(key)
         self._pending[key] = value
 
     def delete(self, key: bytes) -> None:
         """Delete ``key`` in the current epoch."""
         if key not in self._pending:
-            self._unsorted.append(key)
+            self._first_write(key)
         self._pending[key] = None
+
+    @property
+    def pending_writes(self) -> dict[bytes, bytes | None]:
+        """This epoch's writes (None = delete); the dict object lives as long as the DB."""
+        return self._pending
 
     def has_pending(self) -> bool:
         """Whether there are uncommitted writes."""
@@ -169,6 +191,8 @@ class LocalRocksDB:
 
     def _clear_pending(self) -> None:
         self._pending.clear()
+        self._old.clear()
+        self._last_read = None
         self._sorted.clear()
         self._unsorted.clear()
 
@@ -201,14 +225,20 @@ class LocalRocksDB:
         """Entries whose key starts with ``prefix``, pending writes applied."""
         return self.scan(prefix, prefix_upper_bound(prefix))
 
+    def forget_reads(self) -> None:
+        """Committed data changed outside an epoch: the last read value may be stale."""
+        self._last_read = None
+
     def delete_range_now(self, lower: bytes, upper: bytes) -> None:
         """Delete committed data in ``[lower, upper)`` immediately (restore-time only)."""
+        self.forget_reads()
         batch = rocksdict.WriteBatch(raw_mode=True)
         batch.delete_range(lower, upper)
         self.db.write(batch)
 
     def write_now(self, items: Iterable[tuple[bytes, bytes]], batch_bytes: int = 4 << 20) -> int:
         """Write entries directly, bypassing epochs (restore-time bulk load); returns count."""
+        self.forget_reads()
         count = 0
         size = 0
         db = self.db
@@ -267,8 +297,9 @@ class LocalRocksDB:
         self._pending[_EXTRA_KEY] = bytes(extra)
         batch = rocksdict.WriteBatch(raw_mode=True)
         batch.delete_range(_UNDO_PREFIX, _UNDO_END)
+        known = self._old
         for key, value in self._pending.items():
-            old = db.get(key)
+            old = known[key] if key in known else db.get(key)
             batch.put(_UNDO_PREFIX + key, b"\x00" if old is None else b"\x01" + old)
             if value is None:
                 batch.delete(key)

@@ -27,7 +27,7 @@ from sparkpoint.checkpoint.handles import (
 from sparkpoint.errors import RestoreError
 from sparkpoint.state.restore import check_max_parallelism
 from sparkpoint.state.rocksdb.incremental import download_handle, read_incremental_meta
-from sparkpoint.state.rocksdb.local_db import key_group_bounds
+from sparkpoint.state.rocksdb.local_db import REGISTRY_END, REGISTRY_PREFIX, key_group_bounds
 from sparkpoint.state.table import RegisteredStateMeta
 
 if TYPE_CHECKING:
@@ -35,17 +35,15 @@ if TYPE_CHECKING:
 
 __all__ = ["restore_incremental"]
 
-_REGISTRY_PREFIX = b"\xff\x02"
-_REGISTRY_END = b"\xff\x03"
 _MAX_KEY_GROUP_BYTES = b"\x80\x00"
 
 
 def _registry_of(db: rocksdict.Rdict) -> dict[int, RegisteredStateMeta]:
     """State id -> meta of a (downloaded) database."""
     read_opt = rocksdict.ReadOptions()
-    read_opt.set_iterate_upper_bound(_REGISTRY_END)
+    read_opt.set_iterate_upper_bound(REGISTRY_END)
     out: dict[int, RegisteredStateMeta] = {}
-    for _key, raw in db.items(from_key=_REGISTRY_PREFIX, read_opt=read_opt):
+    for _key, raw in db.items(from_key=REGISTRY_PREFIX, read_opt=read_opt):
         record = json.loads(bytes(raw).decode("utf-8"))
         out[int(record["id"])] = RegisteredStateMeta.from_json(record["meta"])
     return out

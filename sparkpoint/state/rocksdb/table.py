@@ -8,7 +8,7 @@ prefix-free, so all map entries of one key are one contiguous prefix range.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
@@ -73,6 +73,47 @@ class RocksDBStateTable(StateTable):
         current = self._db.get(db_key)
         added = self.meta.encode_value(elements)
         self._db.put(db_key, added if current is None else bytes(current) + added)
+
+    def value_accessors(self, ctx: Any) -> tuple[Callable[[], Any], Callable[[Any], None]]:
+        """Fast ``value()``/``update(v)`` of a ValueState without TTL (the hot path)."""
+        prefixes = self._prefixes
+        encode_key = self.meta.key_serializer.serialize
+        serialize = self.meta.value_serializer.serialize
+        deserialize = self.meta.value_serializer.deserialize
+        local = self._db
+        last: list[Any] = [None, -1, b""]  # key object, key group, its RocksDB key
+
+        def db_key() -> bytes:
+            key, kg = ctx.current_key, ctx.current_key_group
+            if key is last[0] and kg == last[1]:
+                return last[2]  # value() then update() of the same key: encode once
+            kb = encode_key(key)
+            if len(kb) < 0x80:
+                raw = prefixes[kg] + bytes((len(kb),)) + kb
+            else:
+                raw = self._key_prefix(kg, key)
+            last[0], last[1], last[2] = key, kg, raw
+            return raw
+
+        pending = local.pending_writes
+        get, put = local.get, local.put
+
+        def value() -> Any:
+            key = db_key()
+            raw = pending[key] if key in pending else get(key)
+            return None if raw is None else deserialize(raw)
+
+        def update(v: Any) -> None:
+            if v is None:
+                local.delete(db_key())
+                return
+            key = db_key()
+            if key in pending:
+                pending[key] = serialize(v)  # not the first write of the epoch
+            else:
+                put(key, serialize(v))
+
+        return value, update
 
     # -- MAP ---------------------------------------------------------------------------
 

@@ -63,7 +63,8 @@ def test_on_read_and_write_refreshes(harness) -> None:
 
 def test_return_expired_if_not_cleaned_up(harness) -> None:
     b = harness.create()
-    cfg = _ttl(lambda x: x.return_expired_if_not_cleaned_up())
+    # Without background cleanup nothing removes the entry before the first read.
+    cfg = _ttl(lambda x: x.return_expired_if_not_cleaned_up().disable_cleanup_in_background())
     state = b.get_partitioned_state(_value(cfg=cfg))
     b.set_current_key("k")
     state.update(1)

@@ -1,0 +1,180 @@
+"""Keyed count on local[2]: sparkpoint with and without checkpointing vs a plain Spark job.
+
+For each key count (1,000 and 1,000,000 by default) and state backend it runs, in one
+process and on one SparkSession:
+
+- ``spark_groupby``: ``spark.range(N).groupBy(id % K).count().collect()`` (the plain Spark
+  batch job of the same shape);
+- ``sparkpoint_nockpt``: numbers -> (x % K, 1) -> key_by -> a counting KeyedProcessFunction
+  (ValueState) that emits each key's count when the input ends;
+- ``sparkpoint_ckpt``: the same with EXACTLY_ONCE checkpoints every second to the local
+  filesystem.
+
+It also times an empty Spark job (two tasks through ``mapInArrow``) as the floor for the
+per-epoch latency. Every result is one JSON line on stdout; counts are checked to be exact.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from sparkpoint.datastream.functions import KeyedProcessFunction  # noqa: E402
+from sparkpoint.runtime.context import MAX_WATERMARK  # noqa: E402
+
+
+class CountPerKey(KeyedProcessFunction):
+    """Counts records per key in ValueState; emits (key, count) when the input ends."""
+
+    def open(self, runtime_context: Any) -> None:
+        from sparkpoint.datastream.state import ValueStateDescriptor
+        from sparkpoint.common.typeinfo import Types
+
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
+
+    def process_element(self, value: Any, ctx: Any) -> None:
+        c = self.count.value()
+        if c is None:
+            c = 0
+            ctx.timer_service().register_event_time_timer(MAX_WATERMARK)
+        self.count.update(c + value[1])
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Any:
+        yield ctx.get_current_key(), self.count.value()
+
+
+def emit(record: dict[str, Any]) -> None:
+    print(json.dumps(record), flush=True)
+
+
+def run_sparkpoint(spark: Any, n: int, keys: int, backend: str, checkpoint: bool,
+                   work: str, records_per_split: int) -> dict[str, Any]:
+    from sparkpoint.common import Configuration
+    from sparkpoint.datastream import (
+        EmbeddedRocksDBStateBackend,
+        FileSystemCheckpointStorage,
+        HashMapStateBackend,
+        StreamExecutionEnvironment,
+    )
+    from sparkpoint.datastream.connectors.number_seq import NumberSequenceSource
+
+    shutil.rmtree(work, ignore_errors=True)
+    conf = Configuration()
+    conf.set_string("sparkpoint.epoch.max-records-per-split", str(records_per_split))
+    conf.set_string("sparkpoint.local-state.dir", os.path.join(work, "local"))
+    env = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
+    env.set_parallelism(2)
+    env.set_state_backend(
+        EmbeddedRocksDBStateBackend(True) if backend == "rocksdb" else HashMapStateBackend()
+    )
+    if checkpoint:
+        env.enable_checkpointing(1000)
+        env.get_checkpoint_config().set_checkpoint_storage(
+            FileSystemCheckpointStorage(os.path.join(work, "ckpt"))
+        )
+    k = keys
+    ds = (
+        env.from_source(NumberSequenceSource(0, n - 1), None, "numbers")
+        .map(lambda x: (x % k, 1))
+        .key_by(lambda t: t[0])
+        .process(CountPerKey())
+    )
+    t0 = time.perf_counter()
+    out = list(ds.execute_and_collect("bench"))
+    seconds = time.perf_counter() - t0
+    master = env._last_master
+    ok = len(out) == keys and sum(c for _, c in out) == n
+    stats = [s for s in master.coordinator.stats if s.status == "COMPLETED"]
+    epochs = master.epoch_seconds
+    return {
+        "seconds": round(seconds, 3),
+        "events_per_s": round(n / seconds),
+        "exact": ok,
+        "epochs": len(epochs),
+        "epoch_ms_avg": round(1000 * sum(epochs) / max(1, len(epochs)), 1),
+        "checkpoints": len(stats),
+        "checkpoint_ms_avg": round(sum(s.duration_ms for s in stats) / max(1, len(stats)), 1),
+        "checkpoint_state_bytes_last": stats[-1].state_size if stats else 0,
+        "checkpoint_files_last": stats[-1].files_written if stats else 0,
+    }
+
+
+def run_spark_groupby(spark: Any, n: int, keys: int) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    t0 = time.perf_counter()
+    rows = spark.range(0, n, 1, 2).groupBy((F.col("id") % keys).alias("k")).count().collect()
+    seconds = time.perf_counter() - t0
+    ok = len(rows) == keys and sum(r["count"] for r in rows) == n
+    return {"seconds": round(seconds, 3), "events_per_s": round(n / seconds), "exact": ok}
+
+
+def empty_job_ms(spark: Any, repeats: int = 10) -> float:
+    import pyarrow as pa
+
+    def ident(batches: Any) -> Any:
+        for b in batches:
+            yield pa.RecordBatch.from_pydict({"id": b.column(0)})
+
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        spark.range(0, 2, 1, 2).mapInArrow(ident, "id long").collect()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return round(1000 * times[len(times) // 2], 1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--events", type=int, default=2_000_000)
+    parser.add_argument("--keys", type=int, nargs="+", default=[1_000, 1_000_000])
+    parser.add_argument("--backends", nargs="+", default=["hashmap", "rocksdb"])
+    parser.add_argument("--records-per-split", type=int, default=100_000)
+    args = parser.parse_args()
+
+    from sparkpoint.runtime.session import get_spark_session
+
+    spark = get_spark_session("local[2]")
+    work = tempfile.mkdtemp(prefix="sparkpoint-bench-")
+    # Warm up Spark and the Python workers once.
+    run_spark_groupby(spark, 100_000, 10)
+    run_sparkpoint(spark, 20_000, 10, "hashmap", False, os.path.join(work, "warm"), 10_000)
+    floor = empty_job_ms(spark)
+    emit({"bench": "empty_spark_job", "ms_median": floor})
+    for keys in args.keys:
+        base = run_spark_groupby(spark, args.events, keys)
+        emit({"bench": "spark_groupby", "events": args.events, "keys": keys, **base})
+        for backend in args.backends:
+            no = run_sparkpoint(spark, args.events, keys, backend, False,
+                                os.path.join(work, "no"), args.records_per_split)
+            emit({"bench": "sparkpoint_nockpt", "backend": backend, "events": args.events,
+                  "keys": keys, **no})
+            ck = run_sparkpoint(spark, args.events, keys, backend, True,
+                                os.path.join(work, "ck"), args.records_per_split)
+            emit({"bench": "sparkpoint_ckpt", "backend": backend, "events": args.events,
+                  "keys": keys, **ck})
+            emit({
+                "bench": "summary",
+                "backend": backend,
+                "keys": keys,
+                "checkpoint_overhead": round(1 - ck["events_per_s"] / no["events_per_s"], 3),
+                "ckpt_vs_spark_groupby": round(ck["events_per_s"] / base["events_per_s"], 3),
+                "epoch_ms_avg": ck["epoch_ms_avg"],
+                "empty_spark_job_ms": floor,
+                "epoch_latency_over_empty_job": round(ck["epoch_ms_avg"] / floor, 1),
+            })
+    shutil.rmtree(work, ignore_errors=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

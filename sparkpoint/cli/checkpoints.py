@@ -1,0 +1,410 @@
+"""``sparkpoint checkpoints list|latest|inspect``: what a checkpoint directory holds.
+
+A *base* directory is searched for ``chk-<N>/`` and ``savepoint-*/`` directly inside it and
+one level down (``<base>/<job-id>/chk-<N>/``), so the checkpoint directory of a job, the
+configured ``execution.checkpointing.dir`` and a savepoint directory all work. Any URI the
+filesystem layer serves (``file://``, ``s3://``, ...) is accepted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from sparkpoint.checkpoint.fs_location import resolve_checkpoint_pointer
+from sparkpoint.checkpoint.handles import (
+    ByteStreamStateHandle,
+    FileStateHandle,
+    IncrementalRemoteKeyedStateHandle,
+    KeyGroupsStateHandle,
+    OperatorStateHandle,
+    StateObject,
+    StreamStateHandle,
+)
+from sparkpoint.checkpoint.metadata import CheckpointMetadata, MasterState
+from sparkpoint.checkpoint.metadata_format import load_checkpoint, load_checkpoint_metadata
+from sparkpoint.checkpoint.storage import METADATA_FILE_NAME, CompletedCheckpointStorageLocation
+from sparkpoint.errors import MetadataFormatError
+from sparkpoint.fs import get_filesystem
+from sparkpoint.fs.base import FileSystem
+
+__all__ = [
+    "SnapshotDir",
+    "add_arguments",
+    "describe_metadata",
+    "find_snapshot_dirs",
+    "latest_checkpoint",
+    "load_pointer",
+]
+
+_CHK = re.compile(r"^chk-(\d+)$")
+_SAVEPOINT = re.compile(r"^savepoint-")
+
+
+class _PointerResolver:
+    """Resolves a checkpoint/savepoint directory or ``_metadata`` file (Flink's rules)."""
+
+    def resolve_checkpoint(self, pointer: str) -> CompletedCheckpointStorageLocation:
+        return resolve_checkpoint_pointer(pointer)
+
+
+def load_pointer(pointer: str) -> tuple[CheckpointMetadata, CompletedCheckpointStorageLocation]:
+    """The metadata and location a pointer (directory or ``_metadata`` file) names."""
+    return load_checkpoint(_PointerResolver(), pointer)
+
+
+@dataclass
+class SnapshotDir:
+    """One ``chk-N`` or ``savepoint-*`` directory and what its ``_metadata`` says."""
+
+    path: str
+    kind: str  # "checkpoint" | "savepoint"
+    dir_id: int | None  # N of chk-N (None for savepoints)
+    status: str = "incomplete"  # complete | incomplete (no _metadata) | corrupt
+    checkpoint_id: int | None = None
+    metadata_size: int | None = None
+    state_size: int | None = None
+    operators: int | None = None
+    error: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Whether ``_metadata`` exists and reads back without error."""
+        return self.status == "complete"
+
+    @property
+    def sort_id(self) -> int:
+        """The checkpoint id to order by (savepoints by the id in their metadata)."""
+        if self.checkpoint_id is not None:
+            return self.checkpoint_id
+        return self.dir_id if self.dir_id is not None else -1
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as JSON (``sparkpoint checkpoints list --json``)."""
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "id": self.checkpoint_id if self.checkpoint_id is not None else self.dir_id,
+            "status": self.status,
+            "metadata_size": self.metadata_size,
+            "state_size": self.state_size,
+            "operators": self.operators,
+            "error": self.error,
+        }
+
+
+def _inspect_dir(fs: FileSystem, path: str, kind: str, dir_id: int | None) -> SnapshotDir:
+    entry = SnapshotDir(path, kind, dir_id)
+    metadata_path = fs.join(path, METADATA_FILE_NAME)
+    if not fs.exists(metadata_path) or fs.is_dir(metadata_path):
+        return entry
+    data = fs.read_bytes(metadata_path)
+    entry.metadata_size = len(data)
+    try:
+        metadata = load_checkpoint_metadata(data, path, metadata_path)
+    except MetadataFormatError as exc:
+        entry.status = "corrupt"
+        entry.error = str(exc)
+        return entry
+    entry.status = "complete"
+    entry.checkpoint_id = metadata.checkpoint_id
+    entry.state_size = metadata.state_size
+    entry.operators = len(metadata.operator_states)
+    return entry
+
+
+def _candidates(fs: FileSystem, base: str) -> list[tuple[str, str, int | None]]:
+    """``(path, kind, N)`` of snapshot directories in ``base`` and one level below it."""
+    found: list[tuple[str, str, int | None]] = []
+    for info in fs.list(base):
+        if not info.is_dir:
+            continue
+        name = fs.name(info.path)
+        match = _CHK.match(name)
+        if match:
+            found.append((info.path, "checkpoint", int(match.group(1))))
+        elif _SAVEPOINT.match(name):
+            found.append((info.path, "savepoint", None))
+        elif name not in ("shared", "taskowned"):
+            for sub in fs.list(info.path):
+                sub_match = _CHK.match(fs.name(sub.path))
+                if sub.is_dir and sub_match:
+                    found.append((sub.path, "checkpoint", int(sub_match.group(1))))
+    return found
+
+
+def find_snapshot_dirs(base: str) -> list[SnapshotDir]:
+    """Every checkpoint and savepoint directory under ``base``, oldest first.
+
+    Raises ``FileNotFoundError`` when ``base`` is not a directory.
+    """
+    base = base.rstrip("/") or base
+    fs = get_filesystem(base)
+    if not fs.is_dir(base):
+        raise FileNotFoundError(f"Checkpoint directory '{base}' does not exist")
+    entries = [_inspect_dir(fs, p, kind, n) for p, kind, n in _candidates(fs, base)]
+    entries.sort(key=lambda e: (e.sort_id, e.kind == "savepoint", e.path))
+    return entries
+
+
+def latest_checkpoint(base: str) -> SnapshotDir | None:
+    """The complete checkpoint (not savepoint) with the highest id under ``base``."""
+    complete = [e for e in find_snapshot_dirs(base) if e.kind == "checkpoint" and e.complete]
+    return complete[-1] if complete else None
+
+
+# ---- describing metadata ---------------------------------------------------------------------
+
+
+def _stream_json(handle: StreamStateHandle | None) -> dict[str, Any] | None:
+    if handle is None:
+        return None
+    out: dict[str, Any] = {"type": type(handle).__name__, "size": handle.state_size}
+    if isinstance(handle, ByteStreamStateHandle):
+        out["storage"] = "inline"
+    elif isinstance(handle, FileStateHandle):
+        out["storage"] = "file"
+        out["path"] = handle.path
+    else:
+        out["storage"] = "placeholder"
+    return out
+
+
+def _handle_json(handle: StateObject) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": type(handle).__name__, "size": handle.state_size}
+    if isinstance(handle, KeyGroupsStateHandle):
+        rng = handle.key_group_range
+        out["key_groups"] = [rng.start_key_group, rng.end_key_group]
+        out["non_empty_key_groups"] = sum(
+            1 for _, offset in handle.group_range_offsets.items() if offset >= 0
+        )
+        out["delegate"] = _stream_json(handle.delegate)
+    elif isinstance(handle, IncrementalRemoteKeyedStateHandle):
+        rng = handle.key_group_range
+        out["key_groups"] = [rng.start_key_group, rng.end_key_group]
+        out["backend"] = handle.backend_identifier
+        out["checkpoint_id"] = handle.checkpoint_id
+        out["shared"] = [
+            {"local_path": h.local_path, **(_stream_json(h.handle) or {})}
+            for h in handle.shared_state
+        ]
+        out["private"] = [
+            {"local_path": h.local_path, **(_stream_json(h.handle) or {})}
+            for h in handle.private_state
+        ]
+        out["meta"] = _stream_json(handle.meta_state_handle)
+    elif isinstance(handle, OperatorStateHandle):
+        out["states"] = {
+            name: {"mode": info.distribution_mode.name, "partitions": len(info.offsets)}
+            for name, info in sorted(handle.state_name_to_partition_offsets.items())
+        }
+        out["delegate"] = _stream_json(handle.delegate)
+    elif isinstance(handle, StreamStateHandle):
+        out.update(_stream_json(handle) or {})
+    return out
+
+
+def _master_json(state: MasterState) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": state.name, "version": state.version, "size": len(state.data)}
+    try:
+        out["value"] = state.to_json()
+    except (UnicodeDecodeError, ValueError):
+        out["value"] = None
+        out["hex"] = state.data[:64].hex()
+    return out
+
+
+def _storage_totals(handles: list[dict[str, Any]]) -> tuple[int, int]:
+    """Inline bytes and file count over handle descriptions (nested parts included)."""
+    inline = files = 0
+    stack: list[Any] = list(handles)
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if item.get("storage") == "inline":
+                inline += int(item["size"])
+            elif item.get("storage") == "file":
+                files += 1
+            stack.extend(v for v in item.values() if isinstance(v, (dict, list)))
+        elif isinstance(item, list):
+            stack.extend(item)
+    return inline, files
+
+
+def describe_metadata(
+    metadata: CheckpointMetadata, location: CompletedCheckpointStorageLocation
+) -> dict[str, Any]:
+    """A JSON-able description of a checkpoint: properties, operators, handles, masters."""
+    props = metadata.properties
+    operators: list[dict[str, Any]] = []
+    for op in metadata.operator_states:
+        subtasks: list[dict[str, Any]] = []
+        for index, sub in op.subtask_states.items():
+            keyed = [_handle_json(h) for h in (*sub.managed_keyed_state, *sub.raw_keyed_state)]
+            non_keyed = [
+                _handle_json(h) for h in (*sub.managed_operator_state, *sub.raw_operator_state)
+            ]
+            subtasks.append(
+                {"subtask": index, "finished": sub.finished, "keyed": keyed, "operator": non_keyed}
+            )
+        operators.append({
+            "operator_id": op.operator_id,
+            "parallelism": op.parallelism,
+            "max_parallelism": op.max_parallelism,
+            "state_size": op.state_size,
+            "coordinator_state": _stream_json(op.coordinator_state),
+            "subtasks": subtasks,
+        })
+    inline, files = _storage_totals(operators)
+    meta_handle = location.metadata_handle
+    return {
+        "checkpoint_id": metadata.checkpoint_id,
+        "pointer": location.external_pointer,
+        "metadata_file": meta_handle.path if isinstance(meta_handle, FileStateHandle) else None,
+        "metadata_size": meta_handle.state_size,
+        "properties": None if props is None else {
+            "type": props.checkpoint_type.name,
+            "savepoint": props.is_savepoint,
+            "discard_subsumed": props.discard_subsumed,
+            "discard_finished": props.discard_finished,
+            "discard_cancelled": props.discard_cancelled,
+            "discard_failed": props.discard_failed,
+            "discard_suspended": props.discard_suspended,
+        },
+        "state_size": metadata.state_size,
+        "inline_bytes": inline,
+        "state_files": files,
+        "operators": operators,
+        "master_states": [_master_json(m) for m in metadata.master_states],
+    }
+
+
+def _fmt_handle(h: dict[str, Any]) -> str:
+    parts = [h["type"]]
+    if "key_groups" in h:
+        parts.append(f"key groups {h['key_groups'][0]}-{h['key_groups'][1]}")
+    parts.append(f"{h['size']} bytes")
+    delegate = h.get("delegate") or (h if "storage" in h else None)
+    if delegate is not None:
+        where = delegate["storage"]
+        parts.append(f"{where} {delegate['path']}" if where == "file" else where)
+    if "shared" in h:
+        parts.append(f"{len(h['shared'])} shared + {len(h['private'])} private files")
+    if "states" in h:
+        parts.append("states " + ", ".join(f"{n} ({v['mode']})" for n, v in h["states"].items()))
+    return ", ".join(parts)
+
+
+def format_description(d: dict[str, Any]) -> str:
+    """The human-readable summary printed by ``checkpoints inspect``."""
+    props = d["properties"]
+    lines = [
+        f"Checkpoint {d['checkpoint_id']}" + (f" ({props['type']})" if props else ""),
+        f"  pointer:    {d['pointer']}",
+        f"  _metadata:  {d['metadata_file'] or '(in memory)'} ({d['metadata_size']} bytes)",
+    ]
+    if props:
+        flags = [k.removeprefix("discard_") for k, v in props.items()
+                 if k.startswith("discard_") and v]
+        lines.append(f"  discarded when: {', '.join(flags) if flags else 'never (kept)'}")
+    lines.append(
+        f"  state:      {d['state_size']} bytes ({d['inline_bytes']} inline in _metadata, "
+        f"{d['state_files']} state files)"
+    )
+    lines.append(f"  operators:  {len(d['operators'])}")
+    for op in d["operators"]:
+        lines.append(
+            f"  - {op['operator_id']}: parallelism {op['parallelism']}, max parallelism "
+            f"{op['max_parallelism']}, {op['state_size']} bytes"
+        )
+        for sub in op["subtasks"]:
+            handles = sub["keyed"] + sub["operator"]
+            if not handles:
+                lines.append(f"      subtask {sub['subtask']}: no state")
+            for h in handles:
+                lines.append(f"      subtask {sub['subtask']}: {_fmt_handle(h)}")
+    lines.append(f"  master states: {len(d['master_states'])}")
+    for m in d["master_states"]:
+        lines.append(f"  - {m['name']} (version {m['version']}, {m['size']} bytes):")
+        body = json.dumps(m["value"], indent=2, sort_keys=True) if m["value"] is not None \
+            else f"<binary> {m['hex']}"
+        lines.extend("      " + line for line in body.splitlines())
+    return "\n".join(lines)
+
+
+# ---- commands ---------------------------------------------------------------------------------
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    entries = find_snapshot_dirs(args.directory)
+    if args.json:
+        print(json.dumps([e.to_json() for e in entries], indent=2))
+        return 0
+    if not entries:
+        print(f"No checkpoints or savepoints under {args.directory}")
+        return 0
+    header = ("ID", "KIND", "STATUS", "METADATA", "STATE", "OPERATORS", "PATH")
+    rows = [header] + [
+        (
+            "-" if e.checkpoint_id is None and e.dir_id is None
+            else str(e.checkpoint_id if e.checkpoint_id is not None else e.dir_id),
+            e.kind,
+            e.status,
+            "-" if e.metadata_size is None else str(e.metadata_size),
+            "-" if e.state_size is None else str(e.state_size),
+            "-" if e.operators is None else str(e.operators),
+            e.path,
+        )
+        for e in entries
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1])
+    return 0
+
+
+def _cmd_latest(args: argparse.Namespace) -> int:
+    latest = latest_checkpoint(args.directory)
+    if latest is None:
+        print(
+            f"sparkpoint: no complete checkpoint (chk-N/ with a readable {METADATA_FILE_NAME}) "
+            f"under {args.directory}",
+            file=sys.stderr,
+        )
+        return 1
+    print(latest.path)
+    return 0
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    metadata, location = load_pointer(args.pointer)
+    described = describe_metadata(metadata, location)
+    if args.json:
+        print(json.dumps(described, indent=2, sort_keys=True))
+    else:
+        print(format_description(described))
+    return 0
+
+
+def add_arguments(actions: Any) -> None:
+    """Register ``list``, ``latest`` and ``inspect`` on the ``checkpoints`` subparsers."""
+    p = actions.add_parser("list", help="list chk-N/ and savepoint-*/ directories, newest last")
+    p.add_argument("directory", help="checkpoint base directory, job directory or URI")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=_cmd_list)
+
+    p = actions.add_parser(
+        "latest",
+        help="print the latest complete checkpoint (use it as execution.savepoint.path)",
+    )
+    p.add_argument("directory", help="checkpoint base directory or job directory")
+    p.set_defaults(handler=_cmd_latest)
+
+    p = actions.add_parser("inspect", help="summarise a checkpoint's or savepoint's _metadata")
+    p.add_argument("pointer", help="checkpoint/savepoint directory or its _metadata file")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=_cmd_inspect)

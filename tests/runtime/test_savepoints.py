@@ -1,0 +1,114 @@
+"""Savepoints: stop-with-savepoint, resume with another parallelism (2 -> 3 -> 1), trigger
+savepoints on a running job, cancel; and a 16-subtask checkpoint that is one file."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from sparkpoint.common import Configuration
+from sparkpoint.datastream import (
+    ExternalizedCheckpointRetention,
+    FileSystemCheckpointStorage,
+    StreamExecutionEnvironment,
+)
+from sparkpoint.testing import expected_keyed_count_output
+from tests.runtime.jobs import keyed_count_job, read_sink
+
+N_EVENTS = 30_000
+N_KEYS = 11
+
+
+def _env(spark: Any, tmp_path: Any, parallelism: int, restore: str | None = None) -> Any:
+    conf = Configuration()
+    conf.set_string("sparkpoint.epoch.max-records-per-split", "500")
+    conf.set_string("sparkpoint.local-state.dir", str(tmp_path / "local"))
+    if restore is not None:
+        conf.set_string("execution.savepoint.path", restore)
+    env = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
+    env.set_parallelism(parallelism)
+    env.enable_checkpointing(10)
+    env.get_checkpoint_config().set_checkpoint_storage(
+        FileSystemCheckpointStorage(str(tmp_path / "ckpt"), savepoint_path=str(tmp_path / "sp"))
+    )
+    return env
+
+
+def _stop_after(env: Any, epochs: int) -> str:
+    client = env.execute_async("savepoints")
+    master = env._last_master
+    while master.epochs_run < epochs:
+        assert not client.get_job_execution_result().done(), "job ended before the stop"
+        time.sleep(0.05)
+    path = client.stop_with_savepoint(False).result(timeout=120)
+    client.wait(timeout=120)
+    assert master.status == "FINISHED"
+    return str(path)
+
+
+def test_savepoint_resume_with_parallelism_2_3_1(spark: Any, tmp_path: Any) -> None:
+    out = str(tmp_path / "out")
+    env = _env(spark, tmp_path, 2)
+    keyed_count_job(env, out, N_EVENTS, N_KEYS)
+    sp1 = _stop_after(env, 4)
+    assert os.path.basename(sp1).startswith("savepoint-")
+    assert os.path.exists(os.path.join(sp1, "_metadata"))
+
+    env = _env(spark, tmp_path, 3, restore=sp1)
+    keyed_count_job(env, out, N_EVENTS, N_KEYS)
+    sp2 = _stop_after(env, 4)
+
+    env = _env(spark, tmp_path, 1, restore=sp2)
+    keyed_count_job(env, out, N_EVENTS, N_KEYS)
+    env.execute("savepoints-final")
+
+    recs, finals = expected_keyed_count_output(N_EVENTS, N_KEYS)
+    all_out = read_sink(out)
+    echoed = [o for o in all_out if o[0] == "rec"]
+    assert len(echoed) == N_EVENTS and set(echoed) == recs
+    assert {o[1]: (o[2], o[3]) for o in all_out if o[0] == "final"} == finals
+
+
+def test_trigger_savepoint_and_cancel(spark: Any, tmp_path: Any) -> None:
+    env = _env(spark, tmp_path, 2)
+    env.get_checkpoint_config().set_externalized_checkpoint_retention(
+        ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION
+    )
+    keyed_count_job(env, str(tmp_path / "out"), N_EVENTS * 10, N_KEYS)
+    client = env.execute_async("cancel-me")
+    master = env._last_master
+    while master.epochs_run < 3:
+        time.sleep(0.05)
+    path = client.trigger_savepoint(str(tmp_path / "sp2")).result(timeout=120)
+    assert os.path.exists(os.path.join(path, "_metadata"))
+    client.cancel().result(timeout=120)
+    client.wait(timeout=120)
+    assert master.status == "CANCELED"
+    # RETAIN_ON_CANCELLATION keeps the latest checkpoint; the savepoint is never discarded.
+    job_dir = tmp_path / "ckpt" / master.job_id
+    assert any((job_dir / d / "_metadata").exists() for d in os.listdir(job_dir)
+               if d.startswith("chk-"))
+    assert os.path.exists(os.path.join(path, "_metadata"))
+
+
+def test_sixteen_subtasks_small_state_is_one_file(spark: Any, tmp_path: Any) -> None:
+    env = _env(spark, tmp_path, 16)
+    env.get_checkpoint_config().set_externalized_checkpoint_retention(
+        ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION
+    )
+    keyed_count_job(env, str(tmp_path / "out"), 160_000, 64)
+    client = env.execute_async("sixteen")
+    master = env._last_master
+    while not [s for s in client.get_checkpoint_statistics() if s.status == "COMPLETED"]:
+        assert not client.get_job_execution_result().done()
+        time.sleep(0.05)
+    client.cancel().result(timeout=120)
+    client.wait(timeout=120)
+    job_dir = tmp_path / "ckpt" / master.job_id
+    chks = [d for d in os.listdir(job_dir) if d.startswith("chk-")]
+    assert chks
+    for d in chks:
+        assert sorted(os.listdir(job_dir / d)) == ["_metadata"]
+    done = [s for s in master.coordinator.stats if s.status == "COMPLETED"]
+    assert done[0].files_written == 0 and done[0].inline_bytes > 0
