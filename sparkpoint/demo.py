@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
 
     prepare_environment()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    logging.getLogger("sparkpoint").setLevel(logging.INFO)
+    logging.getLogger("sparkpoint.job").setLevel(logging.INFO)
     for noisy in ("py4j", "pyspark"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
 

@@ -66,7 +66,9 @@ class StreamExecutionEnvironment:
         self._chaining = True
         self._runtime_mode = RuntimeExecutionMode.STREAMING
         self._default_savepoint_dir: str | None = None
+        # Failure-injection hooks used by sparkpoint.testing (see JobSettings).
         self._before_epoch: Any = None
+        self._after_local_commit: Any = None
         self._apply_configuration(self._configuration)
 
     # -- creation --------------------------------------------------------------------------
@@ -365,6 +367,7 @@ class StreamExecutionEnvironment:
             max_records_per_split=int(conf.get("sparkpoint.epoch.max-records-per-split", 100_000)),
             job_parameters={k: str(v) for k, v in conf.items()},
             before_epoch=self._before_epoch,
+            after_local_commit=self._after_local_commit,
             **(
                 {"local_root": conf["sparkpoint.local-state.dir"]}
                 if "sparkpoint.local-state.dir" in conf

@@ -100,8 +100,10 @@ class JobSettings:
     )
     job_parameters: dict[str, str] = field(default_factory=dict)
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    # Test hook: called with (job master, epoch) before each epoch runs.
+    # Failure-injection hooks (tests): on the driver before each epoch, with (master, epoch);
+    # in tasks after each local state commit, with (operator id, subtask, epoch).
     before_epoch: Any = None
+    after_local_commit: Any = None
 
 
 @dataclass
@@ -283,6 +285,7 @@ class JobMaster:
             next_parallelism=self.next_p,
             next_router=self.router,
             fs_options=dict(get_fs_options()),
+            after_local_commit=self.s.after_local_commit,
         )
         t0 = time.perf_counter()
         try:

@@ -85,6 +85,9 @@ class EpochSpec:
     next_parallelism: dict[int, int] = field(default_factory=dict)
     next_router: dict[int, Any] = field(default_factory=dict)  # stage -> (key selector, P, maxP)
     fs_options: dict[str, str] = field(default_factory=dict)  # sparkpoint.fs.configure options
+    # Failure-injection hook (tests): called with (operator id, subtask, epoch) after each
+    # local commit, before the task reports success.
+    after_local_commit: Any = None
 
 
 def _global_watermark(marks: dict[str, int], end_of_input: bool) -> int:
@@ -426,6 +429,8 @@ class StageTask:
         try:
             for operator_id, backend in self.backends.items():
                 backend.commit_local(spec.epoch, marker)
+                if spec.after_local_commit is not None:
+                    spec.after_local_commit(operator_id, self.partition, spec.epoch)
                 if spec.checkpoint is not None:
                     if factory is None:
                         cp = spec.checkpoint

@@ -1,9 +1,14 @@
 """``HeapKeyedStateBackend``: the working state of ``HashMapStateBackend``, on the heap.
 
-Local commits write one pickle file per *changed* key group (``kg<N>-<token>.pkl``), then
-publish a JSON marker atomically (temp name + ``os.replace``). The marker names every key
-group's file, the epoch and the runtime's ``extra`` bytes, and keeps the previous commit so
-``revert_to(epoch - 1)`` works once. Files no marker references are deleted.
+Local commits write one file per *changed* key group (``kg<N>-<token>.pkl``, the ``pickle``
+block of ``snapshot_format``), then publish a JSON marker atomically (temp name +
+``os.replace``). The marker names every key group's file with its state names, the epoch
+and the runtime's ``extra`` bytes, and keeps the previous commit so ``revert_to(epoch - 1)``
+works once. Files no marker references are deleted.
+
+Reopening local state and restoring heap checkpoints read the blocks but decode a key group
+only when it is first touched (``PendingBlocks``); an untouched group is committed back as
+the same bytes.
 
 A process-wide cache keeps the live tables after ``close()``: a task that runs in the same
 Python worker again, and finds the marker at the epoch the cached tables were committed
@@ -24,10 +29,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkpoint.checkpoint.handles import KeyedStateHandle
-from sparkpoint.errors import StateLostError
+from sparkpoint.errors import RestoreError, StateLostError
 from sparkpoint.state.backend import KeyedStateBackendParameters
-from sparkpoint.state.heap_table import HeapStateTable, columns_of_group
+from sparkpoint.state.heap_table import HeapStateTable, PendingBlocks, columns_of_group
 from sparkpoint.state.keyed_backend import AbstractKeyedStateBackend, SnapshotView
+from sparkpoint.state.restore import PickleBlockSink
 from sparkpoint.state.snapshot_format import Columns
 from sparkpoint.state.table import RegisteredStateMeta, StateTable
 
@@ -42,6 +48,7 @@ class _Cached:
     epoch: int
     marker_token: str
     tables: dict[str, HeapStateTable]
+    pending: PendingBlocks
 
 
 _CACHE: dict[str, _Cached] = {}
@@ -89,13 +96,24 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         super().__init__(params)
         self._dir = os.path.join(params.local_dir, _SUBDIR)
         os.makedirs(self._dir, exist_ok=True)
+        self._pending = PendingBlocks()
         self._marker: dict[str, Any] | None = self._read_marker()
         self._open_local_state()
 
     # -- tables --------------------------------------------------------------------------
 
     def _create_table(self, meta: RegisteredStateMeta) -> StateTable:
-        return HeapStateTable(meta, self._range)
+        table = HeapStateTable(meta, self._range)
+        table.groups.pending = self._pending
+        return table
+
+    def _pickle_block_sink(self) -> PickleBlockSink | None:
+        self._pending = PendingBlocks("restored checkpoint state", RestoreError)
+
+        def sink(kg: int, block: bytes, tables: list[StateTable]) -> None:
+            self._pending.add(kg, block, tables)  # type: ignore[arg-type]
+
+        return sink
 
     def _migrate(self, old: StateTable, meta: RegisteredStateMeta) -> StateTable:
         table = super()._migrate(old, meta)
@@ -117,6 +135,7 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         self._force_dirty = True
 
     def _drop_tables(self) -> None:
+        self._pending = PendingBlocks()
         self._tables = {}
         self._states.clear()
         self._force_dirty = True
@@ -153,25 +172,23 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
             cached = _CACHE.pop(self._dir, None)
         if cached is not None and cached.marker_token == marker["token"]:
             self._tables = dict(cached.tables)
+            self._pending = cached.pending
             return
         self._load_commit(marker)
 
     def _load_commit(self, commit: dict[str, Any]) -> None:
+        self._pending = PendingBlocks()
         tables: dict[str, HeapStateTable] = {}
         for meta_json in commit["states"]:
             meta = RegisteredStateMeta.from_json(meta_json)
-            tables[meta.name] = HeapStateTable(meta, self._range)
-        for kg_str, fname in commit["files"].items():
-            kg = int(kg_str)
+            tables[meta.name] = self._create_table(meta)  # type: ignore[assignment]
+        for kg_str, (fname, names) in commit["files"].items():
             try:
                 with open(os.path.join(self._dir, fname), "rb") as f:
-                    per_state: dict[str, dict[Any, Any]] = pickle.load(f)
+                    block = f.read()
             except FileNotFoundError as e:
                 raise StateLostError(f"Local heap state file {fname} is missing: {e}") from e
-            except (pickle.UnpicklingError, EOFError, ValueError) as e:
-                raise StateLostError(f"Local heap state file {fname} is corrupt: {e}") from e
-            for name, group in per_state.items():
-                tables[name].groups[kg] = group
+            self._pending.add(int(kg_str), block, [tables.get(n) for n in names])
         for t in tables.values():
             t.mark_committed()
         self._tables = dict(tables)
@@ -188,7 +205,7 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
 
     def commit_local(self, epoch: int, extra: bytes = b"") -> None:
         tables = self._heap_tables()
-        prev_files: dict[str, str] = {} if self._marker is None else dict(self._marker["files"])
+        prev_files: dict[str, Any] = {} if self._marker is None else dict(self._marker["files"])
         if self._force_dirty:
             dirty: set[int] = set(self._range)
         else:
@@ -197,14 +214,21 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
                 dirty |= t.dirty
         token = uuid.uuid4().hex[:12]
         files = {k: v for k, v in prev_files.items() if int(k) not in dirty}
+        names = list(tables)
         for kg in sorted(dirty):
-            per_state = {name: t.groups[kg] for name, t in tables.items() if t.groups[kg]}
-            if not per_state:
-                continue
+            raw = self._pending.names_of(kg)
+            if raw is not None:  # never decoded: write the same bytes back
+                block, block_names = raw
+            else:
+                present = [(i, tables[n].groups[kg]) for i, n in enumerate(names)
+                           if tables[n].groups[kg]]
+                if not present:
+                    continue
+                block, block_names = pickle.dumps(present, protocol=5), list(names)
             fname = f"kg{kg}-{token}.pkl"
             with open(os.path.join(self._dir, fname), "wb") as f:
-                f.write(pickle.dumps(per_state, protocol=5))
-            files[str(kg)] = fname
+                f.write(block)
+            files[str(kg)] = [fname, block_names]
         p = self.params
         marker: dict[str, Any] = {
             "token": token,
@@ -236,9 +260,9 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         self._marker = marker
 
     def _collect_garbage(self, marker: dict[str, Any]) -> None:
-        keep = {MARKER, *marker["files"].values()}
+        keep = {MARKER, *(f for f, _ in marker["files"].values())}
         if marker.get("prev"):
-            keep |= set(marker["prev"]["files"].values())
+            keep |= {f for f, _ in marker["prev"]["files"].values()}
         for name in os.listdir(self._dir):
             if name not in keep and not name.startswith(MARKER):
                 try:
@@ -276,7 +300,7 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         if marker is not None and not self._has_uncommitted_changes():
             with _CACHE_LOCK:
                 _CACHE[self._dir] = _Cached(int(marker["epoch"]), marker["token"],
-                                            dict(self._heap_tables()))
+                                            dict(self._heap_tables()), self._pending)
         self._tables = {}
         self._states.clear()
 

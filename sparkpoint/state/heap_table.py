@@ -8,15 +8,100 @@ groups changed since the last local commit (``dirty``), so commits rewrite only 
 
 from __future__ import annotations
 
+import pickle
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
+from sparkpoint.errors import StateLostError
 from sparkpoint.state.descriptors import StateKind
 from sparkpoint.state.table import MISSING, RegisteredStateMeta, StateTable
 
-__all__ = ["HeapStateTable"]
+__all__ = ["HeapStateTable", "KeyGroups", "PendingBlocks"]
+
+
+class PendingBlocks:
+    """Key-group blocks read from a snapshot or local commit but not decoded yet.
+
+    Decoding happens on first access to a key group (``KeyGroups.__missing__``), so a
+    restore or a reopen costs reading bytes, and a key group nobody touches before the next
+    local commit is written back as the same bytes. One instance is shared by the tables
+    of a backend, since a block holds every state of its key group.
+    """
+
+    def __init__(self, origin: str = "local heap state",
+                 error: type[Exception] = StateLostError) -> None:
+        self.blocks: dict[int, tuple[bytes, list[HeapStateTable | None]]] = {}
+        self._lock = threading.Lock()
+        self._origin = origin
+        self._error = error
+
+    def add(self, key_group: int, block: bytes, tables: list[HeapStateTable | None]) -> None:
+        """Register the ``pickle`` block of ``key_group``; ``tables[state_id]`` receive it."""
+        for t in tables:
+            if t is not None:
+                dict.pop(t.groups, key_group, None)
+        self.blocks[key_group] = (block, tables)
+
+    def load(self, key_group: int) -> None:
+        """Decode the block of ``key_group`` (if still pending) into its tables."""
+        with self._lock:
+            entry = self.blocks.pop(key_group, None)
+            if entry is None:
+                return
+            block, tables = entry
+            try:
+                decoded = pickle.loads(block)
+            except Exception as e:  # any decode failure means corrupt bytes
+                raise self._error(
+                    f"The {self._origin} of key group {key_group} is corrupt: {e!r}") from e
+            for state_id, objects in decoded:
+                table = tables[state_id]
+                if table is not None:
+                    dict.__setitem__(table.groups, key_group, objects)
+
+    def load_all(self) -> None:
+        """Decode every pending block."""
+        for kg in list(self.blocks):
+            self.load(kg)
+
+    def names_of(self, key_group: int) -> tuple[bytes, list[str | None]] | None:
+        """The raw block of a pending key group and its state names by id (else None)."""
+        entry = self.blocks.get(key_group)
+        if entry is None:
+            return None
+        block, tables = entry
+        return block, [None if t is None else t.meta.name for t in tables]
+
+
+class KeyGroups(dict):  # type: ignore[type-arg]
+    """``key group -> {key: stored}``; a missing group in range is decoded or created."""
+
+    __slots__ = ("key_group_range", "pending")
+
+    def __init__(self, key_group_range: KeyGroupRange) -> None:
+        super().__init__((kg, {}) for kg in key_group_range)
+        self.key_group_range = key_group_range
+        self.pending: PendingBlocks | None = None
+
+    def __missing__(self, key_group: int) -> dict[Any, Any]:
+        if self.pending is not None:
+            self.pending.load(key_group)
+            if dict.__contains__(self, key_group):
+                return dict.__getitem__(self, key_group)  # type: ignore[no-any-return]
+        if not self.key_group_range.contains(key_group):
+            raise KeyError(key_group)
+        group: dict[Any, Any] = {}
+        dict.__setitem__(self, key_group, group)
+        return group
+
+    def materialize(self) -> None:
+        """Decode every pending block and make sure every key group of the range is present."""
+        if self.pending is not None:
+            self.pending.load_all()
+        for kg in self.key_group_range:
+            self[kg]
 
 
 class HeapStateTable(StateTable):
@@ -24,7 +109,8 @@ class HeapStateTable(StateTable):
 
     def __init__(self, meta: RegisteredStateMeta, key_group_range: KeyGroupRange) -> None:
         super().__init__(meta)
-        self.groups: dict[int, dict[Any, Any]] = {kg: {} for kg in key_group_range}
+        self.groups = KeyGroups(key_group_range)
+        self._range = key_group_range
         self.dirty: set[int] = set()
         # Key groups whose next write takes the slow path: not yet dirty, or pinned.
         self._watch: set[int] = set(key_group_range)
@@ -64,6 +150,7 @@ class HeapStateTable(StateTable):
 
     def pin(self) -> dict[int, dict[Any, Any]]:
         """Start a snapshot: the current key-group dicts, frozen until ``unpin``."""
+        self.groups.materialize()
         with self._pin_lock:
             self._active_snapshots += 1
             self._pinned = set(self.groups)
@@ -84,7 +171,7 @@ class HeapStateTable(StateTable):
     def mark_committed(self) -> None:
         """Every change is persisted: start tracking dirty groups afresh."""
         self.dirty.clear()
-        self._watch.update(self.groups)
+        self._watch.update(self._range)
 
     def value_accessors(
         self, ctx: Any
@@ -109,7 +196,7 @@ class HeapStateTable(StateTable):
     # -- incremental TTL cleanup ---------------------------------------------------------
 
     def _entries_to_check(self) -> Iterator[tuple[int, Any]]:
-        for kg in list(self.groups):
+        for kg in self._range:
             for key in list(self.groups[kg]):
                 yield kg, key
 
@@ -202,6 +289,7 @@ class HeapStateTable(StateTable):
     # -- enumeration and bytes -----------------------------------------------------------
 
     def keys(self) -> Iterator[Any]:
+        self.groups.materialize()
         for group in list(self.groups.values()):
             yield from list(group)
 
@@ -239,6 +327,7 @@ class HeapStateTable(StateTable):
             group.update(objects)
 
     def clear(self) -> None:
+        self.groups.materialize()
         for kg in list(self.groups):
             if self.groups[kg]:
                 self._group_w(kg)

@@ -23,7 +23,7 @@ from sparkpoint.state.backend import KeyedStateBackend, KeyedStateBackendParamet
 from sparkpoint.state.descriptors import StateDescriptor, StateKind
 from sparkpoint.state.key_groups import assign_to_key_group
 from sparkpoint.state.primitives import State, create_state
-from sparkpoint.state.restore import restore_key_groups
+from sparkpoint.state.restore import PickleBlockSink, restore_key_groups
 from sparkpoint.state.serializers import PickleSerializer, TypeSerializer
 from sparkpoint.state.snapshot_format import (
     Columns,
@@ -275,7 +275,12 @@ class AbstractKeyedStateBackend(KeyedStateBackend):
         others = [h for h in handles if not isinstance(h, KeyGroupsStateHandle)]
         if others:
             self._restore_other(others)
-        restore_key_groups(key_groups, self._range, self.max_parallelism, self._table_for_restore)
+        restore_key_groups(key_groups, self._range, self.max_parallelism,
+                           self._table_for_restore, self._pickle_block_sink())
+
+    def _pickle_block_sink(self) -> PickleBlockSink | None:
+        """Where undecoded ``pickle`` blocks go on restore (``None``: decode them now)."""
+        return None
 
     def _restore_other(self, handles: Sequence[KeyedStateHandle]) -> None:
         """Restore handle types other than key-groups handles (RocksDB incremental)."""

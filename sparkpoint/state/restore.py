@@ -19,7 +19,7 @@ from sparkpoint.state.snapshot_format import (
 )
 from sparkpoint.state.table import RegisteredStateMeta, StateTable
 
-__all__ = ["check_max_parallelism", "restore_key_groups"]
+__all__ = ["PickleBlockSink", "check_max_parallelism", "restore_key_groups"]
 
 
 def check_max_parallelism(restored: int, configured: int, what: str = "") -> None:
@@ -33,21 +33,29 @@ def check_max_parallelism(restored: int, configured: int, what: str = "") -> Non
         )
 
 
+# (key group, raw pickle block, tables by state id) -> None
+PickleBlockSink = Callable[[int, bytes, list[StateTable]], None]
+
+
 def restore_key_groups(
     handles: Sequence[KeyGroupsStateHandle],
     key_group_range: KeyGroupRange,
     max_parallelism: int,
     table_for: Callable[[RegisteredStateMeta], StateTable],
+    pickle_block_sink: PickleBlockSink | None = None,
 ) -> int:
     """Put every entry of ``handles`` that lies in ``key_group_range`` into its table.
 
     Each handle is cut to the range first; only the intersecting key groups are read (a
-    seek per group, so file handles are read in ranges). Returns the number of entries.
+    seek per group, so file handles are read in ranges). ``pickle_block_sink``, when given,
+    receives ``pickle`` blocks undecoded (the heap decodes them lazily). Returns the number
+    of entries decoded.
     """
     was_enabled = gc.isenabled()
     gc.disable()  # restoring allocates millions of objects and no cycles: skip GC passes
     try:
-        return _restore(handles, key_group_range, max_parallelism, table_for)
+        return _restore(handles, key_group_range, max_parallelism, table_for,
+                        pickle_block_sink)
     finally:
         if was_enabled:
             gc.enable()
@@ -58,6 +66,7 @@ def _restore(
     key_group_range: KeyGroupRange,
     max_parallelism: int,
     table_for: Callable[[RegisteredStateMeta], StateTable],
+    pickle_block_sink: PickleBlockSink | None,
 ) -> int:
     restored = 0
     for handle in handles:
@@ -77,6 +86,9 @@ def _restore(
             for kg, offset in part.group_range_offsets.items():
                 block = read_key_group(stream, kg, offset)
                 if block is None:
+                    continue
+                if header.block_encoding == "pickle" and pickle_block_sink is not None:
+                    pickle_block_sink(kg, block, tables)
                     continue
                 if header.block_encoding == "pickle":
                     for sid, objects in decode_pickle_block(block):

@@ -75,6 +75,21 @@ def test_python_worker_sigkill(env: Any, tmp_path: Any, times: int) -> None:
     _check(read_sink(out_dir), exact=True)
 
 
+@pytest.mark.parametrize("mode", ["raise", "kill"])
+def test_job_restore_with_incremental_rocksdb(env: Any, tmp_path: Any, mode: str) -> None:
+    """The same recovery with RocksDB incremental checkpoints (shared SST files)."""
+    from sparkpoint.datastream import EmbeddedRocksDBStateBackend
+
+    inj = FailureInjector(str(tmp_path / "inj"), N_EVENTS * 2 // 3, times=4, mode=mode)
+    _configure(env, tmp_path, CheckpointingMode.EXACTLY_ONCE)
+    env.set_state_backend(EmbeddedRocksDBStateBackend(True))
+    out_dir = str(tmp_path / "out")
+    keyed_count_job(env, out_dir, N_EVENTS, N_KEYS, injector=inj)
+    result = env.execute("rocksdb")
+    assert result.restarts == 1
+    _check(read_sink(out_dir), exact=True)
+
+
 def test_at_least_once_loses_nothing(env: Any, tmp_path: Any) -> None:
     inj = FailureInjector(str(tmp_path / "inj"), 4321, times=4)
     _configure(env, tmp_path, CheckpointingMode.AT_LEAST_ONCE)
@@ -96,3 +111,51 @@ def test_no_restart_strategy_fails_the_job(env: Any, tmp_path: Any) -> None:
     assert read_sink(str(tmp_path / "out")) == [] or all(
         o[0] == "rec" for o in read_sink(str(tmp_path / "out"))
     )
+
+
+def test_task_retried_after_its_local_commit_does_not_apply_the_epoch_twice(
+    env: Any, tmp_path: Any
+) -> None:
+    """A keyed task fails after it committed its state for the epoch (before Spark got its
+    result); Spark's retry must undo that commit and redo the epoch, not apply it twice."""
+    marker = FailureInjector(str(tmp_path / "after-commit"), at_record=3, times=1)
+
+    def fail_after_commit(operator_id: str, subtask: int, epoch: int) -> None:
+        if operator_id == "count" and subtask == 1:
+            marker.maybe_fail(epoch)
+
+    _configure(env, tmp_path, CheckpointingMode.EXACTLY_ONCE)
+    env._after_local_commit = fail_after_commit
+    out_dir = str(tmp_path / "out")
+    keyed_count_job(env, out_dir, N_EVENTS, N_KEYS)
+    result = env.execute("after-commit")
+    assert marker.fired() == 1
+    assert result.restarts == 0  # Spark's task retry handled it
+    _check(read_sink(out_dir), exact=True)
+
+
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+def test_lost_local_state_is_detected_and_restored(env: Any, tmp_path: Any, backend: str) -> None:
+    """A subtask whose local state vanished (a lost worker) raises StateLostError; the job
+    restores every subtask from the latest checkpoint and the result stays exact."""
+    import shutil
+
+    from sparkpoint.datastream import EmbeddedRocksDBStateBackend
+
+    lost: list[int] = []
+
+    def lose_state(master: Any, epoch: int) -> None:
+        if epoch == 3 and not lost:
+            lost.append(epoch)
+            shutil.rmtree(tmp_path / "local-state" / master.job_id / "count" / "0")
+
+    _configure(env, tmp_path, CheckpointingMode.EXACTLY_ONCE)
+    if backend == "rocksdb":
+        env.set_state_backend(EmbeddedRocksDBStateBackend(True))
+    env._before_epoch = lose_state
+    out_dir = str(tmp_path / "out")
+    keyed_count_job(env, out_dir, N_EVENTS, N_KEYS)
+    result = env.execute("lost-state")
+    assert lost == [3]
+    assert result.restarts == 1
+    _check(read_sink(out_dir), exact=True)

@@ -529,3 +529,50 @@ def test_snapshot_upload_in_thread_while_updating(tmp_path) -> None:
             expected_list = [k] if kind == SnapshotType.CHECKPOINT else [k, -1]
             assert list(rl.get()) == expected_list
             assert dict(rm.items()) == ({k: k} if kind == SnapshotType.CHECKPOINT else {-1: -1})
+
+
+def test_lazy_decoding_after_restore_and_reopen(tmp_path) -> None:
+    d = ValueStateDescriptor("v", Types.LONG())
+    b = make(tmp_path)
+    v = b.get_partitioned_state(d)
+    for k in range(300):
+        b.set_current_key(k)
+        v.update(k)
+    h = b.snapshot(1, MemCheckpointStreamFactory())()
+    r = make(tmp_path, sub="r")
+    r.restore([h])
+    assert len(r._pending.blocks) > 100  # nothing decoded yet
+    r.set_current_key(5)
+    rv = r.get_partitioned_state(d)
+    assert rv.value() == 5
+    assert len(r._pending.blocks) == len(
+        [o for o in h.group_range_offsets.offsets if o >= 0]) - 1
+    r.commit_local(1)  # untouched groups are written back undecoded
+    assert len(r._pending.blocks) > 100
+    r.close()
+    clear_heap_cache()
+    again = make(tmp_path, sub="r")
+    assert sorted(again.get_keys("v")) == list(range(300))
+    again.set_current_key(299)
+    assert again.get_partitioned_state(d).value() == 299
+
+
+def test_corrupt_blocks_raise_clear_errors(tmp_path) -> None:
+    from sparkpoint.errors import StateLostError
+
+    d = ValueStateDescriptor("v", Types.LONG())
+    b = make(tmp_path)
+    b.set_current_key(1)
+    b.get_partitioned_state(d).update(1)
+    b.commit_local(1)
+    b.close()
+    clear_heap_cache()
+    heap_dir = os.path.join(str(tmp_path), "a", "heap")
+    for name in os.listdir(heap_dir):
+        if name.endswith(".pkl"):
+            with open(os.path.join(heap_dir, name), "wb") as f:
+                f.write(b"garbage")
+    again = make(tmp_path)
+    again.set_current_key(1)
+    with pytest.raises(StateLostError, match="local heap state of key group 86 is corrupt"):
+        again.get_partitioned_state(d).value()

@@ -426,3 +426,23 @@ def test_embedded_rocksdb_state_backend_creates_this_backend(tmp_path) -> None:
     b.close()
     latest = max(glob.glob(os.path.join(b.directory, "db", "OPTIONS-*")), key=os.path.getmtime)
     assert "max_open_files=321" in open(latest).read()
+
+
+def test_a_recreated_database_never_reuses_the_old_ledger(tmp_path) -> None:
+    """SST names restart in a new database: placeholders for old names would be wrong."""
+    b = _backend(tmp_path)
+    _write(b, range(500))
+    b.commit_local(1)
+    h1 = _snap(b, 1)
+    b.notify_checkpoint_complete(1)
+    b.close()
+    for name in glob.glob(os.path.join(b.directory, "db", "MANIFEST-*")):
+        with open(name, "wb") as f:
+            f.write(b"garbage")
+    again = _backend(tmp_path)
+    assert again.local_epoch() is None  # the runtime restores from the checkpoint
+    assert again.ledger.backend_identifier != h1.backend_identifier
+    _write(again, range(500), base=7)
+    again.commit_local(1)
+    h2 = _snap(again, 2)
+    assert not _sst_parts(h2)[1]

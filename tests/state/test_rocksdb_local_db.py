@@ -179,3 +179,37 @@ def test_direct_writes_invalidate_the_remembered_read(db) -> None:
     db.commit(2, b"")
     assert db.revert(1) is True
     assert db.get(p + b"k") == b"restored"
+
+
+def test_corrupt_local_database_starts_empty(tmp_path) -> None:
+    path = str(tmp_path / "db")
+    local = LocalRocksDB(path, lambda: build_db_options(0))
+    local.put(data_prefix(0, 1) + b"k", b"v")
+    local.commit(3, b"")
+    local.close()
+    import glob
+    import os
+
+    for name in glob.glob(os.path.join(path, "MANIFEST-*")):
+        with open(name, "wb") as f:
+            f.write(b"garbage")
+    reopened = LocalRocksDB(path, lambda: build_db_options(0))
+    try:
+        assert reopened.local_epoch() is None
+        assert reopened.get(data_prefix(0, 1) + b"k") is None
+    finally:
+        reopened.close()
+
+
+def test_second_open_of_a_held_database_is_refused(tmp_path, monkeypatch) -> None:
+    from sparkpoint.errors import StateLostError
+    from sparkpoint.state.rocksdb import local_db
+
+    monkeypatch.setattr(local_db, "_OPEN_RETRY_SECONDS", 0.3)
+    path = str(tmp_path / "db")
+    holder = LocalRocksDB(path, lambda: build_db_options(0))
+    try:
+        with pytest.raises(StateLostError, match="Cannot open the local RocksDB"):
+            LocalRocksDB(path, lambda: build_db_options(0))
+    finally:
+        holder.close()

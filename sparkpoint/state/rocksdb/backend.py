@@ -31,17 +31,15 @@ import rocksdict
 from sparkpoint.checkpoint.handles import (
     IncrementalRemoteKeyedStateHandle,
     KeyedStateHandle,
+    StreamStateHandle,
 )
 from sparkpoint.checkpoint.streams import CheckpointStreamFactory
 from sparkpoint.errors import SparkpointError
 from sparkpoint.state.backend import KeyedStateBackendParameters, SnapshotType
 from sparkpoint.state.descriptors import StateKind
 from sparkpoint.state.keyed_backend import AbstractKeyedStateBackend, SnapshotView
-from sparkpoint.state.rocksdb.incremental import (
-    IncrementalMeta,
-    SstUploadLedger,
-    upload_incremental,
-)
+from sparkpoint.state.rocksdb.incremental import IncrementalMeta, upload_incremental
+from sparkpoint.state.rocksdb.ledger import SstUploadLedger
 from sparkpoint.state.rocksdb.local_db import (
     REGISTRY_END,
     REGISTRY_PREFIX,
@@ -58,6 +56,7 @@ from sparkpoint.state.table import RegisteredStateMeta
 __all__ = ["RocksDBKeyedStateBackend", "create_rocksdb_keyed_backend", "subtask_directory"]
 
 _RANGE_KEY = b"\xff\x00range"
+_LEDGER_ID_KEY = b"\xff\x00ledger-id"
 
 
 def _safe(part: str) -> str:
@@ -114,6 +113,7 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         self._ledger = SstUploadLedger.load(os.path.join(self.directory, "sst-ledger"))
         self._state_ids: dict[str, int] = {}
         self._check_range()
+        self._check_ledger()
         self._load_registry()
 
     # -- local database ------------------------------------------------------------------
@@ -134,8 +134,23 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
             return
         if record is not None:
             self._local.wipe()
-            self._ledger.reset()
+            self.bind_ledger()
         self._local.db.put(_RANGE_KEY, self._range_record())
+
+    def _check_ledger(self) -> None:
+        """Start a new ledger unless the database is the one the ledger describes (SST file
+        names repeat across database instances, so a stale ledger would be dangerous)."""
+        bound = self._local.db.get(_LEDGER_ID_KEY)
+        if bound is None or bytes(bound).decode() != self._ledger.backend_identifier:
+            self.bind_ledger()
+
+    def bind_ledger(
+        self, confirmed: dict[str, StreamStateHandle] | None = None, checkpoint_id: int = -1
+    ) -> None:
+        """Reset the ledger for the database now in place (optionally with the confirmed SSTs
+        of the checkpoint it was restored from) and record its identity in the database."""
+        self._ledger.reset(confirmed, checkpoint_id)
+        self._local.db.put(_LEDGER_ID_KEY, self._ledger.backend_identifier.encode())
 
     def _load_registry(self) -> None:
         """Create a table for every state registered in the database."""
@@ -171,7 +186,7 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
 
     def _drop_tables(self) -> None:
         self._local.wipe()
-        self._ledger.reset()
+        self.bind_ledger()
         self._local.db.put(_RANGE_KEY, self._range_record())
         self._tables.clear()
         self._states.clear()

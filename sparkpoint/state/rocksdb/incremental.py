@@ -9,19 +9,18 @@ the registered handle); MANIFEST/CURRENT/OPTIONS go as private EXCLUSIVE streams
 stream records max parallelism, key-group range and the state registry.
 
 A keyed backend is re-created for every Spark task, so what was uploaded and confirmed is kept
-in a sidecar file next to the database (``SstUploadLedger``), not in memory.
+in a sidecar file next to the database (``ledger.SstUploadLedger``), not in memory.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import pickle
 import shutil
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 from sparkpoint.checkpoint.handles import (
@@ -35,10 +34,10 @@ from sparkpoint.checkpoint.handles import (
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.checkpoint.streams import CheckpointedStateScope, CheckpointStreamFactory
 from sparkpoint.errors import RestoreError
+from sparkpoint.state.rocksdb.ledger import SstUploadLedger
 
 __all__ = [
     "IncrementalMeta",
-    "SstUploadLedger",
     "download_handle",
     "read_incremental_meta",
     "upload_incremental",
@@ -87,91 +86,6 @@ def read_incremental_meta(handle: IncrementalRemoteKeyedStateHandle) -> Incremen
     )
 
 
-@dataclass
-class SstUploadLedger:
-    """SST files uploaded per checkpoint and the last confirmed one, persisted as a sidecar.
-
-    ``backend_identifier`` names the local database instance; it changes whenever the
-    database is replaced (restore, wipe), which also empties the ledger.
-    """
-
-    path: str
-    backend_identifier: str = field(default_factory=lambda: uuid.uuid4().hex)
-    uploaded: dict[int, dict[str, StreamStateHandle]] = field(default_factory=dict)
-    last_completed_checkpoint_id: int = -1
-
-    @classmethod
-    def load(cls, path: str) -> SstUploadLedger:
-        """The ledger at ``path``, or a fresh one if absent or unreadable."""
-        try:
-            with open(path, "rb") as f:
-                state = pickle.load(f)
-            return cls(path, state["id"], state["uploaded"], state["last"])
-        except (OSError, pickle.UnpicklingError, KeyError, EOFError, TypeError):
-            return cls(path)
-
-    def save(self) -> None:
-        """Atomically persist the ledger next to the database."""
-        tmp = f"{self.path}.{uuid.uuid4().hex}.tmp"
-        state = {
-            "id": self.backend_identifier,
-            "uploaded": self.uploaded,
-            "last": self.last_completed_checkpoint_id,
-        }
-        with open(tmp, "wb") as f:
-            pickle.dump(state, f)
-        os.replace(tmp, self.path)
-
-    def reset(
-        self, confirmed: dict[str, StreamStateHandle] | None = None, checkpoint_id: int = -1
-    ) -> None:
-        """Start over for a new database instance (optionally with restored confirmed SSTs)."""
-        self.backend_identifier = uuid.uuid4().hex
-        self.uploaded = {checkpoint_id: dict(confirmed)} if confirmed else {}
-        self.last_completed_checkpoint_id = checkpoint_id if confirmed else -1
-        self.save()
-
-    def _reload(self) -> bool:
-        """Re-read the sidecar (another task's backend instance may have changed it); False
-        when the database was replaced since this ledger was loaded (then it is stale)."""
-        if not os.path.exists(self.path):
-            return True
-        fresh = SstUploadLedger.load(self.path)
-        if fresh.backend_identifier != self.backend_identifier:
-            return False
-        self.uploaded = fresh.uploaded
-        self.last_completed_checkpoint_id = fresh.last_completed_checkpoint_id
-        return True
-
-    def confirmed(self) -> dict[str, StreamStateHandle]:
-        """SSTs uploaded by the last completed checkpoint (safe to reference)."""
-        if not self._reload():
-            return {}
-        return dict(self.uploaded.get(self.last_completed_checkpoint_id, {}))
-
-    def record(self, checkpoint_id: int, files: dict[str, StreamStateHandle]) -> None:
-        """Remember the SSTs checkpoint ``checkpoint_id`` references."""
-        if not self._reload():
-            return
-        self.uploaded[checkpoint_id] = files
-        self.save()
-
-    def complete(self, checkpoint_id: int) -> None:
-        """Mark ``checkpoint_id`` confirmed; forget older checkpoints' lists."""
-        if not self._reload():
-            return
-        if checkpoint_id not in self.uploaded or checkpoint_id < self.last_completed_checkpoint_id:
-            return
-        self.last_completed_checkpoint_id = checkpoint_id
-        self.uploaded = {k: v for k, v in self.uploaded.items() if k >= checkpoint_id}
-        self.save()
-
-    def abort(self, checkpoint_id: int) -> None:
-        """Forget an aborted checkpoint's list."""
-        if self._reload() and self.uploaded.pop(checkpoint_id, None) is not None:
-            self.save()
-
-
 def _upload_file(
     factory: CheckpointStreamFactory, path: str, scope: CheckpointedStateScope
 ) -> StreamStateHandle:
@@ -208,7 +122,8 @@ def upload_incremental(
     for name in names:
         if name.endswith(".sst"):
             previous = confirmed.get(name)
-            if previous is not None:
+            size = os.path.getsize(os.path.join(checkpoint_dir, name))
+            if previous is not None and previous.state_size == size:
                 shared[name] = PlaceholderStreamStateHandle(
                     previous.physical_id, previous.state_size
                 )

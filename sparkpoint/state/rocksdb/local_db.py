@@ -15,6 +15,7 @@ applies an epoch twice).
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import shutil
 import struct
@@ -47,6 +48,7 @@ _UNDO_PREFIX = b"\xff\x01"
 _UNDO_END = b"\xff\x02"
 _NONE_EPOCH = -(1 << 63)
 _OPEN_RETRY_SECONDS = 10.0
+_LOG = logging.getLogger(__name__)
 
 
 def data_prefix(key_group: int, state_id: int) -> bytes:
@@ -98,19 +100,30 @@ class LocalRocksDB:
     # -- lifecycle ---------------------------------------------------------------------
 
     def _open(self, path: str) -> rocksdict.Rdict:
-        """Open ``path`` read-write, waiting briefly while another process still holds it."""
+        """Open ``path`` read-write, waiting briefly while another process still holds it.
+
+        A database that cannot be opened for another reason (corrupt, half-deleted) is only
+        a cache of checkpointed state: it is deleted and recreated empty, so its missing
+        epoch marker tells the runtime to restore.
+        """
         os.makedirs(path, exist_ok=True)
         opts = self._options_factory()
         deadline = time.monotonic() + _OPEN_RETRY_SECONDS
+        recreated = False
         while True:
             try:
-                db = rocksdict.Rdict(path, opts, column_families={"default": opts})
-                break
+                return rocksdict.Rdict(path, opts, column_families={"default": opts})
             except Exception as exc:
-                if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                locked = "lock" in str(exc).lower()
+                if locked and time.monotonic() <= deadline:
+                    time.sleep(0.1)
+                    continue
+                if locked or recreated:
                     raise StateLostError(f"Cannot open the local RocksDB at {path}: {exc}") from exc
-                time.sleep(0.1)
-        return db
+                _LOG.warning("Local RocksDB at %s is unusable (%s); starting empty", path, exc)
+                shutil.rmtree(path, ignore_errors=True)
+                os.makedirs(path, exist_ok=True)
+                recreated = True
 
     @property
     def db(self) -> rocksdict.Rdict:

@@ -118,7 +118,7 @@ def restore_incremental(
             db.delete_range_now(b"\x00\x00", struct.pack(">H", rng.start_key_group))
         db.delete_range_now(struct.pack(">H", rng.end_key_group + 1), _MAX_KEY_GROUP_BYTES)
         backend._after_incremental_restore()
-        backend.ledger.reset(_confirmed_files(base), base.checkpoint_id)
+        backend.bind_ledger(_confirmed_files(base), base.checkpoint_id)
         for _, handle, inter in parts[1:]:
             download_handle(handle, work, backend.transfer_threads)
             try:
