@@ -27,16 +27,16 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from sparkpoint.datastream.functions import KeyedProcessFunction  # noqa: E402
-from sparkpoint.runtime.context import MAX_WATERMARK  # noqa: E402
+from sparkpoint.datastream.functions import KeyedProcessFunction
+from sparkpoint.runtime.context import MAX_WATERMARK
 
 
 class CountPerKey(KeyedProcessFunction):
     """Counts records per key in ValueState; emits (key, count) when the input ends."""
 
     def open(self, runtime_context: Any) -> None:
-        from sparkpoint.datastream.state import ValueStateDescriptor
         from sparkpoint.common.typeinfo import Types
+        from sparkpoint.datastream.state import ValueStateDescriptor
 
         self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
 
@@ -55,8 +55,9 @@ def emit(record: dict[str, Any]) -> None:
     print(json.dumps(record), flush=True)
 
 
-def run_sparkpoint(spark: Any, n: int, keys: int, backend: str, checkpoint: bool,
-                   work: str, records_per_split: int) -> dict[str, Any]:
+def run_sparkpoint(
+    spark: Any, n: int, keys: int, backend: str, checkpoint: bool, work: str, records_per_split: int
+) -> dict[str, Any]:
     from sparkpoint.common import Configuration
     from sparkpoint.datastream import (
         EmbeddedRocksDBStateBackend,
@@ -154,24 +155,54 @@ def main() -> None:
         base = run_spark_groupby(spark, args.events, keys)
         emit({"bench": "spark_groupby", "events": args.events, "keys": keys, **base})
         for backend in args.backends:
-            no = run_sparkpoint(spark, args.events, keys, backend, False,
-                                os.path.join(work, "no"), args.records_per_split)
-            emit({"bench": "sparkpoint_nockpt", "backend": backend, "events": args.events,
-                  "keys": keys, **no})
-            ck = run_sparkpoint(spark, args.events, keys, backend, True,
-                                os.path.join(work, "ck"), args.records_per_split)
-            emit({"bench": "sparkpoint_ckpt", "backend": backend, "events": args.events,
-                  "keys": keys, **ck})
-            emit({
-                "bench": "summary",
-                "backend": backend,
-                "keys": keys,
-                "checkpoint_overhead": round(1 - ck["events_per_s"] / no["events_per_s"], 3),
-                "ckpt_vs_spark_groupby": round(ck["events_per_s"] / base["events_per_s"], 3),
-                "epoch_ms_avg": ck["epoch_ms_avg"],
-                "empty_spark_job_ms": floor,
-                "epoch_latency_over_empty_job": round(ck["epoch_ms_avg"] / floor, 1),
-            })
+            no = run_sparkpoint(
+                spark,
+                args.events,
+                keys,
+                backend,
+                False,
+                os.path.join(work, "no"),
+                args.records_per_split,
+            )
+            emit(
+                {
+                    "bench": "sparkpoint_nockpt",
+                    "backend": backend,
+                    "events": args.events,
+                    "keys": keys,
+                    **no,
+                }
+            )
+            ck = run_sparkpoint(
+                spark,
+                args.events,
+                keys,
+                backend,
+                True,
+                os.path.join(work, "ck"),
+                args.records_per_split,
+            )
+            emit(
+                {
+                    "bench": "sparkpoint_ckpt",
+                    "backend": backend,
+                    "events": args.events,
+                    "keys": keys,
+                    **ck,
+                }
+            )
+            emit(
+                {
+                    "bench": "summary",
+                    "backend": backend,
+                    "keys": keys,
+                    "checkpoint_overhead": round(1 - ck["events_per_s"] / no["events_per_s"], 3),
+                    "ckpt_vs_spark_groupby": round(ck["events_per_s"] / base["events_per_s"], 3),
+                    "epoch_ms_avg": ck["epoch_ms_avg"],
+                    "empty_spark_job_ms": floor,
+                    "epoch_latency_over_empty_job": round(ck["epoch_ms_avg"] / floor, 1),
+                }
+            )
     shutil.rmtree(work, ignore_errors=True)
     spark.stop()
 

@@ -69,8 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = os.path.join(work, "output")
     n, keys = args.events, args.keys
 
-    print(f"sparkpoint demo: keyed count of {n:,} events over {keys:,} keys, "
-          f"parallelism {args.parallelism}, {args.backend} state, checkpoints in {ckpt_dir}")
+    print(
+        f"sparkpoint demo: keyed count of {n:,} events over {keys:,} keys, "
+        f"parallelism {args.parallelism}, {args.backend} state, checkpoints in {ckpt_dir}"
+    )
     print("Starting local Spark (no task retries: a failure must be recovered by sparkpoint)")
     spark = get_spark_session(f"local[{max(2, args.parallelism)}]")
 
@@ -88,10 +90,13 @@ def main(argv: list[str] | None = None) -> int:
 
     kill = FailureInjector(os.path.join(work, "failures"), at_record=n * 3 // 5, mode="kill")
     (
-        env.from_source(NumberSequenceSource(0, n - 1), None, "numbers").uid("numbers")
-        .map(lambda x: (x % keys, x)).uid("pair")
+        env.from_source(NumberSequenceSource(0, n - 1), None, "numbers")
+        .uid("numbers")
+        .map(lambda x: (x % keys, x))
+        .uid("pair")
         .key_by(lambda p: p[0])
-        .process(CountAndEcho(kill)).uid("count")
+        .process(CountAndEcho(kill))
+        .uid("count")
         .sink_to(FileSink.for_row_format(out_dir, Encoder.simple_string_encoder()).build())
         .uid("sink")
     )
@@ -105,16 +110,21 @@ def main(argv: list[str] | None = None) -> int:
         for s in stats[shown:]:
             if s.status == "IN_PROGRESS":
                 break
-            print(f"  checkpoint {s.checkpoint_id:>3} {s.status:<9} epoch {s.epoch:>3} "
-                  f"{s.duration_ms:>5} ms  state {s.state_size:>9,} B "
-                  f"({s.inline_bytes:,} B inline, {s.files_written} files)")
+            print(
+                f"  checkpoint {s.checkpoint_id:>3} {s.status:<9} epoch {s.epoch:>3} "
+                f"{s.duration_ms:>5} ms  state {s.state_size:>9,} B "
+                f"({s.inline_bytes:,} B inline, {s.files_written} files)"
+            )
             shown += 1
-        print(f"  [{time.time() - start:5.1f}s] status {master.status:<10} epochs "
-              f"{master.epochs_run:>3}  events read {master.records_in:>9,}  "
-              f"restarts {master.restarts}", flush=True)
+        print(
+            f"  [{time.time() - start:5.1f}s] status {master.status:<10} epochs "
+            f"{master.epochs_run:>3}  events read {master.records_in:>9,}  "
+            f"restarts {master.restarts}",
+            flush=True,
+        )
     try:
         result = client.wait()
-    except Exception as exc:  # noqa: BLE001 - the demo reports, it does not crash
+    except Exception as exc:
         print(f"Job failed: {exc}", file=sys.stderr)
         return 1
 
@@ -123,9 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     echoed = [o for o in out if o[0] == "rec"]
     got_final = {o[1]: (o[2], o[3]) for o in out if o[0] == "final"}
     completed = [s for s in result.checkpoints if s.status == "COMPLETED"]
-    print(f"\nJob finished in {result.net_runtime_ms / 1000:.1f}s: {result.epochs} epochs, "
-          f"{len(completed)} checkpoints, {result.restarts} restart(s) after "
-          f"{kill.fired()} injected SIGKILL(s) of a Python worker.")
+    print(
+        f"\nJob finished in {result.net_runtime_ms / 1000:.1f}s: {result.epochs} epochs, "
+        f"{len(completed)} checkpoints, {result.restarts} restart(s) after "
+        f"{kill.fired()} injected SIGKILL(s) of a Python worker."
+    )
     ok = (
         kill.fired() == 1
         and result.restarts >= 1
@@ -133,8 +145,10 @@ def main(argv: list[str] | None = None) -> int:
         and set(echoed) == recs
         and got_final == finals
     )
-    print(f"Output records: {len(echoed):,} (expected {n:,}, duplicates "
-          f"{len(echoed) - len(set(echoed)):,}); final counts for {len(got_final):,} keys.")
+    print(
+        f"Output records: {len(echoed):,} (expected {n:,}, duplicates "
+        f"{len(echoed) - len(set(echoed)):,}); final counts for {len(got_final):,} keys."
+    )
     print("RESULT: EXACT (exactly-once after recovery)" if ok else "RESULT: WRONG")
     return 0 if ok else 1
 

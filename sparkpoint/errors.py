@@ -54,7 +54,10 @@ class CheckpointFailureReason(enum.Enum):
         self.message = message
 
     PERIODIC_SCHEDULER_SHUTDOWN = (True, "Periodic checkpoint scheduler is shut down.")
-    TOO_MANY_CHECKPOINT_REQUESTS = (True, "The maximum number of queued checkpoint requests exceeded")
+    TOO_MANY_CHECKPOINT_REQUESTS = (
+        True,
+        "The maximum number of queued checkpoint requests exceeded",
+    )
     MINIMUM_TIME_BETWEEN_CHECKPOINTS = (
         True,
         "The minimum time between checkpoints is still pending. "

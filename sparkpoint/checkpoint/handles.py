@@ -377,5 +377,5 @@ def discard_quietly(objects: object) -> None:
     for obj in objects:  # type: ignore[attr-defined]
         try:
             obj.discard()
-        except Exception:  # noqa: BLE001 - cleanup must go on
+        except Exception:
             logging.getLogger(__name__).warning("Could not discard %r", obj, exc_info=True)

@@ -64,7 +64,10 @@ class KeyGroupRange:
         return self.number_of_key_groups == 0
 
     def __str__(self) -> str:
-        return f"KeyGroupRange{{startKeyGroup={self.start_key_group}, endKeyGroup={self.end_key_group}}}"
+        return (
+            f"KeyGroupRange{{startKeyGroup={self.start_key_group}, "
+            f"endKeyGroup={self.end_key_group}}}"
+        )
 
 
 KeyGroupRange.EMPTY = KeyGroupRange(0, -1)

@@ -5,7 +5,7 @@ from sparkpoint.common.execution_config import ExecutionConfig
 from sparkpoint.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
 from sparkpoint.common.serialization import Encoder
 from sparkpoint.common.time import Duration, Time
-from sparkpoint.common.typeinfo import Types, TypeInformation
+from sparkpoint.common.typeinfo import TypeInformation, Types
 from sparkpoint.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
 from sparkpoint.types import Row, RowKind
 

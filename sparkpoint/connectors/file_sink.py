@@ -108,7 +108,8 @@ class _FileWriter(SinkWriter):
 
     def _open(self) -> None:
         idx = len(self._parts)
-        final = f"{self._sink.base_path.rstrip('/')}/{self._prefix}-{idx}{self._sink.config.part_suffix}"
+        base = self._sink.base_path.rstrip("/")
+        final = f"{base}/{self._prefix}-{idx}{self._sink.config.part_suffix}"
         staged = (
             f"{self._sink.base_path.rstrip('/')}/.inprogress/{self._job}/"
             f"{self._prefix}-{idx}.{self._attempt}.{uuid.uuid4().hex}"

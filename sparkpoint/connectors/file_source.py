@@ -128,8 +128,7 @@ class FileSource(Source):
     def _read_lines(self, split_range: SplitRange) -> Iterator[Any]:
         fs = get_filesystem(split_range.split_id)
         start, end = split_range.start, split_range.end
-        with fs.open_input(split_range.split_id) as raw:
-            stream = io.BufferedReader(raw) if not hasattr(raw, "peek") else raw
+        with fs.open_input(split_range.split_id) as stream:
             pos = start
             if start > 0:
                 # The line that started before ``start`` belongs to the previous range.

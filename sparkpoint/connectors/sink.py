@@ -46,8 +46,8 @@ class Sink(abc.ABC):
     def commit(self, committables: Sequence[Any]) -> None:
         """Make staged output visible (idempotent)."""
 
-    def abort(self, committables: Sequence[Any]) -> None:
-        """Discard staged output that will never be committed."""
+    def abort(self, committables: Sequence[Any]) -> None:  # noqa: B027 - no-op by default
+        """Discard staged output that will never be committed (nothing staged by default)."""
 
 
 def format_value(value: Any, type_info: Any = None) -> str:

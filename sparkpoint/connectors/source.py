@@ -46,7 +46,10 @@ class SourceSplit:
     def from_json(data: dict[str, Any]) -> SourceSplit:
         """Inverse of ``to_json``."""
         return SourceSplit(
-            data["split_id"], data["position"], data.get("end"), data.get("info", {}),
+            data["split_id"],
+            data["position"],
+            data.get("end"),
+            data.get("info", {}),
             data.get("finished", False),
         )
 
@@ -102,6 +105,11 @@ class SplitEnumerator:
         """Add splits the source has not reported before (new files, say)."""
         for split in self.source.discover_splits(self.parallelism, self.splits):
             self.splits[split.split_id] = split
+
+    def reset(self) -> None:
+        """Forget all positions: read every split from its beginning."""
+        self.splits = {}
+        self.discover()
 
     def plan_epoch(self, max_records_per_split: int) -> list[SplitRange]:
         """One range per split that has data now."""

@@ -67,7 +67,9 @@ class DataStream:
 
     def set_parallelism(self, parallelism: int) -> DataStream:
         if not isinstance(parallelism, int) or parallelism < 1:
-            raise ValueError(f"The parallelism of an operator must be at least 1, got {parallelism}")
+            raise ValueError(
+                f"The parallelism of an operator must be at least 1, got {parallelism}"
+            )
         self._node.parallelism = parallelism
         return self
 

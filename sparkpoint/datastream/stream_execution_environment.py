@@ -351,7 +351,7 @@ class StreamExecutionEnvironment:
             "execution.state-recovery.ignore-unclaimed-state",
             conf.get("execution.savepoint.ignore-unclaimed-state", "false"),
         )
-        return JobSettings(
+        settings = JobSettings(
             job_name=job_name,
             parallelism=p,
             max_parallelism=self._max_parallelism or compute_default_max_parallelism(p),
@@ -368,12 +368,10 @@ class StreamExecutionEnvironment:
             job_parameters={k: str(v) for k, v in conf.items()},
             before_epoch=self._before_epoch,
             after_local_commit=self._after_local_commit,
-            **(
-                {"local_root": conf["sparkpoint.local-state.dir"]}
-                if "sparkpoint.local-state.dir" in conf
-                else {}
-            ),
         )
+        if "sparkpoint.local-state.dir" in conf:
+            settings.local_root = str(conf["sparkpoint.local-state.dir"])
+        return settings
 
     def _create_master(self, job_name: str) -> JobMaster:
         spark = self._get_spark()

@@ -185,8 +185,10 @@ class KeyedContext:
         return self
 
     def time_domain(self) -> Any:
-        return TimeDomain.EVENT_TIME if self._time_domain == EVENT_TIME else (
-            TimeDomain.PROCESSING_TIME
+        return (
+            TimeDomain.EVENT_TIME
+            if self._time_domain == EVENT_TIME
+            else (TimeDomain.PROCESSING_TIME)
         )
 
     # -- TimerService ----------------------------------------------------------------------

@@ -189,9 +189,7 @@ class CheckpointCoordinator:
             cid, int(time.time() * 1000), self.clock(), location, props, epoch
         )
         self.pending.append(pending)
-        self.stats.append(
-            CheckpointStats(cid, is_savepoint, pending.timestamp_ms, epoch=epoch)
-        )
+        self.stats.append(CheckpointStats(cid, is_savepoint, pending.timestamp_ms, epoch=epoch))
         return pending
 
     # -- completion ------------------------------------------------------------------------
@@ -208,9 +206,12 @@ class CheckpointCoordinator:
         stats = self._stats(pending.checkpoint_id)
         elapsed = self.clock() - pending.trigger_monotonic_ms
         if elapsed > self.policy.timeout_ms:
-            self.abort(pending, CheckpointFailureReason.CHECKPOINT_EXPIRED,
-                       f"took {elapsed:.0f} ms, timeout {self.policy.timeout_ms} ms",
-                       states=_handles(operator_states))
+            self.abort(
+                pending,
+                CheckpointFailureReason.CHECKPOINT_EXPIRED,
+                f"took {elapsed:.0f} ms, timeout {self.policy.timeout_ms} ms",
+                states=_handles(operator_states),
+            )
             raise CheckpointException(
                 CheckpointFailureReason.CHECKPOINT_EXPIRED, checkpoint_id=pending.checkpoint_id
             )
@@ -222,13 +223,19 @@ class CheckpointCoordinator:
                 operator_states, pending.checkpoint_id
             )
             metadata = CheckpointMetadata(
-                pending.checkpoint_id, tuple(operator_states), tuple(master_states),
+                pending.checkpoint_id,
+                tuple(operator_states),
+                tuple(master_states),
                 pending.properties,
             )
             completed_location = write_metadata(pending.location, metadata)
         except Exception as exc:
-            self.abort(pending, CheckpointFailureReason.IO_EXCEPTION, repr(exc),
-                       states=_handles(operator_states))
+            self.abort(
+                pending,
+                CheckpointFailureReason.IO_EXCEPTION,
+                repr(exc),
+                states=_handles(operator_states),
+            )
             raise CheckpointException(
                 CheckpointFailureReason.IO_EXCEPTION, repr(exc), pending.checkpoint_id
             ) from exc
@@ -265,8 +272,12 @@ class CheckpointCoordinator:
         _LOG.info(
             "%s %d completed in %d ms: state %d bytes (%d inline), %d state files, at %s",
             "Savepoint" if stats.is_savepoint else "Checkpoint",
-            stats.checkpoint_id, stats.duration_ms, stats.state_size, stats.inline_bytes,
-            stats.files_written, stats.external_pointer,
+            stats.checkpoint_id,
+            stats.duration_ms,
+            stats.state_size,
+            stats.inline_bytes,
+            stats.files_written,
+            stats.external_pointer,
         )
         return checkpoint
 
@@ -321,14 +332,16 @@ class CheckpointCoordinator:
         try:
             if self.cleaner is not None:
                 self.cleaner.clean_aborted_checkpoint(
-                    pending.checkpoint_id, pending.location, states,
+                    pending.checkpoint_id,
+                    pending.location,
+                    states,
                     shared_state_registry=registry,
                 )
             else:
                 for state in states:
                     state.discard()
                 pending.location.dispose_on_failure()
-        except Exception:  # noqa: BLE001 - cleanup is best effort
+        except Exception:
             _LOG.warning("Could not dispose checkpoint %d", pending.checkpoint_id, exc_info=True)
 
     def _stats(self, checkpoint_id: int) -> CheckpointStats:

@@ -80,9 +80,9 @@ class Plan:
             entry: dict[str, Any] = {
                 "id": n.id,
                 "type": n.kind,
-                "pact": "Data Source" if n.kind == "source" else (
-                    "Data Sink" if n.kind == "sink" else "Operator"
-                ),
+                "pact": "Data Source"
+                if n.kind == "source"
+                else ("Data Sink" if n.kind == "sink" else "Operator"),
                 "contents": n.name,
                 "parallelism": s.parallelism if s else n.parallelism,
             }
@@ -90,9 +90,9 @@ class Plan:
                 entry["predecessors"] = [
                     {
                         "id": i.id,
-                        "ship_strategy": "HASH" if n.kind in KEYED else (
-                            "REBALANCE" if n.kind == "union" else "FORWARD"
-                        ),
+                        "ship_strategy": "HASH"
+                        if n.kind in KEYED
+                        else ("REBALANCE" if n.kind == "union" else "FORWARD"),
                         "side": "second",
                     }
                     for i in n.inputs

@@ -50,15 +50,16 @@ class JobClient:
     def __init__(self, master: JobMaster) -> None:
         self._master = master
         self._result: Future[JobExecutionResult] = Future()
-        self._thread = threading.Thread(target=self._run, name=f"sparkpoint-{master.job_id}",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"sparkpoint-{master.job_id}", daemon=True
+        )
         self._thread.start()
 
     def _run(self) -> None:
         try:
             out = self._master.run()
             self._result.set_result(result_of(self._master, out))
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
+        except BaseException as exc:
             self._result.set_exception(exc)
 
     def get_job_id(self) -> str:
@@ -74,14 +75,18 @@ class JobClient:
         externalized-checkpoint retention."""
         return self._master.request("cancel")
 
-    def trigger_savepoint(self, savepoint_directory: str | None = None,
-                          formatType: Any = None) -> Future[str]:
+    def trigger_savepoint(
+        self, savepoint_directory: str | None = None, formatType: Any = None
+    ) -> Future[str]:
         """Take a (canonical) savepoint after the current epoch; the future gives its path."""
         return self._master.request("savepoint", savepoint_directory)
 
-    def stop_with_savepoint(self, advance_to_end_of_event_time: bool = False,
-                            savepoint_directory: str | None = None,
-                            formatType: Any = None) -> Future[str]:
+    def stop_with_savepoint(
+        self,
+        advance_to_end_of_event_time: bool = False,
+        savepoint_directory: str | None = None,
+        formatType: Any = None,
+    ) -> Future[str]:
         """Take a synchronous savepoint and finish the job; with ``advance_to_end_of_event_time``
         (drain) the watermark goes to the maximum first, firing every event-time timer."""
         return self._master.request("stop", savepoint_directory, advance_to_end_of_event_time)

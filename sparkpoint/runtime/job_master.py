@@ -31,13 +31,13 @@ from sparkpoint.checkpoint.metadata import (
 from sparkpoint.checkpoint.metadata_format import load_checkpoint
 from sparkpoint.checkpoint.store import CompletedCheckpoint, CompletedCheckpointStore
 from sparkpoint.connectors.source import SplitEnumerator, SplitRange
-from sparkpoint.fs.registry import get_options as get_fs_options
 from sparkpoint.errors import (
     CheckpointException,
     CheckpointFailureReason,
     JobExecutionError,
     SparkpointError,
 )
+from sparkpoint.fs.registry import get_options as get_fs_options
 from sparkpoint.runtime.context import MAX_WATERMARK
 from sparkpoint.runtime.coordinator import (
     CheckpointCoordinator,
@@ -184,7 +184,7 @@ class JobMaster:
                     finished = self._run_one_epoch(stop_request=stop)
                 except CancelledByRequest:
                     break
-                except Exception as exc:  # noqa: BLE001 - every failure goes to failover
+                except Exception as exc:
                     self._failover(exc)
                     continue
                 if finished:
@@ -252,7 +252,9 @@ class JobMaster:
         pending = None
         if isinstance(stop_request, _Request):
             pending = self.coordinator.trigger(
-                self.epoch, stop_request.target, is_savepoint=True,
+                self.epoch,
+                stop_request.target,
+                is_savepoint=True,
                 synchronous=stop_request.kind == "stop",
             )
         elif self.coordinator.is_due() and not end_of_input:
@@ -263,7 +265,9 @@ class JobMaster:
                 pending.checkpoint_id,
                 self.s.checkpoint_storage,
                 pending.location.get_location_reference(),
-                SnapshotType.SAVEPOINT if pending.properties.is_savepoint else SnapshotType.CHECKPOINT,
+                SnapshotType.SAVEPOINT
+                if pending.properties.is_savepoint
+                else SnapshotType.CHECKPOINT,
             )
         spec = EpochSpec(
             job_id=self.job_id,
@@ -309,7 +313,9 @@ class JobMaster:
             raise CancelledByRequest()
         return end_of_input
 
-    def _absorb(self, rows: list[tuple[int, int, bytes]], ranges: dict[int, list[SplitRange]]) -> Any:
+    def _absorb(
+        self, rows: list[tuple[int, int, bytes]], ranges: dict[int, list[SplitRange]]
+    ) -> Any:
         import pickle
 
         acks: list[tuple[str, int, Any, int]] = []
@@ -378,7 +384,9 @@ class JobMaster:
     def _complete_checkpoint(self, pending: Any, acks: Any, stop_request: Any) -> None:
         try:
             op_states = self._operator_states(acks)
-            completed = self.coordinator.complete(pending, op_states, self._master_states(self.epoch))
+            completed = self.coordinator.complete(
+                pending, op_states, self._master_states(self.epoch)
+            )
         except CheckpointException as exc:
             failure: CheckpointException = exc
             if pending in self.coordinator.pending:
@@ -423,25 +431,21 @@ class JobMaster:
         _LOG.info("Job %s restored from %s", self.job_id, location.external_pointer)
 
     def _restore_from(self, metadata: CheckpointMetadata | None) -> None:
-        self.restore_spec = assign_keyed_state(
-            self.plan, metadata, self.s.explicit_max_parallelism
-        )
-        for st in self.plan.stages:
-            if st.key_selector is not None:
-                self.router = routing(self.plan)[1]
-        master = metadata.get_master_state(_MASTER).to_json() if metadata else None
+        self.restore_spec = assign_keyed_state(self.plan, metadata, self.s.explicit_max_parallelism)
+        # The max parallelism may have been adopted from the checkpoint: re-derive routing.
+        self.next_p, self.router = routing(self.plan)
+        master_state = metadata.get_master_state(_MASTER) if metadata else None
+        master = master_state.to_json() if master_state is not None else None
         if master is None:
-            for op_id, enum in self.enumerators.items():
-                enum.splits = {}
-                enum.discover()
+            for enum in self.enumerators.values():
+                enum.reset()
             self.watermarks, self.generators = {}, {}
             return
         for op_id, enum in self.enumerators.items():
             if op_id in master["sources"]:
                 enum.restore_state(master["sources"][op_id])
             else:
-                enum.splits = {}
-                enum.discover()
+                enum.reset()
         self.watermarks = dict(master["watermarks"])
         self.generators = dict(master["generators"])
         by_sink: dict[str, list[Any]] = {}

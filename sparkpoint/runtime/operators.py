@@ -207,9 +207,7 @@ class TimestampsOperator(Operator):
 class _KeyedOperator(_UserFunctionOperator):
     """Base of operators after a ``key_by``: one keyed state backend per operator."""
 
-    def __init__(
-        self, operator_id: str, name: str, function: Any, key_selector: Any
-    ) -> None:
+    def __init__(self, operator_id: str, name: str, function: Any, key_selector: Any) -> None:
         super().__init__(operator_id, name, function)
         self.key_selector = key_selector
 

@@ -32,7 +32,6 @@ from sparkpoint.runtime.operators import (
     ReduceOperator,
     TimestampsOperator,
 )
-from sparkpoint.state.key_groups import assign_key_groups_int64, assign_to_key_group
 from sparkpoint.runtime.records import (
     KIND_ACK,
     KIND_COLLECT,
@@ -45,6 +44,7 @@ from sparkpoint.runtime.records import (
     iter_rows,
     rows_to_arrow,
 )
+from sparkpoint.state.key_groups import assign_key_groups_int64, assign_to_key_group
 
 __all__ = ["CheckpointRequest", "EpochSpec", "StageTask", "run_stage_task"]
 
@@ -209,9 +209,13 @@ def _build_operator(node: Node, spec: EpochSpec, out: list[tuple[int, int, bytes
     if k == "timestamps":
         return TimestampsOperator(oid, name, node.watermark_strategy)
     if k == "keyed_process":
-        return KeyedProcessOperator(oid, name, node.function, node.inputs[0].key_selector, node.call)
+        return KeyedProcessOperator(
+            oid, name, node.function, node.inputs[0].key_selector, node.call
+        )
     if k == "reduce":
-        return ReduceOperator(oid, name, node.function, node.inputs[0].key_selector, spec.batch_mode)
+        return ReduceOperator(
+            oid, name, node.function, node.inputs[0].key_selector, spec.batch_mode
+        )
     if k == "sink":
         return _SinkOperator(node, out)
     # source, union and key_by pass records through
@@ -411,7 +415,7 @@ class StageTask:
             "state_bytes": sum(a[3] for a in acks),
         }
         out.append((0, KIND_STATS, pickle.dumps(stats)))
-        for sub, kind, payload in passthrough:
+        for _sub, kind, payload in passthrough:
             if kind == KIND_META:
                 targets = [0] if self.is_final else range(self.next_p)
                 out.extend((t, kind, payload) for t in targets)
@@ -450,9 +454,9 @@ class StageTask:
         return acks
 
 
-def run_stage_task(spec: EpochSpec, stage: Stage, batches: Iterator[pa.RecordBatch]) -> Iterator[
-    pa.RecordBatch
-]:
+def run_stage_task(
+    spec: EpochSpec, stage: Stage, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
     """Entry point inside ``mapInArrow``: find our partition and attempt, then run."""
     from pyspark import TaskContext
 

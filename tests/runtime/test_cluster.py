@@ -32,12 +32,26 @@ def _spark_home(tmp_path: Any) -> str:
 def test_executor_jvm_killed_mid_epoch(tmp_path: Any) -> None:
     events, keys = 30_000, 7
     out = str(tmp_path / "out")
-    env = dict(os.environ, SPARK_HOME=_spark_home(tmp_path), PYSPARK_PYTHON=sys.executable,
-               SPARK_LOCAL_IP="127.0.0.1")
+    env = dict(
+        os.environ,
+        SPARK_HOME=_spark_home(tmp_path),
+        PYSPARK_PYTHON=sys.executable,
+        SPARK_LOCAL_IP="127.0.0.1",
+    )
     proc = subprocess.run(
-        [sys.executable, SCRIPT, str(tmp_path / "ckpt"), out, str(tmp_path / "local"),
-         str(events), str(keys)],
-        capture_output=True, text=True, env=env, timeout=600,
+        [
+            sys.executable,
+            SCRIPT,
+            str(tmp_path / "ckpt"),
+            out,
+            str(tmp_path / "local"),
+            str(events),
+            str(keys),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     summary = [line for line in proc.stdout.splitlines() if line.startswith("KILLED")]

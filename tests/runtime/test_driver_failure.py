@@ -29,8 +29,11 @@ def _complete_checkpoints(ckpt: str) -> list[str]:
 def _start(args: list[str], log: Any) -> subprocess.Popen[bytes]:
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
     return subprocess.Popen(
-        [sys.executable, SCRIPT, *args], stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True, env=env,
+        [sys.executable, SCRIPT, *args],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=env,
     )
 
 

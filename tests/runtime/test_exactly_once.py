@@ -51,7 +51,10 @@ def test_user_exception_at_random_record(env: Any, tmp_path: Any, times: int, wh
     _configure(env, tmp_path, CheckpointingMode.EXACTLY_ONCE)
     out_dir = str(tmp_path / "out")
     keyed_count_job(
-        env, out_dir, N_EVENTS, N_KEYS,
+        env,
+        out_dir,
+        N_EVENTS,
+        N_KEYS,
         injector=inj if where == "keyed" else None,
         map_injector=inj if where == "map" else None,
     )

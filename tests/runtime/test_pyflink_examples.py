@@ -11,8 +11,14 @@ from sparkpoint.datastream.functions import KeyedProcessFunction, RuntimeContext
 from sparkpoint.datastream.state import ValueStateDescriptor
 
 STATE_ACCESS_INPUT = [
-    ("Alice", 110.1), ("Bob", 30.2), ("Alice", 20.0), ("Bob", 53.1),
-    ("Alice", 13.1), ("Bob", 3.1), ("Bob", 16.1), ("Alice", 20.1),
+    ("Alice", 110.1),
+    ("Bob", 30.2),
+    ("Alice", 20.0),
+    ("Bob", 53.1),
+    ("Alice", 13.1),
+    ("Bob", 3.1),
+    ("Bob", 16.1),
+    ("Alice", 20.1),
 ]
 
 
@@ -75,14 +81,22 @@ class MyTimestampAssigner(TimestampAssigner):
 
 
 def test_event_time_timer_example(env: Any) -> None:
-    ds = env.from_collection([
-        (1000, "Alice", 110.1), (4000, "Bob", 30.2), (3000, "Alice", 20.0),
-        (2000, "Bob", 53.1), (5000, "Alice", 13.1), (3000, "Bob", 3.1),
-        (7000, "Bob", 16.1), (10000, "Alice", 20.1),
-    ])
+    ds = env.from_collection(
+        [
+            (1000, "Alice", 110.1),
+            (4000, "Bob", 30.2),
+            (3000, "Alice", 20.0),
+            (2000, "Bob", 53.1),
+            (5000, "Alice", 13.1),
+            (3000, "Bob", 3.1),
+            (7000, "Bob", 16.1),
+            (10000, "Alice", 20.1),
+        ]
+    )
     ds = ds.assign_timestamps_and_watermarks(
-        WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(2))
-        .with_timestamp_assigner(MyTimestampAssigner())
+        WatermarkStrategy.for_bounded_out_of_orderness(
+            Duration.of_seconds(2)
+        ).with_timestamp_assigner(MyTimestampAssigner())
     )
     out = list(ds.key_by(lambda value: value[1]).process(TimerSum()).execute_and_collect())
     # The whole collection is one epoch, so every timer fires once the input ends, each
@@ -93,10 +107,12 @@ def test_event_time_timer_example(env: Any) -> None:
     assert bob == [102.5] * 4
 
 
-WORDS = ["To be, or not to be,--that is the question:--",
-         "Whether 'tis nobler in the mind to suffer",
-         "The slings and arrows of outrageous fortune",
-         "Or to take arms against a sea of troubles,"]
+WORDS = [
+    "To be, or not to be,--that is the question:--",
+    "Whether 'tis nobler in the mind to suffer",
+    "The slings and arrows of outrageous fortune",
+    "Or to take arms against a sea of troubles,",
+]
 
 
 def _expected_counts() -> dict[str, int]:

@@ -87,8 +87,9 @@ def test_trigger_savepoint_and_cancel(spark: Any, tmp_path: Any) -> None:
     assert master.status == "CANCELED"
     # RETAIN_ON_CANCELLATION keeps the latest checkpoint; the savepoint is never discarded.
     job_dir = tmp_path / "ckpt" / master.job_id
-    assert any((job_dir / d / "_metadata").exists() for d in os.listdir(job_dir)
-               if d.startswith("chk-"))
+    assert any(
+        (job_dir / d / "_metadata").exists() for d in os.listdir(job_dir) if d.startswith("chk-")
+    )
     assert os.path.exists(os.path.join(path, "_metadata"))
 
 

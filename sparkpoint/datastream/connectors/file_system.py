@@ -1,6 +1,11 @@
 """``pyflink.datastream.connectors.file_system``."""
 
-from sparkpoint.connectors.file_sink import FileSink, FileSinkBuilder, OutputFileConfig, RollingPolicy
+from sparkpoint.connectors.file_sink import (
+    FileSink,
+    FileSinkBuilder,
+    OutputFileConfig,
+    RollingPolicy,
+)
 from sparkpoint.connectors.file_source import FileSource, FileSourceBuilder, StreamFormat
 
 __all__ = [
