@@ -116,36 +116,30 @@ def _raw_write_read(path: str, values: Callable[[], Any]) -> tuple[float, float,
 # -- value-state operations ---------------------------------------------------------------
 
 
-def bench_rocksdb_ops(scale: float, work: str) -> list[Result]:
-    """RocksDB ValueState value()+update() per second vs a plain rocksdict get+put loop."""
-    n_keys = max(1000, int(100_000 * scale))
-    rounds = 5
-    keys = list(range(n_keys))
-    groups = [assign_to_key_group(k, MAX_P) for k in keys]
-    out: list[Result] = []
+def _plain_rate(path: str, keys: list[int], rounds: int, wal: bool) -> float:
+    """get+put per second of a plain raw-mode rocksdict loop over 8-byte keys and values."""
+    opts = rocksdict.Options(raw_mode=True)
+    opts.create_if_missing(True)
+    db = rocksdict.Rdict(path, opts)
+    if not wal:
+        wo = rocksdict.WriteOptions()
+        setattr(wo, "disable_wal", True)  # noqa: B010 - a property; the stub says method
+        db.set_write_options(wo)
+    kbs = [k.to_bytes(8, "big") for k in keys]
+    get, put = db.get, db.put
+    t0 = time.perf_counter()
+    for _ in range(rounds):
+        for kb in kbs:
+            v = get(kb)
+            put(kb, ((0 if v is None else int.from_bytes(v, "big")) + 1).to_bytes(8, "big"))
+    rate = rounds * len(keys) / (time.perf_counter() - t0)
+    db.close()
+    return rate
 
-    for wal in (True, False):
-        opts = rocksdict.Options(raw_mode=True)
-        opts.create_if_missing(True)
-        db = rocksdict.Rdict(os.path.join(work, f"plain-{wal}"), opts)
-        if not wal:
-            wo = rocksdict.WriteOptions()
-            setattr(wo, "disable_wal", True)  # noqa: B010 - a property; the stub says method
-            db.set_write_options(wo)
-        kbs = [k.to_bytes(8, "big") for k in keys]
-        get, put = db.get, db.put
-        t0 = time.perf_counter()
-        for _ in range(rounds):
-            for kb in kbs:
-                v = get(kb)
-                put(kb, ((0 if v is None else int.from_bytes(v, "big")) + 1).to_bytes(8, "big"))
-        rate = rounds * n_keys / (time.perf_counter() - t0)
-        db.close()
-        out.append({"bench": "value_get_update", "impl": f"plain_rocksdict_wal_{wal}".lower(),
-                    "ops_per_s": round(rate)})
-    plain, plain_no_wal = out[0]["ops_per_s"], out[1]["ops_per_s"]
 
-    b = _backend(os.path.join(work, "ops"))
+def _backend_rate(path: str, keys: list[int], groups: list[int], rounds: int) -> float:
+    """ValueState value()+update() per second, one ``commit_local`` per round (epoch)."""
+    b = _backend(path)
     state = b.get_partitioned_state(ValueStateDescriptor("v", Types.LONG()))
     value, update, set_kg = state.value, state.update, b.set_current_key_and_group
     t0 = time.perf_counter()
@@ -154,14 +148,41 @@ def bench_rocksdb_ops(scale: float, work: str) -> list[Result]:
             set_kg(k, kg)
             update((value() or 0) + 1)
         b.commit_local(epoch + 1)
-    rate = rounds * n_keys / (time.perf_counter() - t0)
-    b.set_current_key(5)
+    rate = rounds * len(keys) / (time.perf_counter() - t0)
+    b.set_current_key(keys[-1])
     assert value() == rounds
     b.dispose()
-    out.append({"bench": "value_get_update", "impl": "rocksdb_backend_commit_per_round",
-                "ops_per_s": round(rate), "ratio_vs_plain_rocksdict_wal": round(rate / plain, 3),
-                "ratio_vs_plain_rocksdict_no_wal": round(rate / plain_no_wal, 3)})
-    return out
+    return rate
+
+
+def bench_rocksdb_ops(scale: float, work: str) -> list[Result]:
+    """RocksDB ValueState value()+update() per second vs a plain rocksdict get+put loop.
+
+    The three loops alternate over ``trials`` runs and the best run of each is reported, so
+    load from other processes on a shared machine distorts the ratios less.
+    """
+    n_keys = max(1000, int(100_000 * scale))
+    rounds, trials = 5, 3
+    keys = list(range(n_keys))
+    groups = [assign_to_key_group(k, MAX_P) for k in keys]
+    best = {"wal": 0.0, "no_wal": 0.0, "backend": 0.0}
+    for t in range(trials):
+        best["wal"] = max(best["wal"], _plain_rate(
+            os.path.join(work, f"plain-wal-{t}"), keys, rounds, True))
+        best["no_wal"] = max(best["no_wal"], _plain_rate(
+            os.path.join(work, f"plain-nowal-{t}"), keys, rounds, False))
+        best["backend"] = max(best["backend"], _backend_rate(
+            os.path.join(work, f"ops-{t}"), keys, groups, rounds))
+    return [
+        {"bench": "value_get_update", "impl": "plain_rocksdict_wal_true",
+         "ops_per_s": round(best["wal"]), "trials": trials},
+        {"bench": "value_get_update", "impl": "plain_rocksdict_wal_false",
+         "ops_per_s": round(best["no_wal"]), "trials": trials},
+        {"bench": "value_get_update", "impl": "rocksdb_backend_commit_per_round",
+         "ops_per_s": round(best["backend"]), "trials": trials,
+         "ratio_vs_plain_rocksdict_wal": round(best["backend"] / best["wal"], 3),
+         "ratio_vs_plain_rocksdict_no_wal": round(best["backend"] / best["no_wal"], 3)},
+    ]
 
 
 # -- snapshot / restore of 1 GiB ----------------------------------------------------------
@@ -182,6 +203,20 @@ def _load(b: RocksDBKeyedStateBackend, n_keys: int, payloads: list[bytes],
         b.commit_local(epoch)
 
 
+def _warm_up(directory: str, desc: ValueStateDescriptor) -> None:
+    """One tiny snapshot and restore first, so lazy imports are not timed."""
+    b = _backend(os.path.join(directory, "a"), incremental=False)
+    b.set_current_key(1)
+    b.get_partitioned_state(desc).update(b"x")
+    b.commit_local(1)
+    handle = b.snapshot(1, _factory(os.path.join(directory, "chk")))()
+    assert handle is not None
+    r = _backend(os.path.join(directory, "b"))
+    r.restore([handle])
+    r.dispose()
+    b.dispose()
+
+
 def bench_rocksdb_snapshot(scale: float, work: str) -> list[Result]:
     """Full/savepoint/incremental snapshot and restore of N x 1 KiB vs raw sequential I/O."""
     n_keys = max(1000, int(1_048_576 * scale))
@@ -192,10 +227,7 @@ def bench_rocksdb_snapshot(scale: float, work: str) -> list[Result]:
     def raw_values() -> Any:
         return (payloads[k % 64] + k.to_bytes(8, "big") for k in range(n_keys))
 
-    write_s, cold_s, read_s = _raw_write_read(os.path.join(work, "raw.bin"), raw_values)
-    out: list[Result] = [{"bench": "raw_sequential_io", "bytes": total,
-                          "write_s": round(write_s, 3), "read_cold_s": round(cold_s, 3),
-                          "read_warm_s": round(read_s, 3)}]
+    out: list[Result] = []
     desc = ValueStateDescriptor("v", Types.PRIMITIVE_ARRAY(Types.BYTE()))
     b = _backend(os.path.join(work, "src"))
     t0 = time.perf_counter()
@@ -208,12 +240,16 @@ def bench_rocksdb_snapshot(scale: float, work: str) -> list[Result]:
                 "load_s": round(load_s, 3),
                 "flush_and_compact_s": round(time.perf_counter() - t0, 3)})
 
+    _warm_up(os.path.join(work, "warm-up"), desc)
     cases = [("full_checkpoint", False, SnapshotType.CHECKPOINT),
              ("savepoint", False, SnapshotType.SAVEPOINT),
              ("incremental_checkpoint", True, SnapshotType.CHECKPOINT)]
     for i, (name, incremental, kind) in enumerate(cases):
         b.incremental = incremental
         factory = _factory(os.path.join(work, f"chk-{name}"))
+        # raw I/O of the same bytes right before this case (the machine is shared: pairing
+        # the measurements keeps the ratio meaningful when other load comes and goes)
+        write_s, cold_s, read_s = _raw_write_read(os.path.join(work, "raw.bin"), raw_values)
         gc.collect()
         t0 = time.perf_counter()
         upload = b.snapshot(i + 1, factory, kind)
@@ -234,6 +270,8 @@ def bench_rocksdb_snapshot(scale: float, work: str) -> list[Result]:
         r.dispose()
         out.append({
             "bench": "rocksdb_snapshot", "kind": name, "keys": n_keys, "bytes": total,
+            "raw_write_s": round(write_s, 3), "raw_read_cold_s": round(cold_s, 3),
+            "raw_read_warm_s": round(read_s, 3),
             "uploaded_bytes": sum(os.path.getsize(f) for f in files),
             "sync_part_ms": round(sync_s * 1000, 2), "snapshot_s": round(snap_s, 3),
             "restore_s": round(restore_s, 3),

@@ -45,6 +45,7 @@ class OperatorEnv:
     watermark: int = MIN_WATERMARK  # during processing: the watermark the epoch started with
     generator_state: dict[str, int] = field(default_factory=dict)
     keyed_backend: Callable[[str], Any] = lambda op_id: None
+    timer_index: Callable[[str], list[int | None]] = lambda op_id: [None, None]
     report_watermark: Callable[[str, int, int | None], None] = lambda *a: None
     clock: Callable[[], int] = lambda: int(time.time() * 1000)
 
@@ -173,6 +174,8 @@ class KeyedContext:
         self.current_timestamp: int | None = None
         self._time_domain: Any = None
         self._timers_state: Any = None
+        # [earliest event-time, earliest processing-time] timer, None when unknown.
+        self._index = env.timer_index(operator_id)
 
     # -- Context ---------------------------------------------------------------------------
     def get_current_key(self) -> Any:
@@ -208,11 +211,18 @@ class KeyedContext:
             )
         return self._timers_state
 
+    def _note(self, domain: int, timestamp: int) -> None:
+        current = self._index[domain]
+        if current is not None and timestamp < current:
+            self._index[domain] = timestamp
+
     def register_event_time_timer(self, timestamp: int) -> None:
         self._timers().put((EVENT_TIME, int(timestamp)), True)
+        self._note(EVENT_TIME, int(timestamp))
 
     def register_processing_time_timer(self, timestamp: int) -> None:
         self._timers().put((PROCESSING_TIME, int(timestamp)), True)
+        self._note(PROCESSING_TIME, int(timestamp))
 
     def delete_event_time_timer(self, timestamp: int) -> None:
         self._timers().remove((EVENT_TIME, int(timestamp)))
@@ -222,11 +232,19 @@ class KeyedContext:
 
     # -- firing ----------------------------------------------------------------------------
     def due_timers(self) -> list[tuple[int, int, Any]]:
-        """Remove and return ``(timestamp, domain, key)`` of every due timer, oldest first."""
-        timers = self._timers()
+        """Remove and return ``(timestamp, domain, key)`` of every due timer, oldest first.
+
+        The timers state is scanned only when the index says a timer may be due (or does
+        not know): an epoch with nothing to fire costs no scan over the keys.
+        """
         watermark = self._env.watermark
         now = self._env.clock()
+        ev, proc = self._index
+        if ev is not None and proc is not None and ev > watermark and proc > now:
+            return []
+        timers = self._timers()
         due: list[tuple[int, int, Any]] = []
+        earliest = [MAX_WATERMARK + 1, MAX_WATERMARK + 1]
         for key in list(self._backend.get_keys(TIMERS_STATE)):
             self._backend.set_current_key(key)
             for domain, ts in list(timers.keys()):
@@ -234,6 +252,9 @@ class KeyedContext:
                 if ts <= limit:
                     due.append((ts, domain, key))
                     timers.remove((domain, ts))
+                elif ts < earliest[domain]:
+                    earliest[domain] = ts
+        self._index[:] = earliest
         due.sort(key=lambda t: (t[0], t[1]))
         return due
 

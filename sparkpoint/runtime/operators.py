@@ -227,19 +227,21 @@ class _KeyedOperator(_UserFunctionOperator):
     def fire_timers(self) -> None:
         """Fire event-time timers up to the watermark and due processing-time timers."""
         on_timer = getattr(self.function, "on_timer", None)
-        due = self.ctx.due_timers()
-        if not due:
-            return
-        out_v: list[Any] = []
-        out_t: list[int | None] = []
-        for ts, domain, key in due:
-            self.backend.set_current_key(key)
-            self.ctx.enter_timer(ts, domain, key)
-            if on_timer is not None:
-                _extend_outputs(on_timer(ts, self.ctx), ts, out_v, out_t)
-        self.ctx.leave_timer()
-        if out_v:
-            self.emit(out_v, out_t)
+        # Timers registered while firing may be due too: fire until none is (bounded).
+        for _round in range(1000):
+            due = self.ctx.due_timers()
+            if not due:
+                return
+            out_v: list[Any] = []
+            out_t: list[int | None] = []
+            for ts, domain, key in due:
+                self.backend.set_current_key(key)
+                self.ctx.enter_timer(ts, domain, key)
+                if on_timer is not None:
+                    _extend_outputs(on_timer(ts, self.ctx), ts, out_v, out_t)
+            self.ctx.leave_timer()
+            if out_v:
+                self.emit(out_v, out_t)
 
 
 class KeyedProcessOperator(_KeyedOperator):

@@ -49,6 +49,7 @@ from sparkpoint.state.key_groups import assign_key_groups_int64, assign_to_key_g
 __all__ = ["CheckpointRequest", "EpochSpec", "StageTask", "run_stage_task"]
 
 _GROUP_TARGET = 8192  # records per data row before it is flushed
+_NO_TIMER = MAX_WATERMARK + 1  # index value: no timer registered
 
 
 @dataclass(frozen=True)
@@ -232,6 +233,9 @@ class StageTask:
         self.attempt = attempt
         self.out: list[tuple[int, int, bytes]] = []
         self.backends: dict[str, Any] = {}
+        # operator id -> [earliest event-time timer, earliest processing-time timer]; None
+        # means unknown (scan the timers state once), _NO_TIMER means there is none.
+        self.timer_index: dict[str, list[int | None]] = {}
         self.reported: dict[str, int] = {}
         self.reported_max: dict[str, int | None] = {}
         self.is_final = stage.id in spec.final_stage_ids
@@ -288,35 +292,54 @@ class StageTask:
         return backend
 
     def _check_local_state(self, backend: Any, params: Any, marker: dict[str, Any]) -> Any:
+        """Accept local state committed by the previous epoch of this incarnation (undoing a
+        commit of this very epoch left by an earlier attempt); else restore or refuse."""
         spec = self.spec
         epoch = spec.epoch
+        op_id = params.operator_id
         local = backend.local_epoch()
         extra = backend.local_extra()
-        found = json.loads(extra) if extra else None
+        found = json.loads(extra) if extra else {}
         ok = False
-        if found == marker and local is not None:
+        same = {k: found.get(k) for k in marker} == marker
+        if same and local is not None:
             if local == epoch - 1:
                 ok = True
             elif local == epoch:
                 # An earlier attempt of this very epoch committed: undo it, then redo.
                 ok = backend.revert_to(epoch - 1)
+                found = json.loads(backend.local_extra() or b"{}")
         if ok:
+            self.timer_index[op_id] = list(found.get("timers", [None, None]))
             return backend
         restore = spec.restore
         if restore is None:
             backend.close()
             raise StateLostError(
-                f"Subtask {self.partition} of operator {params.operator_id} found "
+                f"Subtask {self.partition} of operator {op_id} found "
                 f"{'no' if local is None else 'stale'} local state for epoch {epoch} "
                 f"(local epoch {local}, marker {found}, expected {marker} at epoch {epoch - 1}) "
                 f"in {params.local_dir}; the job restores from the latest checkpoint."
             )
         backend.dispose()
         backend = spec.state_backend.create_keyed_state_backend(params)
-        handles = restore.get(params.operator_id, {}).get(self.partition, [])
+        handles = restore.get(op_id, {}).get(self.partition, [])
         backend.restore(handles)
-        backend.commit_local(epoch - 1, json.dumps(marker).encode())
+        # Restored timers are unknown to the index: the first firing scans them.
+        self.timer_index[op_id] = [None, None] if handles else [_NO_TIMER, _NO_TIMER]
+        backend.commit_local(epoch - 1, self._marker_bytes(op_id))
         return backend
+
+    def _marker_bytes(self, operator_id: str) -> bytes:
+        """The local marker: job, incarnation and the operator's timer index."""
+        spec = self.spec
+        return json.dumps(
+            {
+                "job": spec.job_id,
+                "incarnation": spec.incarnation,
+                "timers": self.timer_index.get(operator_id, [None, None]),
+            }
+        ).encode()
 
     # -- running ---------------------------------------------------------------------------
     def _env(self) -> OperatorEnv:
@@ -334,6 +357,7 @@ class StageTask:
             watermark=_global_watermark(spec.watermarks, False),
             generator_state=spec.generator_state,
             keyed_backend=self._open_backend,
+            timer_index=lambda op_id: self.timer_index.setdefault(op_id, [None, None]),
             report_watermark=self._report_watermark,
         )
 
@@ -428,11 +452,10 @@ class StageTask:
     def _commit_and_snapshot(self) -> list[tuple[str, int, Any, int]]:
         spec = self.spec
         acks: list[tuple[str, int, Any, int]] = []
-        marker = json.dumps({"job": spec.job_id, "incarnation": spec.incarnation}).encode()
         factory = None
         try:
             for operator_id, backend in self.backends.items():
-                backend.commit_local(spec.epoch, marker)
+                backend.commit_local(spec.epoch, self._marker_bytes(operator_id))
                 if spec.after_local_commit is not None:
                     spec.after_local_commit(operator_id, self.partition, spec.epoch)
                 if spec.checkpoint is not None:

@@ -13,8 +13,11 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import pyarrow as pa
+
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.errors import StateLostError
+from sparkpoint.state.column_codecs import decode_column, encode_column
 from sparkpoint.state.descriptors import StateKind
 from sparkpoint.state.table import MISSING, RegisteredStateMeta, StateTable
 
@@ -318,6 +321,20 @@ class HeapStateTable(StateTable):
         kdec, vdec = meta.decode_key, meta.decode_value
         group.update(zip(map(kdec, keys), map(vdec, values)))
 
+    def put_entries_arrow(
+        self, key_group: int, keys: Any, user_keys: Any, values: Any
+    ) -> None:
+        meta = self.meta
+        if meta.kind is StateKind.MAP:
+            super().put_entries_arrow(key_group, keys, user_keys, values)
+            return
+        decoded_keys = decode_column(meta.key_serializer, keys)
+        if not meta.ttl and meta.kind is not StateKind.LIST:
+            decoded = decode_column(meta.value_serializer, values)
+        else:
+            decoded = [meta.decode_value(v) for v in values.to_pylist()]
+        self._group_w(key_group).update(zip(decoded_keys, decoded))
+
     def put_group_objects(self, key_group: int, objects: dict[Any, Any]) -> None:
         group = self._group_w(key_group)
         if self.meta.kind is StateKind.MAP:
@@ -336,14 +353,15 @@ class HeapStateTable(StateTable):
             self._fresh.clear()
 
 
-def columns_of_group(meta: RegisteredStateMeta, group: dict[Any, Any]) -> tuple[
-    list[bytes], list[bytes] | None, list[bytes]
-]:
-    """Canonical byte columns of one key-group dict."""
+def columns_of_group(meta: RegisteredStateMeta, group: dict[Any, Any]) -> tuple[Any, Any, Any]:
+    """Canonical byte columns of one key-group dict (arrays where vectorised)."""
     kenc = meta.key_serializer.serialize
     venc = meta.encode_value
     if meta.kind is not StateKind.MAP:
-        return [kenc(k) for k in group], None, [venc(v) for v in group.values()]
+        key_column = encode_column(meta.key_serializer, list(group))
+        if not meta.ttl and meta.kind is not StateKind.LIST:
+            return key_column, None, encode_column(meta.value_serializer, list(group.values()))
+        return key_column.to_pylist(), None, [venc(v) for v in group.values()]
     ukenc = meta.encode_user_key
     keys: list[bytes] = []
     uks: list[bytes] = []
@@ -360,7 +378,8 @@ def columns_of_group(meta: RegisteredStateMeta, group: dict[Any, Any]) -> tuple[
 def _rows(meta: RegisteredStateMeta, group: dict[Any, Any]) -> Iterator[
     tuple[bytes, bytes | None, bytes]
 ]:
-    keys, uks, vals = columns_of_group(meta, group)
+    keys, uks, vals = (c.to_pylist() if isinstance(c, pa.Array) else c
+                       for c in columns_of_group(meta, group))
     if uks is None:
         for k, v in zip(keys, vals):
             yield k, None, v

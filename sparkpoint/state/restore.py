@@ -97,13 +97,12 @@ def _restore(
                     continue
                 batch = decode_arrow_block(block)
                 ids = batch.column(0).to_numpy()
-                keys = batch.column(1).to_pylist()
-                uks = batch.column(2).to_pylist()
-                vals = batch.column(3).to_pylist()
+                keys, uks, vals = batch.column(1), batch.column(2), batch.column(3)
                 bounds = [0, *(np.flatnonzero(np.diff(ids)) + 1).tolist(), len(ids)]
                 for lo, hi in itertools.pairwise(bounds):
-                    _table(tables, int(ids[lo]), kg).put_entries_bytes(
-                        kg, keys[lo:hi], uks[lo:hi], vals[lo:hi])
+                    _table(tables, int(ids[lo]), kg).put_entries_arrow(
+                        kg, keys.slice(lo, hi - lo), uks.slice(lo, hi - lo),
+                        vals.slice(lo, hi - lo))
                 restored += batch.num_rows
     return restored
 

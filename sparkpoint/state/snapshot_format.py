@@ -75,8 +75,9 @@ _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _BLOCK = struct.Struct(">iI")
 
-# Entries of one state in one key group: key bytes, user-key bytes (MAP) or None, values.
-Columns = tuple[list[bytes], list[bytes] | None, list[bytes]]
+# Entries of one state in one key group: key bytes, user-key bytes (MAP) or None, values;
+# each a list of bytes or a pyarrow binary array.
+Columns = tuple[Any, Any, Any]
 
 
 @dataclass(frozen=True)
@@ -111,26 +112,24 @@ def _encode_header(header: SnapshotHeader) -> bytes:
     return b"".join([MAGIC, _U16.pack(FORMAT_VERSION), _U32.pack(len(body)), body])
 
 
+def _binary(values: Any) -> pa.Array:
+    return values if isinstance(values, pa.Array) else pa.array(values, pa.binary())
+
+
 def _batch(columns: Sequence[tuple[int, Columns]]) -> pa.RecordBatch:
-    if len(columns) == 1:
-        state_id, (keys, uks, vals) = columns[0]
-        n = len(keys)
-        ids = pa.array(np.full(n, state_id, dtype=np.uint16))
-        uk_arr = pa.nulls(n, pa.binary()) if uks is None else pa.array(uks, pa.binary())
-        return pa.record_batch([ids, pa.array(keys, pa.binary()), uk_arr,
-                                pa.array(vals, pa.binary())], schema=SCHEMA)
-    id_parts: list[np.ndarray] = []
-    all_keys: list[bytes] = []
-    all_uks: list[bytes | None] = []
-    all_vals: list[bytes] = []
+    ids, keys, uks, vals = [], [], [], []
     for state_id, (k, uk, v) in columns:
-        id_parts.append(np.full(len(k), state_id, dtype=np.uint16))
-        all_keys.extend(k)
-        all_uks.extend(uk if uk is not None else [None] * len(k))
-        all_vals.extend(v)
+        n = len(k)
+        ids.append(np.full(n, state_id, dtype=np.uint16))
+        keys.append(_binary(k))
+        uks.append(pa.nulls(n, pa.binary()) if uk is None else _binary(uk))
+        vals.append(_binary(v))
+
+    def concat(parts: list[pa.Array]) -> pa.Array:
+        return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+
     return pa.record_batch(
-        [pa.array(np.concatenate(id_parts), pa.uint16()), pa.array(all_keys, pa.binary()),
-         pa.array(all_uks, pa.binary()), pa.array(all_vals, pa.binary())],
+        [pa.array(np.concatenate(ids)), concat(keys), concat(uks), concat(vals)],
         schema=SCHEMA,
     )
 
@@ -142,7 +141,7 @@ def arrow_block(
     present = []
     for state_id in range(n_states):
         cols = columns_of(state_id, key_group)
-        if cols is not None and cols[0]:
+        if cols is not None and len(cols[0]) > 0:
             present.append((state_id, cols))
     if not present:
         return None

@@ -281,6 +281,13 @@ class StateTable(abc.ABC):
         for k, uk, v in zip(keys, user_keys, values):
             self.put_entry_bytes(key_group, k, uk, v)
 
+    def put_entries_arrow(
+        self, key_group: int, keys: Any, user_keys: Any, values: Any
+    ) -> None:
+        """Bulk insert of one key group from pyarrow ``binary`` arrays (restore)."""
+        self.put_entries_bytes(key_group, keys.to_pylist(), user_keys.to_pylist(),
+                               values.to_pylist())
+
     def put_group_objects(self, key_group: int, objects: dict[Any, Any]) -> None:
         """Bulk insert of stored objects of one key group: ``{key: stored}`` or, for MAP,
         ``{key: {user_key: stored}}`` (restore of heap checkpoints)."""
