@@ -113,3 +113,25 @@ def test_sixteen_subtasks_small_state_is_one_file(spark: Any, tmp_path: Any) -> 
         assert sorted(os.listdir(job_dir / d)) == ["_metadata"]
     done = [s for s in master.coordinator.stats if s.status == "COMPLETED"]
     assert done[0].files_written == 0 and done[0].inline_bytes > 0
+
+
+def test_stop_with_savepoint_and_drain_fires_event_time_timers(spark: Any, tmp_path: Any) -> None:
+    """``stop_with_savepoint(True)`` advances the watermark to the end before the last
+    savepoint: every key's end-of-input timer fires, and the job finishes."""
+    out = str(tmp_path / "out")
+    env = _env(spark, tmp_path, 2)
+    keyed_count_job(env, out, N_EVENTS * 10, N_KEYS)
+    client = env.execute_async("drain")
+    master = env._last_master
+    while master.epochs_run < 3:
+        time.sleep(0.05)
+    assert client.get_job_status().result() == "RUNNING"
+    path = client.stop_with_savepoint(True).result(timeout=120)
+    client.wait(timeout=120)
+    assert client.get_job_status().result() == "FINISHED"
+    assert os.path.exists(os.path.join(path, "_metadata"))
+    got = read_sink(out)
+    finals = {o[1]: (o[2], o[3]) for o in got if o[0] == "final"}
+    echoed = [o for o in got if o[0] == "rec"]
+    assert len(finals) == N_KEYS  # drained: the end-of-input timers fired
+    assert sum(c for c, _ in finals.values()) == len(echoed) < N_EVENTS * 10

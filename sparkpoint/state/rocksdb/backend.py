@@ -299,7 +299,8 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
     # -- restore -------------------------------------------------------------------------
 
     def restore(self, handles: Sequence[KeyedStateHandle]) -> None:
-        super().restore(handles)
+        with self._local.bulk_load(os.path.join(self.directory, f"bulk-{uuid.uuid4().hex[:8]}")):
+            super().restore(handles)
         self._local.flush_pending_now()
         self._local.reset_epochs()
         self._local.flush_bulk_writes()
