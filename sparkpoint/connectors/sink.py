@@ -51,11 +51,29 @@ class Sink(abc.ABC):
 
 
 def format_value(value: Any, type_info: Any = None) -> str:
-    """How Flink prints a record: tuples as ``(a,b)``, rows as ``+I[a, b]``, else ``str``."""
-    if isinstance(value, Row):
-        return repr(value) if hasattr(value, "get_row_kind") else str(value)
-    if isinstance(value, tuple) and type_info is not None and "Tuple" in type(type_info).__name__:
-        return "(" + ",".join(format_value(v) for v in value) + ")"
+    """How Flink prints a record: values of a declared ``Types.TUPLE`` as ``(a,b)`` and of a
+    ``Types.ROW`` as ``+I[a, b]`` (Java's ``toString``); anything else as Python's ``str``
+    (PyFlink prints pickled records that way)."""
+    from sparkpoint.state.typeinfo import RowTypeInfo, TupleTypeInfo
+
+    if isinstance(type_info, (RowTypeInfo, TupleTypeInfo)) and isinstance(value, tuple):
+        return _java_string(value, isinstance(type_info, RowTypeInfo))
+    return str(value)
+
+
+def _java_string(value: Any, as_row: bool = False) -> str:
+    """Java's ``toString`` of a field: null, true/false, ``+I[..]`` rows, ``(..)`` tuples."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Row) or (as_row and isinstance(value, tuple)):
+        kind = value.get_row_kind().short_string() if isinstance(value, Row) else "+I"
+        return f"{kind}[{', '.join(_java_string(v) for v in value)}]"
+    if isinstance(value, tuple):
+        return "(" + ",".join(_java_string(v) for v in value) + ")"
+    if isinstance(value, list):
+        return "[" + ", ".join(_java_string(v) for v in value) + "]"
     return str(value)
 
 
@@ -85,9 +103,7 @@ class PrintSink(Sink):
     def create_writer(
         self, job_id: str, epoch: int, subtask_index: int, parallelism: int, attempt: int
     ) -> SinkWriter:
-        prefix = f"{subtask_index + 1}> " if parallelism > 1 else ""
-        if self.sink_identifier:
-            prefix = f"{self.sink_identifier}:{prefix or ' '}"
+        prefix = _print_prefix(self.sink_identifier, subtask_index, parallelism)
         ti = self.type_info
         return _ListWriter(lambda vs: [prefix + format_value(v, ti) for v in vs])
 
@@ -97,6 +113,14 @@ class PrintSink(Sink):
             for line in lines:
                 print(line, file=out)
         out.flush()
+
+
+def _print_prefix(sink_identifier: str | None, subtask_index: int, parallelism: int) -> str:
+    """Flink's ``PrintSinkOutputWriter`` prefix: ``id:N> ``, ``N> ``, ``id> `` or nothing."""
+    prefix = sink_identifier or ""
+    if parallelism > 1:
+        prefix = f"{prefix}:{subtask_index + 1}" if prefix else str(subtask_index + 1)
+    return f"{prefix}> " if prefix else ""
 
 
 class CollectSink(Sink):

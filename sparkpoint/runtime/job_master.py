@@ -14,7 +14,6 @@ import os
 import queue
 import shutil
 import tempfile
-import threading
 import time
 import uuid
 from concurrent.futures import Future
@@ -95,6 +94,9 @@ class JobSettings:
     allow_non_restored_state: bool = False
     max_records_per_split: int = 100_000
     idle_sleep_s: float = 0.2
+    # With no new input, an (empty) epoch still runs this often, so processing-time timers
+    # fire and checkpoints are taken while a continuous source is idle.
+    idle_epoch_interval_s: float = 1.0
     local_root: str = field(
         default_factory=lambda: os.path.join(tempfile.gettempdir(), "sparkpoint-state")
     )
@@ -157,7 +159,7 @@ class JobMaster:
         self.restart = create_restart_backoff_strategy(
             settings.restart_strategy, checkpointing_enabled=settings.policy.enabled
         )
-        self._lock = threading.Lock()
+        self._last_epoch_end = time.monotonic()
 
     # -- public control (job client) -------------------------------------------------------
     def request(self, kind: str, target: str | None = None, drain: bool = False) -> Future[Any]:
@@ -244,7 +246,8 @@ class JobMaster:
         has_data = any(ranges.values())
         if not has_data and not end_of_input and stop_request is None and not self.restore_spec:
             time.sleep(self.s.idle_sleep_s)
-            if not self.coordinator.is_due():
+            idle_for = time.monotonic() - self._last_epoch_end
+            if not self.coordinator.is_due() and idle_for < self.s.idle_epoch_interval_s:
                 return False
         self.epoch += 1
         if self.s.before_epoch is not None:
@@ -301,6 +304,7 @@ class JobMaster:
                 self.requests.put(stop_request)  # retry after the restore
             raise
         self.epoch_seconds.append(time.perf_counter() - t0)
+        self._last_epoch_end = time.monotonic()
         self.epochs_run += 1
         acks = self._absorb(rows, ranges)
         self.restore_spec = None

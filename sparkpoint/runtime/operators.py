@@ -11,12 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
+
 from sparkpoint.runtime.context import (
     KeyedContext,
     OperatorEnv,
     ProcessContext,
     StreamRuntimeContext,
 )
+from sparkpoint.state.key_groups import assign_key_groups_int64
 
 __all__ = [
     "FilterOperator",
@@ -224,6 +227,21 @@ class _KeyedOperator(_UserFunctionOperator):
         self.fire_timers()
         super().end_epoch()
 
+    def _keys(self, values: list[Any]) -> tuple[list[Any], Callable[[int, Any], None]]:
+        """The batch's keys and a setter selecting the i-th key; key groups of int keys are
+        computed for the whole batch at once (vectorised murmur hash)."""
+        get_key = self.key_selector.get_key
+        keys = [get_key(v) for v in values]
+        backend = self.backend
+        if keys and all(type(k) is int and -(2**63) <= k < 2**63 for k in keys):
+            kgs = assign_key_groups_int64(
+                np.fromiter(keys, np.int64, len(keys)), self.env.max_parallelism
+            ).tolist()
+            by_group = backend.set_current_key_and_group
+            return keys, lambda i, key: by_group(key, kgs[i])
+        plain = backend.set_current_key
+        return keys, lambda i, key: plain(key)
+
     def fire_timers(self) -> None:
         """Fire event-time timers up to the watermark and due processing-time timers."""
         on_timer = getattr(self.function, "on_timer", None)
@@ -259,16 +277,15 @@ class KeyedProcessOperator(_KeyedOperator):
         self.call = call
 
     def process(self, values, timestamps):  # type: ignore[no-untyped-def]
-        get_key = self.key_selector.get_key
-        set_key = self.backend.set_current_key
+        keys, set_key = self._keys(values)
         ctx = self.ctx
         call = self.call or (lambda fn, v, c: fn.process_element(v, c))
         fn = self.function
         out_v: list[Any] = []
         out_t: list[int | None] | None = None if timestamps is None else []
         for i, v in enumerate(values):
-            key = get_key(v)
-            set_key(key)
+            key = keys[i]
+            set_key(i, key)
             ts = None if timestamps is None else timestamps[i]
             ctx.current_key = key
             ctx.current_timestamp = ts
@@ -304,13 +321,12 @@ class ReduceOperator(_KeyedOperator):
         )
 
     def process(self, values, timestamps):  # type: ignore[no-untyped-def]
-        get_key = self.key_selector.get_key
-        set_key = self.backend.set_current_key
+        keys, set_key = self._keys(values)
         reduce = self.function.reduce
         state = self.state
         out_v: list[Any] = []
-        for v in values:
-            set_key(get_key(v))
+        for i, v in enumerate(values):
+            set_key(i, keys[i])
             old = state.value()
             new = v if old is None else reduce(old, v)
             state.update(new)

@@ -446,3 +446,39 @@ def test_a_recreated_database_never_reuses_the_old_ledger(tmp_path) -> None:
     again.commit_local(1)
     h2 = _snap(again, 2)
     assert not _sst_parts(h2)[1]
+
+
+class _FailingFactory(CheckpointStreamFactory):
+    """Delegates to a real filesystem factory; the n-th stream creation fails."""
+
+    def __init__(self, inner: CheckpointStreamFactory, fail_at: int) -> None:
+        self.inner = inner
+        self.fail_at = fail_at
+        self.count = 0
+        self.lock = threading.Lock()
+
+    def create_checkpoint_state_output_stream(self, scope=CheckpointedStateScope.EXCLUSIVE):
+        with self.lock:
+            self.count += 1
+            if self.count == self.fail_at:
+                raise OSError("storage unavailable")
+        return self.inner.create_checkpoint_state_output_stream(scope)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_failed_upload_leaves_no_shared_file(tmp_path, threads) -> None:
+    from sparkpoint.checkpoint.fs_storage import FsCheckpointStorageAccess
+
+    access = FsCheckpointStorageAccess(str(tmp_path / "chk"), None, "b" * 32, file_size_threshold=0)
+    access.initialize_base_locations_for_checkpoint()
+    b = _backend(tmp_path / "local", transfer_threads=threads,
+                 options={"state.backend.rocksdb.compaction.style": "FIFO"})
+    _many_ssts(b)
+    factory = _FailingFactory(access.initialize_location_for_checkpoint(1), fail_at=4)
+    with pytest.raises(OSError, match="storage unavailable"):
+        b.snapshot(1, factory)()
+    assert os.listdir(access.shared_state_directory) == []
+    assert not glob.glob(os.path.join(b.directory, "chk-*"))
+    b.notify_checkpoint_aborted(1)
+    handle = _snap(b, 2, access.initialize_location_for_checkpoint(2))
+    assert len(os.listdir(access.shared_state_directory)) == len(handle.shared_state)

@@ -213,3 +213,38 @@ def test_second_open_of_a_held_database_is_refused(tmp_path, monkeypatch) -> Non
             LocalRocksDB(path, lambda: build_db_options(0))
     finally:
         holder.close()
+
+
+def test_bulk_load_ingests_sorted_files_and_later_writes_win(tmp_path, monkeypatch) -> None:
+    from sparkpoint.state.rocksdb import bulk_load
+
+    monkeypatch.setattr(bulk_load, "_FLUSH_BYTES", 64)  # force several files
+    local = LocalRocksDB(str(tmp_path / "db"), lambda: build_db_options(0))
+    try:
+        expected: dict[bytes, bytes] = {}
+        with local.bulk_load(str(tmp_path / "bulk")):
+            for kg in (5, 2, 9):  # not in key order: files overlap in range, not in keys
+                items = [(data_prefix(kg, 1) + bytes([i]), b"v%d" % i) for i in (3, 1, 2)]
+                local.write_now(items)
+                expected.update(items)
+            again = (data_prefix(9, 1) + bytes([1]), b"latest")
+            local.write_now([again])
+            expected[again[0]] = again[1]
+            assert local.db.get(again[0]) is None  # nothing visible before the block ends
+        lower, upper = key_group_bounds(0, 127)
+        assert list(local.scan(lower, upper)) == sorted(expected.items())
+        assert not (tmp_path / "bulk").exists()
+    finally:
+        local.close()
+
+
+def test_failed_bulk_load_ingests_nothing(tmp_path) -> None:
+    local = LocalRocksDB(str(tmp_path / "db"), lambda: build_db_options(0))
+    try:
+        with pytest.raises(RuntimeError), local.bulk_load(str(tmp_path / "bulk")):
+            local.write_now([(data_prefix(1, 1) + b"k", b"v")])
+            raise RuntimeError("restore failed")
+        assert local.db.get(data_prefix(1, 1) + b"k") is None
+        assert not (tmp_path / "bulk").exists()
+    finally:
+        local.close()

@@ -24,12 +24,14 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from sparkpoint.checkpoint.handles import (
+    ByteStreamStateHandle,
     FileStateHandle,
     HandleAndLocalPath,
     IncrementalRemoteKeyedStateHandle,
     PlaceholderStreamStateHandle,
     RelativeFileStateHandle,
     StreamStateHandle,
+    discard_quietly,
 )
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.checkpoint.streams import CheckpointedStateScope, CheckpointStreamFactory
@@ -100,8 +102,6 @@ def _upload_file(
         raise
     if handle is None:
         # An empty file yields no handle; keep an inline empty one so restore recreates it.
-        from sparkpoint.checkpoint.handles import ByteStreamStateHandle
-
         return ByteStreamStateHandle(f"empty-{uuid.uuid4().hex}", b"")
     return handle
 
@@ -136,7 +136,7 @@ def upload_incremental(
         name, scope = item
         return _upload_file(factory, os.path.join(checkpoint_dir, name), scope)
 
-    uploaded_handles = _run_all(upload, to_upload, transfer_threads)
+    uploaded_handles = _upload_all(upload, to_upload, transfer_threads)
     private: dict[str, StreamStateHandle] = {}
     new_shared: dict[str, StreamStateHandle] = {}
     for (name, scope), handle in zip(to_upload, uploaded_handles):
@@ -167,6 +167,32 @@ def upload_incremental(
         checkpointed_size=checkpointed,
         state_handle_id=uuid.uuid4().hex,
     )
+
+
+def _upload_all(
+    fn: Callable[[_T], StreamStateHandle], items: Sequence[_T], threads: int
+) -> list[StreamStateHandle]:
+    """Upload every item; if one fails, discard the files already written and re-raise
+    (a failed checkpoint leaves nothing behind in ``shared/``)."""
+    done: list[StreamStateHandle] = []
+    errors: list[BaseException] = []
+
+    def guarded(item: _T) -> StreamStateHandle | None:
+        if errors:
+            return None
+        try:
+            handle = fn(item)
+        except BaseException as exc:
+            errors.append(exc)
+            return None
+        done.append(handle)
+        return handle
+
+    results = _run_all(guarded, items, threads)
+    if errors:
+        discard_quietly(done)
+        raise errors[0]
+    return [h for h in results if h is not None]
 
 
 def _describe(handle: StreamStateHandle) -> str:
