@@ -155,7 +155,9 @@ class CompletedCheckpointStore:
             )
         self._max_retained = max_retained
         self._checkpoints: collections.deque[CompletedCheckpoint] = collections.deque()
-        self._registry = shared_state_registry or SharedStateRegistry()
+        self._registry = (
+            shared_state_registry if shared_state_registry is not None else SharedStateRegistry()
+        )
         self._lock = threading.RLock()
 
     @property

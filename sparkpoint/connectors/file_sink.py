@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sparkpoint.connectors.sink import Sink, SinkWriter, format_value
+from sparkpoint.connectors.sink import Sink, SinkWriter, java_string
 from sparkpoint.fs import get_filesystem
 
 __all__ = ["Encoder", "FileSink", "FileSinkBuilder", "OutputFileConfig", "RollingPolicy"]
@@ -32,7 +32,7 @@ class Encoder:
 
     def encode(self, value: Any, type_info: Any = None) -> bytes:
         """One record, newline-terminated."""
-        return (format_value(value, type_info) + "\n").encode(self.charset)
+        return (java_string(value, type_info) + "\n").encode(self.charset)
 
 
 @dataclass(frozen=True)

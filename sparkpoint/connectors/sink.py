@@ -13,9 +13,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sparkpoint.types import Row
+from sparkpoint.types import Row, RowKind
 
-__all__ = ["CollectSink", "PrintSink", "Sink", "SinkWriter", "format_value"]
+__all__ = ["CollectSink", "PrintSink", "Sink", "SinkWriter", "format_value", "java_string"]
 
 
 class SinkWriter(abc.ABC):
@@ -51,24 +51,41 @@ class Sink(abc.ABC):
 
 
 def format_value(value: Any, type_info: Any = None) -> str:
-    """How Flink prints a record: values of a declared ``Types.TUPLE`` as ``(a,b)`` and of a
-    ``Types.ROW`` as ``+I[a, b]`` (Java's ``toString``); anything else as Python's ``str``
-    (PyFlink prints pickled records that way)."""
+    """How PyFlink's ``print()`` shows a record: a declared ``Types.ROW`` as ``+I[a,1]``
+    (PyFlink formats rows in Python), a declared ``Types.TUPLE`` as Java's ``(a,1)``, and
+    anything else (pickled records) as Python's ``str``."""
     from sparkpoint.state.typeinfo import RowTypeInfo, TupleTypeInfo
 
-    if isinstance(type_info, (RowTypeInfo, TupleTypeInfo)) and isinstance(value, tuple):
-        return _java_string(value, isinstance(type_info, RowTypeInfo))
+    if isinstance(type_info, RowTypeInfo) and isinstance(value, tuple):
+        kind = value.get_row_kind() if isinstance(value, Row) else RowKind.INSERT
+        return f"{kind.short_string()}[{','.join(str(v) for v in value)}]"
+    if isinstance(type_info, TupleTypeInfo) and isinstance(value, tuple):
+        return _java_string(value)
     return str(value)
 
 
-def _java_string(value: Any, as_row: bool = False) -> str:
-    """Java's ``toString`` of a field: null, true/false, ``+I[..]`` rows, ``(..)`` tuples."""
+def java_string(value: Any, type_info: Any = None) -> str:
+    """What Java's ``toString`` gives for a record of a declared ``Types.ROW``/``Types.TUPLE``
+    (``+I[a, 1]``, ``(a,1)``), as a file sink's string encoder writes it; else ``str``."""
+    from sparkpoint.state.typeinfo import RowTypeInfo, TupleTypeInfo
+
+    if isinstance(type_info, RowTypeInfo) and isinstance(value, tuple) and not isinstance(
+        value, Row
+    ):
+        value = Row(*value)
+    if isinstance(type_info, (RowTypeInfo, TupleTypeInfo)) and isinstance(value, tuple):
+        return _java_string(value)
+    return str(value)
+
+
+def _java_string(value: Any) -> str:
+    """Java's ``toString`` of a field: null, true/false, ``+I[a, b]``, ``(a,b)``, ``[a, b]``."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, Row) or (as_row and isinstance(value, tuple)):
-        kind = value.get_row_kind().short_string() if isinstance(value, Row) else "+I"
+    if isinstance(value, Row):
+        kind = value.get_row_kind().short_string()
         return f"{kind}[{', '.join(_java_string(v) for v in value)}]"
     if isinstance(value, tuple):
         return "(" + ",".join(_java_string(v) for v in value) + ")"

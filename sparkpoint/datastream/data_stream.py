@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from sparkpoint.connectors.sink import CollectSink, PrintSink, Sink
 from sparkpoint.datastream.functions import (
@@ -84,6 +84,10 @@ class DataStream:
 
     def get_execution_environment(self) -> StreamExecutionEnvironment:
         return self._env
+
+    def get_execution_config(self) -> Any:
+        """The ``ExecutionConfig`` of the environment this stream belongs to."""
+        return self._env.get_config()
 
     # Chaining and partitioning hints: sparkpoint fuses stateless operators and shuffles
     # only by key, so these only keep programs portable.
@@ -185,16 +189,47 @@ class DataStream:
     def add_sink(self, sink: Sink) -> DataStreamSink:
         return self.sink_to(sink)
 
+    @overload
     def execute_and_collect(
-        self, job_name: str | None = None, limit: int | None = None
-    ) -> CloseableIterator:
-        """Run the job and return its records (exactly once, after the job finished)."""
+        self, job_execution_name: str | None = None, limit: None = None
+    ) -> CloseableIterator: ...
+
+    @overload
+    def execute_and_collect(self, job_execution_name: str | None, limit: int) -> list[Any]: ...
+
+    @overload
+    def execute_and_collect(
+        self, job_execution_name: str | None = None, *, limit: int
+    ) -> list[Any]: ...
+
+    def execute_and_collect(
+        self, job_execution_name: str | None = None, limit: int | None = None
+    ) -> CloseableIterator | list[Any]:
+        """Run the job and return its records (exactly once, after the job finished): an
+        iterator, or as PyFlink does when ``limit`` is given, a list of the first ``limit``."""
         sink = CollectSink()
         node = self._add("sink", "Collect", None, sink=sink)
         self._env._sinks.append(node)
-        self._env.execute(job_name or "collect")
-        items = sink.collected if limit is None else sink.collected[:limit]
-        return CloseableIterator(items)
+        self._env.execute(job_execution_name or "collect")
+        if limit is not None:
+            return sink.collected[:limit]
+        return CloseableIterator(sink.collected)
+
+    def project(self, *field_indexes: int) -> DataStream:
+        """The given fields of each tuple, in the given order (streams of ``Types.TUPLE``)."""
+        from sparkpoint.state.typeinfo import TupleTypeInfo
+
+        in_type = self.get_type()
+        if not isinstance(in_type, TupleTypeInfo):
+            raise TypeError("Only Tuple DataStreams can be projected (declare Types.TUPLE).")
+        fields = in_type.get_field_types()
+        for i in field_indexes:
+            if not 0 <= i < len(fields):
+                raise ValueError(f"Field index {i} is out of range for a {len(fields)}-tuple")
+        out_type = TupleTypeInfo([fields[i] for i in field_indexes])
+        indexes = tuple(field_indexes)
+        stream = self.map(lambda value: tuple(value[i] for i in indexes), output_type=out_type)
+        return stream.name("Projection")
 
 
 class KeyedStream(DataStream):
@@ -208,6 +243,12 @@ class KeyedStream(DataStream):
 
     def _keyed(self, kind: str, name: str, output_type: Any, **kw: Any) -> DataStream:
         return DataStream(self._env, self._add(kind, name, output_type, **kw))
+
+    # As in PyFlink, a keyed stream's partitioning is its key.
+    def _partitioning(self) -> DataStream:
+        raise TypeError("Cannot override partitioning for KeyedStream.")
+
+    shuffle = rebalance = rescale = forward = broadcast = global_ = _partitioning
 
     def process(self, func: Any, output_type: Any = None) -> DataStream:
         if not isinstance(func, (KeyedProcessFunction, ProcessFunction)):
@@ -329,6 +370,10 @@ class DataStreamSink:
     def uid(self, uid: str) -> DataStreamSink:
         self._node.uid = uid
         return self
+
+    def set_uid_hash(self, uid_hash: str) -> DataStreamSink:
+        """Like ``uid``: the id checkpointed state of this sink is matched by."""
+        return self.uid(uid_hash)
 
     def set_parallelism(self, parallelism: int) -> DataStreamSink:
         if parallelism < 1:

@@ -57,10 +57,7 @@ class StreamExecutionEnvironment:
         self._checkpoint_config = CheckpointConfig(self._configuration.to_dict())
         self._config = ExecutionConfig()
         self._state_backend: Any = None
-        self._parallelism: int | None = None
-        self._max_parallelism: int | None = None
         self._default_local_parallelism: int | None = None
-        self._restart_strategy: Any = None
         self._time_characteristic = TimeCharacteristic.EventTime
         self._buffer_timeout = 100
         self._chaining = True
@@ -100,7 +97,10 @@ class StreamExecutionEnvironment:
         if any(k.startswith("restart-strategy") for k in conf):
             from sparkpoint.common.restart_strategy import RestartStrategies
 
-            self._restart_strategy = RestartStrategies.from_configuration(conf)
+            # Read the merged keys: a later configure() may add only, say, the attempts.
+            strategy = RestartStrategies.from_configuration(self._configuration)
+            if strategy is not None:
+                self._config.set_restart_strategy(strategy)
         mode = conf.get("execution.runtime-mode", "").upper()
         if mode:
             self._runtime_mode = getattr(RuntimeExecutionMode, mode)
@@ -202,10 +202,26 @@ class StreamExecutionEnvironment:
         return self._default_savepoint_dir
 
     # -- parallelism and the rest of the configuration -------------------------------------
+    # Parallelism, max parallelism and restart strategy live in the ExecutionConfig, as in
+    # Flink: ``env.set_parallelism(n)`` and ``env.get_config().set_parallelism(n)`` are one.
+    @property
+    def _parallelism(self) -> int | None:
+        p = self._config.get_parallelism()
+        return None if p == ExecutionConfig.PARALLELISM_DEFAULT else p
+
+    @property
+    def _max_parallelism(self) -> int | None:
+        mp = self._config.get_max_parallelism()
+        return None if mp == -1 else mp
+
+    @property
+    def _restart_strategy(self) -> Any:
+        return self._config.get_restart_strategy()
+
     def set_parallelism(self, parallelism: int) -> StreamExecutionEnvironment:
         if not isinstance(parallelism, int) or parallelism < 1:
             raise ValueError(f"The parallelism must be at least 1, got {parallelism}")
-        self._parallelism = parallelism
+        self._config.set_parallelism(parallelism)
         return self
 
     def get_parallelism(self) -> int:
@@ -221,11 +237,11 @@ class StreamExecutionEnvironment:
                 f"maxParallelism is out of bounds 0 < maxParallelism <= 32767. "
                 f"Found: {max_parallelism}"
             )
-        self._max_parallelism = max_parallelism
+        self._config.set_max_parallelism(max_parallelism)
         return self
 
     def get_max_parallelism(self) -> int:
-        return self._max_parallelism if self._max_parallelism is not None else -1
+        return self._config.get_max_parallelism()
 
     def set_default_local_parallelism(self, parallelism: int) -> StreamExecutionEnvironment:
         if parallelism < 1:
@@ -237,14 +253,10 @@ class StreamExecutionEnvironment:
         return self._default_local_parallelism or _default_parallelism(None)
 
     def set_restart_strategy(self, restart_strategy_configuration: Any) -> None:
-        self._restart_strategy = restart_strategy_configuration
+        self._config.set_restart_strategy(restart_strategy_configuration)
 
     def get_restart_strategy(self) -> Any:
-        if self._restart_strategy is None:
-            from sparkpoint.common.restart_strategy import RestartStrategies
-
-            return RestartStrategies.fall_back_restart()
-        return self._restart_strategy
+        return self._config.get_restart_strategy()
 
     def set_stream_time_characteristic(self, characteristic: Any) -> None:
         self._time_characteristic = characteristic
@@ -365,7 +377,10 @@ class StreamExecutionEnvironment:
             restore_path=restore,
             allow_non_restored_state=str(ignore).lower() == "true",
             max_records_per_split=int(conf.get("sparkpoint.epoch.max-records-per-split", 100_000)),
-            job_parameters={k: str(v) for k, v in conf.items()},
+            job_parameters={
+                **{k: str(v) for k, v in conf.items()},
+                **self._config.get_global_job_parameters(),
+            },
             before_epoch=self._before_epoch,
             after_local_commit=self._after_local_commit,
         )

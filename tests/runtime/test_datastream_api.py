@@ -64,7 +64,7 @@ class Odd(FilterFunction):
 
 
 def test_map_flat_map_filter_functions_and_lambdas(env: StreamExecutionEnvironment) -> None:
-    env.configure(Configuration().set_string("offset", "1000"))
+    env.get_config().set_global_job_parameters({"offset": 1000})
     ds = env.from_source(NumberSequenceSource(1, 10), None, "numbers")
     out = (
         ds.filter(Odd())  # 1 3 5 7 9
@@ -76,6 +76,21 @@ def test_map_flat_map_filter_functions_and_lambdas(env: StreamExecutionEnvironme
         .execute_and_collect()
     )
     assert sorted(out) == sorted([1, 25, -25, 25, -25, 49, -49])
+
+
+class WhereAmI(MapFunction):
+    def open(self, runtime_context: Any) -> None:
+        self.subtask = runtime_context.get_index_of_this_subtask()
+        self.parallelism = runtime_context.get_number_of_parallel_subtasks()
+
+    def map(self, value: int) -> Any:
+        return value, self.subtask, self.parallelism
+
+
+def test_runtime_context_of_a_source_chained_function(env: StreamExecutionEnvironment) -> None:
+    # NumberSequenceSource makes one split per subtask: 1..2 and 3..4 at parallelism 2.
+    out = env.from_source(NumberSequenceSource(1, 4), None, "numbers").map(WhereAmI())
+    assert sorted(out.execute_and_collect()) == [(1, 0, 2), (2, 0, 2), (3, 1, 2), (4, 1, 2)]
 
 
 # ---- ProcessFunction ---------------------------------------------------------------------
@@ -271,14 +286,14 @@ def test_keyed_state_needs_key_by(env: StreamExecutionEnvironment) -> None:
     # A DataStream has no keyed aggregations at all (as in PyFlink) ...
     assert not hasattr(DataStream, "reduce") and not hasattr(DataStream, "sum")
     with pytest.raises(TypeError, match="ProcessFunction"):
-        env.from_collection([1]).process(CountPerKeyProcess())  # type: ignore[arg-type]
+        env.from_collection([1]).process(EchoKeyed())  # type: ignore[arg-type]
     # ... and keyed state in a function of a non-keyed stream fails the job clearly.
     env.from_collection([1]).map(NonKeyedState()).print()
     with pytest.raises(JobExecutionError, match=r"call key_by\(\.\.\.\) before this operator"):
         env.execute("keyed-state-without-key-by")
 
 
-class CountPerKeyProcess(KeyedProcessFunction):
+class EchoKeyed(KeyedProcessFunction):
     def process_element(self, value: Any, ctx: Any) -> Any:
         yield value
 
@@ -301,8 +316,9 @@ class ProcessingTimeTimeout(KeyedProcessFunction):
 
 def test_processing_time_timers_fire_in_a_later_epoch(env: StreamExecutionEnvironment) -> None:
     """Observed behaviour: a processing-time timer fires at the end of the first epoch that
-    finishes after its time; a timer still pending when the bounded input ends is dropped
-    (like Flink, which quiesces the processing-time service at the end of input)."""
+    finishes after its time; a timer still pending when the bounded input ends is dropped.
+    Flink does the same: after end of input it cancels processing-time timers that have not
+    started (FLINK-14231, ``ProcessingTimeServiceImpl`` quiesce)."""
     _records_per_epoch(env, 1)
     epochs: list[int] = []
 
@@ -338,10 +354,10 @@ class TtlProbe(KeyedProcessFunction):
     def open(self, runtime_context: Any) -> None:
         short = ValueStateDescriptor("short", Types.INT())
         short.enable_time_to_live(StateTtlConfig.new_builder(Time.milliseconds(1)).build())
-        long = ValueStateDescriptor("long", Types.INT())
-        long.enable_time_to_live(StateTtlConfig.new_builder(Time.hours(1)).build())
+        hour = ValueStateDescriptor("long", Types.INT())
+        hour.enable_time_to_live(StateTtlConfig.new_builder(Time.hours(1)).build())
         self.short = runtime_context.get_state(short)
-        self.long = runtime_context.get_state(long)
+        self.long = runtime_context.get_state(hour)
         self.plain = runtime_context.get_state(ValueStateDescriptor("plain", Types.INT()))
 
     def process_element(self, value: Any, ctx: Any) -> Any:
@@ -378,8 +394,8 @@ def test_print_format_without_prefix(env: StreamExecutionEnvironment, capsys: An
         [
             "(a,1,true)",
             "(b,2,false)",
-            "+I[a, 1]",
-            "+I[b, 2]",
+            "+I[a,1]",
+            "+I[b,2]",
             "untyped> ('a', 1)",
             "untyped> ('b', 2)",
         ]
@@ -436,8 +452,12 @@ def test_execution_plan_json(env: StreamExecutionEnvironment) -> None:
 
 def test_execute_and_collect_with_limit(env: StreamExecutionEnvironment) -> None:
     ds = env.from_collection(list(range(20))).map(lambda x: x * 3)
-    with ds.execute_and_collect(limit=4) as it:
-        assert list(it) == [0, 3, 6, 9]
+    # As in PyFlink: with a limit, a list of the first records.
+    assert ds.execute_and_collect("limited", limit=4) == [0, 3, 6, 9]
+    typed = Types.TUPLE([Types.STRING(), Types.INT(), Types.LONG()])
+    projected = env.from_collection([("a", 1, 10), ("b", 2, 20)], type_info=typed).project(2, 0)
+    with projected.execute_and_collect() as it:
+        assert list(it) == [(10, "a"), (20, "b")]
 
 
 def test_batch_mode_reduce_emits_only_final_values(env: StreamExecutionEnvironment) -> None:

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from sparkpoint.common import Configuration, Duration, Encoder, Row
+from sparkpoint.common import Configuration, Duration, Encoder, Row, Types
 from sparkpoint.datastream.connectors.file_system import FileSink, FileSource, StreamFormat
 
 # Byte ranges of a text split are ``max-records-per-split * 64`` bytes (file_source.py).
@@ -171,7 +171,8 @@ def test_missing_path_is_a_clear_error(env: Any, tmp_path: Path) -> None:
     missing = str(tmp_path / "nope")
     source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), missing).build()
     env.from_source(source, None, "missing").print()
-    with pytest.raises(FileNotFoundError, match=re.escape(f"FileSource path does not exist: {missing}")):
+    message = re.escape(f"FileSource path does not exist: {missing}")
+    with pytest.raises(FileNotFoundError, match=message):
         env.execute("missing")
 
 
@@ -245,3 +246,13 @@ def test_monitor_continuously_picks_up_new_files(env: Any, tmp_path: Path) -> No
         client.wait(timeout=120)
     assert client.get_job_status().result() == "CANCELED"
     assert Counter(_read_lines(out_dir)) == Counter(s + "!" for s in first + second + third)
+
+
+def test_string_encoder_writes_java_strings_of_declared_types() -> None:
+    encode = Encoder.simple_string_encoder().encode
+    row_type = Types.ROW([Types.STRING(), Types.INT()])
+    assert encode(Row("a", 1), row_type) == b"+I[a, 1]\n"
+    assert encode(("b", None), row_type) == b"+I[b, null]\n"
+    assert encode(("c", True), Types.TUPLE([Types.STRING(), Types.BOOLEAN()])) == b"(c,true)\n"
+    assert encode(("d", 2)) == b"('d', 2)\n"  # untyped: Python's str, as PyFlink
+    assert encode("é", None) == "é\n".encode()

@@ -172,15 +172,21 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         return dict(self._state_ids)
 
     def _create_table(self, meta: RegisteredStateMeta) -> RocksDBStateTable:
+        """A table for ``meta``; a state re-registered with new serializers (migration) gets
+        a fresh state id, so the old entries can be read while the new ones are written."""
+        migrating = meta.name in self._tables
         state_id = self._state_ids.get(meta.name)
-        if state_id is None:
+        if state_id is None or migrating:
             state_id = max(self._state_ids.values(), default=0) + 1
             if state_id > 0xFFFF:
                 raise SparkpointError("More than 65535 keyed states in one operator")
-        record = {"id": state_id, "meta": meta.to_json()}
-        self._local.db.put(
-            REGISTRY_PREFIX + meta.name.encode("utf-8"), json.dumps(record).encode("utf-8")
-        )
+        key = REGISTRY_PREFIX + meta.name.encode("utf-8")
+        record = json.dumps({"id": state_id, "meta": meta.to_json()}).encode("utf-8")
+        if migrating:
+            # part of the epoch: committed (or reverted) together with the migrated entries
+            self._local.put(key, record)
+        else:
+            self._local.db.put(key, record)  # a new, empty state: safe to record at once
         self._state_ids[meta.name] = state_id
         return RocksDBStateTable(meta, state_id, self._local, self.key_group_range)
 
@@ -204,7 +210,9 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         self._local.commit(epoch, extra)
 
     def revert_to(self, epoch: int) -> bool:
-        return self._local.revert(epoch)
+        reverted = self._local.revert(epoch)
+        self._load_registry()  # a reverted migration changes state ids back
+        return reverted
 
     # -- TTL cleanup (instead of a compaction filter) ------------------------------------
 

@@ -20,6 +20,8 @@ from sparkpoint.state.snapshot_format import Columns
 
 __all__ = ["CheckpointSnapshotView"]
 
+_READAHEAD = 4 << 20
+
 
 class CheckpointSnapshotView(SnapshotView):
     """Columns read from a local RocksDB checkpoint (a consistent, hard-linked copy)."""
@@ -45,27 +47,30 @@ class CheckpointSnapshotView(SnapshotView):
         upper = prefix_upper_bound(prefix)
         assert upper is not None
         read_opt.set_iterate_upper_bound(upper)
-        keys: list[bytes] = []
-        user_keys: list[bytes] = []
-        values: list[bytes] = []
+        read_opt.set_readahead_size(_READAHEAD)
+        # A one-off bulk scan must not evict the working set (the stub lacks the argument).
+        read_opt.fill_cache(False)  # type: ignore[call-arg]
         entries = cast(
             Iterator[tuple[bytes, bytes]], self._open().items(from_key=prefix, read_opt=read_opt)
         )
-        add_key, add_uk, add_value = keys.append, user_keys.append, values.append
-        for raw_key, value in entries:
-            n = raw_key[4]
-            if n < 0x80:  # one-byte length prefix: the common case, no varint decoding
-                end = 5 + n
-                add_key(raw_key[5:end])
-                add_uk(raw_key[end:])
-            else:
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        add_key, add_value = keys.append, values.append
+        if self._is_map[state_id]:
+            user_keys: list[bytes] = []
+            add_uk = user_keys.append
+            for raw_key, value in entries:
                 kb, rest = split_entry_key(raw_key)
                 add_key(kb)
                 add_uk(rest)
+                add_value(value)
+            return (keys, user_keys, values) if keys else None
+        for raw_key, value in entries:
+            n = raw_key[4]
+            # one-byte length prefix (keys < 128 bytes): the common case, no varint decoding
+            add_key(raw_key[5 : 5 + n] if n < 0x80 else split_entry_key(raw_key)[0])
             add_value(value)
-        if not keys:
-            return None
-        return keys, (user_keys if self._is_map[state_id] else None), values
+        return (keys, None, values) if keys else None
 
     def release(self) -> None:
         if self._db is not None:
