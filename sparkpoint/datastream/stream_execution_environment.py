@@ -309,7 +309,7 @@ class StreamExecutionEnvironment:
 
     def get_execution_plan(self) -> str:
         """The dataflow as JSON (nodes, ship strategies, parallelism)."""
-        return self._plan().to_json()
+        return self._plan().to_json(self.get_parallelism())
 
     # -- running ---------------------------------------------------------------------------
     def _plan(self) -> Any:

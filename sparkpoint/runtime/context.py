@@ -260,7 +260,7 @@ class KeyedContext:
 
     def enter_timer(self, timestamp: int, domain: int, key: Any) -> None:
         self.current_key = key
-        self.current_timestamp = timestamp if domain == EVENT_TIME else None
+        self.current_timestamp = timestamp  # Flink: the timer's time, in either domain
         self._time_domain = domain
 
     def leave_timer(self) -> None:

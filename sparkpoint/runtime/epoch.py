@@ -37,18 +37,50 @@ def routing(plan: Plan) -> tuple[dict[int, int], dict[int, Any]]:
     return next_p, router
 
 
-def _stage_fn(spec: EpochSpec, stage: Any) -> Any:
+def _stage_fn(spec: EpochSpec, stage: Any, offset: int, count: int) -> Any:
     def run(batches: Any) -> Any:
-        return run_stage_task(spec, stage, batches)
+        return run_stage_task(spec, stage, batches, offset, count)
 
     return run
+
+
+def partition_offsets(plan: Plan, spec: EpochSpec) -> tuple[dict[int, int], dict[int, int]]:
+    """Per stage, how far a narrow union shifts its tasks' ``TaskContext.partitionId()``.
+
+    A stage's ``mapInArrow`` is pipelined into the Spark task of the RDD that ends its
+    pipeline: a shuffle (a keyed consumer), a union stage, or the union of the final stages.
+    In a union, the partitions of an input come after those of the inputs before it.
+    """
+    counts: dict[int, int] = {}
+    for st in plan.stages:
+        if st.source is not None:
+            counts[st.id] = max(1, len(spec.source_ranges.get(st.id, [])))
+        elif st.key_selector is not None:
+            counts[st.id] = st.parallelism
+        else:
+            counts[st.id] = sum(counts[i.id] for i in st.inputs)
+    offsets: dict[int, int] = {}
+    pos = 0
+    for sid in sorted(spec.final_stage_ids):
+        offsets[sid] = pos
+        pos += counts[sid]
+    for st in reversed(plan.stages):  # consumers before their inputs
+        pos = offsets.get(st.id, 0)
+        for inp in st.inputs:
+            if st.key_selector is not None:
+                offsets[inp.id] = 0  # a shuffle ends the input's pipeline
+            else:
+                offsets[inp.id] = pos
+                pos += counts[inp.id]
+    return offsets, counts
 
 
 def run_epoch(spark: Any, plan: Plan, spec: EpochSpec) -> list[tuple[int, int, bytes]]:
     """Run the epoch; returns the collected ``(sub, kind, payload)`` rows."""
     dfs: dict[int, Any] = {}
+    offsets, counts = partition_offsets(plan, spec)
     for st in plan.stages:
-        fn = _stage_fn(spec, st)
+        fn = _stage_fn(spec, st, offsets[st.id], counts[st.id])
         if st.source is not None:
             n = max(1, len(spec.source_ranges.get(st.id, [])))
             df = spark.range(0, n, 1, n).mapInArrow(fn, ROW_SCHEMA_DDL)

@@ -71,7 +71,7 @@ class Plan:
     sinks: list[Node]
     nodes: list[Node]
 
-    def to_json(self) -> str:
+    def to_json(self, default_parallelism: int = 1) -> str:
         """Flink-style execution plan JSON (``get_execution_plan``)."""
         stage_of = {n.id: s for s in self.stages for n in s.members}
         out = []
@@ -84,7 +84,10 @@ class Plan:
                 if n.kind == "source"
                 else ("Data Sink" if n.kind == "sink" else "Operator"),
                 "contents": n.name,
-                "parallelism": s.parallelism if s else n.parallelism,
+                # Source and union stages run one task per split / input partition.
+                "parallelism": (s.parallelism if s and s.parallelism else None)
+                or n.parallelism
+                or default_parallelism,
             }
             if n.inputs:
                 entry["predecessors"] = [

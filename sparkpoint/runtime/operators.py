@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from sparkpoint.runtime.context import (
+    EVENT_TIME,
     KeyedContext,
     OperatorEnv,
     ProcessContext,
@@ -256,7 +257,9 @@ class _KeyedOperator(_UserFunctionOperator):
                 self.backend.set_current_key(key)
                 self.ctx.enter_timer(ts, domain, key)
                 if on_timer is not None:
-                    _extend_outputs(on_timer(ts, self.ctx), ts, out_v, out_t)
+                    # Output of processing-time timers carries no timestamp (as Flink).
+                    out_ts = ts if domain == EVENT_TIME else None
+                    _extend_outputs(on_timer(ts, self.ctx), out_ts, out_v, out_t)
             self.ctx.leave_timer()
             if out_v:
                 self.emit(out_v, out_t)

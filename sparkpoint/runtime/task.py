@@ -226,8 +226,12 @@ def _build_operator(node: Node, spec: EpochSpec, out: list[tuple[int, int, bytes
 class StageTask:
     """Runs one partition of one stage for one epoch."""
 
-    def __init__(self, spec: EpochSpec, stage: Stage, partition: int, attempt: int) -> None:
+    def __init__(
+        self, spec: EpochSpec, stage: Stage, partition: int, attempt: int, num_partitions: int = 0
+    ) -> None:
         self.spec = spec
+        # Source and union stages have no fixed parallelism: their subtasks this epoch.
+        self.parallelism = stage.parallelism or max(1, num_partitions)
         self.stage = stage
         self.partition = partition
         self.attempt = attempt
@@ -349,7 +353,7 @@ class StageTask:
             task_name=spec.job_name,
             epoch=spec.epoch,
             subtask_index=self.partition,
-            parallelism=self.stage.parallelism,
+            parallelism=self.parallelism,
             max_parallelism=self.stage.max_parallelism,
             attempt_number=self.attempt,
             end_of_input=spec.end_of_input,
@@ -478,7 +482,11 @@ class StageTask:
 
 
 def run_stage_task(
-    spec: EpochSpec, stage: Stage, batches: Iterator[pa.RecordBatch]
+    spec: EpochSpec,
+    stage: Stage,
+    batches: Iterator[pa.RecordBatch],
+    offset: int = 0,
+    num_partitions: int = 0,
 ) -> Iterator[pa.RecordBatch]:
     """Entry point inside ``mapInArrow``: find our partition and attempt, then run."""
     from pyspark import TaskContext
@@ -489,6 +497,6 @@ def run_stage_task(
         if dict(get_options()) != spec.fs_options:
             configure(spec.fs_options)
     tc = TaskContext.get()
-    partition = tc.partitionId() if tc is not None else 0
+    partition = tc.partitionId() - offset if tc is not None else 0
     attempt = tc.attemptNumber() if tc is not None else 0
-    yield from StageTask(spec, stage, partition, attempt).run(batches)
+    yield from StageTask(spec, stage, partition, attempt, num_partitions).run(batches)
