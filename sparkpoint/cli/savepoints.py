@@ -15,14 +15,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sparkpoint.checkpoint.handles import KeyGroupsStateHandle
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, OperatorState
 from sparkpoint.cli.checkpoints import load_pointer
-from sparkpoint.errors import RestoreError
 from sparkpoint.fs import get_filesystem
-from sparkpoint.state.savepoint_format import SAVEPOINT_TABLE_SCHEMA, read_keyed_state
+from sparkpoint.state.savepoint_format import operator_table
 
-__all__ = ["add_arguments", "dump_savepoint", "operator_table", "parquet_file_name"]
+__all__ = ["add_arguments", "dump_savepoint", "parquet_file_name"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -38,21 +36,6 @@ def _keyed_operators(metadata: CheckpointMetadata) -> list[OperatorState]:
         for op in metadata.operator_states
         if any(sub.managed_keyed_state for sub in op.subtask_states.values())
     ]
-
-
-def operator_table(op: OperatorState) -> pa.Table:
-    """Every keyed-state entry of ``op`` (all subtasks) as one table."""
-    tables = [SAVEPOINT_TABLE_SCHEMA.empty_table()]
-    for index, sub in op.subtask_states.items():
-        for handle in sub.managed_keyed_state:
-            if not isinstance(handle, KeyGroupsStateHandle):
-                raise RestoreError(
-                    f"Operator {op.operator_id} subtask {index} holds a "
-                    f"{type(handle).__name__} (an incremental checkpoint); only savepoints and "
-                    "full checkpoints can be dumped as tables"
-                )
-            tables.append(read_keyed_state(handle, op.operator_id, index))
-    return pa.concat_tables(tables)
 
 
 def _write_table(table: pa.Table, output: str, name: str) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from sparkpoint.checkpoint.handles import KeyedStateHandle, KeyGroupsStateHandle
+from sparkpoint.checkpoint.metadata import OperatorState
 from sparkpoint.errors import RestoreError
 from sparkpoint.state.descriptors import StateKind
 from sparkpoint.state.snapshot_format import (
@@ -34,6 +35,7 @@ from sparkpoint.state.table import RegisteredStateMeta
 __all__ = [
     "SAVEPOINT_TABLE_SCHEMA",
     "decode_column",
+    "operator_table",
     "read_keyed_state",
     "read_savepoint_state",
     "read_snapshot_headers",
@@ -131,17 +133,23 @@ def read_savepoint_state(pointer: str, operator_id: str | None = None) -> pa.Tab
     metadata = _load_metadata(pointer)
     tables = [SAVEPOINT_TABLE_SCHEMA.empty_table()]
     for op in metadata.operator_states:
-        if operator_id is not None and op.operator_id != operator_id:
-            continue
-        for index, sub in op.subtask_states.items():
-            for handle in sub.managed_keyed_state:
-                if not isinstance(handle, KeyGroupsStateHandle):
-                    raise RestoreError(
-                        f"Operator {op.operator_id} subtask {index} holds a "
-                        f"{type(handle).__name__} (an incremental checkpoint); only savepoints "
-                        "and full checkpoints can be read as tables"
-                    )
-                tables.append(read_keyed_state(handle, op.operator_id, index))
+        if operator_id is None or op.operator_id == operator_id:
+            tables.append(operator_table(op))
+    return pa.concat_tables(tables)
+
+
+def operator_table(op: OperatorState) -> pa.Table:
+    """Every keyed-state entry of one operator (all subtasks) as one table."""
+    tables = [SAVEPOINT_TABLE_SCHEMA.empty_table()]
+    for index, sub in op.subtask_states.items():
+        for handle in sub.managed_keyed_state:
+            if not isinstance(handle, KeyGroupsStateHandle):
+                raise RestoreError(
+                    f"Operator {op.operator_id} subtask {index} holds a "
+                    f"{type(handle).__name__} (an incremental checkpoint); only savepoints "
+                    "and full checkpoints can be read as tables"
+                )
+            tables.append(read_keyed_state(handle, op.operator_id, index))
     return pa.concat_tables(tables)
 
 
