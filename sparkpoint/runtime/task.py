@@ -384,6 +384,8 @@ class StageTask:
         marks = dict(spec.watermarks)
         records = 0
         if self.stage.source is not None:
+            for _ in batches:  # the split index row: drain it so Spark can reuse the worker
+                pass
             ranges = spec.source_ranges.get(self.stage.id, [])
             if self.partition < len(ranges):
                 split_range = ranges[self.partition]
@@ -440,6 +442,7 @@ class StageTask:
             "attempt": self.attempt,
             "records_in": records,
             "seconds": time.perf_counter() - t0,
+            "pid": os.getpid(),
             "state_bytes": sum(a[3] for a in acks),
         }
         out.append((0, KIND_STATS, pickle.dumps(stats)))
