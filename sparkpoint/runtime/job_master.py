@@ -198,7 +198,7 @@ class JobMaster:
             self._fail_requests()
             raise
         finally:
-            self.cleaner.wait_until_idle() if hasattr(self.cleaner, "wait_until_idle") else None
+            self.cleaner.close()
             self._cleanup_local_state()
         return {
             "job_id": self.job_id,
