@@ -142,7 +142,9 @@ class JobMaster:
         self.finals = final_stage_ids(plan)
         self.next_p, self.router = routing(plan)
         self.enumerators = {
-            st.source.operator_id: SplitEnumerator(st.source.source, settings.parallelism)
+            st.source.operator_id: SplitEnumerator(
+                st.source.source, st.source.parallelism or settings.parallelism
+            )
             for st in plan.stages
             if st.source is not None
         }

@@ -506,3 +506,13 @@ def test_execute_without_sinks_fails(env: StreamExecutionEnvironment) -> None:
         env.execute("nothing")
     with pytest.raises(RuntimeError, match="No operators defined"):
         env.get_execution_plan()
+
+
+def test_source_parallelism_sets_the_number_of_splits(env: Any) -> None:
+    """``from_source(...).set_parallelism(n)`` reads the sequence in n splits (n tasks)."""
+    ds = env.from_source(NumberSequenceSource(1, 100), None, "seq").set_parallelism(4)
+    out = ds.map(lambda x: x * 2).execute_and_collect()
+    assert sorted(out) == [2 * x for x in range(1, 101)]
+    master = env._last_master
+    (enum,) = master.enumerators.values()
+    assert len(enum.splits) == 4
