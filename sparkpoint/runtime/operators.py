@@ -41,7 +41,6 @@ class Operator:
         self.operator_id = operator_id
         self.name = name
         self.children: list[Operator] = []
-        self.records_in = 0
 
     def open(self, env: OperatorEnv) -> None:
         """Called once per task before the first batch."""
@@ -51,7 +50,6 @@ class Operator:
 
     def push(self, values: list[Any], timestamps: list[int | None] | None) -> None:
         """Process a batch and hand the output to the children."""
-        self.records_in += len(values)
         out_values, out_ts = self.process(values, timestamps)
         if out_values:
             self.emit(out_values, out_ts)

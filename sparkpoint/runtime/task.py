@@ -185,7 +185,6 @@ class _SinkOperator(Operator):
         )
 
     def push(self, values: list[Any], timestamps: list[int | None] | None) -> None:
-        self.records_in += len(values)
         self.writer.write(values)
 
     def end_epoch(self) -> None:
@@ -242,6 +241,10 @@ class StageTask:
         self.timer_index: dict[str, list[int | None]] = {}
         self.reported: dict[str, int] = {}
         self.reported_max: dict[str, int | None] = {}
+        # Watermarks are reported per split in source stages, per subtask elsewhere; a split
+        # read to its end reports the maximum watermark.
+        self._watermark_scope = str(partition)
+        self._split_done = False
         self.is_final = stage.id in spec.final_stage_ids
         self.next_p = spec.next_parallelism.get(stage.id, 1)
 
@@ -376,8 +379,6 @@ class StageTask:
         spec = self.spec
         env = self._env()
         roots = self._build_tree()
-        self._split_done = False
-        self._watermark_scope = str(self.partition)
         for root in roots:
             root.open(env)
         passthrough: list[tuple[int, int, bytes]] = []
@@ -391,19 +392,10 @@ class StageTask:
                 split_range = ranges[self.partition]
                 self._watermark_scope = split_range.split_id
                 self._split_done = split_range.last
-                source = self.stage.source.source
-                buf: list[Any] = []
-                for value in source.read(split_range):
-                    buf.append(value)
-                    if len(buf) >= _GROUP_TARGET:
-                        records += len(buf)
-                        for root in roots:
-                            root.push(buf, None)
-                        buf = []
-                if buf:
-                    records += len(buf)
+                for chunk in _chunks(self.stage.source.source.read(split_range)):
+                    records += len(chunk)
                     for root in roots:
-                        root.push(buf, None)
+                        root.push(chunk, None)
         else:
             for sub, kind, payload in iter_rows(batches):
                 if kind == KIND_DATA:
@@ -482,6 +474,18 @@ class StageTask:
             for backend in self.backends.values():
                 backend.close()
         return acks
+
+
+def _chunks(records: Iterator[Any]) -> Iterator[list[Any]]:
+    """Batches of up to ``_GROUP_TARGET`` records."""
+    buf: list[Any] = []
+    for value in records:
+        buf.append(value)
+        if len(buf) >= _GROUP_TARGET:
+            yield buf
+            buf = []
+    if buf:
+        yield buf
 
 
 def run_stage_task(
