@@ -1,0 +1,480 @@
+"""Version 1 of the ``_metadata`` payload: checkpoint id, properties, master states and
+every operator's subtask state handles, with Flink's handle type tags.
+
+Integers are big-endian; strings are UTF-8 with a u32 length. ``_Reader`` raises
+``MetadataFormatError`` naming the field, the byte offset and the file on any short or
+malformed read. The frame around the payload is in ``metadata_format``.
+"""
+
+from __future__ import annotations
+
+import abc
+import struct
+
+from sparkpoint.checkpoint.handles import (
+    ByteStreamStateHandle,
+    FileStateHandle,
+    HandleAndLocalPath,
+    IncrementalRemoteKeyedStateHandle,
+    KeyedStateHandle,
+    KeyGroupRangeOffsets,
+    KeyGroupsSavepointStateHandle,
+    KeyGroupsStateHandle,
+    OperatorStateHandle,
+    PlaceholderStreamStateHandle,
+    RelativeFileStateHandle,
+    StateMetaInfo,
+    StreamStateHandle,
+)
+from sparkpoint.checkpoint.key_group_range import KeyGroupRange
+from sparkpoint.checkpoint.metadata import (
+    CheckpointMetadata,
+    MasterState,
+    OperatorState,
+    OperatorSubtaskState,
+)
+from sparkpoint.checkpoint.properties import CheckpointProperties, CheckpointType
+from sparkpoint.errors import MetadataFormatError
+
+__all__ = [
+    "HandleType",
+    "MetadataSerializer",
+    "MetadataV1Serializer",
+    "metadata_format_error",
+]
+
+
+class HandleType:
+    """Type tags of serialised state handles (Flink's numbering where the type is Flink's)."""
+
+    NULL = 0
+    BYTE_STREAM = 1
+    FILE_STREAM = 2
+    KEY_GROUPS = 3
+    PARTITIONABLE_OPERATOR = 4
+    INCREMENTAL_KEY_GROUPS = 5
+    RELATIVE_STREAM = 6
+    SAVEPOINT_KEY_GROUPS = 7
+    PLACEHOLDER = 15
+
+
+def metadata_format_error(
+    kind: str, detail: str, offset: int, source: str | None
+) -> MetadataFormatError:
+    """A ``MetadataFormatError`` saying which problem (``kind``), where, and in which file."""
+    where = f"checkpoint metadata file {source}" if source else "checkpoint metadata"
+    err = MetadataFormatError(f"Invalid {where}: {kind} at byte offset {offset}: {detail}")
+    err.kind = kind  # type: ignore[attr-defined]
+    err.offset = offset  # type: ignore[attr-defined]
+    err.source = source  # type: ignore[attr-defined]
+    return err
+
+
+# ---- primitive writer / reader ------------------------------------------------------------
+
+
+class _Writer:
+    """Appends big-endian primitives to a buffer."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+
+    def u8(self, v: int) -> None:
+        self.buf += struct.pack(">B", v)
+
+    def i32(self, v: int) -> None:
+        self.buf += struct.pack(">i", v)
+
+    def u32(self, v: int) -> None:
+        self.buf += struct.pack(">I", v)
+
+    def i64(self, v: int) -> None:
+        self.buf += struct.pack(">q", v)
+
+    def raw(self, data: bytes) -> None:
+        self.u32(len(data))
+        self.buf += data
+
+    def text(self, s: str) -> None:
+        self.raw(s.encode("utf-8"))
+
+
+class _Reader:
+    """Reads big-endian primitives; errors name the absolute byte offset in the file."""
+
+    def __init__(self, data: bytes, base_offset: int, source: str | None) -> None:
+        self.data = memoryview(data)
+        self.pos = 0
+        self.base = base_offset
+        self.source = source
+
+    @property
+    def offset(self) -> int:
+        return self.base + self.pos
+
+    def fail(self, detail: str, at: int | None = None) -> MetadataFormatError:
+        return metadata_format_error(
+            "malformed payload", detail, self.offset if at is None else at, self.source
+        )
+
+    def _take(self, n: int, what: str) -> memoryview:
+        if n < 0 or self.pos + n > len(self.data):
+            raise self.fail(f"{what} needs {n} bytes, only {len(self.data) - self.pos} remain")
+        chunk = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return chunk
+
+    def u8(self, what: str) -> int:
+        return int(self._take(1, what)[0])
+
+    def i32(self, what: str) -> int:
+        return int(struct.unpack(">i", self._take(4, what))[0])
+
+    def u32(self, what: str) -> int:
+        return int(struct.unpack(">I", self._take(4, what))[0])
+
+    def i64(self, what: str) -> int:
+        return int(struct.unpack(">q", self._take(8, what))[0])
+
+    def raw(self, what: str) -> bytes:
+        n = self.u32(f"length of {what}")
+        return bytes(self._take(n, what))
+
+    def text(self, what: str) -> str:
+        at = self.offset
+        data = self.raw(what)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise self.fail(f"{what} is not valid UTF-8", at) from None
+
+    def count(self, what: str) -> int:
+        n = self.u32(what)
+        if n > len(self.data) - self.pos:
+            raise self.fail(f"{what} {n} exceeds the bytes left in the payload")
+        return n
+
+
+# ---- serializers --------------------------------------------------------------------------
+
+
+class MetadataSerializer(abc.ABC):
+    """Writes and reads the payload of one format version."""
+
+    version: int
+
+    @abc.abstractmethod
+    def serialize(self, metadata: CheckpointMetadata) -> bytes:
+        """The payload bytes of ``metadata``."""
+
+    @abc.abstractmethod
+    def deserialize(
+        self, payload: bytes, exclusive_dir: str | None, source: str | None, base_offset: int
+    ) -> CheckpointMetadata:
+        """The metadata a payload holds; relative paths resolve against ``exclusive_dir``."""
+
+
+class MetadataV1Serializer(MetadataSerializer):
+    """Version 1: checkpoint id, properties, master states, operators and every handle type."""
+
+    version = 1
+
+    # ---- write -----------------------------------------------------------------------
+
+    def serialize(self, metadata: CheckpointMetadata) -> bytes:
+        w = _Writer()
+        w.i64(metadata.checkpoint_id)
+        self._write_properties(w, metadata.properties)
+        w.u32(len(metadata.master_states))
+        for ms in metadata.master_states:
+            w.text(ms.name)
+            w.i32(ms.version)
+            w.raw(ms.data)
+        w.u32(len(metadata.operator_states))
+        for op in metadata.operator_states:
+            w.text(op.operator_id)
+            w.i32(op.parallelism)
+            w.i32(op.max_parallelism)
+            self._write_stream_handle(w, op.coordinator_state)
+            w.u32(len(op.subtask_states))
+            for index, sub in op.subtask_states.items():
+                w.i32(index)
+                w.u8(1 if sub.finished else 0)
+                for keyed in (sub.managed_keyed_state, sub.raw_keyed_state):
+                    w.u32(len(keyed))
+                    for kh in keyed:
+                        self._write_keyed_handle(w, kh)
+                for ops in (sub.managed_operator_state, sub.raw_operator_state):
+                    w.u32(len(ops))
+                    for oh in ops:
+                        self._write_operator_handle(w, oh)
+        return bytes(w.buf)
+
+    @staticmethod
+    def _write_properties(w: _Writer, props: CheckpointProperties | None) -> None:
+        if props is None:
+            w.u8(0)
+            return
+        w.u8(1)
+        w.u8(int(props.checkpoint_type))
+        flags = (
+            props.forced,
+            props.discard_subsumed,
+            props.discard_finished,
+            props.discard_cancelled,
+            props.discard_failed,
+            props.discard_suspended,
+            props.unclaimed,
+        )
+        w.u8(sum(1 << i for i, f in enumerate(flags) if f))
+
+    def _write_stream_handle(self, w: _Writer, h: StreamStateHandle | None) -> None:
+        if h is None:
+            w.u8(HandleType.NULL)
+        elif isinstance(h, ByteStreamStateHandle):
+            w.u8(HandleType.BYTE_STREAM)
+            w.text(h.handle_name)
+            w.raw(h.data)
+        elif isinstance(h, RelativeFileStateHandle):
+            w.u8(HandleType.RELATIVE_STREAM)
+            w.text(h.relative_path)
+            w.i64(h.size)
+        elif isinstance(h, FileStateHandle):
+            w.u8(HandleType.FILE_STREAM)
+            w.i64(h.size)
+            w.text(h.path)
+        elif isinstance(h, PlaceholderStreamStateHandle):
+            w.u8(HandleType.PLACEHOLDER)
+            w.text(h.shared_key)
+            w.i64(h.size)
+        else:
+            raise TypeError(f"Cannot serialize stream state handle of type {type(h).__name__}")
+
+    def _write_keyed_handle(self, w: _Writer, h: KeyedStateHandle | None) -> None:
+        if h is None:
+            w.u8(HandleType.NULL)
+        elif isinstance(h, KeyGroupsStateHandle):
+            savepoint = isinstance(h, KeyGroupsSavepointStateHandle)
+            w.u8(HandleType.SAVEPOINT_KEY_GROUPS if savepoint else HandleType.KEY_GROUPS)
+            kgr = h.key_group_range
+            w.i32(kgr.start_key_group)
+            w.i32(kgr.number_of_key_groups)
+            for offset in h.group_range_offsets.offsets:
+                w.i64(offset)
+            self._write_stream_handle(w, h.delegate)
+            if not savepoint:
+                w.text(h.state_handle_id)
+        elif isinstance(h, IncrementalRemoteKeyedStateHandle):
+            w.u8(HandleType.INCREMENTAL_KEY_GROUPS)
+            w.i64(h.checkpoint_id)
+            w.text(h.backend_identifier)
+            w.i32(h.range.start_key_group)
+            w.i32(h.range.number_of_key_groups)
+            w.i64(h.checkpointed_size)
+            self._write_stream_handle(w, h.meta_state_handle)
+            for files in (h.shared_state, h.private_state):
+                w.u32(len(files))
+                for f in files:
+                    w.text(f.local_path)
+                    self._write_stream_handle(w, f.handle)
+            w.text(h.state_handle_id)
+        else:
+            raise TypeError(f"Cannot serialize keyed state handle of type {type(h).__name__}")
+
+    def _write_operator_handle(self, w: _Writer, h: OperatorStateHandle) -> None:
+        w.u8(HandleType.PARTITIONABLE_OPERATOR)
+        infos = h.state_name_to_partition_offsets
+        w.u32(len(infos))
+        for name, info in infos.items():
+            w.text(name)
+            w.u8(int(info.distribution_mode))
+            w.u32(len(info.offsets))
+            for offset in info.offsets:
+                w.i64(offset)
+        self._write_stream_handle(w, h.delegate)
+
+    # ---- read ------------------------------------------------------------------------
+
+    def deserialize(
+        self, payload: bytes, exclusive_dir: str | None, source: str | None, base_offset: int
+    ) -> CheckpointMetadata:
+        r = _Reader(payload, base_offset, source)
+        checkpoint_id = r.i64("checkpoint id")
+        properties = self._read_properties(r)
+        masters = []
+        for _ in range(r.count("number of master states")):
+            name = r.text("master state name")
+            version = r.i32("master state version")
+            masters.append(MasterState(name, version, r.raw("master state bytes")))
+        operators = []
+        for _ in range(r.count("number of operators")):
+            at = r.offset
+            operator_id = r.text("operator id")
+            parallelism = r.i32("parallelism")
+            max_parallelism = r.i32("max parallelism")
+            coordinator = self._read_stream_handle(r, exclusive_dir)
+            if coordinator is not None and not isinstance(coordinator, ByteStreamStateHandle):
+                raise r.fail("coordinator state must be inline (a byte-stream handle)", at)
+            subtasks: dict[int, OperatorSubtaskState] = {}
+            for _ in range(r.count("number of subtask states")):
+                index = r.i32("subtask index")
+                finished = r.u8("finished flag") == 1
+                keyed = [
+                    tuple(
+                        self._read_keyed_handle(r, exclusive_dir)
+                        for _ in range(r.count("number of keyed handles"))
+                    )
+                    for _ in range(2)
+                ]
+                ops = [
+                    tuple(
+                        self._read_operator_handle(r, exclusive_dir)
+                        for _ in range(r.count("number of operator handles"))
+                    )
+                    for _ in range(2)
+                ]
+                subtasks[index] = OperatorSubtaskState(
+                    tuple(h for h in keyed[0] if h is not None),
+                    tuple(h for h in keyed[1] if h is not None),
+                    ops[0],
+                    ops[1],
+                    finished,
+                )
+            try:
+                operators.append(
+                    OperatorState(operator_id, parallelism, max_parallelism, subtasks, coordinator)
+                )
+            except ValueError as exc:
+                raise r.fail(str(exc), at) from None
+        if r.pos != len(payload):
+            raise r.fail(f"{len(payload) - r.pos} unexpected bytes after the last operator")
+        try:
+            return CheckpointMetadata(
+                checkpoint_id, tuple(operators), tuple(masters), properties
+            )
+        except ValueError as exc:
+            raise r.fail(str(exc), base_offset) from None
+
+    @staticmethod
+    def _read_properties(r: _Reader) -> CheckpointProperties | None:
+        if r.u8("properties flag") == 0:
+            return None
+        at = r.offset
+        kind = r.u8("checkpoint type")
+        try:
+            checkpoint_type = CheckpointType(kind)
+        except ValueError:
+            raise r.fail(f"unknown checkpoint type {kind}", at) from None
+        bits = r.u8("property flags")
+        flags = [bool(bits & (1 << i)) for i in range(7)]
+        return CheckpointProperties(
+            flags[0], checkpoint_type, flags[1], flags[2], flags[3], flags[4], flags[5], flags[6]
+        )
+
+    def _read_stream_handle(
+        self, r: _Reader, exclusive_dir: str | None
+    ) -> StreamStateHandle | None:
+        at = r.offset
+        tag = r.u8("stream handle type")
+        if tag == HandleType.NULL:
+            return None
+        if tag == HandleType.BYTE_STREAM:
+            name = r.text("byte-stream handle name")
+            return ByteStreamStateHandle(name, r.raw("byte-stream handle data"))
+        if tag == HandleType.FILE_STREAM:
+            size = r.i64("file size")
+            return FileStateHandle(r.text("file path"), size)
+        if tag == HandleType.RELATIVE_STREAM:
+            relative = r.text("relative file path")
+            size = r.i64("file size")
+            if exclusive_dir is None:
+                raise metadata_format_error(
+                    "missing context",
+                    "Cannot deserialize a RelativeFileStateHandle without a context "
+                    "(load the checkpoint through its directory or _metadata path)",
+                    at,
+                    r.source,
+                )
+            path = f"{exclusive_dir.rstrip('/')}/{relative}"
+            return RelativeFileStateHandle(path, size, relative)
+        if tag == HandleType.PLACEHOLDER:
+            key = r.text("placeholder key")
+            return PlaceholderStreamStateHandle(key, r.i64("placeholder size"))
+        raise r.fail(f"unknown stream state handle type {tag}", at)
+
+    def _read_keyed_handle(self, r: _Reader, exclusive_dir: str | None) -> KeyedStateHandle | None:
+        at = r.offset
+        tag = r.u8("keyed handle type")
+        if tag == HandleType.NULL:
+            return None
+        if tag in (HandleType.KEY_GROUPS, HandleType.SAVEPOINT_KEY_GROUPS):
+            kgr = self._read_range(r)
+            offsets = tuple(r.i64("key-group offset") for _ in range(len(kgr)))
+            delegate = self._read_stream_handle(r, exclusive_dir)
+            if delegate is None:
+                raise r.fail("key-groups handle without a delegate stream", at)
+            kgo = KeyGroupRangeOffsets(kgr, offsets)
+            if tag == HandleType.SAVEPOINT_KEY_GROUPS:
+                return KeyGroupsSavepointStateHandle(kgo, delegate)
+            return KeyGroupsStateHandle(kgo, delegate, r.text("state handle id"))
+        if tag == HandleType.INCREMENTAL_KEY_GROUPS:
+            checkpoint_id = r.i64("checkpoint id")
+            backend_id = r.text("backend identifier")
+            kgr = self._read_range(r, with_offsets=False)
+            checkpointed_size = r.i64("checkpointed size")
+            meta = self._read_stream_handle(r, exclusive_dir)
+            if meta is None:
+                raise r.fail("incremental handle without a meta-state handle", at)
+            files: list[tuple[HandleAndLocalPath, ...]] = []
+            for _ in range(2):
+                entries = []
+                for _ in range(r.count("number of files")):
+                    local = r.text("local path")
+                    handle = self._read_stream_handle(r, exclusive_dir)
+                    if handle is None:
+                        raise r.fail(f"file {local!r} has no handle", at)
+                    entries.append(HandleAndLocalPath(handle, local))
+                files.append(tuple(entries))
+            return IncrementalRemoteKeyedStateHandle(
+                backend_id,
+                kgr,
+                checkpoint_id,
+                files[0],
+                files[1],
+                meta,
+                checkpointed_size,
+                r.text("state handle id"),
+            )
+        raise r.fail(f"unknown keyed state handle type {tag}", at)
+
+    @staticmethod
+    def _read_range(r: _Reader, with_offsets: bool = True) -> KeyGroupRange:
+        at = r.offset
+        start = r.i32("start key group")
+        number = r.i32("number of key groups")
+        if start < 0 or number < 0:
+            raise r.fail(f"invalid key-group range start={start} count={number}", at)
+        if with_offsets and number > (len(r.data) - r.pos) // 8:
+            raise r.fail(f"{number} key-group offsets exceed the bytes left", at)
+        return KeyGroupRange.of(start, start + number - 1)
+
+    def _read_operator_handle(self, r: _Reader, exclusive_dir: str | None) -> OperatorStateHandle:
+        at = r.offset
+        tag = r.u8("operator handle type")
+        if tag != HandleType.PARTITIONABLE_OPERATOR:
+            raise r.fail(f"unknown operator state handle type {tag}", at)
+        infos: dict[str, StateMetaInfo] = {}
+        for _ in range(r.count("number of operator states")):
+            name = r.text("operator state name")
+            mode_at = r.offset
+            mode = r.u8("distribution mode")
+            try:
+                dist = OperatorStateHandle.Mode(mode)
+            except ValueError:
+                raise r.fail(f"unknown distribution mode {mode}", mode_at) from None
+            n = r.count("number of offsets")
+            infos[name] = StateMetaInfo(tuple(r.i64("partition offset") for _ in range(n)), dist)
+        delegate = self._read_stream_handle(r, exclusive_dir)
+        if delegate is None:
+            raise r.fail("operator state handle without a delegate stream", at)
+        return OperatorStateHandle(infos, delegate)
