@@ -37,7 +37,6 @@ from sparkpoint.errors import (
     SparkpointError,
 )
 from sparkpoint.fs.registry import get_options as get_fs_options
-from sparkpoint.runtime.context import MAX_WATERMARK
 from sparkpoint.runtime.coordinator import (
     CheckpointCoordinator,
     CheckpointPolicy,
@@ -542,10 +541,6 @@ class JobMaster:
     def _cleanup_local_state(self) -> None:
         shutil.rmtree(os.path.join(self.s.local_root, self.job_id), ignore_errors=True)
 
-    @property
-    def current_watermark(self) -> int:
-        """The job's watermark (minimum over all reported splits)."""
-        return min(self.watermarks.values()) if self.watermarks else MAX_WATERMARK
 
 
 class CancelledByRequest(Exception):

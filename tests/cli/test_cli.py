@@ -16,15 +16,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from sparkpoint.checkpoint.fs_location import FsCheckpointStorageLocation
 from sparkpoint.checkpoint.fs_storage import FsCheckpointStorageAccess
 from sparkpoint.checkpoint.handles import (
     ByteStreamStateHandle,
     FileStateHandle,
     HandleAndLocalPath,
     IncrementalRemoteKeyedStateHandle,
-    KeyGroupRangeOffsets,
-    KeyGroupsStateHandle,
 )
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.checkpoint.metadata import (
@@ -46,6 +43,7 @@ from sparkpoint.state.key_groups import (
     compute_key_group_range_for_operator_index,
 )
 from sparkpoint.state.savepoint_format import decode_column
+from tests.fixtures.checkpoints import keyed_handle
 
 JOB = "feedc0de0000111122223333444455ab"
 MAX_P = 128
@@ -73,24 +71,14 @@ def storage_access(base: Path) -> FsCheckpointStorageAccess:
     return access
 
 
-def raw_keyed(location: FsCheckpointStorageLocation, payload: bytes, rng: KeyGroupRange
-              ) -> KeyGroupsStateHandle:
-    with location.create_checkpoint_state_output_stream() as out:
-        out.write(payload)
-        delegate = out.close_and_get_handle()
-    assert delegate is not None
-    offsets = KeyGroupRangeOffsets(rng, (0,) * rng.number_of_key_groups)
-    return KeyGroupsStateHandle(offsets, delegate, "h")
-
-
 def write_checkpoint(access: FsCheckpointStorageAccess, n: int) -> Path:
     """chk-N with one keyed operator of two subtasks (one inline, one file) and a master."""
     location = access.initialize_location_for_checkpoint(n)
     subs = {
         0: OperatorSubtaskState(managed_keyed_state=(
-            raw_keyed(location, SMALL, KeyGroupRange(0, 63)),)),
+            keyed_handle(location, SMALL, KeyGroupRange(0, 63)),)),
         1: OperatorSubtaskState(managed_keyed_state=(
-            raw_keyed(location, LARGE, KeyGroupRange(64, 127)),)),
+            keyed_handle(location, LARGE, KeyGroupRange(64, 127)),)),
     }
     metadata = CheckpointMetadata(
         n,

@@ -43,6 +43,7 @@ from sparkpoint.runtime.coordinator import (
     CheckpointPolicy,
     PendingCheckpoint,
 )
+from tests.fixtures.checkpoints import keyed_handle
 
 JOB = "0123456789abcdef0123456789abcdef"
 SMALL = b"s" * 100  # inline (below the 20 KiB threshold)
@@ -114,18 +115,6 @@ class Harness:
 
 
 MASTER = [MasterState.from_json("sparkpoint.job", {"epoch": 1, "sources": {}})]
-
-
-def keyed_handle(
-    location: CheckpointStorageLocation, payload: bytes, key_groups: KeyGroupRange
-) -> KeyGroupsStateHandle:
-    """A key-groups handle whose single stream holds ``payload`` (as a task writes it)."""
-    with location.create_checkpoint_state_output_stream() as out:
-        out.write(payload)
-        delegate = out.close_and_get_handle()
-    assert delegate is not None
-    offsets = KeyGroupRangeOffsets(key_groups, (0,) * key_groups.number_of_key_groups)
-    return KeyGroupsStateHandle(offsets, delegate, "h")
 
 
 def keyed_operator(
