@@ -20,6 +20,7 @@ from sparkpoint.checkpoint.storage import (
 )
 from sparkpoint.errors import StorageError
 from sparkpoint.fs import get_filesystem
+from sparkpoint.fs.atomic import require_atomic_create
 from sparkpoint.fs.base import FileSystem
 from sparkpoint.fs.entropy import remove_entropy_marker_if_present
 
@@ -34,6 +35,7 @@ class FsCheckpointMetadataOutputStream(CheckpointMetadataOutputStream):
     """Writes ``_metadata`` into ``exclusive_dir``; visible only after finalisation."""
 
     def __init__(self, fs: FileSystem, metadata_file_path: str, exclusive_dir: str) -> None:
+        require_atomic_create(fs, metadata_file_path)
         if fs.exists(metadata_file_path):
             raise StorageError(f"Target file {metadata_file_path} already exists.")
         self._fs = fs

@@ -29,6 +29,7 @@ from sparkpoint.checkpoint.storage import (
 )
 from sparkpoint.errors import StorageError
 from sparkpoint.fs import get_filesystem
+from sparkpoint.fs.atomic import require_atomic_create
 from sparkpoint.fs.base import FileSystem
 
 __all__ = [
@@ -146,6 +147,7 @@ class FsCheckpointStorageAccess(AbstractFsCheckpointStorageAccess):
             raise ValueError(f"write_buffer_size must be >= 0, got {write_buffer_size}")
         base = checkpoint_base_directory.rstrip("/")
         self.fs = fs if fs is not None else get_filesystem(base)
+        require_atomic_create(self.fs, base)
         self.checkpoints_directory = (
             self.get_checkpoint_directory_for_job(base, job_id)
             if create_checkpoint_sub_dir

@@ -4,7 +4,9 @@ State at or below the threshold never touches the filesystem: it is returned inl
 ends up inside ``_metadata``. Larger state goes to a file with a random UUID name, created
 without overwrite (up to 10 attempts) and without any mkdir or existence check: the
 coordinator created the directories beforehand, and per-stream HEAD requests are what
-object stores throttle first.
+object stores throttle first. File systems that cannot create atomically are refused
+(``sparkpoint.fs.atomic``): a loser of a create race gets an error and never deletes the
+winner's file.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from sparkpoint.checkpoint.streams import (
     CheckpointStreamFactory,
 )
 from sparkpoint.errors import StorageError
+from sparkpoint.fs.atomic import require_atomic_create
 from sparkpoint.fs.base import FileSystem
 from sparkpoint.fs.entropy import create_entropy_aware, is_entropy_injecting
 
@@ -171,8 +174,14 @@ class FsCheckpointStateOutputStream(CheckpointStateOutputStream):
             if self._allow_relative:
                 return RelativeFileStateHandle(self._state_path, size, self._relative_path or "")
             return FileStateHandle(self._state_path, size)
+        except FileExistsError as exc:
+            # Another attempt published this path first: the file is theirs, keep it.
+            raise StorageError(
+                f"Could not publish the state file {self._state_path}: another writer "
+                "created it first"
+            ) from exc
         except Exception as exc:
-            self._delete_state_file()
+            self._discard_state_file()
             raise StorageError(
                 f"Could not flush to file and close the file system output stream to "
                 f"{self._state_path} in order to obtain the stream state handle"
@@ -182,31 +191,23 @@ class FsCheckpointStateOutputStream(CheckpointStateOutputStream):
             self._pos = 0
 
     def close(self) -> None:
-        """Abort: close the file (if any) and delete it. Failures are only logged."""
+        """Abort: drop the file (if any) so nothing this stream wrote stays; failures are logged."""
         if self._closed:
             return
         self._closed = True
         self._pos = 0
         if self._out is not None:
-            try:
-                self._out.close()
-            except Exception:
-                _LOG.warning(
-                    "Could not close the state stream for %s.", self._state_path, exc_info=True
-                )
-            finally:
-                self._delete_state_file()
+            self._discard_state_file()
 
-    def _delete_state_file(self) -> None:
-        if self._state_path is None:
+    def _discard_state_file(self) -> None:
+        out, path = self._out, self._state_path
+        if out is None or path is None:
             return
         try:
-            self._fs.delete(self._state_path)
+            self._fs.discard_output(out, path)
         except Exception:
             _LOG.warning(
-                "Cannot delete closed and discarded state stream for %s.",
-                self._state_path,
-                exc_info=True,
+                "Cannot discard the closed and discarded state stream for %s.", path, exc_info=True
             )
 
     @property
@@ -239,6 +240,7 @@ class FsCheckpointStreamFactory(CheckpointStreamFactory):
                 "The threshold for file state size cannot be larger than "
                 f"{MAX_FILE_STATE_THRESHOLD}"
             )
+        require_atomic_create(fs, checkpoint_directory)
         self.fs = fs
         self.checkpoint_directory = checkpoint_directory
         self.shared_state_directory = shared_state_directory

@@ -28,6 +28,7 @@ from sparkpoint.checkpoint.storage import (
 )
 from sparkpoint.errors import StorageError
 from sparkpoint.fs import get_filesystem
+from sparkpoint.fs.atomic import require_atomic_create
 from sparkpoint.fs.base import FileSystem
 
 __all__ = [
@@ -137,6 +138,7 @@ class MemCheckpointStorageAccess(AbstractFsCheckpointStorageAccess):
         if checkpoints_base_directory is not None:
             base = checkpoints_base_directory.rstrip("/")
             self.fs = get_filesystem(base)
+            require_atomic_create(self.fs, base)
             self.checkpoints_directory = self.get_checkpoint_directory_for_job(base, job_id)
             self.fs.mkdirs(self.checkpoints_directory)
 

@@ -1,4 +1,4 @@
-"""FileSystem over pyarrow.fs: local disk, GCS and HDFS (S3 lives in ``sparkpoint.fs.s3``).
+"""FileSystem over pyarrow.fs: local disk and HDFS (and the reads of S3 and GCS).
 
 Paths come in as URIs or plain paths and go back out in the same form; the pyarrow
 filesystem sees its native form (``/abs/path`` locally and on HDFS, ``bucket/key`` on
@@ -23,18 +23,24 @@ from sparkpoint.fs.base import FileInfo, FileSystem
 __all__ = [
     "ArrowFileSystem",
     "LocalFileSystem",
-    "gcs_filesystem",
     "hdfs_filesystem",
+    "split_endpoint",
 ]
 
 
 class ArrowFileSystem(FileSystem):
     """A FileSystem backed by a lazily created ``pyarrow.fs.FileSystem``.
 
-    On object stores ``write_atomic`` is a single PUT and ``open_output`` without overwrite
-    checks existence first (a documented race: two writers may both pass the check).
-    Elsewhere ``write_atomic`` writes a temporary file in the target directory and renames.
+    pyarrow has no create-if-absent, so a no-overwrite create checks for the file and then
+    writes it (``atomic_create`` is false: two writers may both pass the check). On object
+    stores ``write_atomic`` is a single PUT; elsewhere it writes a temporary file in the
+    target directory and renames it.
     """
+
+    non_atomic_reason = (
+        "pyarrow's client has no create-if-absent, so a create checks for the file and then "
+        "writes it"
+    )
 
     def __init__(
         self,
@@ -166,6 +172,8 @@ class ArrowFileSystem(FileSystem):
 class LocalFileSystem(ArrowFileSystem):
     """Local disk: exclusive create with ``O_EXCL`` and publish by link/rename in the dir."""
 
+    atomic_create = True
+
     def __init__(self) -> None:
         super().__init__("file", pafs.LocalFileSystem, is_object_store=False)
 
@@ -256,30 +264,10 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-def _split_endpoint(endpoint: str) -> tuple[str | None, str]:
+def split_endpoint(endpoint: str) -> tuple[str | None, str]:
     """``http://host:port`` -> (``http``, ``host:port``); bare ``host:port`` keeps scheme None."""
     scheme, sep, rest = endpoint.partition("://")
     return (scheme, rest.rstrip("/")) if sep else (None, endpoint.rstrip("/"))
-
-
-def gcs_filesystem(options: Mapping[str, str], env: Mapping[str, str]) -> ArrowFileSystem:
-    """Google Cloud Storage through pyarrow (``gs.endpoint``, ``gs.project-id``,
-    ``gs.anonymous``; credentials from the usual Google environment)."""
-    kwargs: dict[str, Any] = {}
-    endpoint = options.get("gs.endpoint") or env.get("STORAGE_EMULATOR_HOST")
-    if endpoint:
-        scheme, host = _split_endpoint(endpoint)
-        kwargs["endpoint_override"] = host
-        if scheme:
-            kwargs["scheme"] = scheme
-    project = options.get("gs.project-id") or env.get("GOOGLE_CLOUD_PROJECT")
-    if project:
-        kwargs["project_id"] = project
-    if options.get("gs.anonymous", "false").lower() == "true":
-        kwargs["anonymous"] = True
-    return ArrowFileSystem(
-        "gs", functools.partial(pafs.GcsFileSystem, **kwargs), is_object_store=True
-    )
 
 
 def hdfs_filesystem(

@@ -28,6 +28,11 @@ class FileSystem(abc.ABC):
 
     scheme: str = "file"
     is_object_store: bool = False
+    atomic_create: bool = False
+    """Whether a no-overwrite create is decided by the storage in one step, so that of two
+    writers of one path exactly one succeeds and the other gets ``FileExistsError``."""
+    non_atomic_reason: str = "this file system does not declare atomic creation"
+    """Why creates are not atomic here and what would make them so (unused when atomic)."""
     entropy_key: str | None = None
     """Object-store entropy marker (``s3.entropy.key``); ``None`` when not injecting."""
     entropy_length: int = 4
@@ -41,6 +46,17 @@ class FileSystem(abc.ABC):
     def open_output(self, path: str, *, overwrite: bool = False) -> BinaryIO:
         """A binary output stream; with ``overwrite=False`` an existing file is never replaced
         (``FileExistsError``). Does not create parent directories and does not check them."""
+
+    def discard_output(self, stream: BinaryIO, path: str) -> None:
+        """Abandon a stream from ``open_output(path)``: nothing it wrote stays at ``path``.
+
+        Here the file exists from the open on and is this writer's, so it is closed and
+        deleted. Object stores publish only on close and override this to publish nothing.
+        """
+        try:
+            stream.close()
+        finally:
+            self.delete(path)
 
     @abc.abstractmethod
     def write_atomic(self, path: str, data: bytes, *, overwrite: bool = False) -> None:

@@ -1,14 +1,17 @@
-"""FileSystem over fsspec: ``memory://`` for tests and any scheme pyarrow does not serve.
+"""FileSystem over fsspec: ``memory://``, ``gs://`` (gcsfs), ``abfs://`` (adlfs) and others.
 
-No-overwrite create uses fsspec's exclusive ``xb`` mode where the implementation supports
-it (memory, s3fs, local); otherwise it checks for the file first, which leaves a race
-between two writers of the same path. ``write_atomic`` is one ``pipe_file`` call: a single
-PUT on object stores, a single in-memory assignment for ``memory://``.
+A no-overwrite create is atomic where the implementation lets the store decide it in one
+step: adlfs commits a blob with ``If-None-Match: *``; gcsfs uploads in one request with
+``ifGenerationMatch=0``; ``memory://`` publishes with one dict ``setdefault``. Other schemes
+check for the file and then write it (``atomic_create`` is false, and checkpoint storage
+refuses them unless the user opts in). ``write_atomic`` is one ``pipe_file`` call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import io
+from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO, cast
 
 import fsspec
@@ -18,6 +21,37 @@ from sparkpoint.fs.base import FileInfo, FileSystem
 __all__ = ["FsspecFileSystem"]
 
 _DIRECTORY_SCHEMES = frozenset({"memory", "file", "local", "hdfs", "webhdfs", "sftp", "ftp"})
+_AZURE_SCHEMES = frozenset({"abfs", "abfss", "az"})
+_GCS_SCHEMES = frozenset({"gs", "gcs"})
+_ONE_REQUEST_LIMIT = 5 * 1024**3
+"""Largest object sent as one upload request (S3's single-PUT limit, used for GCS too)."""
+
+
+class _PublishOnClose(io.BytesIO):
+    """Collects a file's bytes and hands them to ``publish`` in one call when closed.
+
+    ``discard`` (or being dropped unclosed) publishes nothing.
+    """
+
+    def __init__(self, publish: Callable[[bytes], None]) -> None:
+        super().__init__()
+        self._publish: Callable[[bytes], None] | None = publish
+
+    def close(self) -> None:
+        publish, self._publish = self._publish, None
+        try:
+            if publish is not None and not self.closed:
+                publish(self.getvalue())
+        finally:
+            super().close()
+
+    def discard(self) -> None:
+        """Close without publishing."""
+        self._publish = None
+        super().close()
+
+    def __del__(self) -> None:
+        self._publish = None
 
 
 class FsspecFileSystem(FileSystem):
@@ -26,6 +60,12 @@ class FsspecFileSystem(FileSystem):
     def __init__(self, protocol: str, storage_options: Mapping[str, Any] | None = None) -> None:
         self.scheme = protocol
         self.is_object_store = protocol not in _DIRECTORY_SCHEMES
+        self.atomic_create = protocol in _AZURE_SCHEMES | _GCS_SCHEMES | {"memory"}
+        if not self.atomic_create:
+            self.non_atomic_reason = (
+                f"sparkpoint knows no create-if-absent request for fsspec's '{protocol}' "
+                "implementation, so a create checks for the file and then writes it"
+            )
         self._storage_options = dict(storage_options or {})
         self._fs: Any = None
 
@@ -92,18 +132,48 @@ class FsspecFileSystem(FileSystem):
         native = self.native(path)
         if overwrite:
             return cast(BinaryIO, self.fsspec.open(native, "wb"))
-        try:
+        if self.scheme in _AZURE_SCHEMES:
             return cast(BinaryIO, self.fsspec.open(native, "xb"))
-        except (ValueError, NotImplementedError):
-            if self.fsspec.exists(native):
-                raise FileExistsError(f"File already exists: {path}") from None
-            return cast(BinaryIO, self.fsspec.open(native, "wb"))
+        if self.scheme == "memory" or self.scheme in _GCS_SCHEMES:
+            return cast(BinaryIO, _PublishOnClose(lambda data: self._create(native, data)))
+        if self.fsspec.exists(native):
+            raise FileExistsError(f"File already exists: {path}")
+        return cast(BinaryIO, self.fsspec.open(native, "wb"))
+
+    def discard_output(self, stream: BinaryIO, path: str) -> None:
+        """Object stores and ``memory://`` publish on close: drop the upload instead."""
+        discard = getattr(stream, "discard", None)
+        if discard is None or not (self.is_object_store or self.scheme == "memory"):
+            super().discard_output(stream, path)
+            return
+        discard()
+        # fsspec's buffered files would still commit when closed or collected.
+        with contextlib.suppress(AttributeError):
+            stream.closed = True  # type: ignore[misc]
 
     def write_atomic(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
         native = self.native(path)
-        if not overwrite and self.fsspec.exists(native):
+        if overwrite:
+            self.fsspec.pipe_file(native, bytes(data), mode="overwrite")
+        elif self.atomic_create:
+            self._create(native, bytes(data))
+        elif self.fsspec.exists(native):
             raise FileExistsError(f"File already exists: {path}")
-        self.fsspec.pipe_file(native, bytes(data), mode="overwrite" if overwrite else "create")
+        else:
+            self.fsspec.pipe_file(native, bytes(data), mode="overwrite")
+
+    def _create(self, native: str, data: bytes) -> None:
+        """One create-if-absent of ``native``; ``FileExistsError`` when it exists."""
+        if self.scheme == "memory":
+            from fsspec.implementations.memory import MemoryFile
+
+            entry = MemoryFile(fs=self.fsspec, path=native, data=data)
+            if self.fsspec.store.setdefault(native, entry) is not entry:
+                raise FileExistsError(f"File already exists: memory://{native}")
+        elif self.scheme in _GCS_SCHEMES:
+            self.fsspec.pipe_file(native, data, mode="create", chunksize=_ONE_REQUEST_LIMIT)
+        else:
+            self.fsspec.pipe_file(native, data, mode="create")
 
     def mkdirs(self, path: str) -> None:
         if not self.is_object_store:

@@ -1,11 +1,12 @@
 """Resolves a path or URI to its FileSystem, configured once per process from options.
 
-Schemes: plain paths and ``file://`` (local disk), ``s3://``/``s3a://``/``s3n://``,
-``gs://``/``gcs://``, ``hdfs://`` through pyarrow; everything else (``memory://``,
-``abfs://``, ...) through fsspec. Options are Flink's (``s3.endpoint``, ``s3.region``,
-``s3.access-key``, ``s3.secret-key``, ``s3.path.style.access``, ``s3.entropy.key``,
-``s3.entropy.length``, ``gs.*``, ``hdfs.user``); unset values come from the usual
-environment variables. Options ``<scheme>.<name>`` are passed to fsspec as ``name``.
+Schemes: plain paths and ``file://`` (local disk) and ``hdfs://`` through pyarrow;
+``s3://``/``s3a://``/``s3n://`` through pyarrow and s3fs; ``gs://``/``gcs://`` through gcsfs
+(pyarrow without it); everything else (``memory://``, ``abfs://``, ...) through fsspec.
+Options are Flink's (``s3.endpoint``, ``s3.region``, ``s3.access-key``, ``s3.secret-key``,
+``s3.path.style.access``, ``s3.entropy.key``, ``s3.entropy.length``, ``gs.*``,
+``hdfs.user``); unset values come from the usual environment variables. Options
+``<scheme>.<name>`` are passed to fsspec as ``name``.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import os
 import threading
 from collections.abc import Mapping
 
-from sparkpoint.fs.arrow import LocalFileSystem, gcs_filesystem, hdfs_filesystem
+from sparkpoint.fs.arrow import LocalFileSystem, hdfs_filesystem
 from sparkpoint.fs.base import FileSystem
 from sparkpoint.fs.fsspec_fs import FsspecFileSystem
+from sparkpoint.fs.gcs import gcs_filesystem
 from sparkpoint.fs.s3 import S3FileSystem, S3Options
 
 __all__ = ["configure", "create_filesystem", "get_filesystem", "get_options", "split_scheme"]
@@ -70,7 +72,7 @@ def create_filesystem(
     if scheme in _S3_SCHEMES:
         return S3FileSystem(S3Options.from_options(options, env), scheme)
     if scheme in _GCS_SCHEMES:
-        return gcs_filesystem(options, env)
+        return gcs_filesystem(options, env, scheme)
     if scheme == "hdfs":
         return hdfs_filesystem(authority, options, env)
     prefix = f"{scheme}."

@@ -1,11 +1,9 @@
-"""S3 (and S3-protocol stores) through pyarrow, with s3fs for conditional writes.
+"""S3 (and S3-protocol stores): pyarrow for reads, listings and deletes; s3fs for writes.
 
-Reads, listings and deletes go through ``pyarrow.fs.S3FileSystem``. Writes go through s3fs
-when it is installed, because it supports S3's conditional PUT (``If-None-Match: *``) both
-for one-shot uploads and for completing multipart uploads: a no-overwrite create is then a
-single atomic request with no HEAD before it. Without s3fs, writes fall back to pyarrow
-(``allow_delayed_open`` makes a small write one PUT) and a no-overwrite create checks for
-the key first, which leaves a race between two writers of the same key.
+Writes go through s3fs (a core dependency) because pyarrow's S3 client cannot send S3's
+conditional PUT (``If-None-Match: *``). s3fs sends it on one-shot uploads and on completing
+multipart uploads, so a no-overwrite create is one atomic request with no HEAD before it:
+of two writers of one key, the second to finish gets ``FileExistsError``.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from typing import Any, BinaryIO, cast
 
 import pyarrow.fs as pafs
 
-from sparkpoint.fs.arrow import ArrowFileSystem, _split_endpoint
+from sparkpoint.fs.arrow import ArrowFileSystem, split_endpoint
 
 __all__ = ["S3FileSystem", "S3Options"]
 
@@ -74,7 +72,7 @@ class S3Options:
         """Keyword arguments for ``pyarrow.fs.S3FileSystem``."""
         kwargs: dict[str, Any] = {"allow_delayed_open": True}
         if self.endpoint:
-            scheme, host = _split_endpoint(self.endpoint)
+            scheme, host = split_endpoint(self.endpoint)
             kwargs["endpoint_override"] = host
             if scheme:
                 kwargs["scheme"] = scheme
@@ -114,6 +112,8 @@ class S3Options:
 class S3FileSystem(ArrowFileSystem):
     """``s3://bucket/key`` (also ``s3a://``, ``s3n://``); entropy injection when configured."""
 
+    atomic_create = True
+
     def __init__(self, options: S3Options, scheme: str = "s3") -> None:
         factory = functools.partial(pafs.S3FileSystem, **options.arrow_kwargs())
         super().__init__(scheme, factory, is_object_store=True)
@@ -129,26 +129,28 @@ class S3FileSystem(ArrowFileSystem):
 
     @property
     def s3fs(self) -> Any:
-        """The s3fs filesystem used for writes, or ``None`` when s3fs is not installed."""
+        """The s3fs filesystem every write goes through (created on first use)."""
         if self._s3fs is None:
-            try:
-                import s3fs
-            except ImportError:
-                return None
+            import s3fs
+
             self._s3fs = s3fs.S3FileSystem(**self.options.s3fs_kwargs())
         return self._s3fs
 
     def open_output(self, path: str, *, overwrite: bool = False) -> BinaryIO:
-        writer = self.s3fs
-        if writer is None:
-            return super().open_output(path, overwrite=overwrite)
-        mode = "wb" if overwrite else "xb"
-        return cast(BinaryIO, writer.open(self.native(path), mode, block_size=_PART_SIZE))
+        if overwrite:
+            return cast(BinaryIO, self.s3fs.open(self.native(path), "wb", block_size=_PART_SIZE))
+        from sparkpoint.fs.s3_exclusive import open_exclusive
+
+        return open_exclusive(self.s3fs, self.native(path), _PART_SIZE)
+
+    def discard_output(self, stream: BinaryIO, path: str) -> None:
+        """Abort the upload: an S3 object appears only when its stream closes."""
+        discard = getattr(stream, "discard", None)
+        if discard is None:
+            super().discard_output(stream, path)
+        else:
+            discard()
 
     def write_atomic(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
-        writer = self.s3fs
-        if writer is None:
-            super().write_atomic(path, data, overwrite=overwrite)
-            return
         mode = "overwrite" if overwrite else "create"
-        writer.pipe_file(self.native(path), bytes(data), mode=mode)
+        self.s3fs.pipe_file(self.native(path), bytes(data), mode=mode)

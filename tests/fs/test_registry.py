@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import pickle
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from sparkpoint.fs import configure, get_filesystem
 from sparkpoint.fs.arrow import ArrowFileSystem, LocalFileSystem
 from sparkpoint.fs.fsspec_fs import FsspecFileSystem
+from sparkpoint.fs.gcs import GcsfsFileSystem
 from sparkpoint.fs.registry import create_filesystem, get_options, split_scheme
 from sparkpoint.fs.s3 import S3FileSystem, S3Options
 
@@ -41,7 +43,10 @@ def test_schemes_map_to_implementations() -> None:
         assert fs.scheme == scheme
         assert fs.is_object_store
     gs = create_filesystem("gs://b/k", {}, env={})
-    assert isinstance(gs, ArrowFileSystem) and gs.scheme == "gs" and gs.is_object_store
+    expected = ArrowFileSystem if importlib.util.find_spec("gcsfs") is None else GcsfsFileSystem
+    assert isinstance(gs, expected) and gs.scheme == "gs" and gs.is_object_store
+    abfs = create_filesystem("abfs://container/k", {}, env={})
+    assert isinstance(abfs, FsspecFileSystem) and abfs.is_object_store
     hdfs = create_filesystem("hdfs://nn:8020/p", {}, env={})
     assert hdfs.scheme == "hdfs" and not hdfs.is_object_store
     mem = create_filesystem("memory://x", {}, env={})
