@@ -7,7 +7,7 @@ its key first and then the deprecated ones, as Flink's ``withDeprecatedKeys`` do
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -23,6 +23,7 @@ __all__ = [
     "ConfigOption",
     "OptionGroup",
     "OptionType",
+    "apply_options",
     "enum_type",
     "float_type",
     "int_type",
@@ -123,3 +124,12 @@ class OptionGroup:
     def all_options(cls) -> tuple[ConfigOption[Any], ...]:
         """Every option declared in the group, in declaration order."""
         return tuple(v for v in vars(cls).values() if isinstance(v, ConfigOption))
+
+
+def apply_options(
+    config: Mapping[str, Any], setters: Iterable[tuple[ConfigOption[Any], Callable[[Any], object]]]
+) -> None:
+    """Call each setter, in order, with the value of its option where ``config`` sets it."""
+    for option, setter in setters:
+        if option.is_set(config):
+            setter(option.read(config))

@@ -69,11 +69,29 @@ def invalid_value(key: str | None, value: object, allowed: str) -> Configuration
     return ConfigurationError(f"Could not parse value {value!r}{where}: expected {allowed}")
 
 
-def _number_and_unit(value: object, key: str | None, allowed: str) -> tuple[int, str]:
+def _scaled(
+    value: str | object, key: str | None, allowed: str, units: Mapping[str, int]
+) -> tuple[int, int | None]:
+    """(number, size of its unit) of "<number> [unit]" text; ``None`` for a bare number."""
     match = _NUMBER_AND_UNIT.match(value) if isinstance(value, str) else None
     if match is None:
         raise invalid_value(key, value, allowed)
-    return int(match.group(1)), match.group(2).lower()
+    number, unit = int(match.group(1)), match.group(2).lower()
+    if not unit:
+        return number, None
+    if unit not in units:
+        what = allowed.partition(" such as")[0]
+        labels = ", ".join(sorted(units))
+        raise invalid_value(key, value, f"{what}; unit {unit!r} is not one of: {labels}")
+    return number, units[unit]
+
+
+def _with_largest_unit(amount: int, units: tuple[tuple[str, int], ...], smallest: str) -> str:
+    """``amount`` in the largest of ``units`` that divides it exactly, else in ``smallest``."""
+    for label, size in units:
+        if amount and amount % size == 0:
+            return f"{amount // size} {label}"
+    return f"{amount} {smallest}"
 
 
 def parse_duration_ms(value: object, key: str | None = None) -> int:
@@ -85,44 +103,28 @@ def parse_duration_ms(value: object, key: str | None = None) -> int:
         return int(to_millis())
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    number, unit = _number_and_unit(value, key, _DURATION_ALLOWED)
-    if not unit:
-        return number
-    nanos = _DURATION_UNITS.get(unit)
-    if nanos is None:
-        labels = ", ".join(sorted(_DURATION_UNITS))
-        raise invalid_value(key, value, f"a duration; time unit {unit!r} is not one of: {labels}")
-    return number * nanos // 10**6
+    number, nanos = _scaled(value, key, _DURATION_ALLOWED, _DURATION_UNITS)
+    return number if nanos is None else number * nanos // 10**6
 
 
 def format_duration_ms(millis: int) -> str:
     """The shortest exact Flink spelling of ``millis`` ("10 min", "30 s", "250 ms")."""
-    for label, unit_ms in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1_000)):
-        if millis and millis % unit_ms == 0:
-            return f"{millis // unit_ms} {label}"
-    return f"{millis} ms"
+    units = (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1_000))
+    return _with_largest_unit(millis, units, "ms")
 
 
 def parse_memory_size(value: object, key: str | None = None) -> int:
     """Bytes of a memory size: "20kb", "4 KiB", "1mb", bare bytes or an int."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    number, unit = _number_and_unit(value, key, _MEMORY_ALLOWED)
-    if not unit:
-        return number
-    multiplier = _MEMORY_UNITS.get(unit)
-    if multiplier is None:
-        labels = ", ".join(sorted(_MEMORY_UNITS))
-        raise invalid_value(key, value, f"a memory size; unit {unit!r} is not one of: {labels}")
-    return number * multiplier
+    number, size = _scaled(value, key, _MEMORY_ALLOWED, _MEMORY_UNITS)
+    return number if size is None else number * size
 
 
 def format_memory_size(size: int) -> str:
     """The shortest exact Flink spelling of ``size`` bytes ("20 kb", "1 mb", "100 bytes")."""
-    for label, unit in (("tb", 1 << 40), ("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10)):
-        if size and size % unit == 0:
-            return f"{size // unit} {label}"
-    return f"{size} bytes"
+    units = (("tb", 1 << 40), ("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10))
+    return _with_largest_unit(size, units, "bytes")
 
 
 def parse_bool(value: object, key: str | None = None) -> bool:
@@ -147,6 +149,10 @@ def _bounds(what: str, minimum: float | None, maximum: float | None) -> str:
     return what
 
 
+def _outside(number: float, minimum: float | None, maximum: float | None) -> bool:
+    return (minimum is not None and number < minimum) or (maximum is not None and number > maximum)
+
+
 def parse_int(
     value: object,
     key: str | None = None,
@@ -162,7 +168,7 @@ def parse_int(
         number = int(value)
     else:
         raise invalid_value(key, value, allowed)
-    if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
+    if _outside(number, minimum, maximum):
         raise invalid_value(key, value, allowed)
     return number
 
@@ -182,9 +188,7 @@ def parse_float(
         number = float(value)
     except ValueError:
         raise invalid_value(key, value, allowed) from None
-    if number != number or (minimum is not None and number < minimum) or (
-        maximum is not None and number > maximum
-    ):
+    if number != number or _outside(number, minimum, maximum):  # NaN is not a number here
         raise invalid_value(key, value, allowed)
     return number
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkpoint.common.time import Duration, Time, to_millis
 from sparkpoint.config import CheckpointingOptions as Opt
-from sparkpoint.config import ConfigOption
+from sparkpoint.config import ConfigOption, apply_options
 from sparkpoint.config import StateRecoveryOptions as Recovery
 from sparkpoint.datastream.checkpointing_mode import CheckpointingMode
 from sparkpoint.datastream.externalized_checkpoint_retention import (
@@ -430,12 +430,11 @@ class CheckpointConfig:
         return self
 
     def _apply(self, config: Mapping[str, Any]) -> None:
-        _set(config, Opt.CHECKPOINTING_INTERVAL, self.set_checkpoint_interval)
-        _set(
-            config,
-            Opt.CHECKPOINTING_INTERVAL_DURING_BACKLOG,
-            self.set_checkpoint_interval_during_backlog,
-        )
+        backlog = Opt.CHECKPOINTING_INTERVAL_DURING_BACKLOG
+        apply_options(config, (
+            (Opt.CHECKPOINTING_INTERVAL, self.set_checkpoint_interval),
+            (backlog, self.set_checkpoint_interval_during_backlog),
+        ))
         # Mode, unaligned and concurrency are checked together once all are read.
         mode = self._mode
         if Opt.CHECKPOINTING_CONSISTENCY_MODE.is_set(config):
@@ -448,29 +447,22 @@ class CheckpointConfig:
             max_concurrent = Opt.MAX_CONCURRENT_CHECKPOINTS.read(config)
         _check_unaligned(unaligned, mode, max_concurrent)
         self._mode, self._unaligned, self._max_concurrent = mode, unaligned, max_concurrent
-        _set(config, Opt.CHECKPOINTING_TIMEOUT, self.set_checkpoint_timeout)
-        _set(config, Opt.MIN_PAUSE_BETWEEN_CHECKPOINTS, self.set_min_pause_between_checkpoints)
-        _set(config, Opt.TOLERABLE_FAILURE_NUMBER, self.set_tolerable_checkpoint_failure_number)
-        _set(config, Opt.MAX_RETAINED_CHECKPOINTS, self.set_num_retained_checkpoints)
-        _set(
-            config,
-            Opt.EXTERNALIZED_CHECKPOINT_RETENTION,
-            self.set_externalized_checkpoint_retention,
-        )
-        _set(config, Opt.ALIGNED_CHECKPOINT_TIMEOUT, self.set_aligned_checkpoint_timeout)
-        _set(config, Opt.FORCE_UNALIGNED, self.set_force_unaligned_checkpoints)
-        _set(
-            config,
-            Opt.ENABLE_CHECKPOINTS_AFTER_TASKS_FINISH,
-            self.enable_checkpoints_after_tasks_finish,
-        )
-        _set(config, Opt.PREFER_CHECKPOINT_FOR_RECOVERY, self.set_prefer_checkpoint_for_recovery)
-        _set(config, Recovery.APPROXIMATE_LOCAL_RECOVERY, self.enable_approximate_local_recovery)
-        _set(
-            config,
-            Recovery.CHECKPOINT_ID_OF_IGNORED_IN_FLIGHT_DATA,
-            self.set_checkpoint_id_of_ignored_in_flight_data,
-        )
+        apply_options(config, (
+            (Opt.CHECKPOINTING_TIMEOUT, self.set_checkpoint_timeout),
+            (Opt.MIN_PAUSE_BETWEEN_CHECKPOINTS, self.set_min_pause_between_checkpoints),
+            (Opt.TOLERABLE_FAILURE_NUMBER, self.set_tolerable_checkpoint_failure_number),
+            (Opt.MAX_RETAINED_CHECKPOINTS, self.set_num_retained_checkpoints),
+            (Opt.EXTERNALIZED_CHECKPOINT_RETENTION, self.set_externalized_checkpoint_retention),
+            (Opt.ALIGNED_CHECKPOINT_TIMEOUT, self.set_aligned_checkpoint_timeout),
+            (Opt.FORCE_UNALIGNED, self.set_force_unaligned_checkpoints),
+            (Opt.ENABLE_CHECKPOINTS_AFTER_TASKS_FINISH, self.enable_checkpoints_after_tasks_finish),
+            (Opt.PREFER_CHECKPOINT_FOR_RECOVERY, self.set_prefer_checkpoint_for_recovery),
+            (Recovery.APPROXIMATE_LOCAL_RECOVERY, self.enable_approximate_local_recovery),
+            (
+                Recovery.CHECKPOINT_ID_OF_IGNORED_IN_FLIGHT_DATA,
+                self.set_checkpoint_id_of_ignored_in_flight_data,
+            ),
+        ))
         self._apply_storage(config)
 
     def _apply_storage(self, config: Mapping[str, Any]) -> None:
@@ -548,12 +540,6 @@ def _check_unaligned(unaligned: bool, mode: CheckpointingMode, max_concurrent: i
             f"Unaligned checkpoints need max concurrent checkpoints of 1 (got {max_concurrent}): "
             "maxConcurrentCheckpoints can't be > 1 if unaligned checkpoints are enabled"
         )
-
-
-def _set(config: Mapping[str, Any], option: ConfigOption[Any], setter: Any) -> None:
-    """Call ``setter`` with the value of ``option`` when ``config`` sets it."""
-    if option.is_set(config):
-        setter(option.read(config))
 
 
 def _as_int(value: object, what: str) -> int:

@@ -19,6 +19,7 @@ from sparkpoint.config import (
     PipelineOptions,
     RestartStrategyOptions,
     StateBackendOptions,
+    apply_options,
 )
 from sparkpoint.connectors.collection import CollectionSource
 from sparkpoint.connectors.source import Source
@@ -111,33 +112,24 @@ class StreamExecutionEnvironment:
 
     def _apply_configuration(self, config: Mapping[str, Any]) -> None:
         """Set what ``config`` names on the API objects (values are checked already)."""
-        parallelism = CoreOptions.DEFAULT_PARALLELISM.read(config)
-        if parallelism is not None:
-            self._config.set_parallelism(parallelism)
-        max_parallelism = PipelineOptions.MAX_PARALLELISM.read(config)
-        if max_parallelism is not None:
-            self._config.set_max_parallelism(max_parallelism)
-        if PipelineOptions.AUTO_WATERMARK_INTERVAL.is_set(config):
-            interval = PipelineOptions.AUTO_WATERMARK_INTERVAL.read(config)
-            self._config.set_auto_watermark_interval(interval)
-        parameters = PipelineOptions.GLOBAL_JOB_PARAMETERS.read(config)
-        if parameters is not None:
-            self._config.set_global_job_parameters(parameters)
+        execution_config = self._config
+        apply_options(config, (
+            (CoreOptions.DEFAULT_PARALLELISM, execution_config.set_parallelism),
+            (PipelineOptions.MAX_PARALLELISM, execution_config.set_max_parallelism),
+            (PipelineOptions.AUTO_WATERMARK_INTERVAL, execution_config.set_auto_watermark_interval),
+            (PipelineOptions.GLOBAL_JOB_PARAMETERS, execution_config.set_global_job_parameters),
+            (ExecutionOptions.BUFFER_TIMEOUT, self.set_buffer_timeout),
+            (ExecutionOptions.RUNTIME_MODE, self.set_runtime_mode),
+            (CheckpointingOptions.SAVEPOINT_DIRECTORY, self.set_default_savepoint_directory),
+        ))
         for name in PipelineOptions.REGISTERED_KRYO_TYPES.read(config) or ():
-            self._config.register_kryo_type(name)
+            execution_config.register_kryo_type(name)
         for name in PipelineOptions.REGISTERED_POJO_TYPES.read(config) or ():
-            self._config.register_pojo_type(name)
+            execution_config.register_pojo_type(name)
         if PipelineOptions.OPERATOR_CHAINING.is_set(config):
             self._chaining = PipelineOptions.OPERATOR_CHAINING.read(config)
-        if ExecutionOptions.BUFFER_TIMEOUT.is_set(config):
-            self._buffer_timeout = ExecutionOptions.BUFFER_TIMEOUT.read(config)
-        if ExecutionOptions.RUNTIME_MODE.is_set(config):
-            self._runtime_mode = RuntimeExecutionMode[ExecutionOptions.RUNTIME_MODE.read(config)]
         if StateBackendOptions.STATE_BACKEND.is_set(config):
             self._state_backend = load_state_backend(self._configuration)
-        savepoint_dir = CheckpointingOptions.SAVEPOINT_DIRECTORY.read(config)
-        if savepoint_dir is not None:
-            self._default_savepoint_dir = savepoint_dir
 
     # -- sources ---------------------------------------------------------------------------
     def _add_node(self, kind: str, name: str, inputs: list[Node], **kw: Any) -> Node:
