@@ -15,13 +15,13 @@ from typing import TypeVar
 from sparkpoint.config import (
     STRING,
     ConfigOption,
+    find_option,
     format_value,
     parse_bool,
     parse_duration_ms,
     parse_float,
     parse_int,
     parse_memory_size,
-    validate_entry,
 )
 
 __all__ = ["Configuration", "get_with_deprecated"]
@@ -31,8 +31,11 @@ _T = TypeVar("_T")
 
 def _to_string(key: str, value: object) -> str:
     """Flink's string form of ``value``, checked against the option ``key`` names (if any)."""
-    validate_entry(key, value)
-    return format_value(value)
+    option = find_option(key)
+    if option is None or value is None:
+        return format_value(value)
+    typed = option.parse(value, key)
+    return value if isinstance(value, str) else option.format(typed)
 
 
 class Configuration(Mapping[str, str]):

@@ -88,7 +88,7 @@ class CheckpointingOptions(OptionGroup):
     )
     FS_SMALL_FILE_THRESHOLD = ConfigOption(
         "execution.checkpointing.data-inline-threshold", MEMORY_SIZE, 20 * 1024,
-        "State up to this size is stored inline in _metadata, not in a file (at most 1 mb; "
+        "State up to this size is stored inline in `_metadata`, not in a file (at most 1 mb; "
         "a larger value warns and the default is used).",
         ("state.storage.fs.memory-threshold", "state.backend.fs.memory-threshold"),
     )
@@ -99,7 +99,7 @@ class CheckpointingOptions(OptionGroup):
     )
     CREATE_CHECKPOINT_SUB_DIR = ConfigOption(
         "execution.checkpointing.create-subdir", BOOLEAN, True,
-        "Whether checkpoints go into a <job-id> subdirectory of the checkpoint directory.",
+        "Whether checkpoints go into a subdirectory named after the job id.",
         ("state.checkpoints.create-subdir",),
     )
     INCREMENTAL_CHECKPOINTS = ConfigOption(

@@ -39,8 +39,8 @@ class PipelineOptions(OptionGroup):
     )
     AUTO_WATERMARK_INTERVAL = ConfigOption(
         "pipeline.auto-watermark-interval", DURATION, 200,
-        "Interval of periodic watermarks (ExecutionConfig.get_auto_watermark_interval); "
-        "sparkpoint emits watermarks at the end of each epoch.",
+        "Interval of periodic watermarks (ExecutionConfig.get_auto_watermark_interval). "
+        "Recorded only: watermarks advance once per epoch.",
     )
     OPERATOR_CHAINING = ConfigOption(
         "pipeline.operator-chaining.enabled", BOOLEAN, True,
@@ -86,7 +86,7 @@ class StateRecoveryOptions(OptionGroup):
 
     SAVEPOINT_PATH: ConfigOption[str | None] = ConfigOption(
         "execution.state-recovery.path", STRING, None,
-        "Checkpoint or savepoint (its directory or _metadata file) to start the job from.",
+        "Checkpoint or savepoint (its directory or `_metadata` file) to start the job from.",
         ("execution.savepoint.path",),
     )
     SAVEPOINT_IGNORE_UNCLAIMED_STATE = ConfigOption(

@@ -51,7 +51,7 @@ class RestartStrategyOptions(OptionGroup):
     )
     FAILURE_RATE_MAX_FAILURES_PER_INTERVAL = ConfigOption(
         f"{_PREFIX}.failure-rate.max-failures-per-interval", int_type(minimum=1), 1,
-        "Failures within the interval that fail the job (failure-rate).",
+        "Most failures tolerated within the interval (failure-rate).",
     )
     FAILURE_RATE_FAILURE_RATE_INTERVAL = ConfigOption(
         f"{_PREFIX}.failure-rate.failure-rate-interval", DURATION, 60_000,

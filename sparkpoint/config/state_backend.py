@@ -139,5 +139,5 @@ class RocksDBOptions(OptionGroup):
             },
         ),
         None,
-        _unset("Compression of SST blocks (Flink's *_COMPRESSION names are accepted)"),
+        _unset("Compression of SST blocks (Flink's `*_COMPRESSION` names are accepted)"),
     )

@@ -37,6 +37,7 @@ __all__ = [
     "StateBackend",
 ]
 
+
 class StateBackend(_internal.StateBackend):
     """How working state is held and checkpointed (PyFlink's base class)."""
 
