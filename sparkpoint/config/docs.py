@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,8 +30,9 @@ not set. Values use Flink's spellings: durations `10 min`, `30 s`, `500 ms` (bar
 are milliseconds), memory sizes `20 kb`, `4 KiB`, `1 mb` (bare numbers are bytes), booleans
 `true`/`false`, lists `a;b;c`, maps `k1:v1,k2:v2`; enum values in any case. An invalid
 value raises `ConfigurationError` (a `ValueError`) naming the key, the value and what is
-allowed, as soon as it is set. Keys starting with `spark.` are passed to the SparkSession
-the environment creates.
+allowed, as soon as it is set on a `Configuration` or handed to the environment. Keys
+starting with `spark.` are passed to the SparkSession the environment creates; the file
+system keys of the last section go to `sparkpoint.fs.configure({...})` instead.
 """
 
 
@@ -50,7 +52,7 @@ def render() -> str:
     parts = [_HEADER]
     for group in OPTION_GROUPS:
         parts.append(f"\n## {group.TITLE}\n\n")
-        doc = (group.__doc__ or "").strip()
+        doc = inspect.cleandoc(group.__doc__ or "")
         if doc:
             parts.append(f"{doc}\n\n")
         parts.append("| Key | Type | Default | Deprecated keys | Description |\n")

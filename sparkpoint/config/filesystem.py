@@ -1,7 +1,8 @@
 """``FileSystemOptions``: the keys ``sparkpoint.fs.configure({...})`` reads, documented here.
 
-These options are process-wide and set through ``sparkpoint.fs.configure``, not through the
-environment's ``Configuration``; unset ones fall back to the environment variables named.
+These options are process-wide and set through ``sparkpoint.fs.configure``, which reads them
+itself, not through the environment's ``Configuration``; unset ones fall back to the
+environment variables named.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ __all__ = ["FileSystemOptions"]
 
 
 class FileSystemOptions(OptionGroup):
-    """Object store and HDFS connection options (``sparkpoint.fs.configure``)."""
+    """Object store and HDFS connection options, given to ``sparkpoint.fs.configure({...})``
+    (not to the environment's ``Configuration``); ``sparkpoint.fs`` reads them itself."""
 
     TITLE = "File systems (sparkpoint.fs.configure)"
 
