@@ -7,6 +7,7 @@ import enum
 __all__ = [
     "CheckpointException",
     "CheckpointFailureReason",
+    "ConfigurationError",
     "JobExecutionError",
     "MetadataFormatError",
     "RestoreError",
@@ -18,6 +19,10 @@ __all__ = [
 
 class SparkpointError(Exception):
     """Root of every error raised by sparkpoint itself."""
+
+
+class ConfigurationError(SparkpointError, ValueError):
+    """An invalid configuration value; the message names the key, the value and what is allowed."""
 
 
 class StorageError(SparkpointError, OSError):

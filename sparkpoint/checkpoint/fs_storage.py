@@ -16,8 +16,6 @@ from sparkpoint.checkpoint.fs_location import (
     resolve_checkpoint_pointer,
 )
 from sparkpoint.checkpoint.fs_streams import (
-    DEFAULT_FILE_STATE_THRESHOLD,
-    DEFAULT_WRITE_BUFFER_SIZE,
     MAX_FILE_STATE_THRESHOLD,
     FsCheckpointStateOutputStream,
 )
@@ -27,6 +25,7 @@ from sparkpoint.checkpoint.storage import (
     CheckpointStorageLocationReference,
     CompletedCheckpointStorageLocation,
 )
+from sparkpoint.config import CheckpointingOptions
 from sparkpoint.errors import StorageError
 from sparkpoint.fs import get_filesystem
 from sparkpoint.fs.atomic import require_atomic_create
@@ -132,8 +131,8 @@ class FsCheckpointStorageAccess(AbstractFsCheckpointStorageAccess):
         checkpoint_base_directory: str,
         default_savepoint_directory: str | None,
         job_id: str,
-        file_size_threshold: int = DEFAULT_FILE_STATE_THRESHOLD,
-        write_buffer_size: int = DEFAULT_WRITE_BUFFER_SIZE,
+        file_size_threshold: int = CheckpointingOptions.FS_SMALL_FILE_THRESHOLD.default,
+        write_buffer_size: int = CheckpointingOptions.FS_WRITE_BUFFER_SIZE.default,
         create_checkpoint_sub_dir: bool = True,
         fs: FileSystem | None = None,
     ) -> None:

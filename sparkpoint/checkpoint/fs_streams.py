@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import BinaryIO
+from typing import BinaryIO, ClassVar
 
 from sparkpoint.checkpoint.handles import (
     ByteStreamStateHandle,
@@ -26,14 +26,13 @@ from sparkpoint.checkpoint.streams import (
     CheckpointStateOutputStream,
     CheckpointStreamFactory,
 )
+from sparkpoint.config import CheckpointingOptions
 from sparkpoint.errors import StorageError
 from sparkpoint.fs.atomic import require_atomic_create
 from sparkpoint.fs.base import FileSystem
 from sparkpoint.fs.entropy import create_entropy_aware, is_entropy_injecting
 
 __all__ = [
-    "DEFAULT_FILE_STATE_THRESHOLD",
-    "DEFAULT_WRITE_BUFFER_SIZE",
     "MAX_FILE_STATE_THRESHOLD",
     "FsCheckpointStateOutputStream",
     "FsCheckpointStreamFactory",
@@ -43,10 +42,6 @@ _LOG = logging.getLogger(__name__)
 
 MAX_FILE_STATE_THRESHOLD = 1024 * 1024
 """Largest state that may be stored inline in the metadata (1 MiB)."""
-DEFAULT_FILE_STATE_THRESHOLD = 20 * 1024
-"""Default inline threshold (``execution.checkpointing.data-inline-threshold``, 20 KiB)."""
-DEFAULT_WRITE_BUFFER_SIZE = 4096
-"""Default write buffer (``execution.checkpointing.write-buffer-size``, 4 KiB)."""
 
 _CREATE_ATTEMPTS = 10
 
@@ -215,6 +210,9 @@ class FsCheckpointStateOutputStream(CheckpointStateOutputStream):
         return self._closed
 
 
+_Stream = FsCheckpointStateOutputStream
+
+
 class FsCheckpointStreamFactory(CheckpointStreamFactory):
     """Creates file-backed checkpoint streams for one checkpoint directory.
 
@@ -223,13 +221,18 @@ class FsCheckpointStreamFactory(CheckpointStreamFactory):
     state when entropy is injected, is recorded by absolute path.
     """
 
+    MAX_FILE_STATE_THRESHOLD = MAX_FILE_STATE_THRESHOLD
+    """Maximum size of state that is stored with the metadata, rather than in files."""
+    FsCheckpointStateOutputStream: ClassVar[type[_Stream]] = _Stream
+    """The stream this factory creates (Flink's nested class)."""
+
     def __init__(
         self,
         fs: FileSystem,
         checkpoint_directory: str,
         shared_state_directory: str,
-        file_state_size_threshold: int = DEFAULT_FILE_STATE_THRESHOLD,
-        write_buffer_size: int = DEFAULT_WRITE_BUFFER_SIZE,
+        file_state_size_threshold: int = CheckpointingOptions.FS_SMALL_FILE_THRESHOLD.default,
+        write_buffer_size: int = CheckpointingOptions.FS_WRITE_BUFFER_SIZE.default,
     ) -> None:
         if file_state_size_threshold < 0:
             raise ValueError("The threshold for file state size must be zero or larger.")
@@ -256,10 +259,10 @@ class FsCheckpointStreamFactory(CheckpointStreamFactory):
 
     def create_checkpoint_state_output_stream(
         self, scope: CheckpointedStateScope = CheckpointedStateScope.EXCLUSIVE
-    ) -> FsCheckpointStateOutputStream:
+    ) -> _Stream:
         buffer_size = max(self.write_buffer_size, self.file_state_threshold)
         absolute = self.entropy_injecting or scope is CheckpointedStateScope.SHARED
-        return FsCheckpointStateOutputStream(
+        return _Stream(
             self.get_target_path(scope),
             self.fs,
             buffer_size,

@@ -15,23 +15,21 @@ from typing import Any
 
 from sparkpoint.checkpoint.fs_location import resolve_checkpoint_pointer
 from sparkpoint.checkpoint.fs_storage import FsCheckpointStorageAccess
-from sparkpoint.checkpoint.fs_streams import (
-    DEFAULT_FILE_STATE_THRESHOLD,
-    DEFAULT_WRITE_BUFFER_SIZE,
-    MAX_FILE_STATE_THRESHOLD,
-)
+from sparkpoint.checkpoint.fs_streams import MAX_FILE_STATE_THRESHOLD
 from sparkpoint.checkpoint.mem_storage import MemCheckpointStorageAccess
 from sparkpoint.checkpoint.mem_streams import DEFAULT_MAX_STATE_SIZE
-from sparkpoint.checkpoint.options import CheckpointingOptions
 from sparkpoint.checkpoint.storage import (
     CheckpointStorage,
     CheckpointStorageAccess,
     CompletedCheckpointStorageLocation,
 )
+from sparkpoint.config import CheckpointingOptions, invalid_value
+from sparkpoint.fs.registry import is_known_scheme, split_scheme
 
 __all__ = [
     "FileSystemCheckpointStorage",
     "JobManagerCheckpointStorage",
+    "check_scheme",
     "validate_path",
 ]
 
@@ -45,16 +43,34 @@ def _int_arg(value: object, name: str) -> int:
 
 
 _OPTS = CheckpointingOptions
+_DEFAULT_THRESHOLD = _OPTS.FS_SMALL_FILE_THRESHOLD.default
+_DEFAULT_WRITE_BUFFER = _OPTS.FS_WRITE_BUFFER_SIZE.default
+
+
+def check_scheme(path: str, what: str) -> str:
+    """``path`` if a filesystem serves its scheme; else an error naming ``what`` and the path."""
+    try:
+        scheme, _ = split_scheme(path)
+    except ValueError:
+        raise invalid_value(what, path, "a path or a URI with a valid scheme") from None
+    if not is_known_scheme(scheme):
+        raise invalid_value(
+            what, path, f"a path or URI of a known filesystem; scheme {scheme!r} is unknown "
+            "(file://, s3://, gs://, hdfs://, memory:// and other fsspec schemes are known)"
+        )
+    return path
 
 
 def validate_path(value: object, what: str) -> str:
-    """A checkpoint or savepoint base path: a non-empty str (or path-like), not a root."""
+    """A checkpoint or savepoint base path: a non-empty str (or path-like) of a known
+    filesystem, not a root."""
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
     if not isinstance(value, str):
         raise ValueError(f"{what} must be a str path or URI, got {type(value).__name__}")
     if not value.strip():
         raise ValueError(f"{what} must not be empty")
+    check_scheme(value, what)
     scheme, sep, rest = value.partition("://")
     if not sep or scheme == "memory":
         path_part = rest if sep else value
@@ -193,12 +209,13 @@ class FileSystemCheckpointStorage(CheckpointStorage):
     @classmethod
     def create_from_config(cls, config: Mapping[str, Any]) -> FileSystemCheckpointStorage:
         """A storage built from configuration keys alone (the checkpoint dir is required)."""
-        checkpoint_dir = _OPTS.CHECKPOINTS_DIRECTORY.read(config)
-        if checkpoint_dir is None:
+        key = _OPTS.CHECKPOINTS_DIRECTORY.find_key(config)
+        if key is None:
             raise ValueError(
                 "Cannot create the file system checkpoint storage: the configuration does not "
                 f"specify the checkpoint directory '{_OPTS.CHECKPOINTS_DIRECTORY.key}'"
             )
+        checkpoint_dir = validate_path(_OPTS.CHECKPOINTS_DIRECTORY.read(config), key)
         return cls(checkpoint_dir).configure(config)
 
     def get_checkpoint_path(self) -> str:
@@ -213,13 +230,13 @@ class FileSystemCheckpointStorage(CheckpointStorage):
         """State up to this size is stored inline in the metadata rather than in files."""
         if self._file_state_threshold >= 0:
             return self._file_state_threshold
-        return DEFAULT_FILE_STATE_THRESHOLD
+        return _DEFAULT_THRESHOLD
 
     def get_write_buffer_size(self) -> int:
         """The write buffer size of checkpoint streams."""
         if self._write_buffer_size >= 0:
             return self._write_buffer_size
-        return DEFAULT_WRITE_BUFFER_SIZE
+        return _DEFAULT_WRITE_BUFFER
 
     def get_create_checkpoint_sub_dir(self) -> bool:
         """Whether checkpoints go to a ``<job-id>`` subdirectory (default true)."""
@@ -230,7 +247,7 @@ class FileSystemCheckpointStorage(CheckpointStorage):
         if not 0 <= self._file_state_threshold <= MAX_FILE_STATE_THRESHOLD:
             out._file_state_threshold = _configured_threshold(config)
         if self._write_buffer_size < 0:
-            out._write_buffer_size = int(_OPTS.FS_WRITE_BUFFER_SIZE.read(config))
+            out._write_buffer_size = _OPTS.FS_WRITE_BUFFER_SIZE.read(config)
         out._write_buffer_size = max(out._write_buffer_size, out._file_state_threshold)
         if out._savepoint_path is None:
             out._savepoint_path = _optional_path(
@@ -239,7 +256,7 @@ class FileSystemCheckpointStorage(CheckpointStorage):
         if out._create_checkpoint_sub_dir is None and _OPTS.CREATE_CHECKPOINT_SUB_DIR.is_set(
             config
         ):
-            out._create_checkpoint_sub_dir = bool(_OPTS.CREATE_CHECKPOINT_SUB_DIR.read(config))
+            out._create_checkpoint_sub_dir = _OPTS.CREATE_CHECKPOINT_SUB_DIR.read(config)
         return out
 
     def create_checkpoint_storage(self, job_id: str) -> CheckpointStorageAccess:
@@ -287,13 +304,13 @@ class FileSystemCheckpointStorage(CheckpointStorage):
 
 def _configured_threshold(config: Mapping[str, Any]) -> int:
     """The inline threshold from the configuration; an invalid value warns and uses 20 KiB."""
-    value = int(_OPTS.FS_SMALL_FILE_THRESHOLD.read(config))
+    value = _OPTS.FS_SMALL_FILE_THRESHOLD.read(config)
     if 0 <= value <= MAX_FILE_STATE_THRESHOLD:
         return value
     _LOG.warning(
         "Ignoring invalid file size threshold value (%s): %s - using default value %s instead.",
         _OPTS.FS_SMALL_FILE_THRESHOLD.key,
         value,
-        DEFAULT_FILE_STATE_THRESHOLD,
+        _DEFAULT_THRESHOLD,
     )
-    return DEFAULT_FILE_STATE_THRESHOLD
+    return _DEFAULT_THRESHOLD

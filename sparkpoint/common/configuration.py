@@ -1,18 +1,26 @@
 """``Configuration``: string key/value settings as ``pyflink.common.Configuration`` spells them.
 
-Values are stored as strings (as Flink serialises them); typed getters parse on read.
-A ``Configuration`` is a read-only ``Mapping[str, str]``, so it can be passed anywhere a
-plain dict of Flink keys is accepted.
+Values are stored as strings (as Flink serialises them); typed getters parse on read with
+``sparkpoint.config``'s parsers. A value set under a key of the option table is checked
+when it is set (``ConfigurationError`` naming the key, the value and what is allowed). A
+``Configuration`` is a read-only ``Mapping[str, str]``, so it can be passed anywhere a plain
+dict of Flink keys is accepted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TypeVar
 
-from sparkpoint.checkpoint.config_parsing import (
+from sparkpoint.config import (
+    STRING,
+    ConfigOption,
+    find_option,
+    format_value,
     parse_bool,
     parse_duration_ms,
+    parse_float,
+    parse_int,
     parse_memory_size,
 )
 
@@ -21,11 +29,13 @@ __all__ = ["Configuration", "get_with_deprecated"]
 _T = TypeVar("_T")
 
 
-def _to_string(value: object) -> str:
-    """Flink's string form of a value: booleans lower-case, everything else ``str``."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+def _to_string(key: str, value: object) -> str:
+    """Flink's string form of ``value``, checked against the option ``key`` names (if any)."""
+    option = find_option(key)
+    if option is None or value is None:
+        return format_value(value)
+    typed = option.parse(value, key)
+    return value if isinstance(value, str) else option.format(typed)
 
 
 class Configuration(Mapping[str, str]):
@@ -35,7 +45,7 @@ class Configuration(Mapping[str, str]):
         self._data: dict[str, str] = {}
         if other is not None:
             for key, value in other.items():
-                self._data[key] = _to_string(value)
+                self._data[key] = _to_string(key, value)
 
     # ---- Mapping --------------------------------------------------------------------
 
@@ -56,58 +66,48 @@ class Configuration(Mapping[str, str]):
 
     def set_string(self, key: str, value: str) -> Configuration:
         """Set ``key`` to ``value``."""
-        self._data[key] = _to_string(value)
+        self._data[key] = _to_string(key, value)
         return self
 
     def get_integer(self, key: str, default_value: int) -> int:
         """The value of ``key`` as an int, or ``default_value`` when unset."""
         raw = self._data.get(key)
-        if raw is None:
-            return default_value
-        try:
-            return int(raw.strip())
-        except ValueError:
-            raise ValueError(f"Could not parse value {raw!r} for {key!r} as an integer") from None
+        return default_value if raw is None else parse_int(raw, key)
 
     def set_integer(self, key: str, value: int) -> Configuration:
         """Set ``key`` to the integer ``value``."""
-        self._data[key] = str(int(value))
+        self._data[key] = _to_string(key, int(value))
         return self
 
     def get_boolean(self, key: str, default_value: bool) -> bool:
         """The value of ``key`` as a bool ("true"/"false"), or ``default_value`` when unset."""
         raw = self._data.get(key)
-        return default_value if raw is None else parse_bool(raw, key=key)
+        return default_value if raw is None else parse_bool(raw, key)
 
     def set_boolean(self, key: str, value: bool) -> Configuration:
         """Set ``key`` to the boolean ``value``."""
-        self._data[key] = _to_string(bool(value))
+        self._data[key] = _to_string(key, bool(value))
         return self
 
     def get_float(self, key: str, default_value: float) -> float:
         """The value of ``key`` as a float, or ``default_value`` when unset."""
         raw = self._data.get(key)
-        if raw is None:
-            return default_value
-        try:
-            return float(raw)
-        except ValueError:
-            raise ValueError(f"Could not parse value {raw!r} for {key!r} as a float") from None
+        return default_value if raw is None else parse_float(raw, key)
 
     def set_float(self, key: str, value: float) -> Configuration:
         """Set ``key`` to the float ``value``."""
-        self._data[key] = str(float(value))
+        self._data[key] = _to_string(key, float(value))
         return self
 
     def get_duration_millis(self, key: str, default_value: int) -> int:
         """The value of ``key`` as milliseconds of a Flink duration ("10 min", "500 ms")."""
         raw = self._data.get(key)
-        return default_value if raw is None else parse_duration_ms(raw, key=key)
+        return default_value if raw is None else parse_duration_ms(raw, key)
 
     def get_memory_size(self, key: str, default_value: int) -> int:
         """The value of ``key`` as bytes of a Flink memory size ("20 kb", "1 mb")."""
         raw = self._data.get(key)
-        return default_value if raw is None else parse_memory_size(raw, key=key)
+        return default_value if raw is None else parse_memory_size(raw, key)
 
     def key_set(self) -> set[str]:
         """All keys that are set."""
@@ -120,7 +120,8 @@ class Configuration(Mapping[str, str]):
     def add_all(self, other: Mapping[str, object], prefix: str | None = None) -> Configuration:
         """Copy every entry of ``other`` into this one (keys prefixed with ``prefix``)."""
         for key, value in other.items():
-            self._data[f"{prefix}{key}" if prefix else key] = _to_string(value)
+            full_key = f"{prefix}{key}" if prefix else key
+            self._data[full_key] = _to_string(full_key, value)
         return self
 
     def add_all_to_dict(self, target_dict: dict[str, str]) -> None:
@@ -166,9 +167,5 @@ def get_with_deprecated(
     default: _T | None = None,
 ) -> str | _T | None:
     """The string value of ``key`` in ``config``, else of the first deprecated key set."""
-    keys: Iterable[str] = (key, *deprecated_keys)
-    for candidate in keys:
-        if candidate in config:
-            value = config[candidate]
-            return None if value is None else _to_string(value)
-    return default
+    option: ConfigOption[str | _T | None] = ConfigOption(key, STRING, default, "", deprecated_keys)
+    return option.read(config)

@@ -15,6 +15,7 @@ from enum import Enum
 from typing import Any
 
 from sparkpoint.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
+from sparkpoint.config import PipelineOptions
 
 __all__ = ["ExecutionConfig", "ExecutionMode", "InputDependencyConstraint", "qualified_name"]
 
@@ -61,7 +62,7 @@ class ExecutionConfig:
 
     def __init__(self) -> None:
         self._closure_cleaner = True
-        self._auto_watermark_interval = 200
+        self._auto_watermark_interval = PipelineOptions.AUTO_WATERMARK_INTERVAL.default
         self._latency_tracking_interval = 0
         self._parallelism = self.PARALLELISM_DEFAULT
         self._max_parallelism = -1

@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from sparkpoint.checkpoint.config_parsing import format_duration_ms, parse_duration_ms
 from sparkpoint.common.time import Duration, Time
+from sparkpoint.config import INFINITE_ATTEMPTS, format_duration_ms
+from sparkpoint.config import RestartStrategyOptions as _Opt
 
 __all__ = [
     "INFINITE_ATTEMPTS",
@@ -23,9 +24,6 @@ __all__ = [
     "RestartStrategyConfiguration",
     "from_configuration",
 ]
-
-INFINITE_ATTEMPTS = 2**31 - 1
-"""Java ``Integer.MAX_VALUE``: Flink's "retry forever" attempt count."""
 
 _Interval = int | timedelta | Duration | Time
 
@@ -296,81 +294,29 @@ class RestartStrategies:
         return from_configuration(config)
 
 
-_PREFIX = "restart-strategy"
-_TYPE_ALIASES = {
-    "none": "none",
-    "off": "none",
-    "disable": "none",
-    "fixed-delay": "fixed-delay",
-    "fixeddelay": "fixed-delay",
-    "failure-rate": "failure-rate",
-    "failurerate": "failure-rate",
-    "exponential-delay": "exponential-delay",
-    "exponentialdelay": "exponential-delay",
-}
-
-
-def _get(config: Mapping[str, Any], suffix: str, default: Any) -> Any:
-    return config.get(f"{_PREFIX}.{suffix}", default)
-
-
-def _int(config: Mapping[str, Any], suffix: str, default: int) -> int:
-    value = _get(config, suffix, default)
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        raise ValueError(
-            f"Could not parse value {value!r} for '{_PREFIX}.{suffix}': expected an integer"
-        ) from None
-
-
-def _float(config: Mapping[str, Any], suffix: str, default: float) -> float:
-    value = _get(config, suffix, default)
-    try:
-        return float(str(value).strip())
-    except ValueError:
-        raise ValueError(
-            f"Could not parse value {value!r} for '{_PREFIX}.{suffix}': expected a number"
-        ) from None
-
-
-def _duration(config: Mapping[str, Any], suffix: str, default_ms: int) -> int:
-    value = _get(config, suffix, default_ms)
-    if isinstance(value, (Duration, Time, timedelta)):
-        return _millis(value, suffix)
-    return parse_duration_ms(value, key=f"{_PREFIX}.{suffix}")
-
-
 def from_configuration(config: Mapping[str, Any]) -> RestartStrategyConfiguration | None:
     """The configuration named by ``restart-strategy.type`` (or the deprecated
     ``restart-strategy`` key), with Flink's defaults; None when neither key is set."""
-    raw = config.get(f"{_PREFIX}.type", config.get(_PREFIX))
-    if raw is None:
-        return None
-    kind = _TYPE_ALIASES.get(str(raw).strip().lower())
+    kind = _Opt.RESTART_STRATEGY.read(config)
     if kind is None:
-        raise ValueError(
-            f"{raw!r} is an unknown value of '{_PREFIX}.type'; accepted values are: "
-            + ", ".join(sorted(_TYPE_ALIASES))
-        )
+        return None
     if kind == "none":
         return RestartStrategies.no_restart()
     if kind == "fixed-delay":
         return RestartStrategies.fixed_delay_restart(
-            _int(config, "fixed-delay.attempts", 1),
-            _duration(config, "fixed-delay.delay", 1000),
+            _Opt.FIXED_DELAY_ATTEMPTS.read(config), _Opt.FIXED_DELAY_DELAY.read(config)
         )
     if kind == "failure-rate":
         return RestartStrategies.failure_rate_restart(
-            _int(config, "failure-rate.max-failures-per-interval", 1),
-            _duration(config, "failure-rate.failure-rate-interval", 60_000),
-            _duration(config, "failure-rate.delay", 1000),
+            _Opt.FAILURE_RATE_MAX_FAILURES_PER_INTERVAL.read(config),
+            _Opt.FAILURE_RATE_FAILURE_RATE_INTERVAL.read(config),
+            _Opt.FAILURE_RATE_DELAY.read(config),
         )
     return RestartStrategies.ExponentialDelayRestartStrategyConfiguration(
-        _duration(config, "exponential-delay.initial-backoff", 1000),
-        _duration(config, "exponential-delay.max-backoff", 60_000),
-        _float(config, "exponential-delay.backoff-multiplier", 1.5),
-        _duration(config, "exponential-delay.reset-backoff-threshold", 3_600_000),
-        _float(config, "exponential-delay.jitter-factor", 0.1),
-        _int(config, "exponential-delay.attempts-before-reset-backoff", INFINITE_ATTEMPTS),
+        _Opt.EXPONENTIAL_DELAY_INITIAL_BACKOFF.read(config),
+        _Opt.EXPONENTIAL_DELAY_MAX_BACKOFF.read(config),
+        _Opt.EXPONENTIAL_DELAY_BACKOFF_MULTIPLIER.read(config),
+        _Opt.EXPONENTIAL_DELAY_RESET_BACKOFF_THRESHOLD.read(config),
+        _Opt.EXPONENTIAL_DELAY_JITTER_FACTOR.read(config),
+        _Opt.EXPONENTIAL_DELAY_ATTEMPTS.read(config),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import functools
 
-from sparkpoint.checkpoint.config_parsing import format_duration_ms, parse_duration_ms
+from sparkpoint.config import format_duration_ms, parse_duration_ms
 
 __all__ = ["Duration", "Time", "to_millis"]
 

@@ -14,13 +14,16 @@ import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from sparkpoint.checkpoint.options import CheckpointingOptions as Opt
 from sparkpoint.common.time import Duration, Time, to_millis
+from sparkpoint.config import CheckpointingOptions as Opt
+from sparkpoint.config import ConfigOption, apply_options
+from sparkpoint.config import StateRecoveryOptions as Recovery
 from sparkpoint.datastream.checkpointing_mode import CheckpointingMode
 from sparkpoint.datastream.externalized_checkpoint_retention import (
     ExternalizedCheckpointCleanup,
     ExternalizedCheckpointRetention,
 )
+from sparkpoint.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from sparkpoint.checkpoint.storage import CheckpointStorage
@@ -48,34 +51,37 @@ class CheckpointConfig:
     :data:`DEFAULT_MAX_CONCURRENT_CHECKPOINTS`: one.
     """
 
-    DEFAULT_MODE = CheckpointingMode.EXACTLY_ONCE
-    DEFAULT_TIMEOUT = 10 * 60 * 1000
-    DEFAULT_MIN_PAUSE_BETWEEN_CHECKPOINTS = 0
-    DEFAULT_MAX_CONCURRENT_CHECKPOINTS = 1
-    DEFAULT_TOLERABLE_CHECKPOINT_FAILURE_NUMBER = 0
-    DEFAULT_NUM_RETAINED_CHECKPOINTS = 1
-    DEFAULT_CHECKPOINT_ID_OF_IGNORED_IN_FLIGHT_DATA = -1
+    DEFAULT_MODE = CheckpointingMode[Opt.CHECKPOINTING_CONSISTENCY_MODE.default]
+    DEFAULT_TIMEOUT = Opt.CHECKPOINTING_TIMEOUT.default
+    DEFAULT_MIN_PAUSE_BETWEEN_CHECKPOINTS = Opt.MIN_PAUSE_BETWEEN_CHECKPOINTS.default
+    DEFAULT_MAX_CONCURRENT_CHECKPOINTS = Opt.MAX_CONCURRENT_CHECKPOINTS.default
+    DEFAULT_TOLERABLE_CHECKPOINT_FAILURE_NUMBER = Opt.TOLERABLE_FAILURE_NUMBER.default
+    DEFAULT_NUM_RETAINED_CHECKPOINTS = Opt.MAX_RETAINED_CHECKPOINTS.default
+    DEFAULT_CHECKPOINT_ID_OF_IGNORED_IN_FLIGHT_DATA = (
+        Recovery.CHECKPOINT_ID_OF_IGNORED_IN_FLIGHT_DATA.default
+    )
     MINIMAL_CHECKPOINT_TIME = MINIMAL_CHECKPOINT_TIME
     UNLIMITED_TOLERABLE_FAILURE_NUMBER = UNLIMITED_TOLERABLE_FAILURE_NUMBER
 
     def __init__(self, configuration: Mapping[str, Any] | None = None) -> None:
         self._interval = -1
-        self._mode = CheckpointingMode.EXACTLY_ONCE
+        self._mode = self.DEFAULT_MODE
         self._timeout = self.DEFAULT_TIMEOUT
         self._min_pause = self.DEFAULT_MIN_PAUSE_BETWEEN_CHECKPOINTS
         self._max_concurrent = self.DEFAULT_MAX_CONCURRENT_CHECKPOINTS
         self._tolerable = self.DEFAULT_TOLERABLE_CHECKPOINT_FAILURE_NUMBER
-        self._retention = ExternalizedCheckpointRetention.NO_EXTERNALIZED_CHECKPOINTS
-        self._unaligned = False
-        self._aligned_timeout = 0
-        self._force_unaligned = False
+        # None until configured: the 1.x getter then returns None, as the seed says.
+        self._retention: ExternalizedCheckpointRetention | None = None
+        self._unaligned = Opt.ENABLE_UNALIGNED.default
+        self._aligned_timeout = Opt.ALIGNED_CHECKPOINT_TIMEOUT.default
+        self._force_unaligned = Opt.FORCE_UNALIGNED.default
         self._storage: CheckpointStorage | None = None
         self._num_retained = self.DEFAULT_NUM_RETAINED_CHECKPOINTS
-        self._prefer_checkpoint_for_recovery = False
-        self._approximate_local_recovery = False
+        self._prefer_checkpoint_for_recovery = Opt.PREFER_CHECKPOINT_FOR_RECOVERY.default
+        self._approximate_local_recovery = Recovery.APPROXIMATE_LOCAL_RECOVERY.default
         self._ignored_in_flight_checkpoint_id = self.DEFAULT_CHECKPOINT_ID_OF_IGNORED_IN_FLIGHT_DATA
-        self._after_tasks_finish = True
-        self._interval_during_backlog: int | None = None
+        self._after_tasks_finish = Opt.ENABLE_CHECKPOINTS_AFTER_TASKS_FINISH.default
+        self._interval_during_backlog = Opt.CHECKPOINTING_INTERVAL_DURING_BACKLOG.default
         if configuration is not None:
             self.configure(configuration)
 
@@ -234,8 +240,11 @@ class CheckpointConfig:
         """Set what happens to retained checkpoints when the job is cancelled or fails."""
         return self.set_externalized_checkpoint_retention(cleanup_mode)
 
-    def get_externalized_checkpoint_cleanup(self) -> ExternalizedCheckpointCleanup:
-        """The retention policy as the 1.x ``ExternalizedCheckpointCleanup`` enum."""
+    def get_externalized_checkpoint_cleanup(self) -> ExternalizedCheckpointCleanup | None:
+        """The retention policy as the 1.x ``ExternalizedCheckpointCleanup`` enum, or ``None``
+        if none is configured."""
+        if self._retention is None:
+            return None
         return ExternalizedCheckpointCleanup[self._retention.name]
 
     def set_externalized_checkpoint_retention(
@@ -249,11 +258,14 @@ class CheckpointConfig:
 
     def get_externalized_checkpoint_retention(self) -> ExternalizedCheckpointRetention:
         """The retention policy (default NO_EXTERNALIZED_CHECKPOINTS)."""
+        if self._retention is None:
+            return ExternalizedCheckpointRetention[Opt.EXTERNALIZED_CHECKPOINT_RETENTION.default]
         return self._retention
 
     def is_externalized_checkpoints_enabled(self) -> bool:
         """Whether checkpoints outlive the job in some terminal state."""
-        return self._retention is not ExternalizedCheckpointRetention.NO_EXTERNALIZED_CHECKPOINTS
+        retention = self.get_externalized_checkpoint_retention()
+        return retention is not ExternalizedCheckpointRetention.NO_EXTERNALIZED_CHECKPOINTS
 
     def get_num_retained_checkpoints(self) -> int:
         """Completed checkpoints retained (``execution.checkpointing.num-retained``)."""
@@ -418,30 +430,24 @@ class CheckpointConfig:
         return self
 
     def _apply(self, config: Mapping[str, Any]) -> None:
-        if Opt.CHECKPOINTING_INTERVAL.is_set(config):
-            self.set_checkpoint_interval(Opt.CHECKPOINTING_INTERVAL.read(config))
-        if Opt.CHECKPOINTING_INTERVAL_DURING_BACKLOG.is_set(config):
-            self.set_checkpoint_interval_during_backlog(
-                Opt.CHECKPOINTING_INTERVAL_DURING_BACKLOG.read(config)
-            )
+        backlog = Opt.CHECKPOINTING_INTERVAL_DURING_BACKLOG
+        apply_options(config, (
+            (Opt.CHECKPOINTING_INTERVAL, self.set_checkpoint_interval),
+            (backlog, self.set_checkpoint_interval_during_backlog),
+        ))
         # Mode, unaligned and concurrency are checked together once all are read.
         mode = self._mode
         if Opt.CHECKPOINTING_CONSISTENCY_MODE.is_set(config):
-            mode = CheckpointingMode.of(Opt.CHECKPOINTING_CONSISTENCY_MODE.read(config))
+            mode = CheckpointingMode[Opt.CHECKPOINTING_CONSISTENCY_MODE.read(config)]
         unaligned = self._unaligned
         if Opt.ENABLE_UNALIGNED.is_set(config):
             unaligned = Opt.ENABLE_UNALIGNED.read(config)
         max_concurrent = self._max_concurrent
         if Opt.MAX_CONCURRENT_CHECKPOINTS.is_set(config):
             max_concurrent = Opt.MAX_CONCURRENT_CHECKPOINTS.read(config)
-            if max_concurrent < 1:
-                raise ValueError(
-                    "The maximum number of concurrent attempts must be at least one, got "
-                    f"{max_concurrent} (execution.checkpointing.max-concurrent-checkpoints)."
-                )
         _check_unaligned(unaligned, mode, max_concurrent)
         self._mode, self._unaligned, self._max_concurrent = mode, unaligned, max_concurrent
-        setters = (
+        apply_options(config, (
             (Opt.CHECKPOINTING_TIMEOUT, self.set_checkpoint_timeout),
             (Opt.MIN_PAUSE_BETWEEN_CHECKPOINTS, self.set_min_pause_between_checkpoints),
             (Opt.TOLERABLE_FAILURE_NUMBER, self.set_tolerable_checkpoint_failure_number),
@@ -450,70 +456,59 @@ class CheckpointConfig:
             (Opt.ALIGNED_CHECKPOINT_TIMEOUT, self.set_aligned_checkpoint_timeout),
             (Opt.FORCE_UNALIGNED, self.set_force_unaligned_checkpoints),
             (Opt.ENABLE_CHECKPOINTS_AFTER_TASKS_FINISH, self.enable_checkpoints_after_tasks_finish),
-            (Opt.APPROXIMATE_LOCAL_RECOVERY, self.enable_approximate_local_recovery),
+            (Opt.PREFER_CHECKPOINT_FOR_RECOVERY, self.set_prefer_checkpoint_for_recovery),
+            (Recovery.APPROXIMATE_LOCAL_RECOVERY, self.enable_approximate_local_recovery),
             (
-                Opt.CHECKPOINT_ID_OF_IGNORED_IN_FLIGHT_DATA,
+                Recovery.CHECKPOINT_ID_OF_IGNORED_IN_FLIGHT_DATA,
                 self.set_checkpoint_id_of_ignored_in_flight_data,
             ),
-        )
-        for option, setter in setters:
-            if option.is_set(config):
-                setter(option.read(config))
+        ))
         self._apply_storage(config)
 
     def _apply_storage(self, config: Mapping[str, Any]) -> None:
         kind = Opt.CHECKPOINT_STORAGE.read(config)
-        directory = Opt.CHECKPOINTS_DIRECTORY.read(config)
-        if kind is None and directory is None:
+        if kind is None and not Opt.CHECKPOINTS_DIRECTORY.is_set(config):
             return
         from sparkpoint.datastream import checkpoint_storage as cs
 
-        kind_name = (kind or "filesystem").strip().lower()
-        if kind_name == "jobmanager":
+        if kind == "jobmanager":
             self._storage = cs.JobManagerCheckpointStorage.create_from_config(config)
-        elif kind_name == "filesystem":
-            if directory is None:
-                raise ValueError(
-                    "execution.checkpointing.storage is 'filesystem' but no checkpoint directory "
-                    "is configured: set execution.checkpointing.dir (state.checkpoints.dir)"
-                )
-            self._storage = cs.FileSystemCheckpointStorage.create_from_config(config)
-        else:
-            raise ValueError(
-                f"Unknown checkpoint storage {kind!r} (execution.checkpointing.storage): use "
-                "'jobmanager' or 'filesystem', or pass a CustomCheckpointStorage to "
-                "set_checkpoint_storage"
+        elif not Opt.CHECKPOINTS_DIRECTORY.is_set(config):
+            raise ConfigurationError(
+                f"{Opt.CHECKPOINT_STORAGE.key} is 'filesystem' but no checkpoint directory is "
+                f"configured: set {Opt.CHECKPOINTS_DIRECTORY.key} "
+                f"({', '.join(Opt.CHECKPOINTS_DIRECTORY.deprecated_keys)})"
             )
+        else:
+            self._storage = cs.FileSystemCheckpointStorage.create_from_config(config)
 
     def to_dict(self) -> dict[str, str]:
         """The settings as Flink 2.x configuration keys and string values."""
-        out: dict[str, str] = {}
-        if self._interval > 0:
-            out[Opt.CHECKPOINTING_INTERVAL.key] = f"{self._interval} ms"
-        if self._interval_during_backlog is not None:
-            out[Opt.CHECKPOINTING_INTERVAL_DURING_BACKLOG.key] = (
-                f"{self._interval_during_backlog} ms"
-            )
-        out[Opt.CHECKPOINTING_CONSISTENCY_MODE.key] = self._mode.name
-        out[Opt.CHECKPOINTING_TIMEOUT.key] = f"{self._timeout} ms"
-        out[Opt.MIN_PAUSE_BETWEEN_CHECKPOINTS.key] = f"{self._min_pause} ms"
-        out[Opt.MAX_CONCURRENT_CHECKPOINTS.key] = str(self._max_concurrent)
-        out[Opt.TOLERABLE_FAILURE_NUMBER.key] = str(self._tolerable)
-        out[Opt.MAX_RETAINED_CHECKPOINTS.key] = str(self._num_retained)
-        out[Opt.EXTERNALIZED_CHECKPOINT_RETENTION.key] = self._retention.name
-        out[Opt.ENABLE_UNALIGNED.key] = _bool(self._unaligned)
-        out[Opt.ALIGNED_CHECKPOINT_TIMEOUT.key] = f"{self._aligned_timeout} ms"
-        out[Opt.FORCE_UNALIGNED.key] = _bool(self._force_unaligned)
-        out[Opt.ENABLE_CHECKPOINTS_AFTER_TASKS_FINISH.key] = _bool(self._after_tasks_finish)
-        out[Opt.APPROXIMATE_LOCAL_RECOVERY.key] = _bool(self._approximate_local_recovery)
-        out[Opt.CHECKPOINT_ID_OF_IGNORED_IN_FLIGHT_DATA.key] = str(
-            self._ignored_in_flight_checkpoint_id
-        )
         storage = self._storage
         path = getattr(storage, "get_checkpoint_path", lambda: None)() if storage else None
-        if path is not None:
-            out[Opt.CHECKPOINTS_DIRECTORY.key] = str(path)
-        return out
+        values: tuple[tuple[ConfigOption[Any], object], ...] = (
+            (Opt.CHECKPOINTING_INTERVAL, self._interval if self._interval > 0 else None),
+            (Opt.CHECKPOINTING_INTERVAL_DURING_BACKLOG, self._interval_during_backlog),
+            (Opt.CHECKPOINTING_CONSISTENCY_MODE, self._mode),
+            (Opt.CHECKPOINTING_TIMEOUT, self._timeout),
+            (Opt.MIN_PAUSE_BETWEEN_CHECKPOINTS, self._min_pause),
+            (Opt.MAX_CONCURRENT_CHECKPOINTS, self._max_concurrent),
+            (Opt.TOLERABLE_FAILURE_NUMBER, self._tolerable),
+            (Opt.MAX_RETAINED_CHECKPOINTS, self._num_retained),
+            (Opt.EXTERNALIZED_CHECKPOINT_RETENTION, self._retention),
+            (Opt.ENABLE_UNALIGNED, self._unaligned),
+            (Opt.ALIGNED_CHECKPOINT_TIMEOUT, self._aligned_timeout),
+            (Opt.FORCE_UNALIGNED, self._force_unaligned),
+            (Opt.ENABLE_CHECKPOINTS_AFTER_TASKS_FINISH, self._after_tasks_finish),
+            (Opt.PREFER_CHECKPOINT_FOR_RECOVERY, self._prefer_checkpoint_for_recovery),
+            (Recovery.APPROXIMATE_LOCAL_RECOVERY, self._approximate_local_recovery),
+            (
+                Recovery.CHECKPOINT_ID_OF_IGNORED_IN_FLIGHT_DATA,
+                self._ignored_in_flight_checkpoint_id,
+            ),
+            (Opt.CHECKPOINTS_DIRECTORY, path),
+        )
+        return {option.key: option.format(value) for option, value in values if value is not None}
 
     def copy(self) -> CheckpointConfig:
         """An independent copy (the storage object is shared: it is configuration only)."""
@@ -552,6 +547,3 @@ def _as_int(value: object, what: str) -> int:
         raise TypeError(f"{what} must be an int, got {value!r}")
     return value
 
-
-def _bool(value: bool) -> str:
-    return "true" if value else "false"

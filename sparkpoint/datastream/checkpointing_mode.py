@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import enum
 
+from sparkpoint.config import parse_enum_member
+
 __all__ = ["CheckpointingMode"]
 
 
@@ -24,18 +26,4 @@ class CheckpointingMode(enum.IntEnum):
     @staticmethod
     def of(mode: object) -> CheckpointingMode:
         """The mode named by ``mode`` (a member, its name or its int value)."""
-        if isinstance(mode, CheckpointingMode):
-            return mode
-        if isinstance(mode, int) and not isinstance(mode, bool):
-            try:
-                return CheckpointingMode(mode)
-            except ValueError:
-                pass
-        name = str(getattr(mode, "name", mode)).strip().upper().replace("-", "_")
-        try:
-            return CheckpointingMode[name]
-        except KeyError:
-            raise ValueError(
-                f"Unknown checkpointing mode {mode!r}; expected CheckpointingMode.EXACTLY_ONCE "
-                "or CheckpointingMode.AT_LEAST_ONCE"
-            ) from None
+        return parse_enum_member(mode, CheckpointingMode, "CheckpointingMode")

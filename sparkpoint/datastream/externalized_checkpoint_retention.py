@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import enum
 
+from sparkpoint.config import parse_enum_member
+
 __all__ = ["ExternalizedCheckpointCleanup", "ExternalizedCheckpointRetention"]
 
 
@@ -17,21 +19,7 @@ class _RetentionBase(enum.IntEnum):
     @classmethod
     def of(cls, value: object) -> _RetentionBase:
         """The member of this enum named by ``value`` (either enum's member, name or int)."""
-        if isinstance(value, cls):
-            return value
-        if isinstance(value, int) and not isinstance(value, bool):
-            try:
-                return cls(value)
-            except ValueError:
-                pass
-        name = str(getattr(value, "name", value)).strip().upper().replace("-", "_")
-        try:
-            return cls[name]
-        except KeyError:
-            names = ", ".join(f"{cls.__name__}.{m.name}" for m in cls)
-            raise ValueError(
-                f"Unsupported externalized checkpoint retention {value!r}; expected one of {names}"
-            ) from None
+        return parse_enum_member(value, cls, cls.__name__)
 
 
 class ExternalizedCheckpointRetention(_RetentionBase):

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sparkpoint.checkpoint.handles import OperatorStateHandle
+from sparkpoint.config import CheckpointingOptions, RocksDBOptions
 from sparkpoint.datastream.checkpoint_storage import (
     CheckpointStorage,
     FileSystemCheckpointStorage,
@@ -35,10 +36,6 @@ __all__ = [
     "RocksDBStateBackend",
     "StateBackend",
 ]
-
-DEFAULT_TRANSFER_THREADS = 4
-DEFAULT_FILE_STATE_THRESHOLD = 20 * 1024
-DEFAULT_WRITE_BUFFER_SIZE = 4096
 
 
 class StateBackend(_internal.StateBackend):
@@ -84,7 +81,7 @@ class EmbeddedRocksDBStateBackend(StateBackend):
         self._db_storage_paths: list[str] | None = None
         self._predefined_options = PredefinedOptions.DEFAULT
         self._options: Any = None
-        self._transfer_threads = DEFAULT_TRANSFER_THREADS
+        self._transfer_threads = RocksDBOptions.CHECKPOINT_TRANSFER_THREAD_NUM.default
         self._ttl_compaction_filter = True
 
     def is_incremental_checkpoints_enabled(self) -> bool:
@@ -112,9 +109,9 @@ class EmbeddedRocksDBStateBackend(StateBackend):
             checked.append(local)
         self._db_storage_paths = checked
 
-    def get_db_storage_paths(self) -> list[str]:
-        """The configured local paths (empty when the default is used)."""
-        return list(self._db_storage_paths or [])
+    def get_db_storage_paths(self) -> list[str] | None:
+        """The configured local paths, or ``None`` if none were configured."""
+        return None if self._db_storage_paths is None else list(self._db_storage_paths)
 
     def set_predefined_options(self, options: int) -> None:
         """Choose a predefined RocksDB profile (``PredefinedOptions``)."""
@@ -219,7 +216,7 @@ def _resolve_options(path: str) -> Any:
 class MemoryStateBackend(HashMapStateBackend):
     """Heap working state, checkpoints in the job master's memory (legacy 1.x backend)."""
 
-    DEFAULT_MAX_STATE_SIZE = 5 * 1024 * 1024
+    DEFAULT_MAX_STATE_SIZE = JobManagerCheckpointStorage.DEFAULT_MAX_STATE_SIZE
 
     def __init__(
         self,
@@ -268,7 +265,7 @@ def _job_manager_storage(checkpoint_path: str | None, savepoint_path: str | None
                          max_state_size: int) -> CheckpointStorage:
     storage = JobManagerCheckpointStorage(checkpoint_path, max_state_size)
     if savepoint_path is not None:
-        storage = storage.configure({"execution.checkpointing.savepoint-dir": savepoint_path})
+        storage = storage.configure({CheckpointingOptions.SAVEPOINT_DIRECTORY.key: savepoint_path})
     return storage
 
 
@@ -287,13 +284,11 @@ class FsStateBackend(HashMapStateBackend):
             raise ValueError("FsStateBackend needs a checkpoint_directory_uri")
         self._checkpoint_path = checkpoint_directory_uri
         self._savepoint_path = default_savepoint_directory_uri
-        self._threshold = (DEFAULT_FILE_STATE_THRESHOLD if file_state_size_threshold is None
-                           else file_state_size_threshold)
-        self._write_buffer_size = (max(DEFAULT_WRITE_BUFFER_SIZE, self._threshold)
-                                   if write_buffer_size is None else write_buffer_size)
         self._async = True if using_asynchronous_snapshots is None else using_asynchronous_snapshots
+        # Unset sizes stay -1: the job's configuration fills them in when the job starts.
         self._storage = FileSystemCheckpointStorage(
-            checkpoint_directory_uri, self._threshold, self._write_buffer_size,
+            checkpoint_directory_uri, file_state_size_threshold,
+            -1 if write_buffer_size is None else write_buffer_size,
             default_savepoint_directory_uri)
 
     def get_checkpoint_storage(self) -> CheckpointStorage:
@@ -310,12 +305,14 @@ class FsStateBackend(HashMapStateBackend):
     get_default_savepoint_directory = get_savepoint_path
 
     def get_min_file_size_threshold(self) -> int:
-        """State below this many bytes is stored inline in the metadata (default 20 KiB)."""
-        return self._threshold
+        """State up to this many bytes is stored inline in the metadata (unless set: the
+        default of ``execution.checkpointing.data-inline-threshold``)."""
+        return self._storage.get_min_file_size_threshold()
 
     def get_write_buffer_size(self) -> int:
-        """Write buffer of checkpoint streams in bytes."""
-        return self._write_buffer_size
+        """Write buffer of checkpoint streams in bytes (unless set: the default of
+        ``execution.checkpointing.write-buffer-size``)."""
+        return self._storage.get_write_buffer_size()
 
     def is_using_asynchronous_snapshots(self) -> bool:
         """Whether snapshots upload asynchronously (default true)."""
@@ -324,7 +321,7 @@ class FsStateBackend(HashMapStateBackend):
     def __repr__(self) -> str:
         return (f"File State Backend (checkpoints: '{self._checkpoint_path}', savepoints: "
                 f"'{self._savepoint_path}', asynchronous: {self._async}, fileStateThreshold: "
-                f"{self._threshold})")
+                f"{self.get_min_file_size_threshold()})")
 
 
 class RocksDBStateBackend(EmbeddedRocksDBStateBackend):

@@ -5,33 +5,38 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from sparkpoint.checkpoint.storage_policies import validate_path
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.common.execution_config import ExecutionConfig
+from sparkpoint.common.restart_strategy import RestartStrategies
+from sparkpoint.config import (
+    CheckpointingOptions,
+    CoreOptions,
+    ExecutionOptions,
+    PipelineOptions,
+    RestartStrategyOptions,
+    StateBackendOptions,
+    apply_options,
+)
 from sparkpoint.connectors.collection import CollectionSource
 from sparkpoint.connectors.source import Source
 from sparkpoint.datastream.checkpoint_config import CheckpointConfig
 from sparkpoint.datastream.checkpointing_mode import CheckpointingMode
 from sparkpoint.datastream.data_stream import DataStream
+from sparkpoint.datastream.execution_mode import RuntimeExecutionMode
+from sparkpoint.datastream.state_backend_loader import load_state_backend
 from sparkpoint.datastream.time_characteristic import TimeCharacteristic
-from sparkpoint.runtime.coordinator import CheckpointPolicy
 from sparkpoint.runtime.graph import Node, build_plan
 from sparkpoint.runtime.job_client import JobClient, JobExecutionResult, result_of
 from sparkpoint.runtime.job_master import JobMaster, JobSettings
+from sparkpoint.runtime.settings import JobRequest, build_job_settings, check_configuration
 
 __all__ = ["RuntimeExecutionMode", "StreamExecutionEnvironment"]
 
 _LOG = logging.getLogger("sparkpoint")
-
-
-class RuntimeExecutionMode:
-    """STREAMING emits every update; BATCH emits final results of keyed aggregations."""
-
-    STREAMING = 0
-    BATCH = 1
-    AUTOMATIC = 2
 
 
 def _default_parallelism(spark: Any | None) -> int:
@@ -49,24 +54,25 @@ class StreamExecutionEnvironment:
         spark: Any | None = None,
         master: str | None = None,
     ) -> None:
-        self._configuration = configuration or Configuration()
+        self._configuration = Configuration()
         self._spark = spark
         self._master = master
         self._nodes: list[Node] = []
         self._sinks: list[Node] = []
-        self._checkpoint_config = CheckpointConfig(self._configuration.to_dict())
+        self._checkpoint_config = CheckpointConfig()
         self._config = ExecutionConfig()
         self._state_backend: Any = None
         self._default_local_parallelism: int | None = None
         self._time_characteristic = TimeCharacteristic.EventTime
-        self._buffer_timeout = 100
-        self._chaining = True
-        self._runtime_mode = RuntimeExecutionMode.STREAMING
+        self._buffer_timeout = ExecutionOptions.BUFFER_TIMEOUT.default
+        self._chaining = PipelineOptions.OPERATOR_CHAINING.default
+        self._runtime_mode = RuntimeExecutionMode[ExecutionOptions.RUNTIME_MODE.default]
         self._default_savepoint_dir: str | None = None
         # Failure-injection hooks used by sparkpoint.testing (see JobSettings).
         self._before_epoch: Any = None
         self._after_local_commit: Any = None
-        self._apply_configuration(self._configuration)
+        if configuration is not None:
+            self.configure(configuration)
 
     # -- creation --------------------------------------------------------------------------
     @staticmethod
@@ -81,56 +87,49 @@ class StreamExecutionEnvironment:
         if self._spark is None:
             from sparkpoint.runtime.session import get_spark_session
 
-            conf = {
-                k: str(v) for k, v in self._configuration.to_dict().items()
-                if k.startswith("spark.")
-            }
+            conf = {k: v for k, v in self._configuration.items() if k.startswith("spark.")}
             self._spark = get_spark_session(self._master, conf)
         return self._spark
 
-    def _apply_configuration(self, configuration: Configuration) -> None:
-        conf = configuration.to_dict()
-        if "parallelism.default" in conf:
-            self.set_parallelism(int(conf["parallelism.default"]))
-        if "pipeline.max-parallelism" in conf:
-            self.set_max_parallelism(int(conf["pipeline.max-parallelism"]))
-        if any(k.startswith("restart-strategy") for k in conf):
-            from sparkpoint.common.restart_strategy import RestartStrategies
+    def configure(self, configuration: Mapping[str, Any]) -> StreamExecutionEnvironment:
+        """Apply Flink configuration keys (checkpointing, restart strategy, parallelism...).
 
+        Every value is checked first: on an error (``ConfigurationError`` naming the key, the
+        value and what is allowed) nothing changes.
+        """
+        check_configuration(configuration)
+        merged = Configuration(self._configuration).add_all(configuration)
+        restart = None
+        if any(o.is_set(configuration) for o in RestartStrategyOptions.all_options()):
             # Read the merged keys: a later configure() may add only, say, the attempts.
-            strategy = RestartStrategies.from_configuration(self._configuration)
-            if strategy is not None:
-                self._config.set_restart_strategy(strategy)
-        mode = conf.get("execution.runtime-mode", "").upper()
-        if mode:
-            self._runtime_mode = getattr(RuntimeExecutionMode, mode)
-        backend_type = conf.get("state.backend.type", conf.get("state.backend", "")).lower()
-        if backend_type:
-            from sparkpoint.datastream import state_backend as sb
-
-            if backend_type in ("hashmap", "heap", "filesystem", "jobmanager"):
-                self._state_backend = sb.HashMapStateBackend()
-            elif backend_type == "rocksdb":
-                incremental = conf.get(
-                    "execution.checkpointing.incremental", conf.get("state.backend.incremental")
-                )
-                self._state_backend = sb.EmbeddedRocksDBStateBackend(
-                    str(incremental).lower() == "true" if incremental else None
-                )
-            else:
-                raise ValueError(
-                    f"Unknown state.backend.type {backend_type!r}: use 'hashmap' or 'rocksdb'"
-                )
-        self._default_savepoint_dir = conf.get(
-            "execution.checkpointing.savepoint-dir", conf.get("state.savepoints.dir")
-        )
-
-    def configure(self, configuration: Configuration) -> StreamExecutionEnvironment:
-        """Apply Flink configuration keys (checkpointing, restart strategy, parallelism...)."""
-        self._configuration.add_all(configuration)
-        self._checkpoint_config.configure(configuration.to_dict())
+            restart = RestartStrategies.from_configuration(merged)
+        self._checkpoint_config.configure(configuration)
+        self._configuration = merged
+        if restart is not None:
+            self._config.set_restart_strategy(restart)
         self._apply_configuration(configuration)
         return self
+
+    def _apply_configuration(self, config: Mapping[str, Any]) -> None:
+        """Set what ``config`` names on the API objects (values are checked already)."""
+        execution_config = self._config
+        apply_options(config, (
+            (CoreOptions.DEFAULT_PARALLELISM, execution_config.set_parallelism),
+            (PipelineOptions.MAX_PARALLELISM, execution_config.set_max_parallelism),
+            (PipelineOptions.AUTO_WATERMARK_INTERVAL, execution_config.set_auto_watermark_interval),
+            (PipelineOptions.GLOBAL_JOB_PARAMETERS, execution_config.set_global_job_parameters),
+            (ExecutionOptions.BUFFER_TIMEOUT, self.set_buffer_timeout),
+            (ExecutionOptions.RUNTIME_MODE, self.set_runtime_mode),
+            (CheckpointingOptions.SAVEPOINT_DIRECTORY, self.set_default_savepoint_directory),
+        ))
+        for name in PipelineOptions.REGISTERED_KRYO_TYPES.read(config) or ():
+            execution_config.register_kryo_type(name)
+        for name in PipelineOptions.REGISTERED_POJO_TYPES.read(config) or ():
+            execution_config.register_pojo_type(name)
+        if PipelineOptions.OPERATOR_CHAINING.is_set(config):
+            self._chaining = PipelineOptions.OPERATOR_CHAINING.read(config)
+        if StateBackendOptions.STATE_BACKEND.is_set(config):
+            self._state_backend = load_state_backend(self._configuration)
 
     # -- sources ---------------------------------------------------------------------------
     def _add_node(self, kind: str, name: str, inputs: list[Node], **kw: Any) -> Node:
@@ -195,7 +194,7 @@ class StreamExecutionEnvironment:
         return self._state_backend
 
     def set_default_savepoint_directory(self, directory: str) -> StreamExecutionEnvironment:
-        self._default_savepoint_dir = directory
+        self._default_savepoint_dir = validate_path(directory, "directory")
         return self
 
     def get_default_savepoint_directory(self) -> str | None:
@@ -259,7 +258,13 @@ class StreamExecutionEnvironment:
         return self._config.get_restart_strategy()
 
     def set_stream_time_characteristic(self, characteristic: Any) -> None:
-        self._time_characteristic = characteristic
+        """ProcessingTime, IngestionTime or EventTime; as in Flink, ProcessingTime sets the
+        auto-watermark interval to 0 and the others to its default (200 ms)."""
+        self._time_characteristic = TimeCharacteristic.of(characteristic)
+        self._config.set_auto_watermark_interval(
+            0 if self._time_characteristic is TimeCharacteristic.ProcessingTime
+            else PipelineOptions.AUTO_WATERMARK_INTERVAL.default
+        )
 
     def get_stream_time_characteristic(self) -> Any:
         return self._time_characteristic
@@ -281,7 +286,7 @@ class StreamExecutionEnvironment:
         return self._chaining
 
     def set_runtime_mode(self, execution_mode: Any) -> StreamExecutionEnvironment:
-        self._runtime_mode = execution_mode
+        self._runtime_mode = RuntimeExecutionMode.of(execution_mode)
         return self
 
     def get_config(self) -> ExecutionConfig:
@@ -324,69 +329,30 @@ class StreamExecutionEnvironment:
         maxp = self._max_parallelism or compute_default_max_parallelism(p)
         return build_plan(list(self._sinks), p, maxp)
 
-    def _checkpoint_storage(self) -> Any:
-        storage = self._checkpoint_config.get_checkpoint_storage()
+    def _job_request(self) -> JobRequest:
+        """The configuration with everything set through the API, and the API's objects."""
+        conf = Configuration(self._configuration)
+        conf.add_all(self._checkpoint_config.to_dict())
+        conf.set_integer(CoreOptions.DEFAULT_PARALLELISM.key, self.get_parallelism())
+        if self._max_parallelism is not None:
+            conf.set_integer(PipelineOptions.MAX_PARALLELISM.key, self._max_parallelism)
+        conf.set_string(ExecutionOptions.RUNTIME_MODE.key, self._runtime_mode.name)
+        savepoint_dir = self._default_savepoint_dir
+        if savepoint_dir is not None:
+            conf.set_string(CheckpointingOptions.SAVEPOINT_DIRECTORY.key, savepoint_dir)
         backend = self._state_backend
-        if storage is None and backend is not None and hasattr(backend, "get_checkpoint_storage"):
-            storage = backend.get_checkpoint_storage()
-        if storage is None:
-            from sparkpoint.datastream.checkpoint_storage import JobManagerCheckpointStorage
-
-            storage = JobManagerCheckpointStorage()
-        conf = dict(self._configuration.to_dict())
-        if self._default_savepoint_dir and "execution.checkpointing.savepoint-dir" not in conf:
-            conf["execution.checkpointing.savepoint-dir"] = self._default_savepoint_dir
-        return storage.configure(conf)
-
-    def _settings(self, job_name: str) -> JobSettings:
-        cc = self._checkpoint_config
-        conf = self._configuration.to_dict()
-        policy = CheckpointPolicy(
-            interval_ms=cc.get_checkpoint_interval(),
-            timeout_ms=cc.get_checkpoint_timeout(),
-            min_pause_ms=cc.get_min_pause_between_checkpoints(),
-            max_concurrent=cc.get_max_concurrent_checkpoints(),
-            tolerable_failures=cc.get_tolerable_checkpoint_failure_number(),
-            retention=cc.get_externalized_checkpoint_retention().name,
-            prefer_checkpoint_for_recovery=cc.is_prefer_checkpoint_for_recovery(),
-        )
-        backend = self._state_backend
-        if backend is None:
-            from sparkpoint.datastream.state_backend import HashMapStateBackend
-
-            backend = HashMapStateBackend()
-        from sparkpoint.state.key_groups import compute_default_max_parallelism
-
-        p = self.get_parallelism()
-        restore = conf.get("execution.state-recovery.path", conf.get("execution.savepoint.path"))
-        ignore = conf.get(
-            "execution.state-recovery.ignore-unclaimed-state",
-            conf.get("execution.savepoint.ignore-unclaimed-state", "false"),
-        )
-        settings = JobSettings(
-            job_name=job_name,
-            parallelism=p,
-            max_parallelism=self._max_parallelism or compute_default_max_parallelism(p),
-            explicit_max_parallelism=self._max_parallelism is not None,
-            policy=policy,
-            checkpoint_storage=self._checkpoint_storage(),
-            state_backend=backend,
-            restart_strategy=self._restart_strategy,
-            num_retained=cc.get_num_retained_checkpoints(),
-            batch_mode=self._runtime_mode == RuntimeExecutionMode.BATCH,
-            restore_path=restore,
-            allow_non_restored_state=str(ignore).lower() == "true",
-            max_records_per_split=int(conf.get("sparkpoint.epoch.max-records-per-split", 100_000)),
-            job_parameters={
-                **{k: str(v) for k, v in conf.items()},
-                **self._config.get_global_job_parameters(),
-            },
+        return JobRequest(
+            configuration=conf,
+            state_backend=load_state_backend(conf) if backend is None else backend,
+            checkpoint_storage=self._checkpoint_config.get_checkpoint_storage(),
+            restart_strategy=self._config.get_restart_strategy(),
+            job_parameters={**self._configuration, **self._config.get_global_job_parameters()},
             before_epoch=self._before_epoch,
             after_local_commit=self._after_local_commit,
         )
-        if "sparkpoint.local-state.dir" in conf:
-            settings.local_root = str(conf["sparkpoint.local-state.dir"])
-        return settings
+
+    def _settings(self, job_name: str) -> JobSettings:
+        return build_job_settings(job_name, self._job_request())
 
     def _create_master(self, job_name: str) -> JobMaster:
         spark = self._get_spark()

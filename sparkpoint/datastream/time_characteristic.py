@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from sparkpoint.config import parse_enum_member
+
 __all__ = ["TimeCharacteristic"]
 
 
@@ -18,3 +20,8 @@ class TimeCharacteristic(Enum):
     ProcessingTime = 0
     IngestionTime = 1
     EventTime = 2
+
+    @staticmethod
+    def of(characteristic: object) -> TimeCharacteristic:
+        """The member named by ``characteristic`` (a member, its name or its int value)."""
+        return parse_enum_member(characteristic, TimeCharacteristic, "TimeCharacteristic")

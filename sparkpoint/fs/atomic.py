@@ -12,14 +12,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
+from sparkpoint.config.filesystem import FileSystemOptions
 from sparkpoint.errors import SparkpointError
 from sparkpoint.fs.base import FileSystem
 from sparkpoint.fs.registry import get_options
 
 __all__ = ["ALLOW_NON_ATOMIC_CREATE", "NonAtomicCreateError", "require_atomic_create"]
 
-ALLOW_NON_ATOMIC_CREATE = "sparkpoint.fs.allow-non-atomic-create"
-"""File-system option: ``true`` accepts a check-then-write create for checkpoint storage."""
+ALLOW_NON_ATOMIC_CREATE = FileSystemOptions.ALLOW_NON_ATOMIC_CREATE.key
 
 _LOG = logging.getLogger(__name__)
 _warned: set[str] = set()
@@ -30,13 +30,7 @@ class NonAtomicCreateError(SparkpointError, ValueError):
 
 
 def _allowed(options: Mapping[str, str]) -> bool:
-    value = options.get(ALLOW_NON_ATOMIC_CREATE, "false").strip().lower()
-    if value not in ("true", "false"):
-        raise ValueError(
-            f"{ALLOW_NON_ATOMIC_CREATE} must be 'true' or 'false', got "
-            f"{options[ALLOW_NON_ATOMIC_CREATE]!r}"
-        )
-    return value == "true"
+    return FileSystemOptions.ALLOW_NON_ATOMIC_CREATE.read(options)
 
 
 def require_atomic_create(

@@ -6,6 +6,8 @@ import abc
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from sparkpoint.config.filesystem import FileSystemOptions
+
 __all__ = ["FileInfo", "FileSystem"]
 
 
@@ -35,7 +37,7 @@ class FileSystem(abc.ABC):
     """Why creates are not atomic here and what would make them so (unused when atomic)."""
     entropy_key: str | None = None
     """Object-store entropy marker (``s3.entropy.key``); ``None`` when not injecting."""
-    entropy_length: int = 4
+    entropy_length: int = FileSystemOptions.S3_ENTROPY_LENGTH.default
     """How many random characters replace the marker (``s3.entropy.length``)."""
 
     @abc.abstractmethod

@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from sparkpoint.config.filesystem import FileSystemOptions
 from sparkpoint.fs.arrow import ArrowFileSystem, split_endpoint
 from sparkpoint.fs.base import FileSystem
 from sparkpoint.fs.fsspec_fs import FsspecFileSystem
@@ -44,9 +45,9 @@ def gcs_filesystem(
 ) -> FileSystem:
     """GCS from ``gs.endpoint`` (``STORAGE_EMULATOR_HOST``), ``gs.project-id``
     (``GOOGLE_CLOUD_PROJECT``) and ``gs.anonymous``; credentials from the Google environment."""
-    endpoint = options.get("gs.endpoint") or env.get("STORAGE_EMULATOR_HOST")
-    project = options.get("gs.project-id") or env.get("GOOGLE_CLOUD_PROJECT")
-    anonymous = options.get("gs.anonymous", "false").lower() == "true"
+    endpoint = FileSystemOptions.GS_ENDPOINT.read(options) or env.get("STORAGE_EMULATOR_HOST")
+    project = FileSystemOptions.GS_PROJECT_ID.read(options) or env.get("GOOGLE_CLOUD_PROJECT")
+    anonymous = FileSystemOptions.GS_ANONYMOUS.read(options)
     if importlib.util.find_spec("gcsfs") is not None:
         storage: dict[str, Any] = {}
         if endpoint:

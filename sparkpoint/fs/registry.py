@@ -15,13 +15,22 @@ import os
 import threading
 from collections.abc import Mapping
 
+import fsspec
+
 from sparkpoint.fs.arrow import LocalFileSystem, hdfs_filesystem
 from sparkpoint.fs.base import FileSystem
 from sparkpoint.fs.fsspec_fs import FsspecFileSystem
 from sparkpoint.fs.gcs import gcs_filesystem
 from sparkpoint.fs.s3 import S3FileSystem, S3Options
 
-__all__ = ["configure", "create_filesystem", "get_filesystem", "get_options", "split_scheme"]
+__all__ = [
+    "configure",
+    "create_filesystem",
+    "get_filesystem",
+    "get_options",
+    "is_known_scheme",
+    "split_scheme",
+]
 
 _S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
 _GCS_SCHEMES = frozenset({"gs", "gcs"})
@@ -59,6 +68,14 @@ def split_scheme(path: str) -> tuple[str, str]:
     if not scheme or not scheme.replace("+", "").replace("-", "").replace(".", "").isalnum():
         raise ValueError(f"Invalid URI scheme in path {path!r}")
     return scheme.lower(), rest.partition("/")[0]
+
+
+def is_known_scheme(scheme: str) -> bool:
+    """Whether a filesystem is registered for ``scheme`` (natively or through fsspec)."""
+    scheme = scheme.lower()
+    if scheme in ("file", "local", "hdfs") or scheme in _S3_SCHEMES or scheme in _GCS_SCHEMES:
+        return True
+    return scheme in fsspec.available_protocols()
 
 
 def create_filesystem(

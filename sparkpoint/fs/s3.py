@@ -15,6 +15,7 @@ from typing import Any, BinaryIO, cast
 
 import pyarrow.fs as pafs
 
+from sparkpoint.config.filesystem import FileSystemOptions
 from sparkpoint.fs.arrow import ArrowFileSystem, split_endpoint
 
 __all__ = ["S3FileSystem", "S3Options"]
@@ -41,31 +42,22 @@ class S3Options:
     session_token: str | None = None
     path_style_access: bool | None = None
     entropy_key: str | None = None
-    entropy_length: int = 4
+    entropy_length: int = FileSystemOptions.S3_ENTROPY_LENGTH.default
 
     @classmethod
     def from_options(cls, options: Mapping[str, str], env: Mapping[str, str]) -> S3Options:
         """Options win over environment variables; Flink's dotted aliases are accepted."""
-        path_style = _first(options, "s3.path.style.access", "s3.path-style-access")
-        length = options.get("s3.entropy.length", "4")
-        try:
-            entropy_length = int(length)
-        except ValueError:
-            raise ValueError(f"s3.entropy.length must be an integer, got {length!r}") from None
-        if entropy_length <= 0:
-            raise ValueError(f"s3.entropy.length must be > 0, got {entropy_length}")
+        o = FileSystemOptions
         return cls(
-            endpoint=_first(options, "s3.endpoint")
+            endpoint=o.S3_ENDPOINT.read(options)
             or _first(env, "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
-            region=_first(options, "s3.region") or _first(env, "AWS_REGION", "AWS_DEFAULT_REGION"),
-            access_key=_first(options, "s3.access-key", "s3.access.key")
-            or _first(env, "AWS_ACCESS_KEY_ID"),
-            secret_key=_first(options, "s3.secret-key", "s3.secret.key")
-            or _first(env, "AWS_SECRET_ACCESS_KEY"),
-            session_token=_first(options, "s3.session-token") or _first(env, "AWS_SESSION_TOKEN"),
-            path_style_access=None if path_style is None else path_style.lower() == "true",
-            entropy_key=_first(options, "s3.entropy.key"),
-            entropy_length=entropy_length,
+            region=o.S3_REGION.read(options) or _first(env, "AWS_REGION", "AWS_DEFAULT_REGION"),
+            access_key=o.S3_ACCESS_KEY.read(options) or _first(env, "AWS_ACCESS_KEY_ID"),
+            secret_key=o.S3_SECRET_KEY.read(options) or _first(env, "AWS_SECRET_ACCESS_KEY"),
+            session_token=o.S3_SESSION_TOKEN.read(options) or _first(env, "AWS_SESSION_TOKEN"),
+            path_style_access=o.S3_PATH_STYLE_ACCESS.read(options),
+            entropy_key=o.S3_ENTROPY_KEY.read(options),
+            entropy_length=o.S3_ENTROPY_LENGTH.read(options),
         )
 
     def arrow_kwargs(self) -> dict[str, Any]:

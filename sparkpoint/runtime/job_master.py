@@ -29,6 +29,7 @@ from sparkpoint.checkpoint.metadata import (
 )
 from sparkpoint.checkpoint.metadata_format import load_checkpoint
 from sparkpoint.checkpoint.store import CompletedCheckpoint, CompletedCheckpointStore
+from sparkpoint.config import CheckpointingOptions, SparkpointOptions
 from sparkpoint.connectors.source import SplitEnumerator, SplitRange
 from sparkpoint.errors import (
     CheckpointException,
@@ -87,11 +88,11 @@ class JobSettings:
     checkpoint_storage: Any
     state_backend: Any
     restart_strategy: Any
-    num_retained: int = 1
+    num_retained: int = CheckpointingOptions.MAX_RETAINED_CHECKPOINTS.default
     batch_mode: bool = False
     restore_path: str | None = None
     allow_non_restored_state: bool = False
-    max_records_per_split: int = 100_000
+    max_records_per_split: int = SparkpointOptions.MAX_RECORDS_PER_SPLIT.default
     idle_sleep_s: float = 0.2
     # With no new input, an (empty) epoch still runs this often, so processing-time timers
     # fire and checkpoints are taken while a continuous source is idle.

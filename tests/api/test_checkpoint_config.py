@@ -8,10 +8,10 @@ import warnings
 import pytest
 
 import sparkpoint.datastream.checkpoint_config as checkpoint_config_module
-from sparkpoint.checkpoint.options import CheckpointingOptions, ConfigOption
 from sparkpoint.checkpoint.properties import CheckpointProperties
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.common.time import Duration, Time
+from sparkpoint.config import DURATION, CheckpointingOptions, ConfigOption
 from sparkpoint.datastream.checkpoint_config import CheckpointConfig
 from sparkpoint.datastream.checkpoint_config import (
     ExternalizedCheckpointCleanup as CleanupFromConfigModule,
@@ -58,10 +58,9 @@ def test_defaults() -> None:
         c.get_externalized_checkpoint_retention()
         is ExternalizedCheckpointRetention.NO_EXTERNALIZED_CHECKPOINTS
     )
-    assert (
-        c.get_externalized_checkpoint_cleanup()
-        is ExternalizedCheckpointCleanup.NO_EXTERNALIZED_CHECKPOINTS
-    )
+    # Seed 002: "The cleanup behaviour for externalized checkpoints or None if none is
+    # configured."
+    assert c.get_externalized_checkpoint_cleanup() is None
     assert not c.is_unaligned_checkpoints_enabled()
     assert c.get_aligned_checkpoint_timeout() == Duration.of_millis(0)
     assert c.get_alignment_timeout() == Duration.of_millis(0)
@@ -121,7 +120,11 @@ def test_mode_setters_and_2x_spelling() -> None:
     assert c.get_checkpointing_mode() is CheckpointingMode.AT_LEAST_ONCE
     c.set_checkpointing_consistency_mode(CheckpointingMode.EXACTLY_ONCE)
     assert c.get_checkpointing_consistency_mode() is CheckpointingMode.EXACTLY_ONCE
-    with pytest.raises(ValueError, match="Unknown checkpointing mode 'SOMETIMES'"):
+    message = (
+        "Could not parse value 'SOMETIMES' for 'CheckpointingMode': expected one of "
+        "EXACTLY_ONCE, AT_LEAST_ONCE"
+    )
+    with pytest.raises(ValueError, match=message):
         c.set_checkpointing_mode("SOMETIMES")  # type: ignore[arg-type]
 
 
@@ -192,7 +195,7 @@ def test_externalized_retention_all_spellings(enum: type) -> None:
 
 
 def test_externalized_retention_rejects_unknown() -> None:
-    with pytest.raises(ValueError, match="Unsupported externalized checkpoint retention 'KEEP'"):
+    with pytest.raises(ValueError, match="'KEEP' for 'ExternalizedCheckpointRetention'"):
         CheckpointConfig().set_externalized_checkpoint_retention("KEEP")  # type: ignore[arg-type]
 
 
@@ -401,17 +404,19 @@ def test_configure_errors_leave_config_unchanged() -> None:
         ({"execution.checkpointing.interval": "soon"}, "Could not parse value 'soon'"),
         ({"execution.checkpointing.timeout": "1 ms"}, "Checkpoint timeout"),
         ({"execution.checkpointing.min-pause": "1 s", "execution.checkpointing.mode": "X"},
-         "Unknown checkpointing mode"),
-        ({"execution.checkpointing.max-concurrent-checkpoints": "0"}, "at least one"),
-        ({"execution.checkpointing.tolerable-failed-checkpoints": "-3"}, "non-negative"),
+         "'X' for 'execution.checkpointing.mode': expected one of EXACTLY_ONCE, AT_LEAST_ONCE"),
+        ({"execution.checkpointing.max-concurrent-checkpoints": "0"}, "an integer >= 1"),
+        ({"execution.checkpointing.tolerable-failed-checkpoints": "-3"}, "an integer >= 0"),
         ({"execution.checkpointing.num-retained": "zero"}, "expected an integer"),
         ({"execution.checkpointing.unaligned.enabled": "true",
           "execution.checkpointing.mode": "AT_LEAST_ONCE"}, "EXACTLY_ONCE"),
         ({"execution.checkpointing.unaligned.enabled": "true",
           "execution.checkpointing.max-concurrent-checkpoints": "2"}, "can't be > 1"),
         ({"execution.checkpointing.storage": "filesystem"}, "no checkpoint directory"),
-        ({"execution.checkpointing.storage": "rocks"}, "Unknown checkpoint storage 'rocks'"),
-        ({"execution.checkpointing.externalized-checkpoint-retention": "KEEP"}, "Unsupported"),
+        ({"execution.checkpointing.storage": "rocks"},
+         "'rocks' for 'execution.checkpointing.storage': expected one of jobmanager, filesystem"),
+        ({"execution.checkpointing.externalized-checkpoint-retention": "KEEP"},
+         "'KEEP' for 'execution.checkpointing.externalized-checkpoint-retention'"),
     ]
     for conf, message in bad_inputs:
         before = c.to_dict()
@@ -446,7 +451,7 @@ def test_to_dict_round_trips_through_configure(tmp_path) -> None:  # type: ignor
         .set_checkpoint_storage_dir(str(tmp_path))
     )
     d = c.to_dict()
-    assert d["execution.checkpointing.interval"] == "10000 ms"
+    assert d["execution.checkpointing.interval"] == "10 s"
     assert d["execution.checkpointing.mode"] == "EXACTLY_ONCE"
     assert d["execution.checkpointing.unaligned.enabled"] == "true"
     retention_key = "execution.checkpointing.externalized-checkpoint-retention"
@@ -516,8 +521,8 @@ def test_options_table() -> None:
     assert opt.read({}) == 20 * 1024
     timeout = keys["execution.checkpointing.timeout"]
     assert timeout.read({"execution.checkpointing.timeout": "1h"}) == 3_600_000
-    with pytest.raises(ValueError, match="Unknown option kind"):
-        ConfigOption("k", None, kind="float")
+    with pytest.raises(ValueError, match="Could not parse value 'soon' for 'k'"):
+        ConfigOption("k", DURATION, None, "a duration").read({"k": "soon"})
 
 
 def test_pyflink_1x_int_constants_still_compare_equal() -> None:

@@ -434,9 +434,15 @@ def test_configure_in_steps() -> None:
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
-        ("state.backend.type", "nosuch", "Unknown state.backend.type"),
-        ("restart-strategy.type", "sometimes", "unknown value of 'restart-strategy.type'"),
-        ("execution.checkpointing.max-concurrent-checkpoints", "0", "at least one"),
+        ("state.backend.type", "nosuch",
+         "Could not parse value 'nosuch' for 'state.backend.type': expected one of hashmap, "
+         "rocksdb"),
+        ("restart-strategy.type", "sometimes",
+         "Could not parse value 'sometimes' for 'restart-strategy.type': expected one of none, "
+         "fixed-delay, failure-rate, exponential-delay"),
+        ("execution.checkpointing.max-concurrent-checkpoints", "0",
+         "Could not parse value '0' for 'execution.checkpointing.max-concurrent-checkpoints': "
+         "expected an integer >= 1"),
     ],
 )
 def test_bad_configuration_is_a_value_error(key: str, value: str, message: str) -> None:

@@ -80,7 +80,8 @@ def test_fs_state_backend_getters(tmp_path) -> None:
     assert isinstance(storage, FileSystemCheckpointStorage)
     assert storage.get_min_file_size_threshold() == 1024
     d = FsStateBackend("file:///x")
-    assert d.get_min_file_size_threshold() == 20480 and d.get_write_buffer_size() == 20480
+    # Seed 002: unset, these are the defaults of the configuration options (20 KiB, 4096).
+    assert d.get_min_file_size_threshold() == 20480 and d.get_write_buffer_size() == 4096
     assert d.is_using_asynchronous_snapshots()
     with pytest.raises(ValueError, match="checkpoint_directory_uri"):
         FsStateBackend()
@@ -92,11 +93,12 @@ def test_embedded_rocksdb_configuration() -> None:
     b = EmbeddedRocksDBStateBackend()
     assert not b.is_incremental_checkpoints_enabled() and not b.supports_incremental_checkpoints()
     assert EmbeddedRocksDBStateBackend(True).is_incremental_checkpoints_enabled()
-    assert b.get_db_storage_paths() == []
+    # Seed 002: "the configured local DB storage paths, or null, if none were configured".
+    assert b.get_db_storage_paths() is None
     b.set_db_storage_paths("/tmp/r1", "file:///tmp/r2")
     assert b.get_db_storage_paths() == ["/tmp/r1", "/tmp/r2"]
     b.set_db_storage_paths(None)
-    assert b.get_db_storage_paths() == []
+    assert b.get_db_storage_paths() is None
     with pytest.raises(ValueError, match="non-local scheme"):
         b.set_db_storage_paths("s3://bucket/x")
     with pytest.raises(ValueError, match="Relative paths"):

@@ -192,7 +192,7 @@ def test_from_configuration_exponential_defaults_are_flink_1_19() -> None:
 
 
 def test_from_configuration_bad_values_name_the_key() -> None:
-    with pytest.raises(ValueError, match=r"unknown value of 'restart-strategy\.type'"):
+    with pytest.raises(ValueError, match=r"'sometimes' for 'restart-strategy\.type': expected"):
         from_configuration({"restart-strategy.type": "sometimes"})
     with pytest.raises(ValueError, match=r"restart-strategy\.fixed-delay\.attempts"):
         from_configuration(

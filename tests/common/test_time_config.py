@@ -7,14 +7,14 @@ import datetime
 
 import pytest
 
-from sparkpoint.checkpoint.config_parsing import (
+from sparkpoint.common.configuration import Configuration, get_with_deprecated
+from sparkpoint.common.time import Duration, Time, to_millis
+from sparkpoint.config import (
     format_duration_ms,
     parse_bool,
     parse_duration_ms,
     parse_memory_size,
 )
-from sparkpoint.common.configuration import Configuration, get_with_deprecated
-from sparkpoint.common.time import Duration, Time, to_millis
 
 
 def test_duration_factories_and_millis() -> None:
@@ -184,11 +184,11 @@ def test_configuration_typed_accessors() -> None:
 
 def test_configuration_parse_errors_name_key() -> None:
     conf = Configuration({"n": "abc", "b": "maybe", "f": "x"})
-    with pytest.raises(ValueError, match="'n' as an integer"):
+    with pytest.raises(ValueError, match="'abc' for 'n': expected an integer"):
         conf.get_integer("n", 0)
-    with pytest.raises(ValueError, match="for 'b'"):
+    with pytest.raises(ValueError, match="'maybe' for 'b': expected 'true' or 'false'"):
         conf.get_boolean("b", False)
-    with pytest.raises(ValueError, match="'f' as a float"):
+    with pytest.raises(ValueError, match="'x' for 'f': expected a number"):
         conf.get_float("f", 0.0)
 
 
@@ -239,9 +239,3 @@ def test_get_with_deprecated_prefers_new_key() -> None:
     assert get_with_deprecated({}, "a", "b", default="d") == "d"
     assert get_with_deprecated({"b": False}, "a", "b") == "false"
 
-
-def test_parsers_reexported_from_common() -> None:
-    from sparkpoint.common import config_parsing
-
-    assert config_parsing.parse_duration_ms is parse_duration_ms
-    assert config_parsing.parse_memory_size("1 kb") == 1024

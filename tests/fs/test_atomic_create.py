@@ -93,7 +93,9 @@ def test_opt_in_accepts_with_one_warning(restore_options, caplog) -> None:  # ty
 def test_opt_in_value_must_be_a_boolean() -> None:
     fs = create_filesystem("hdfs://nn:1/ckpt", {}, env={})
     with pytest.raises(
-        ValueError, match=rf"{ALLOW_NON_ATOMIC_CREATE} must be 'true' or 'false', got 'yes'"
+        ValueError,
+        match=rf"Could not parse value 'yes' for '{ALLOW_NON_ATOMIC_CREATE}': "
+        "expected 'true' or 'false'",
     ):
         require_atomic_create(fs, "hdfs://nn:1/ckpt", {ALLOW_NON_ATOMIC_CREATE: "yes"})
     with pytest.raises(NonAtomicCreateError):

@@ -9,11 +9,11 @@ import re
 import pytest
 import rocksdict
 
+from sparkpoint.config import parse_memory_size
 from sparkpoint.state.rocksdb.options import (
     PredefinedOptions,
     build_db_options,
     effective_settings,
-    parse_memory_size,
 )
 
 
@@ -126,10 +126,14 @@ def test_effective_settings_and_sizes() -> None:
     ("options", "message"),
     [
         ({"state.backend.rocksdb.nope": 1}, "Unknown RocksDB option"),
-        ({"state.backend.rocksdb.writebuffer.size": "lots"}, "Cannot parse memory size"),
-        ({"state.backend.rocksdb.files.open": "x"}, "needs an integer"),
-        ({"state.backend.rocksdb.compaction.style": "tiered"}, "Unknown compaction style"),
-        ({"state.backend.rocksdb.use-bloom-filter": "maybe"}, "needs a boolean"),
+        ({"state.backend.rocksdb.writebuffer.size": "lots"},
+         "'lots' for 'state.backend.rocksdb.writebuffer.size': expected a memory size"),
+        ({"state.backend.rocksdb.files.open": "x"}, "'x' for .*files.open': expected an integer"),
+        ({"state.backend.rocksdb.compaction.style": "tiered"},
+         "'tiered' for .*compaction.style': expected one of LEVEL, UNIVERSAL, FIFO"),
+        ({"state.backend.rocksdb.use-bloom-filter": "maybe"},
+         "'maybe' for .*use-bloom-filter': expected 'true' or 'false'"),
+        ({"set_use_fsync": "yes"}, "'yes' for 'set_use_fsync': expected 'true' or 'false'"),
     ],
 )
 def test_bad_options_are_refused(options: dict, message: str) -> None:

@@ -3,24 +3,26 @@ real ``rocksdict.Options`` calls.
 
 A profile is applied first, then the user's options on top (Flink: "the options from the
 factory are applied on top of the predefined options"). User options use Flink's
-``state.backend.rocksdb.*`` keys (``RocksDBConfigurableOptions``) or the name of a rocksdict
-``Options`` setter (``"set_max_open_files"`` or ``"max_open_files"``). ``effective_settings``
-returns what was set, so tests and logs can show it without opening a database.
+``state.backend.rocksdb.*`` keys (``sparkpoint.config.RocksDBOptions``) or the name of a
+rocksdict ``Options`` setter (``"set_max_open_files"`` or ``"max_open_files"``), parsed as
+the option of that setting is. ``effective_settings`` returns what was set, so tests and logs
+can show it without opening a database.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import rocksdict
 
+from sparkpoint.config import BOOLEAN, ConfigOption, RocksDBOptions
+from sparkpoint.errors import ConfigurationError
+
 __all__ = [
     "PredefinedOptions",
     "build_db_options",
     "effective_settings",
-    "parse_memory_size",
 ]
 
 _KB = 1024
@@ -88,54 +90,31 @@ _PROFILES: dict[int, dict[str, Any]] = {
     },
 }
 
-# Flink's RocksDBConfigurableOptions keys -> our setting names.
-_FLINK_KEYS: dict[str, str] = {
-    "state.backend.rocksdb.thread.num": "increase_parallelism",
-    "state.backend.rocksdb.files.open": "max_open_files",
-    "state.backend.rocksdb.log.dir": "db_log_dir",
-    "state.backend.rocksdb.log.max-file-size": "max_log_file_size",
-    "state.backend.rocksdb.log.file-num": "keep_log_file_num",
-    "state.backend.rocksdb.compaction.style": "compaction_style",
-    "state.backend.rocksdb.compaction.level.use-dynamic-size": (
-        "level_compaction_dynamic_level_bytes"
-    ),
-    "state.backend.rocksdb.compaction.level.target-file-size-base": "target_file_size_base",
-    "state.backend.rocksdb.compaction.level.max-size-level-base": "max_bytes_for_level_base",
-    "state.backend.rocksdb.writebuffer.size": "write_buffer_size",
-    "state.backend.rocksdb.writebuffer.count": "max_write_buffer_number",
-    "state.backend.rocksdb.writebuffer.number-to-merge": "min_write_buffer_number_to_merge",
-    "state.backend.rocksdb.block.blocksize": "block_size",
-    "state.backend.rocksdb.block.metadata-blocksize": "metadata_block_size",
-    "state.backend.rocksdb.block.cache-size": "block_cache_size",
-    "state.backend.rocksdb.use-bloom-filter": "use_bloom_filter",
-    "state.backend.rocksdb.bloom-filter.bits-per-key": "bloom_filter_bits_per_key",
-    "state.backend.rocksdb.bloom-filter.block-based-mode": "bloom_filter_block_based_mode",
-    "state.backend.rocksdb.compression.type": "compression_type",
+_R = RocksDBOptions
+# rocksdict setting name -> the Flink option that sets it.
+_OPTION_OF_SETTING: dict[str, ConfigOption[Any]] = {
+    "increase_parallelism": _R.MAX_BACKGROUND_THREADS,
+    "max_open_files": _R.MAX_OPEN_FILES,
+    "db_log_dir": _R.LOG_DIR,
+    "max_log_file_size": _R.LOG_MAX_FILE_SIZE,
+    "keep_log_file_num": _R.LOG_FILE_NUM,
+    "compaction_style": _R.COMPACTION_STYLE,
+    "level_compaction_dynamic_level_bytes": _R.USE_DYNAMIC_LEVEL_SIZE,
+    "target_file_size_base": _R.TARGET_FILE_SIZE_BASE,
+    "max_bytes_for_level_base": _R.MAX_SIZE_LEVEL_BASE,
+    "write_buffer_size": _R.WRITE_BUFFER_SIZE,
+    "max_write_buffer_number": _R.MAX_WRITE_BUFFER_NUMBER,
+    "min_write_buffer_number_to_merge": _R.MIN_WRITE_BUFFER_NUMBER_TO_MERGE,
+    "block_size": _R.BLOCK_SIZE,
+    "metadata_block_size": _R.METADATA_BLOCK_SIZE,
+    "block_cache_size": _R.BLOCK_CACHE_SIZE,
+    "use_bloom_filter": _R.USE_BLOOM_FILTER,
+    "bloom_filter_bits_per_key": _R.BLOOM_FILTER_BITS_PER_KEY,
+    "bloom_filter_block_based_mode": _R.BLOOM_FILTER_BLOCK_BASED_MODE,
+    "compression_type": _R.COMPRESSION_TYPE,
 }
+_SETTING_OF_KEY = {option.key: setting for setting, option in _OPTION_OF_SETTING.items()}
 
-_MEMORY_SETTINGS = {
-    "target_file_size_base",
-    "max_bytes_for_level_base",
-    "write_buffer_size",
-    "block_size",
-    "metadata_block_size",
-    "block_cache_size",
-    "max_log_file_size",
-}
-_INT_SETTINGS = {
-    "increase_parallelism",
-    "max_open_files",
-    "keep_log_file_num",
-    "max_write_buffer_number",
-    "min_write_buffer_number_to_merge",
-    "bloom_filter_bits_per_key",
-}
-_BOOL_SETTINGS = {
-    "use_fsync",
-    "level_compaction_dynamic_level_bytes",
-    "use_bloom_filter",
-    "bloom_filter_block_based_mode",
-}
 # Settings that go to the block-based table factory instead of Options.
 _TABLE_SETTINGS = {
     "block_size",
@@ -145,75 +124,26 @@ _TABLE_SETTINGS = {
     "bloom_filter_bits_per_key",
     "bloom_filter_block_based_mode",
 }
-_COMPACTION_STYLES = {"level", "universal", "fifo"}
-_COMPRESSION_TYPES = {"none", "snappy", "zlib", "bz2", "lz4", "lz4hc", "zstd"}
-
-_SIZE_RE = re.compile(r"^\s*(\d+)\s*([a-z]*)\s*$")
-_SIZE_UNITS = {
-    "": 1, "b": 1, "bytes": 1,
-    "k": _KB, "kb": _KB, "kibibytes": _KB,
-    "m": _MB, "mb": _MB, "mebibytes": _MB,
-    "g": _GB, "gb": _GB, "gibibytes": _GB,
-    "t": 1024 * _GB, "tb": 1024 * _GB,
-}  # fmt: skip
-
-
-def parse_memory_size(value: int | str) -> int:
-    """Bytes of a Flink MemorySize (``64mb``, ``"128 kb"``, ``1gb`` or an int)."""
-    if isinstance(value, bool):
-        raise ValueError(f"Expected a memory size, got {value!r}")
-    if isinstance(value, int):
-        return value
-    match = _SIZE_RE.match(str(value).lower())
-    if not match or match.group(2) not in _SIZE_UNITS:
-        raise ValueError(f"Cannot parse memory size {value!r} (use e.g. '64mb', '128kb', '1gb')")
-    return int(match.group(1)) * _SIZE_UNITS[match.group(2)]
-
-
-def _parse_bool(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no"):
-        return False
-    raise ValueError(f"RocksDB option {name!r} needs a boolean, got {value!r}")
 
 
 def _normalise(name: str, value: Any) -> tuple[str, Any]:
-    """(setting name, typed value) for one user option; ``ValueError`` when unknown or bad."""
-    setting = _FLINK_KEYS.get(name)
+    """(setting name, typed value) for one user option; ``ConfigurationError`` when unknown
+    or invalid."""
+    setting = _SETTING_OF_KEY.get(name)
     if setting is None:
         setting = name[4:] if name.startswith("set_") else name
-    if setting in _MEMORY_SETTINGS:
-        return setting, parse_memory_size(value)
-    if setting in _INT_SETTINGS:
-        try:
-            return setting, int(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"RocksDB option {name!r} needs an integer, got {value!r}") from None
-    if setting in _BOOL_SETTINGS:
-        return setting, _parse_bool(name, value)
-    if setting == "compaction_style":
-        style = str(value).strip().lower()
-        if style not in _COMPACTION_STYLES:
-            raise ValueError(f"Unknown compaction style {value!r}; use LEVEL, UNIVERSAL or FIFO")
-        return setting, style
-    if setting == "compression_type":
-        ctype = str(value).strip().lower().removesuffix("_compression")
-        if ctype == "no":
-            ctype = "none"
-        if ctype not in _COMPRESSION_TYPES:
-            raise ValueError(f"Unknown compression type {value!r}")
-        return setting, ctype
-    if setting == "db_log_dir":
-        return setting, str(value)
+    option = _OPTION_OF_SETTING.get(setting)
+    if option is not None:
+        typed = option.parse(value, name)
+        # rocksdict's enum constructors are named in lower case.
+        return setting, typed.lower() if setting == "compaction_style" else typed
+    if setting == "use_fsync":
+        return setting, BOOLEAN.parse(value, name)
     if hasattr(rocksdict.Options, f"set_{setting}"):
         return setting, value
-    raise ValueError(
+    raise ConfigurationError(
         f"Unknown RocksDB option {name!r}: use a state.backend.rocksdb.* key "
-        f"({', '.join(sorted(_FLINK_KEYS))}) or a rocksdict Options setter name"
+        f"({', '.join(sorted(_SETTING_OF_KEY))}) or a rocksdict Options setter name"
     )
 
 
@@ -263,9 +193,10 @@ def build_db_options(
         if "block_cache_size" in table_settings:
             table.set_block_cache(rocksdict.Cache(table_settings["block_cache_size"]))
         if table_settings.get("use_bloom_filter"):
+            bits, block_based = _R.BLOOM_FILTER_BITS_PER_KEY, _R.BLOOM_FILTER_BLOCK_BASED_MODE
             table.set_bloom_filter(
-                int(table_settings.get("bloom_filter_bits_per_key", 10)),
-                bool(table_settings.get("bloom_filter_block_based_mode", False)),
+                table_settings.get("bloom_filter_bits_per_key", bits.default),
+                table_settings.get("bloom_filter_block_based_mode", block_based.default),
             )
         opts.set_block_based_table_factory(table)
     return opts

@@ -1,0 +1,23 @@
+"""``SparkpointOptions``: the ``sparkpoint.*`` keys of the engine itself (no Flink counterpart)."""
+
+from __future__ import annotations
+
+from sparkpoint.config.option import STRING, ConfigOption, OptionGroup, int_type
+
+__all__ = ["SparkpointOptions"]
+
+
+class SparkpointOptions(OptionGroup):
+    """How the engine runs epochs on Spark and where executors keep working state."""
+
+    TITLE = "sparkpoint engine"
+
+    MAX_RECORDS_PER_SPLIT = ConfigOption(
+        "sparkpoint.epoch.max-records-per-split", int_type(minimum=1), 100_000,
+        "Most records one source split reads in one epoch (one Spark job).",
+    )
+    LOCAL_STATE_DIR: ConfigOption[str | None] = ConfigOption(
+        "sparkpoint.local-state.dir", STRING, None,
+        "Executor-local directory of keyed working state; unset: sparkpoint-state in the "
+        "system temporary directory.",
+    )

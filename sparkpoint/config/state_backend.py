@@ -1,0 +1,143 @@
+"""State backend options: which backend holds working state, and Flink's RocksDB keys.
+
+The ``state.backend.rocksdb.*`` tuning keys are given to
+``EmbeddedRocksDBStateBackend.set_options({...})``; unset ones keep the predefined profile's
+value, or RocksDB's own default.
+"""
+
+from __future__ import annotations
+
+from sparkpoint.config.option import (
+    BOOLEAN,
+    MEMORY_SIZE,
+    STRING,
+    ConfigOption,
+    OptionGroup,
+    enum_type,
+    float_type,
+    int_type,
+)
+
+__all__ = ["RocksDBOptions", "StateBackendOptions"]
+
+_COMPRESSIONS = ("none", "snappy", "zlib", "bz2", "lz4", "lz4hc", "zstd")
+
+
+class StateBackendOptions(OptionGroup):
+    """Which state backend holds working state."""
+
+    TITLE = "State backend"
+
+    STATE_BACKEND = ConfigOption(
+        "state.backend.type",
+        enum_type(
+            "hashmap", "rocksdb",
+            aliases={"heap": "hashmap", "filesystem": "hashmap", "jobmanager": "hashmap"},
+        ),
+        "hashmap",
+        "hashmap (objects on the Python worker's heap) or rocksdb (a local RocksDB per "
+        "subtask); the 1.x names heap, filesystem and jobmanager mean hashmap.",
+        ("state.backend",),
+    )
+
+
+def _unset(what: str) -> str:
+    return f"{what}; unset: the predefined profile's value or RocksDB's default."
+
+
+class RocksDBOptions(OptionGroup):
+    """Flink's ``RocksDBConfigurableOptions`` keys that sparkpoint applies to rocksdict."""
+
+    TITLE = "RocksDB"
+
+    CHECKPOINT_TRANSFER_THREAD_NUM = ConfigOption(
+        "state.backend.rocksdb.checkpoint.transfer.thread.num", int_type(minimum=1), 4,
+        "Threads that upload and download files in RocksDB snapshots and restores.",
+    )
+    MAX_BACKGROUND_THREADS: ConfigOption[int | None] = ConfigOption(
+        "state.backend.rocksdb.thread.num", int_type(minimum=1), None,
+        _unset("Background flush and compaction threads"),
+    )
+    MAX_OPEN_FILES: ConfigOption[int | None] = ConfigOption(
+        "state.backend.rocksdb.files.open", int_type(minimum=-1), None,
+        _unset("Files RocksDB may keep open (-1: no limit)"),
+    )
+    LOG_DIR: ConfigOption[str | None] = ConfigOption(
+        "state.backend.rocksdb.log.dir", STRING, None,
+        _unset("Directory of RocksDB's info log"),
+    )
+    LOG_MAX_FILE_SIZE: ConfigOption[int | None] = ConfigOption(
+        "state.backend.rocksdb.log.max-file-size", MEMORY_SIZE, None,
+        _unset("Largest info log file"),
+    )
+    LOG_FILE_NUM: ConfigOption[int | None] = ConfigOption(
+        "state.backend.rocksdb.log.file-num", int_type(minimum=1), None,
+        _unset("Info log files kept"),
+    )
+    COMPACTION_STYLE: ConfigOption[str | None] = ConfigOption(
+        "state.backend.rocksdb.compaction.style", enum_type("LEVEL", "UNIVERSAL", "FIFO"), None,
+        _unset("Compaction style"),
+    )
+    USE_DYNAMIC_LEVEL_SIZE: ConfigOption[bool | None] = ConfigOption(
+        "state.backend.rocksdb.compaction.level.use-dynamic-size", BOOLEAN, None,
+        _unset("Whether level sizes are dynamic (level_compaction_dynamic_level_bytes)"),
+    )
+    TARGET_FILE_SIZE_BASE: ConfigOption[int | None] = ConfigOption(
+        "state.backend.rocksdb.compaction.level.target-file-size-base", MEMORY_SIZE, None,
+        _unset("Target SST file size at level 1"),
+    )
+    MAX_SIZE_LEVEL_BASE: ConfigOption[int | None] = ConfigOption(
+        "state.backend.rocksdb.compaction.level.max-size-level-base", MEMORY_SIZE, None,
+        _unset("Total size of level 1"),
+    )
+    WRITE_BUFFER_SIZE: ConfigOption[int | None] = ConfigOption(
+        "state.backend.rocksdb.writebuffer.size", MEMORY_SIZE, None,
+        _unset("Size of one memtable"),
+    )
+    MAX_WRITE_BUFFER_NUMBER: ConfigOption[int | None] = ConfigOption(
+        "state.backend.rocksdb.writebuffer.count", int_type(minimum=1), None,
+        _unset("Memtables held in memory"),
+    )
+    MIN_WRITE_BUFFER_NUMBER_TO_MERGE: ConfigOption[int | None] = ConfigOption(
+        "state.backend.rocksdb.writebuffer.number-to-merge", int_type(minimum=1), None,
+        _unset("Memtables merged before a flush"),
+    )
+    BLOCK_SIZE: ConfigOption[int | None] = ConfigOption(
+        "state.backend.rocksdb.block.blocksize", MEMORY_SIZE, None,
+        _unset("Data block size"),
+    )
+    METADATA_BLOCK_SIZE: ConfigOption[int | None] = ConfigOption(
+        "state.backend.rocksdb.block.metadata-blocksize", MEMORY_SIZE, None,
+        _unset("Metadata (index) block size"),
+    )
+    BLOCK_CACHE_SIZE: ConfigOption[int | None] = ConfigOption(
+        "state.backend.rocksdb.block.cache-size", MEMORY_SIZE, None,
+        _unset("Block cache size"),
+    )
+    USE_BLOOM_FILTER = ConfigOption(
+        "state.backend.rocksdb.use-bloom-filter", BOOLEAN, False,
+        "Whether SST files carry a bloom filter.",
+    )
+    BLOOM_FILTER_BITS_PER_KEY = ConfigOption(
+        "state.backend.rocksdb.bloom-filter.bits-per-key", float_type(minimum=1.0), 10.0,
+        "Bits per key of the bloom filter.",
+    )
+    BLOOM_FILTER_BLOCK_BASED_MODE = ConfigOption(
+        "state.backend.rocksdb.bloom-filter.block-based-mode", BOOLEAN, False,
+        "Whether the bloom filter is block-based rather than full.",
+    )
+    COMPRESSION_TYPE: ConfigOption[str | None] = ConfigOption(
+        "state.backend.rocksdb.compression.type",
+        enum_type(
+            *_COMPRESSIONS,
+            aliases={
+                "no": "none",
+                "no_compression": "none",
+                "bzlib2": "bz2",
+                **{f"{c}_compression": c for c in _COMPRESSIONS[1:]},
+                "bzlib2_compression": "bz2",
+            },
+        ),
+        None,
+        _unset("Compression of SST blocks (Flink's `*_COMPRESSION` names are accepted)"),
+    )

@@ -1,0 +1,120 @@
+"""The runtime's ``JobSettings``, read from a job's configuration through the option table.
+
+The API layer hands over a ``JobRequest``: one mapping of Flink keys holding everything the
+user configured and everything set through the API that has a key (the checkpoint config,
+parallelism, runtime mode, ...), plus the objects that have none (state backend, checkpoint
+storage, restart strategy, test hooks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkpoint.checkpoint.storage_policies import (
+    JobManagerCheckpointStorage,
+    check_scheme,
+    validate_path,
+)
+from sparkpoint.config import (
+    CheckpointingOptions,
+    CoreOptions,
+    ExecutionOptions,
+    PipelineOptions,
+    SparkpointOptions,
+    StateRecoveryOptions,
+    validate,
+)
+from sparkpoint.runtime.coordinator import CheckpointPolicy
+from sparkpoint.runtime.job_master import JobSettings
+from sparkpoint.state.key_groups import compute_default_max_parallelism
+
+__all__ = ["JobRequest", "build_job_settings", "check_configuration"]
+
+_CKPT = CheckpointingOptions
+# Directories must also not be a root; a restore pointer may be a directory or a file.
+_PATH_CHECKS = (
+    (_CKPT.CHECKPOINTS_DIRECTORY, validate_path),
+    (_CKPT.SAVEPOINT_DIRECTORY, validate_path),
+    (StateRecoveryOptions.SAVEPOINT_PATH, check_scheme),
+)
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """What the API layer hands the runtime to run a job."""
+
+    configuration: Mapping[str, Any]
+    state_backend: Any
+    checkpoint_storage: Any = None
+    restart_strategy: Any = None
+    job_parameters: Mapping[str, str] = field(default_factory=dict)
+    before_epoch: Any = None
+    after_local_commit: Any = None
+
+
+def check_configuration(config: Mapping[str, Any]) -> None:
+    """Raise ``ConfigurationError`` for any invalid value of a known key in ``config``,
+    including a path whose filesystem scheme is unknown."""
+    validate(config)
+    for option, check in _PATH_CHECKS:
+        key, path = option.find_key(config), option.read(config)
+        if key is not None and path is not None:
+            check(path, key)
+
+
+def _checkpoint_policy(config: Mapping[str, Any]) -> CheckpointPolicy:
+    interval = _CKPT.CHECKPOINTING_INTERVAL.read(config)
+    return CheckpointPolicy(
+        interval_ms=-1 if interval is None else interval,
+        timeout_ms=_CKPT.CHECKPOINTING_TIMEOUT.read(config),
+        min_pause_ms=_CKPT.MIN_PAUSE_BETWEEN_CHECKPOINTS.read(config),
+        max_concurrent=_CKPT.MAX_CONCURRENT_CHECKPOINTS.read(config),
+        tolerable_failures=_CKPT.TOLERABLE_FAILURE_NUMBER.read(config),
+        retention=_CKPT.EXTERNALIZED_CHECKPOINT_RETENTION.read(config),
+        prefer_checkpoint_for_recovery=_CKPT.PREFER_CHECKPOINT_FOR_RECOVERY.read(config),
+    )
+
+
+def _checkpoint_storage(request: JobRequest) -> Any:
+    """The storage set in code, else the legacy backend's, else the JobManager's; then
+    configured from the keys (a savepoint directory, the inline threshold, ...)."""
+    storage = request.checkpoint_storage
+    if storage is None:
+        getter = getattr(request.state_backend, "get_checkpoint_storage", None)
+        storage = getter() if callable(getter) else None
+    if storage is None:
+        storage = JobManagerCheckpointStorage()
+    return storage.configure(request.configuration)
+
+
+def build_job_settings(job_name: str, request: JobRequest) -> JobSettings:
+    """The settings of one job run."""
+    config = request.configuration
+    parallelism = CoreOptions.DEFAULT_PARALLELISM.read(config)
+    if parallelism is None:
+        raise ValueError(f"{CoreOptions.DEFAULT_PARALLELISM.key} must be set to run a job")
+    max_parallelism = PipelineOptions.MAX_PARALLELISM.read(config)
+    settings = JobSettings(
+        job_name=job_name,
+        parallelism=parallelism,
+        max_parallelism=max_parallelism or compute_default_max_parallelism(parallelism),
+        explicit_max_parallelism=max_parallelism is not None,
+        policy=_checkpoint_policy(config),
+        checkpoint_storage=_checkpoint_storage(request),
+        state_backend=request.state_backend,
+        restart_strategy=request.restart_strategy,
+        num_retained=_CKPT.MAX_RETAINED_CHECKPOINTS.read(config),
+        batch_mode=ExecutionOptions.RUNTIME_MODE.read(config) == "BATCH",
+        restore_path=StateRecoveryOptions.SAVEPOINT_PATH.read(config),
+        allow_non_restored_state=StateRecoveryOptions.SAVEPOINT_IGNORE_UNCLAIMED_STATE.read(config),
+        max_records_per_split=SparkpointOptions.MAX_RECORDS_PER_SPLIT.read(config),
+        job_parameters=dict(request.job_parameters),
+        before_epoch=request.before_epoch,
+        after_local_commit=request.after_local_commit,
+    )
+    local_root = SparkpointOptions.LOCAL_STATE_DIR.read(config)
+    if local_root is not None:
+        settings.local_root = local_root
+    return settings
