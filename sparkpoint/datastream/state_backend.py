@@ -161,11 +161,13 @@ class EmbeddedRocksDBStateBackend(StateBackend):
     get_number_of_transfering_threads = get_number_of_transfer_threads
 
     def enable_ttl_compaction_filter(self) -> None:
-        """Drop expired TTL state during compactions (the default)."""
+        """Remove expired entries of TTL states that configure the RocksDB compaction-filter
+        cleanup (the default). rocksdict has no compaction hook: a range scan does it when a
+        snapshot is taken, at most once per shortest TTL."""
         self._ttl_compaction_filter = True
 
     def disable_ttl_compaction_filter(self) -> None:
-        """Keep expired state through compactions."""
+        """Leave expired entries on disk (reads still never return them)."""
         self._ttl_compaction_filter = False
 
     def is_ttl_compaction_filter_enabled(self) -> bool:
@@ -245,7 +247,8 @@ class MemoryStateBackend(HashMapStateBackend):
         return self._max_state_size
 
     def is_using_asynchronous_snapshots(self) -> bool:
-        """Whether snapshots upload asynchronously (default true)."""
+        """The flag given at construction (default true). It is recorded only: sparkpoint
+        uploads every snapshot synchronously at the end of the task's epoch."""
         return self._async
 
     def get_checkpoint_path(self) -> str | None:
@@ -318,7 +321,8 @@ class FsStateBackend(HashMapStateBackend):
         return self._write_buffer_size
 
     def is_using_asynchronous_snapshots(self) -> bool:
-        """Whether snapshots upload asynchronously (default true)."""
+        """The flag given at construction (default true). It is recorded only: sparkpoint
+        uploads every snapshot synchronously at the end of the task's epoch."""
         return self._async
 
     def __repr__(self) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sparkpoint.checkpoint.handles import (
@@ -85,7 +85,6 @@ class CheckpointStats:
     external_pointer: str | None = None
     failure: str | None = None
     epoch: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class TolerableFailuresExceeded(CheckpointException):

@@ -129,7 +129,6 @@ class JobMaster:
         self.incarnation = 0
         self.epochs_run = 0
         self.restarts = 0
-        self.failures: list[str] = []
         self.epoch_seconds: list[float] = []
         self.records_in = 0
         self.watermarks: dict[str, int] = {}
@@ -463,11 +462,10 @@ class JobMaster:
                 self.sinks[op_id].commit(committables)
 
     def _failover(self, exc: BaseException) -> None:
-        self.failures.append(repr(exc))
         _LOG.warning("Job %s epoch %d failed: %s", self.job_id, self.epoch, _short(exc))
         now_ms = int(time.monotonic() * 1000)
         self.restart.notify_failure(exc, now_ms)
-        if not self.restart.can_restart() or isinstance(exc, _Unrecoverable):
+        if not self.restart.can_restart():
             self._terminate(JobStatus.FAILED)
             raise JobExecutionError(
                 f"Job {self.s.job_name!r} ({self.job_id}) failed after {self.restarts} "
@@ -545,10 +543,6 @@ class JobMaster:
 
 class CancelledByRequest(Exception):
     """Internal: the loop ends because a stop-with-savepoint finished the job."""
-
-
-class _Unrecoverable(SparkpointError):
-    """Internal marker for failures no restart can fix."""
 
 
 def _short(exc: BaseException) -> str:

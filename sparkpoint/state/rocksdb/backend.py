@@ -44,7 +44,6 @@ from sparkpoint.state.rocksdb.local_db import (
     REGISTRY_END,
     REGISTRY_PREFIX,
     LocalRocksDB,
-    key_group_bounds,
 )
 from sparkpoint.state.rocksdb.options import PredefinedOptions, build_db_options
 from sparkpoint.state.rocksdb.restore import restore_incremental
@@ -341,11 +340,6 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
             )
         assert isinstance(table, RocksDBStateTable)
         return table.state_id
-
-    def key_group_data_bounds(self) -> tuple[bytes, bytes]:
-        """``[lower, upper)`` of all data keys in this backend's key-group range."""
-        rng = self.key_group_range
-        return key_group_bounds(rng.start_key_group, rng.end_key_group)
 
     @property
     def ledger(self) -> SstUploadLedger:
