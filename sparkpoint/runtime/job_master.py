@@ -52,7 +52,7 @@ from sparkpoint.runtime.records import (
     KIND_STATS,
 )
 from sparkpoint.runtime.restart import create_restart_backoff_strategy
-from sparkpoint.runtime.restore import assign_keyed_state, check_unmatched_state
+from sparkpoint.runtime.state_assignment import assign_keyed_state, check_unmatched_state
 from sparkpoint.runtime.task import CheckpointRequest, EpochSpec
 from sparkpoint.state.backend import SnapshotType
 

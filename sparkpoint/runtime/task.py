@@ -44,7 +44,7 @@ from sparkpoint.runtime.records import (
     iter_rows,
     rows_to_arrow,
 )
-from sparkpoint.state.key_groups import assign_key_groups_int64, assign_to_key_group
+from sparkpoint.state.key_groups import assign_to_key_group, int64_key_groups
 
 __all__ = ["CheckpointRequest", "EpochSpec", "StageTask", "run_stage_task"]
 
@@ -129,8 +129,8 @@ class _Router(Operator):
     def _subtasks(self, keys: list[Any]) -> list[int]:
         """The target subtask of each key: vectorised for int keys, memoised otherwise."""
         maxp, p = self.max_parallelism, self.parallelism
-        if keys and all(type(k) is int and -(2**63) <= k < 2**63 for k in keys):
-            kgs = assign_key_groups_int64(np.fromiter(keys, np.int64, len(keys)), maxp)
+        kgs = int64_key_groups(keys, maxp)
+        if kgs is not None:
             return ((kgs.astype(np.int64) * p) // maxp).tolist()  # type: ignore[no-any-return]
         cache = self._cache
         out = []

@@ -28,7 +28,11 @@ from sparkpoint.state.key_groups import (
     assign_to_key_group,
     compute_key_group_range_for_operator_index,
 )
-from sparkpoint.state.savepoint_format import decode_column, read_keyed_state, read_savepoint_state
+from sparkpoint.state.savepoint_format import (
+    decode_savepoint_column,
+    read_keyed_state,
+    read_savepoint_state,
+)
 from sparkpoint.state.snapshot_format import MAGIC, SCHEMA, read_header
 from sparkpoint.state.ttl import StateTtlConfig
 
@@ -75,14 +79,14 @@ def test_savepoint_read_as_arrow_table_without_runtime(tmp_path) -> None:
     table = read_savepoint_state(done.external_pointer)
     assert table.num_rows == 4 * len(keys)
     values = table.filter(pa.compute.equal(table["state_name"], "v"))
-    decoded = dict(zip(decode_column(values["key"], "STRING"),
+    decoded = dict(zip(decode_savepoint_column(values["key"], "STRING"),
                        (Types.LONG().get_serializer().deserialize(v)
                         for v in values["value"].to_pylist())))
     assert decoded == {k: len(k) for k in keys}
     ttl_rows = table.filter(pa.compute.equal(table["state_name"], "t"))
     assert set(ttl_rows["ttl_timestamp"].to_pylist()) == {777}
     maps = table.filter(pa.compute.equal(table["state_kind"], "MAP"))
-    assert set(decode_column(maps["user_key"], "STRING")) == {"a"}
+    assert set(decode_savepoint_column(maps["user_key"], "STRING")) == {"a"}
     assert set(table["subtask"].to_pylist()) == {0, 1}
     assert read_savepoint_state(done.external_pointer, operator_id="nope").num_rows == 0
 

@@ -25,7 +25,7 @@ from sparkpoint.checkpoint.handles import (
     StreamStateHandle,
 )
 from sparkpoint.errors import RestoreError
-from sparkpoint.state.restore import check_max_parallelism
+from sparkpoint.state.key_groups import check_max_parallelism
 from sparkpoint.state.rocksdb.incremental import download_handle, read_incremental_meta
 from sparkpoint.state.rocksdb.local_db import REGISTRY_END, REGISTRY_PREFIX, key_group_bounds
 from sparkpoint.state.table import RegisteredStateMeta
