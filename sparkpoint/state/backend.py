@@ -1,9 +1,11 @@
 """The keyed and operator state backend contracts that the runtime programs against.
 
-A ``StateBackend`` is configuration only (picklable, shipped to executors). It creates, per
-keyed subtask, a ``KeyedStateBackend`` that holds the working state of that subtask's key
-groups in a local directory, commits it locally once per epoch, snapshots it through a
+A ``StateBackendFactory`` is configuration only (picklable, shipped to executors); the API's
+``sparkpoint.datastream.StateBackend`` classes implement it. It creates, per keyed subtask, a
+``KeyedStateBackend`` that holds the working state of that subtask's key groups in a local
+directory, commits it locally once per epoch, snapshots it through a
 ``CheckpointStreamFactory`` and restores it from any set of keyed handles (rescaling).
+Implementations: ``state.heap`` and ``state.rocksdb``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ __all__ = [
     "KeyedStateBackendParameters",
     "OperatorStateBackend",
     "SnapshotType",
-    "StateBackend",
+    "StateBackendFactory",
 ]
 
 
@@ -168,7 +170,7 @@ class OperatorStateBackend(abc.ABC):
         """Write every named state; ``None`` if all are empty."""
 
 
-class StateBackend(abc.ABC):
+class StateBackendFactory(abc.ABC):
     """Configuration of how working state is held; creates per-subtask backends."""
 
     @abc.abstractmethod

@@ -21,9 +21,9 @@ from sparkpoint.checkpoint.streams import CheckpointStreamFactory
 from sparkpoint.errors import RestoreError
 from sparkpoint.state.backend import KeyedStateBackend, KeyedStateBackendParameters, SnapshotType
 from sparkpoint.state.descriptors import StateDescriptor, StateKind
+from sparkpoint.state.full_restore import PickleBlockSink, restore_key_groups
 from sparkpoint.state.key_groups import assign_to_key_group
 from sparkpoint.state.primitives import State, create_state
-from sparkpoint.state.restore import PickleBlockSink, restore_key_groups
 from sparkpoint.state.serializers import PickleSerializer, TypeSerializer
 from sparkpoint.state.snapshot_format import (
     Columns,
@@ -294,11 +294,8 @@ class AbstractKeyedStateBackend(KeyedStateBackend):
         if table is None:
             table = self._create_table(meta)
             self._tables[meta.name] = table
-        elif not table.meta.same_layout(meta):
-            raise RestoreError(
-                f"State {meta.name!r} appears with different serializers in the restored "
-                f"handles: {table.meta.to_json()} vs {meta.to_json()}"
-            )
+        else:
+            table.meta.check_restored_layout(meta)
         return table
 
 

@@ -48,7 +48,9 @@ class Clock:
 
 
 def _backend(root, subtask=0, parallelism=1, **kwargs) -> RocksDBKeyedStateBackend:
+    """A backend of ``subtask``; incremental checkpoints unless told otherwise."""
     clock = kwargs.pop("clock", None)
+    kwargs.setdefault("incremental", True)
     params = KeyedStateBackendParameters(
         "job", "op", subtask, parallelism, 128,
         compute_key_group_range_for_operator_index(128, parallelism, subtask),

@@ -19,7 +19,7 @@ from sparkpoint.state.key_groups import (
     compute_key_group_range_for_operator_index,
     compute_operator_index_for_key_group,
 )
-from sparkpoint.state.rocksdb import create_rocksdb_keyed_backend
+from sparkpoint.state.rocksdb import RocksDBKeyedStateBackend
 
 BACKENDS = ("heap", "rocksdb-incremental", "rocksdb-full")
 STORAGES = ("memory", "filesystem")
@@ -88,14 +88,8 @@ class Harness:
         if kind == "heap":
             created = HeapKeyedStateBackend(params)
         else:
-            created = create_rocksdb_keyed_backend(
-                params,
-                incremental=kind == "rocksdb-incremental",
-                predefined_options=0,
-                options=None,
-                db_storage_paths=None,
-                transfer_threads=2,
-                ttl_compaction_filter=True,
+            created = RocksDBKeyedStateBackend(
+                params, incremental=kind == "rocksdb-incremental", transfer_threads=2
             )
         self._created.append(created)
         return created

@@ -1,4 +1,5 @@
-"""Restore with rescaling: read exactly the key groups a subtask owns from any old handles."""
+"""Restore of full (key-groups) snapshots with rescaling, for both backends: read exactly the
+key groups a subtask owns from any old handles."""
 
 from __future__ import annotations
 
