@@ -8,6 +8,7 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
+from sparkpoint.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.common.execution_config import ExecutionConfig
 from sparkpoint.connectors.collection import CollectionSource
@@ -66,6 +67,7 @@ class StreamExecutionEnvironment:
         # Failure-injection hooks used by sparkpoint.testing (see JobSettings).
         self._before_epoch: Any = None
         self._after_local_commit: Any = None
+        self._clock: Clock = SYSTEM_CLOCK
         self._apply_configuration(self._configuration)
 
     # -- creation --------------------------------------------------------------------------
@@ -388,10 +390,16 @@ class StreamExecutionEnvironment:
             settings.local_root = str(conf["sparkpoint.local-state.dir"])
         return settings
 
+    def set_clock(self, clock: Clock) -> StreamExecutionEnvironment:
+        """sparkpoint: the clock jobs read (processing time of timers and TTL, checkpoint
+        intervals, restart delays); tests pass ``sparkpoint.testing.ManualClock``."""
+        self._clock = clock
+        return self
+
     def _create_master(self, job_name: str) -> JobMaster:
         spark = self._get_spark()
         plan = self._plan()
-        master = JobMaster(spark, plan, self._settings(job_name))
+        master = JobMaster(spark, plan, self._settings(job_name), self._clock)
         # As in Flink, a job takes the dataflow built so far; the next program starts anew.
         self._nodes = []
         self._sinks = []

@@ -6,11 +6,11 @@ not import the API layer.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkpoint.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.runtime.time_domain import TimeDomain
 
 __all__ = [
@@ -45,7 +45,8 @@ class OperatorEnv:
     keyed_backend: Callable[[str], Any] = lambda op_id: None
     timer_index: Callable[[str], list[int | None]] = lambda op_id: [None, None]
     report_watermark: Callable[[str, int, int | None], None] = lambda *a: None
-    clock: Callable[[], int] = lambda: int(time.time() * 1000)
+    # Processing time: the task passes the epoch's clock (the driver's time, see EpochSpec).
+    clock: Clock = SYSTEM_CLOCK
 
 
 class _Metrics:
@@ -130,7 +131,7 @@ class _NonKeyedTimerService:
         self._env = env
 
     def current_processing_time(self) -> int:
-        return self._env.clock()
+        return self._env.clock.now_ms()
 
     def current_watermark(self) -> int:
         return self._env.watermark
@@ -190,7 +191,7 @@ class KeyedContext:
 
     # -- TimerService ----------------------------------------------------------------------
     def current_processing_time(self) -> int:
-        return self._env.clock()
+        return self._env.clock.now_ms()
 
     def current_watermark(self) -> int:
         return self._env.watermark
@@ -232,7 +233,7 @@ class KeyedContext:
         not know): an epoch with nothing to fire costs no scan over the keys.
         """
         watermark = self._env.watermark
-        now = self._env.clock()
+        now = self._env.clock.now_ms()
         ev, proc = self._index
         if ev is not None and proc is not None and ev > watermark and proc > now:
             return []

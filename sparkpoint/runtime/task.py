@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from sparkpoint.clock import FixedClock
 from sparkpoint.errors import StateLostError
 from sparkpoint.runtime.context import MAX_WATERMARK, MIN_WATERMARK, OperatorEnv
 from sparkpoint.runtime.graph import Node, Stage
@@ -77,6 +78,9 @@ class EpochSpec:
     state_backend: Any
     local_root: str
     source_ranges: dict[int, list[Any]]  # stage id -> one SplitRange per partition
+    # Processing time of this epoch in every task (timers, TTL): the driver's clock, read
+    # once when the epoch was planned, so all tasks and retries see the same time.
+    processing_time_ms: int
     checkpoint: CheckpointRequest | None = None
     # operator id -> subtask -> keyed handles to restore from (first epoch of an incarnation)
     restore: dict[str, dict[int, list[Any]]] | None = None
@@ -247,6 +251,7 @@ class StageTask:
         self._split_done = False
         self.is_final = stage.id in spec.final_stage_ids
         self.next_p = spec.next_parallelism.get(stage.id, 1)
+        self.clock = FixedClock(spec.processing_time_ms)
 
     # -- operator tree ---------------------------------------------------------------------
     def _build_tree(self) -> list[Operator]:
@@ -289,6 +294,7 @@ class StageTask:
             max_parallelism=stage.max_parallelism,
             key_group_range=kg_range,
             local_dir=local_dir,
+            clock=self.clock,
         )
         backend = spec.state_backend.create_keyed_state_backend(params)
         marker = {"job": spec.job_id, "incarnation": spec.incarnation}
@@ -366,6 +372,7 @@ class StageTask:
             keyed_backend=self._open_backend,
             timer_index=lambda op_id: self.timer_index.setdefault(op_id, [None, None]),
             report_watermark=self._report_watermark,
+            clock=self.clock,
         )
 
     def _report_watermark(self, operator_id: str, watermark: int, max_ts: int | None) -> None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from sparkpoint.checkpoint.handles import KeyedStateHandle, OperatorStateHandle
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.checkpoint.streams import CheckpointStreamFactory
+from sparkpoint.clock import SYSTEM_CLOCK, Clock
 
 if TYPE_CHECKING:
     from sparkpoint.state.descriptors import StateDescriptor
@@ -50,8 +51,9 @@ class KeyedStateBackendParameters:
     max_parallelism: int
     key_group_range: KeyGroupRange
     local_dir: str
-    # Milliseconds since the epoch; TTL uses it. Tests pass a fake clock.
-    time_provider: Callable[[], int] | None = None
+    # Processing time for TTL (``now_ms``). The runtime passes the epoch's clock; tests a
+    # ``sparkpoint.testing.ManualClock``.
+    clock: Clock = SYSTEM_CLOCK
     # How keys become bytes in snapshots and savepoints; ``None`` = pickle (untyped keys).
     # Set it from the key type of ``key_by(..., key_type=...)`` for compact, typed keys.
     key_serializer: TypeSerializer | None = None

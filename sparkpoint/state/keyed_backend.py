@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import time
 from collections.abc import Callable, Iterable, Sequence
 from struct import error as struct_error
 from typing import Any
@@ -69,7 +68,7 @@ class AbstractKeyedStateBackend(KeyedStateBackend):
         self._range = params.key_group_range
         self.max_parallelism = params.max_parallelism
         self.key_serializer: TypeSerializer = params.key_serializer or PickleSerializer()
-        self._clock = params.time_provider or (lambda: int(time.time() * 1000))
+        self._clock = params.clock
         self._tables: dict[str, StateTable] = {}
         self._descriptors: dict[str, StateDescriptor] = {}
         self._states: dict[str, State] = {}
@@ -100,7 +99,7 @@ class AbstractKeyedStateBackend(KeyedStateBackend):
 
     def now(self) -> int:
         """Processing time in ms (TTL)."""
-        return self._clock()
+        return self._clock.now_ms()
 
     # -- KeyedStateBackend ---------------------------------------------------------------
 

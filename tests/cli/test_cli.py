@@ -105,7 +105,7 @@ def heap_backend(tmp_path: Path, index: int, parallelism: int) -> HeapKeyedState
     rng = compute_key_group_range_for_operator_index(MAX_P, parallelism, index)
     return HeapKeyedStateBackend(KeyedStateBackendParameters(
         JOB, "count-op", index, parallelism, MAX_P, rng, str(tmp_path / f"local-{index}"),
-        None, Types.STRING().get_serializer()))
+        key_serializer=Types.STRING().get_serializer()))
 
 
 KEYS = [f"key-{i}" for i in range(50)]

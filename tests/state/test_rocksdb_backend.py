@@ -22,6 +22,7 @@ from sparkpoint.checkpoint.handles import (
 from sparkpoint.checkpoint.mem_streams import MemCheckpointStreamFactory
 from sparkpoint.checkpoint.shared_registry import SharedStateRegistry
 from sparkpoint.checkpoint.streams import CheckpointedStateScope, CheckpointStreamFactory
+from sparkpoint.clock import SYSTEM_CLOCK
 from sparkpoint.errors import SparkpointError
 from sparkpoint.state.backend import KeyedStateBackendParameters
 from sparkpoint.state.descriptors import (
@@ -34,27 +35,20 @@ from sparkpoint.state.rocksdb import PredefinedOptions, RocksDBKeyedStateBackend
 from sparkpoint.state.rocksdb.local_db import key_group_bounds
 from sparkpoint.state.ttl import StateTtlConfig
 from sparkpoint.state.typeinfo import Types
+from sparkpoint.testing import ManualClock
 
 V = ValueStateDescriptor("v", Types.LONG())
 BIG = MemCheckpointStreamFactory(max_state_size=1 << 30)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 10_000
-
-    def __call__(self) -> int:
-        return self.now
-
-
 def _backend(root, subtask=0, parallelism=1, **kwargs) -> RocksDBKeyedStateBackend:
     """A backend of ``subtask``; incremental checkpoints unless told otherwise."""
-    clock = kwargs.pop("clock", None)
+    clock = kwargs.pop("clock", SYSTEM_CLOCK)
     kwargs.setdefault("incremental", True)
     params = KeyedStateBackendParameters(
         "job", "op", subtask, parallelism, 128,
         compute_key_group_range_for_operator_index(128, parallelism, subtask),
-        str(root), time_provider=clock,
+        str(root), clock=clock,
     )
     return RocksDBKeyedStateBackend(params, **kwargs)
 
@@ -264,7 +258,7 @@ def _raw_count(b) -> int:
 
 @pytest.mark.parametrize("filter_enabled", [True, False])
 def test_ttl_cleanup_scan_replaces_the_compaction_filter(tmp_path, filter_enabled) -> None:
-    clock = Clock()
+    clock = ManualClock(10_000)
     b = _backend(tmp_path, clock=clock, ttl_compaction_filter=filter_enabled)
     cfg = StateTtlConfig.new_builder(1000).cleanup_in_rocksdb_compact_filter(1000).build()
     vd = ValueStateDescriptor("tv", Types.INT())
@@ -279,14 +273,14 @@ def test_ttl_cleanup_scan_replaces_the_compaction_filter(tmp_path, filter_enable
         v.update(key)
         lst.add(key)
         m.put(key, key)
-    clock.now += 600
+    clock.ms += 600
     for key in range(5):
         b.set_current_key(key)
         v.update(key)
         lst.add(key + 100)
         m.put(key + 100, key)
     b.commit_local(1)
-    clock.now += 500  # the first writes expired
+    clock.ms += 500  # the first writes expired
     assert _raw_count(b) == 10 + 10 + 15
     removed = b.cleanup_expired_state()
     if filter_enabled:
@@ -376,7 +370,7 @@ def test_file_handles_upload_one_file_per_sst(tmp_path) -> None:
 
 
 def test_snapshot_runs_the_cleanup_scan_at_most_once_per_ttl(tmp_path) -> None:
-    clock = Clock()
+    clock = ManualClock(10_000)
     b = _backend(tmp_path, clock=clock)
     vd = ValueStateDescriptor("tv", Types.INT())
     vd.enable_time_to_live(StateTtlConfig.new_builder(1000).build())  # default: in background
@@ -391,15 +385,15 @@ def test_snapshot_runs_the_cleanup_scan_at_most_once_per_ttl(tmp_path) -> None:
     b.commit_local(1)
     _snap(b, 1)  # first scan: nothing expired yet
     assert _raw_count(b) == 10
-    clock.now += 1000
+    clock.ms += 1000
     write(range(10, 20))
     b.commit_local(2)
     _snap(b, 2)  # 1000 ms since the last scan: keys 0..9 expired and removed
     assert _raw_count(b) == 10
-    clock.now += 999
+    clock.ms += 999
     _snap(b, 3)  # keys 10..19 expired, but the last scan was 999 ms ago: no scan
     assert _raw_count(b) == 10
-    clock.now += 1
+    clock.ms += 1
     _snap(b, 4)
     assert _raw_count(b) == 0
 

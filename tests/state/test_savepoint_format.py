@@ -15,6 +15,7 @@ from sparkpoint.checkpoint.handles import KeyGroupsSavepointStateHandle
 from sparkpoint.checkpoint.mem_streams import MemCheckpointStreamFactory
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, OperatorState, OperatorSubtaskState
 from sparkpoint.checkpoint.metadata_format import write_metadata
+from sparkpoint.clock import SYSTEM_CLOCK
 from sparkpoint.common.typeinfo import Types
 from sparkpoint.errors import RestoreError
 from sparkpoint.state.backend import KeyedStateBackendParameters, SnapshotType
@@ -35,11 +36,12 @@ from sparkpoint.state.savepoint_format import (
 )
 from sparkpoint.state.snapshot_format import MAGIC, SCHEMA, read_header
 from sparkpoint.state.ttl import StateTtlConfig
+from sparkpoint.testing import ManualClock
 
 MAX_P = 128
 
 
-def backend(tmp_path, index, p, sub, clock=None):
+def backend(tmp_path, index, p, sub, clock=SYSTEM_CLOCK):
     rng = compute_key_group_range_for_operator_index(MAX_P, p, index)
     return HeapKeyedStateBackend(KeyedStateBackendParameters(
         "job", "op", index, p, MAX_P, rng, os.path.join(str(tmp_path), sub), clock,
@@ -69,7 +71,7 @@ def test_savepoint_read_as_arrow_table_without_runtime(tmp_path) -> None:
     location = access.initialize_location_for_savepoint(1, None)
     subtasks = {}
     for i in range(2):
-        b = backend(tmp_path, i, 2, f"b{i}", clock=lambda: 777)
+        b = backend(tmp_path, i, 2, f"b{i}", clock=ManualClock(777))
         fill(b, [k for k in keys if b.key_group_range.contains(assign_to_key_group(k, MAX_P))])
         h = b.snapshot(1, location, SnapshotType.SAVEPOINT)()
         assert isinstance(h, KeyGroupsSavepointStateHandle)
