@@ -7,7 +7,6 @@ import dataclasses
 import glob
 import os
 import threading
-import time
 from typing import BinaryIO
 
 import pytest
@@ -149,23 +148,55 @@ def test_restore_seeds_the_ledger_with_the_restored_files(tmp_path) -> None:
     assert again.get_partitioned_state(V).value() == 1999
 
 
-class _ThreadRecordingFactory(CheckpointStreamFactory):
-    def __init__(self) -> None:
-        self.inner = MemCheckpointStreamFactory(max_state_size=1 << 30)
+class _TransferProbe:
+    """Records which threads transfer files and whether two transfers ever overlapped.
+
+    With ``await_overlap``, the first transfer waits (up to a generous timeout) until a second
+    one starts: a pool of several threads always gets there, however slowly its threads start
+    on a loaded machine, while transfers done one after another never do.
+    """
+
+    def __init__(self, await_overlap: bool) -> None:
         self.threads: set[int] = set()
-        self.lock = threading.Lock()
+        self.overlapped = threading.Event()
+        self._await = await_overlap
+        self._lock = threading.Lock()
+        self._running = 0
+
+    def enter(self) -> None:
+        with self._lock:
+            self.threads.add(threading.get_ident())
+            self._running += 1
+            if self._running >= 2:
+                self.overlapped.set()
+        if self._await:
+            self._await = self.overlapped.wait(60)  # wait once: a miss is the test's failure
+
+    def leave(self) -> None:
+        with self._lock:
+            self._running -= 1
+
+    def __reduce__(self):  # the SST ledger pickles restored handles: a copy is inert
+        return _TransferProbe, (False,)
+
+
+class _ProbedFactory(CheckpointStreamFactory):
+    def __init__(self, probe: _TransferProbe) -> None:
+        self.inner = MemCheckpointStreamFactory(max_state_size=1 << 30)
+        self.probe = probe
 
     def create_checkpoint_state_output_stream(self, scope=CheckpointedStateScope.EXCLUSIVE):
-        with self.lock:
-            self.threads.add(threading.get_ident())
-        time.sleep(0.02)  # long enough that the pool spreads the files over threads
-        return self.inner.create_checkpoint_state_output_stream(scope)
+        self.probe.enter()
+        try:
+            return self.inner.create_checkpoint_state_output_stream(scope)
+        finally:
+            self.probe.leave()
 
 
 @dataclasses.dataclass(frozen=True)
-class _RecordingHandle(StreamStateHandle):
+class _ProbedHandle(StreamStateHandle):
     inner: StreamStateHandle
-    threads: set = dataclasses.field(compare=False, hash=False)
+    probe: _TransferProbe = dataclasses.field(compare=False, hash=False)
 
     @property
     def state_size(self) -> int:
@@ -175,9 +206,11 @@ class _RecordingHandle(StreamStateHandle):
         self.inner.discard()
 
     def open_input_stream(self) -> BinaryIO:
-        self.threads.add(threading.get_ident())
-        time.sleep(0.02)  # long enough that the pool spreads the files over threads
-        return self.inner.open_input_stream()
+        self.probe.enter()
+        try:
+            return self.inner.open_input_stream()
+        finally:
+            self.probe.leave()
 
 
 def _many_ssts(b) -> None:
@@ -192,29 +225,27 @@ def test_transfer_threads_for_uploads_and_downloads(tmp_path, threads) -> None:
     b = _backend(tmp_path / "src", transfer_threads=threads,
                  options={"state.backend.rocksdb.compaction.style": "FIFO"})
     _many_ssts(b)
-    factory = _ThreadRecordingFactory()
-    handle = _snap(b, 1, factory)
-    meta_thread = {threading.get_ident()}
-    upload_threads = factory.threads - meta_thread
-    if threads == 1:
-        assert factory.threads == meta_thread
-    else:
-        assert len(upload_threads) >= 2
-    seen: set[int] = set()
+    uploads = _TransferProbe(await_overlap=threads > 1)
+    handle = _snap(b, 1, _ProbedFactory(uploads))
+    assert len(handle.shared_state) + len(handle.private_state) >= 4  # files to spread
+    downloads = _TransferProbe(await_overlap=threads > 1)
     wrapped = dataclasses.replace(
         handle,
-        shared_state=tuple(HandleAndLocalPath(_RecordingHandle(p.handle, seen), p.local_path)
+        shared_state=tuple(HandleAndLocalPath(_ProbedHandle(p.handle, downloads), p.local_path)
                            for p in handle.shared_state),
-        private_state=tuple(HandleAndLocalPath(_RecordingHandle(p.handle, seen), p.local_path)
+        private_state=tuple(HandleAndLocalPath(_ProbedHandle(p.handle, downloads), p.local_path)
                             for p in handle.private_state),
     )
     r = _backend(tmp_path / "dst", transfer_threads=threads)
     r.restore([wrapped])
     assert sorted(r.get_keys("v")) == list(range(100, 700))
-    if threads == 1:
-        assert seen == {threading.get_ident()}
-    else:
-        assert len(seen) >= 2
+    for probe in (uploads, downloads):
+        if threads == 1:  # everything on the task's own thread, one file at a time
+            assert probe.threads == {threading.get_ident()}
+            assert not probe.overlapped.is_set()
+        else:  # files moved by several pool threads at the same time
+            assert probe.overlapped.is_set()
+            assert len(probe.threads - {threading.get_ident()}) >= 2
 
 
 def test_db_storage_paths_choose_a_stable_directory(tmp_path) -> None:
