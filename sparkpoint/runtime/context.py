@@ -186,8 +186,9 @@ class KeyedContext:
     def timer_service(self) -> KeyedContext:
         return self
 
-    def time_domain(self) -> TimeDomain | None:
-        return self._time_domain
+    def time_domain(self) -> TimeDomain:
+        """The domain of the timer being fired (``on_timer``); PROCESSING_TIME elsewhere."""
+        return self._time_domain or TimeDomain.PROCESSING_TIME
 
     # -- TimerService ----------------------------------------------------------------------
     def current_processing_time(self) -> int:
