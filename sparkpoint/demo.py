@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         .uid("sink")
     )
     client = env.execute_async("sparkpoint-demo")
-    master = env._last_master
+    master = client.job_master
     shown = 0
     start = time.time()
     while not client.get_job_execution_result().done():

@@ -32,7 +32,6 @@ __all__ = [
     "PlaceholderStreamStateHandle",
     "RelativeFileStateHandle",
     "StateObject",
-    "StateObjectCollection",
     "StreamStateHandle",
     "discard_quietly",
 ]
@@ -359,15 +358,6 @@ class OperatorStateHandle(StateObject):
 
     def __hash__(self) -> int:
         return hash((tuple(sorted(self.state_name_to_partition_offsets)), self.delegate))
-
-
-class StateObjectCollection(tuple):  # type: ignore[type-arg]
-    """A tuple of state objects with a combined size."""
-
-    @property
-    def state_size(self) -> int:
-        """Sum of the members' sizes."""
-        return sum(o.state_size for o in self)
 
 
 def discard_quietly(objects: object) -> None:

@@ -223,8 +223,3 @@ class CheckpointMetadata:
             if ms.name == name:
                 return ms
         return None
-
-    def discard_state(self) -> None:
-        """Discard the state of every operator (not the metadata file itself)."""
-        for op in self.operator_states:
-            op.discard()

@@ -15,11 +15,11 @@ Until the first event every generator reports ``MIN_WATERMARK``.
 from __future__ import annotations
 
 import abc
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sparkpoint.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.common.time import Duration
 
 __all__ = [
@@ -132,19 +132,19 @@ class WatermarksWithIdleness(WatermarkGenerator):
         self,
         wrapped: WatermarkGenerator,
         idle_timeout_ms: int,
-        clock: Callable[[], int],
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if idle_timeout_ms <= 0:
             raise ValueError(f"idle_timeout must be greater than 0, got {idle_timeout_ms} ms")
         self._wrapped = wrapped
         self._idle_timeout_ms = idle_timeout_ms
         self._clock = clock
-        self._last_activity_ms = clock()
+        self._last_activity_ms = clock.monotonic_ms()
 
     def on_event(self, event_timestamp: int) -> None:
         """Forward the event and reset the idleness timer."""
         self._wrapped.on_event(event_timestamp)
-        self._last_activity_ms = self._clock()
+        self._last_activity_ms = self._clock.monotonic_ms()
 
     def current_watermark(self) -> int:
         """The wrapped generator's watermark."""
@@ -152,7 +152,7 @@ class WatermarksWithIdleness(WatermarkGenerator):
 
     def is_idle(self) -> bool:
         """True once no event arrived for at least the idle timeout."""
-        return self._clock() - self._last_activity_ms >= self._idle_timeout_ms
+        return self._clock.monotonic_ms() - self._last_activity_ms >= self._idle_timeout_ms
 
 
 @dataclass(frozen=True)
@@ -162,10 +162,6 @@ class WatermarkAlignmentParams:
     watermark_group: str
     max_allowed_watermark_drift_ms: int
     update_interval_ms: int
-
-
-def _monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 def _duration_ms(value: Duration, what: str) -> int:
@@ -264,19 +260,15 @@ class WatermarkStrategy:
 
     # ---- engine side -------------------------------------------------------------------
 
-    def create_watermark_generator(
-        self, clock: Callable[[], int] | None = None
-    ) -> WatermarkGenerator:
-        """A fresh generator; ``clock`` (ms, monotonic) drives idleness detection."""
+    def create_watermark_generator(self, clock: Clock = SYSTEM_CLOCK) -> WatermarkGenerator:
+        """A fresh generator; ``clock`` (its monotonic time) drives idleness detection."""
         generator: WatermarkGenerator
         if self._kind == self._NONE:
             generator = NoWatermarksGenerator()
         else:
             generator = BoundedOutOfOrdernessWatermarks(self._out_of_orderness_ms)
         if self._idle_timeout_ms is not None:
-            generator = WatermarksWithIdleness(
-                generator, self._idle_timeout_ms, clock or _monotonic_ms
-            )
+            generator = WatermarksWithIdleness(generator, self._idle_timeout_ms, clock)
         return generator
 
     def get_timestamp_assigner(self) -> TimestampAssigner | None:

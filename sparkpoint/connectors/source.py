@@ -129,12 +129,6 @@ class SplitEnumerator:
         for r in ranges:
             self.source.advance(self.splits[r.split_id], r)
 
-    def is_finished(self) -> bool:
-        """A bounded source whose splits are all read."""
-        return self.source.get_boundedness() == Boundedness.BOUNDED and all(
-            s.finished for s in self.splits.values()
-        )
-
     def snapshot_state(self) -> list[dict[str, Any]]:
         """Split positions, for the checkpoint."""
         return [s.to_json() for s in self.splits.values()]

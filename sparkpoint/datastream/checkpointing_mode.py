@@ -16,8 +16,9 @@ class CheckpointingMode(enum.IntEnum):
 
     :data:`EXACTLY_ONCE`: on recovery every record is reflected exactly once in the state.
 
-    :data:`AT_LEAST_ONCE`: on recovery some records may be reflected more than once;
-    sinks may write through without waiting for checkpoint completion.
+    :data:`AT_LEAST_ONCE`: in Flink, records may be reflected more than once after recovery.
+    sparkpoint accepts it and runs it exactly like EXACTLY_ONCE (epochs are aligned by
+    construction and sinks still commit on checkpoint completion), so it is never weaker.
     """
 
     EXACTLY_ONCE = 0

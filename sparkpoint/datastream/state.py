@@ -9,7 +9,7 @@ from sparkpoint.state.descriptors import (
     ValueStateDescriptor,
 )
 from sparkpoint.state.functions import AggregateFunction, ReduceFunction
-from sparkpoint.state.operator_state import BroadcastState
+from sparkpoint.state.heap import BroadcastState
 from sparkpoint.state.primitives import (
     AggregatingState,
     ListState,

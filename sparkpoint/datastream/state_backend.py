@@ -20,10 +20,13 @@ from sparkpoint.datastream.checkpoint_storage import (
     FileSystemCheckpointStorage,
     JobManagerCheckpointStorage,
 )
-from sparkpoint.state import backend as _internal
-from sparkpoint.state.backend import KeyedStateBackend, KeyedStateBackendParameters
-from sparkpoint.state.hashmap_backend import HashMapStateBackendConfig
-from sparkpoint.state.operator_state import DefaultOperatorStateBackend
+from sparkpoint.state.backend import (
+    KeyedStateBackend,
+    KeyedStateBackendParameters,
+    OperatorStateBackend,
+    StateBackendFactory,
+)
+from sparkpoint.state.heap import DefaultOperatorStateBackend, HeapKeyedStateBackend
 from sparkpoint.state.rocksdb.options import PredefinedOptions, effective_settings
 
 __all__ = [
@@ -38,7 +41,7 @@ __all__ = [
 ]
 
 
-class StateBackend(_internal.StateBackend):
+class StateBackend(StateBackendFactory):
     """How working state is held and checkpointed (PyFlink's base class)."""
 
     def get_checkpoint_storage(self) -> CheckpointStorage | None:
@@ -47,7 +50,7 @@ class StateBackend(_internal.StateBackend):
 
     def create_operator_state_backend(
         self, restore_from: Sequence[OperatorStateHandle] = ()
-    ) -> _internal.OperatorStateBackend:
+    ) -> OperatorStateBackend:
         return DefaultOperatorStateBackend(restore_from)
 
     def __eq__(self, other: object) -> bool:
@@ -64,7 +67,7 @@ class HashMapStateBackend(StateBackend):
     """Working state as objects on the heap of the executor's Python worker."""
 
     def create_keyed_state_backend(self, params: KeyedStateBackendParameters) -> KeyedStateBackend:
-        return HashMapStateBackendConfig().create_keyed_state_backend(params)
+        return HeapKeyedStateBackend(params)
 
 
 def _check_positive(name: str, value: int) -> int:
@@ -158,11 +161,13 @@ class EmbeddedRocksDBStateBackend(StateBackend):
     get_number_of_transfering_threads = get_number_of_transfer_threads
 
     def enable_ttl_compaction_filter(self) -> None:
-        """Drop expired TTL state during compactions (the default)."""
+        """Remove expired entries of TTL states that configure the RocksDB compaction-filter
+        cleanup (the default). rocksdict has no compaction hook: a range scan does it when a
+        snapshot is taken, at most once per shortest TTL."""
         self._ttl_compaction_filter = True
 
     def disable_ttl_compaction_filter(self) -> None:
-        """Keep expired state through compactions."""
+        """Leave expired entries on disk (reads still never return them)."""
         self._ttl_compaction_filter = False
 
     def is_ttl_compaction_filter_enabled(self) -> bool:
@@ -182,9 +187,9 @@ class EmbeddedRocksDBStateBackend(StateBackend):
         return dict(opts)
 
     def create_keyed_state_backend(self, params: KeyedStateBackendParameters) -> KeyedStateBackend:
-        from sparkpoint.state.rocksdb import create_rocksdb_keyed_backend
+        from sparkpoint.state.rocksdb import RocksDBKeyedStateBackend
 
-        return create_rocksdb_keyed_backend(
+        return RocksDBKeyedStateBackend(
             params,
             incremental=self.is_incremental_checkpoints_enabled(),
             predefined_options=self._predefined_options,
@@ -242,7 +247,8 @@ class MemoryStateBackend(HashMapStateBackend):
         return self._max_state_size
 
     def is_using_asynchronous_snapshots(self) -> bool:
-        """Whether snapshots upload asynchronously (default true)."""
+        """The flag given at construction (default true). It is recorded only: sparkpoint
+        uploads every snapshot synchronously at the end of the task's epoch."""
         return self._async
 
     def get_checkpoint_path(self) -> str | None:
@@ -315,7 +321,8 @@ class FsStateBackend(HashMapStateBackend):
         return self._storage.get_write_buffer_size()
 
     def is_using_asynchronous_snapshots(self) -> bool:
-        """Whether snapshots upload asynchronously (default true)."""
+        """The flag given at construction (default true). It is recorded only: sparkpoint
+        uploads every snapshot synchronously at the end of the task's epoch."""
         return self._async
 
     def __repr__(self) -> str:
@@ -355,16 +362,16 @@ class RocksDBStateBackend(EmbeddedRocksDBStateBackend):
 
 
 class CustomStateBackend(StateBackend):
-    """A user's own Python state backend (a ``sparkpoint.state.backend.StateBackend``)."""
+    """A user's own Python state backend (a ``sparkpoint.state.backend.StateBackendFactory``)."""
 
-    def __init__(self, user_backend: _internal.StateBackend) -> None:
-        if not isinstance(user_backend, _internal.StateBackend):
+    def __init__(self, user_backend: StateBackendFactory) -> None:
+        if not isinstance(user_backend, StateBackendFactory):
             raise TypeError(
-                "CustomStateBackend needs an instance of sparkpoint.state.backend.StateBackend, "
-                f"got {type(user_backend).__name__}")
+                "CustomStateBackend needs an instance of "
+                f"sparkpoint.state.backend.StateBackendFactory, got {type(user_backend).__name__}")
         self._user_backend = user_backend
 
-    def get_user_backend(self) -> _internal.StateBackend:
+    def get_user_backend(self) -> StateBackendFactory:
         """The wrapped backend."""
         return self._user_backend
 
@@ -373,7 +380,7 @@ class CustomStateBackend(StateBackend):
 
     def create_operator_state_backend(
         self, restore_from: Sequence[OperatorStateHandle] = ()
-    ) -> _internal.OperatorStateBackend:
+    ) -> OperatorStateBackend:
         return self._user_backend.create_operator_state_backend(restore_from)
 
     def supports_incremental_checkpoints(self) -> bool:

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sparkpoint.checkpoint.storage_policies import validate_path
+from sparkpoint.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.common.execution_config import ExecutionConfig
 from sparkpoint.common.restart_strategy import RestartStrategies
@@ -71,6 +72,7 @@ class StreamExecutionEnvironment:
         # Failure-injection hooks used by sparkpoint.testing (see JobSettings).
         self._before_epoch: Any = None
         self._after_local_commit: Any = None
+        self._clock: Clock = SYSTEM_CLOCK
         if configuration is not None:
             self.configure(configuration)
 
@@ -354,10 +356,16 @@ class StreamExecutionEnvironment:
     def _settings(self, job_name: str) -> JobSettings:
         return build_job_settings(job_name, self._job_request())
 
+    def set_clock(self, clock: Clock) -> StreamExecutionEnvironment:
+        """sparkpoint: the clock jobs read (processing time of timers and TTL, checkpoint
+        intervals, restart delays); tests pass ``sparkpoint.testing.ManualClock``."""
+        self._clock = clock
+        return self
+
     def _create_master(self, job_name: str) -> JobMaster:
         spark = self._get_spark()
         plan = self._plan()
-        master = JobMaster(spark, plan, self._settings(job_name))
+        master = JobMaster(spark, plan, self._settings(job_name), self._clock)
         # As in Flink, a job takes the dataflow built so far; the next program starts anew.
         self._nodes = []
         self._sinks = []

@@ -6,11 +6,11 @@ not import the API layer.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkpoint.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.runtime.time_domain import TimeDomain
 
 __all__ = [
@@ -24,8 +24,6 @@ __all__ = [
 
 MAX_WATERMARK = 2**63 - 1
 MIN_WATERMARK = -(2**63)
-EVENT_TIME = 0
-PROCESSING_TIME = 1
 TIMERS_STATE = "__sparkpoint_timers__"
 
 
@@ -47,7 +45,8 @@ class OperatorEnv:
     keyed_backend: Callable[[str], Any] = lambda op_id: None
     timer_index: Callable[[str], list[int | None]] = lambda op_id: [None, None]
     report_watermark: Callable[[str, int, int | None], None] = lambda *a: None
-    clock: Callable[[], int] = lambda: int(time.time() * 1000)
+    # Processing time: the task passes the epoch's clock (the driver's time, see EpochSpec).
+    clock: Clock = SYSTEM_CLOCK
 
 
 class _Metrics:
@@ -132,7 +131,7 @@ class _NonKeyedTimerService:
         self._env = env
 
     def current_processing_time(self) -> int:
-        return self._env.clock()
+        return self._env.clock.now_ms()
 
     def current_watermark(self) -> int:
         return self._env.watermark
@@ -163,7 +162,7 @@ class ProcessContext:
 class KeyedContext:
     """``KeyedProcessFunction.Context`` and ``OnTimerContext``, with keyed timers.
 
-    Timers are keyed state (a map of ``(domain, timestamp)`` per key), so they are
+    Timers are keyed state (a map of ``(TimeDomain value, timestamp)`` per key), so they are
     checkpointed, restored and rescaled with the key groups like any other state.
     """
 
@@ -172,7 +171,7 @@ class KeyedContext:
         self._backend = backend
         self.current_key: Any = None
         self.current_timestamp: int | None = None
-        self._time_domain: Any = None
+        self._time_domain: TimeDomain | None = None
         self._timers_state: Any = None
         # [earliest event-time, earliest processing-time] timer, None when unknown.
         self._index = env.timer_index(operator_id)
@@ -187,16 +186,13 @@ class KeyedContext:
     def timer_service(self) -> KeyedContext:
         return self
 
-    def time_domain(self) -> Any:
-        return (
-            TimeDomain.EVENT_TIME
-            if self._time_domain == EVENT_TIME
-            else (TimeDomain.PROCESSING_TIME)
-        )
+    def time_domain(self) -> TimeDomain:
+        """The domain of the timer being fired (``on_timer``); PROCESSING_TIME elsewhere."""
+        return self._time_domain or TimeDomain.PROCESSING_TIME
 
     # -- TimerService ----------------------------------------------------------------------
     def current_processing_time(self) -> int:
-        return self._env.clock()
+        return self._env.clock.now_ms()
 
     def current_watermark(self) -> int:
         return self._env.watermark
@@ -211,54 +207,54 @@ class KeyedContext:
             )
         return self._timers_state
 
-    def _note(self, domain: int, timestamp: int) -> None:
-        current = self._index[domain]
-        if current is not None and timestamp < current:
-            self._index[domain] = timestamp
+    def _register(self, domain: TimeDomain, timestamp: int) -> None:
+        ts = int(timestamp)
+        self._timers().put((domain.value, ts), True)
+        current = self._index[domain.value]
+        if current is not None and ts < current:
+            self._index[domain.value] = ts
 
     def register_event_time_timer(self, timestamp: int) -> None:
-        self._timers().put((EVENT_TIME, int(timestamp)), True)
-        self._note(EVENT_TIME, int(timestamp))
+        self._register(TimeDomain.EVENT_TIME, timestamp)
 
     def register_processing_time_timer(self, timestamp: int) -> None:
-        self._timers().put((PROCESSING_TIME, int(timestamp)), True)
-        self._note(PROCESSING_TIME, int(timestamp))
+        self._register(TimeDomain.PROCESSING_TIME, timestamp)
 
     def delete_event_time_timer(self, timestamp: int) -> None:
-        self._timers().remove((EVENT_TIME, int(timestamp)))
+        self._timers().remove((TimeDomain.EVENT_TIME.value, int(timestamp)))
 
     def delete_processing_time_timer(self, timestamp: int) -> None:
-        self._timers().remove((PROCESSING_TIME, int(timestamp)))
+        self._timers().remove((TimeDomain.PROCESSING_TIME.value, int(timestamp)))
 
     # -- firing ----------------------------------------------------------------------------
-    def due_timers(self) -> list[tuple[int, int, Any]]:
+    def due_timers(self) -> list[tuple[int, TimeDomain, Any]]:
         """Remove and return ``(timestamp, domain, key)`` of every due timer, oldest first.
 
         The timers state is scanned only when the index says a timer may be due (or does
         not know): an epoch with nothing to fire costs no scan over the keys.
         """
         watermark = self._env.watermark
-        now = self._env.clock()
+        now = self._env.clock.now_ms()
         ev, proc = self._index
         if ev is not None and proc is not None and ev > watermark and proc > now:
             return []
         timers = self._timers()
-        due: list[tuple[int, int, Any]] = []
+        due: list[tuple[int, TimeDomain, Any]] = []
         earliest = [MAX_WATERMARK + 1, MAX_WATERMARK + 1]
+        limits = [watermark, now]  # indexed by TimeDomain value
         for key in list(self._backend.get_keys(TIMERS_STATE)):
             self._backend.set_current_key(key)
             for domain, ts in list(timers.keys()):
-                limit = watermark if domain == EVENT_TIME else now
-                if ts <= limit:
-                    due.append((ts, domain, key))
+                if ts <= limits[domain]:
+                    due.append((ts, TimeDomain(domain), key))
                     timers.remove((domain, ts))
                 elif ts < earliest[domain]:
                     earliest[domain] = ts
         self._index[:] = earliest
-        due.sort(key=lambda t: (t[0], t[1]))
+        due.sort(key=lambda t: (t[0], t[1].value))
         return due
 
-    def enter_timer(self, timestamp: int, domain: int, key: Any) -> None:
+    def enter_timer(self, timestamp: int, domain: TimeDomain, key: Any) -> None:
         self.current_key = key
         self.current_timestamp = timestamp  # Flink: the timer's time, in either domain
         self._time_domain = domain

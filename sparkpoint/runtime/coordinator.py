@@ -9,9 +9,8 @@ epoch boundary is a barrier across all tasks, every checkpoint is aligned by con
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sparkpoint.checkpoint.handles import (
@@ -27,6 +26,7 @@ from sparkpoint.checkpoint.metadata_format import write_metadata
 from sparkpoint.checkpoint.properties import CheckpointProperties
 from sparkpoint.checkpoint.storage import CheckpointStorageAccess, CheckpointStorageLocation
 from sparkpoint.checkpoint.store import CompletedCheckpoint, CompletedCheckpointStore
+from sparkpoint.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.errors import CheckpointException, CheckpointFailureReason
 
 __all__ = [
@@ -64,7 +64,7 @@ class PendingCheckpoint:
 
     checkpoint_id: int
     timestamp_ms: int
-    trigger_monotonic_ms: float
+    trigger_monotonic_ms: int
     location: CheckpointStorageLocation
     properties: CheckpointProperties
     epoch: int
@@ -85,7 +85,6 @@ class CheckpointStats:
     external_pointer: str | None = None
     failure: str | None = None
     epoch: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class TolerableFailuresExceeded(CheckpointException):
@@ -129,7 +128,7 @@ class CheckpointCoordinator:
         store: CompletedCheckpointStore,
         cleaner: Any = None,
         first_checkpoint_id: int = 1,
-        clock: Callable[[], float] = lambda: time.monotonic() * 1000.0,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.job_id = job_id
         self.policy = policy
@@ -143,9 +142,9 @@ class CheckpointCoordinator:
         self.consecutive_failures = 0
         self._counted_ids: set[int] = set()
         self.last_success_id = 0
-        self.last_trigger_ms: float | None = None
-        self.last_completion_ms: float | None = None
-        self.started_ms = clock()
+        self.last_trigger_ms: int | None = None
+        self.last_completion_ms: int | None = None
+        self.started_ms = clock.monotonic_ms()
 
     # -- triggering ------------------------------------------------------------------------
     def is_due(self) -> bool:
@@ -156,7 +155,7 @@ class CheckpointCoordinator:
         cleaning = getattr(self.cleaner, "get_number_of_checkpoints_to_clean", None)
         if cleaning is not None and cleaning() > p.max_concurrent:
             return False
-        now = self.clock()
+        now = self.clock.monotonic_ms()
         since = self.last_trigger_ms if self.last_trigger_ms is not None else self.started_ms
         if now - since < p.interval_ms:
             return False
@@ -184,9 +183,9 @@ class CheckpointCoordinator:
         else:
             location = self.storage_access.initialize_location_for_checkpoint(cid)
             props = CheckpointProperties.for_checkpoint(self.policy.retention)
-            self.last_trigger_ms = self.clock()
+            self.last_trigger_ms = self.clock.monotonic_ms()
         pending = PendingCheckpoint(
-            cid, int(time.time() * 1000), self.clock(), location, props, epoch
+            cid, self.clock.now_ms(), self.clock.monotonic_ms(), location, props, epoch
         )
         self.pending.append(pending)
         self.stats.append(CheckpointStats(cid, is_savepoint, pending.timestamp_ms, epoch=epoch))
@@ -204,7 +203,7 @@ class CheckpointCoordinator:
         Raises ``CheckpointException`` (and aborts) when the checkpoint expired or failed.
         """
         stats = self._stats(pending.checkpoint_id)
-        elapsed = self.clock() - pending.trigger_monotonic_ms
+        elapsed = self.clock.monotonic_ms() - pending.trigger_monotonic_ms
         if elapsed > self.policy.timeout_ms:
             self.abort(
                 pending,
@@ -243,7 +242,7 @@ class CheckpointCoordinator:
             job_id=self.job_id,
             checkpoint_id=pending.checkpoint_id,
             timestamp_ms=pending.timestamp_ms,
-            completion_timestamp_ms=int(time.time() * 1000),
+            completion_timestamp_ms=self.clock.now_ms(),
             operator_states=tuple(operator_states),
             properties=pending.properties,
             location=completed_location,
@@ -253,13 +252,13 @@ class CheckpointCoordinator:
         self.store.add_checkpoint_and_subsume_oldest(checkpoint, self.cleaner)
         self.pending.remove(pending)
         if not pending.properties.is_savepoint:
-            self.last_completion_ms = self.clock()
+            self.last_completion_ms = self.clock.monotonic_ms()
         if pending.checkpoint_id > self.last_success_id:
             self.last_success_id = pending.checkpoint_id
             self.consecutive_failures = 0
             self._counted_ids.clear()
         stats.status = "COMPLETED"
-        stats.duration_ms = int(self.clock() - pending.trigger_monotonic_ms)
+        stats.duration_ms = int(self.clock.monotonic_ms() - pending.trigger_monotonic_ms)
         stats.external_pointer = completed_location.external_pointer
         for op in submitted:
             for sub in op.subtask_states.values():
@@ -299,7 +298,7 @@ class CheckpointCoordinator:
         stats = self._stats(pending.checkpoint_id)
         stats.status = "FAILED"
         stats.failure = f"{reason.name}: {detail}"
-        stats.duration_ms = int(self.clock() - pending.trigger_monotonic_ms)
+        stats.duration_ms = int(self.clock.monotonic_ms() - pending.trigger_monotonic_ms)
         _LOG.warning("Checkpoint %d failed: %s %s", pending.checkpoint_id, reason.name, detail)
         if (
             reason.counts_as_failure

@@ -12,7 +12,6 @@ from typing import Any
 
 __all__ = ["Node", "Plan", "Stage", "build_plan"]
 
-STATELESS = {"map", "flat_map", "filter", "process", "timestamps"}
 KEYED = {"keyed_process", "reduce"}
 
 
@@ -104,14 +103,6 @@ class Plan:
         return json.dumps({"nodes": out}, indent=2)
 
 
-def _consumers(nodes: list[Node]) -> dict[int, list[Node]]:
-    cons: dict[int, list[Node]] = {n.id: [] for n in nodes}
-    for n in nodes:
-        for i in n.inputs:
-            cons[i.id].append(n)
-    return cons
-
-
 def _key_input(node: Node) -> Node:
     """The ``key_by`` node in front of a keyed operator."""
     src = node.inputs[0]
@@ -136,7 +127,6 @@ def build_plan(sinks: list[Node], default_parallelism: int, max_parallelism: int
     for s in sinks:
         visit(s)
     nodes.sort(key=lambda n: n.id)
-    cons = _consumers(nodes)
     stages: list[Stage] = []
     stage_of: dict[int, Stage] = {}
 
@@ -183,12 +173,6 @@ def build_plan(sinks: list[Node], default_parallelism: int, max_parallelism: int
             st = stage_of[n.inputs[0].id]
             st.members.append(n)
             stage_of[n.id] = st
-    for n in nodes:
-        if n.kind == "sink" and not n.inputs:
-            raise ValueError("a sink has no input")
-        if n.kind not in ("sink",) and not cons[n.id] and n.kind != "key_by":
-            # Dangling operators (no sink) are dropped by Flink as well.
-            continue
     return Plan(stages, [n for n in nodes if n.kind == "source"], sinks, nodes)
 
 

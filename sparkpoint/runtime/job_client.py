@@ -62,6 +62,11 @@ class JobClient:
         except BaseException as exc:
             self._result.set_exception(exc)
 
+    @property
+    def job_master(self) -> JobMaster:
+        """sparkpoint: the job master running the job (live counters, for tools and demos)."""
+        return self._master
+
     def get_job_id(self) -> str:
         return self._master.job_id
 

@@ -29,6 +29,7 @@ from sparkpoint.checkpoint.metadata import (
 )
 from sparkpoint.checkpoint.metadata_format import load_checkpoint
 from sparkpoint.checkpoint.store import CompletedCheckpoint, CompletedCheckpointStore
+from sparkpoint.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.config import CheckpointingOptions, SparkpointOptions
 from sparkpoint.connectors.source import SplitEnumerator, SplitRange
 from sparkpoint.errors import (
@@ -53,7 +54,7 @@ from sparkpoint.runtime.records import (
     KIND_STATS,
 )
 from sparkpoint.runtime.restart import create_restart_backoff_strategy
-from sparkpoint.runtime.restore import assign_keyed_state, check_unmatched_state
+from sparkpoint.runtime.state_assignment import assign_keyed_state, check_unmatched_state
 from sparkpoint.runtime.task import CheckpointRequest, EpochSpec
 from sparkpoint.state.backend import SnapshotType
 
@@ -117,12 +118,19 @@ class _Request:
 
 
 class JobMaster:
-    """Runs one job to its end (FINISHED, CANCELED or FAILED)."""
+    """Runs one job to its end (FINISHED, CANCELED or FAILED).
 
-    def __init__(self, spark: Any, plan: Plan, settings: JobSettings) -> None:
+    ``clock`` decides checkpoint intervals and timeouts, restart delays, idle epochs and the
+    processing time every epoch's tasks see (read once per epoch, shipped in the spec).
+    """
+
+    def __init__(
+        self, spark: Any, plan: Plan, settings: JobSettings, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.spark = spark
         self.plan = plan
         self.s = settings
+        self.clock = clock
         self.job_id = settings.job_id
         self.status = JobStatus.CREATED
         self.requests: queue.Queue[_Request] = queue.Queue()
@@ -130,7 +138,6 @@ class JobMaster:
         self.incarnation = 0
         self.epochs_run = 0
         self.restarts = 0
-        self.failures: list[str] = []
         self.epoch_seconds: list[float] = []
         self.records_in = 0
         self.watermarks: dict[str, int] = {}
@@ -156,12 +163,13 @@ class JobMaster:
         self.store = CompletedCheckpointStore(max(1, settings.num_retained))
         self.cleaner = CheckpointsCleaner()
         self.coordinator = CheckpointCoordinator(
-            self.job_id, settings.policy, self.storage_access, self.store, self.cleaner
+            self.job_id, settings.policy, self.storage_access, self.store, self.cleaner,
+            clock=clock,
         )
         self.restart = create_restart_backoff_strategy(
-            settings.restart_strategy, checkpointing_enabled=settings.policy.enabled
+            settings.restart_strategy, checkpointing_enabled=settings.policy.enabled, clock=clock
         )
-        self._last_epoch_end = time.monotonic()
+        self._last_epoch_end_ms = clock.monotonic_ms()
 
     # -- public control (job client) -------------------------------------------------------
     def request(self, kind: str, target: str | None = None, drain: bool = False) -> Future[Any]:
@@ -248,8 +256,8 @@ class JobMaster:
         has_data = any(ranges.values())
         if not has_data and not end_of_input and stop_request is None and not self.restore_spec:
             time.sleep(self.s.idle_sleep_s)
-            idle_for = time.monotonic() - self._last_epoch_end
-            if not self.coordinator.is_due() and idle_for < self.s.idle_epoch_interval_s:
+            idle_ms = self.clock.monotonic_ms() - self._last_epoch_end_ms
+            if not self.coordinator.is_due() and idle_ms < self.s.idle_epoch_interval_s * 1000:
                 return False
         self.epoch += 1
         if self.s.before_epoch is not None:
@@ -286,6 +294,7 @@ class JobMaster:
             state_backend=self.s.state_backend,
             local_root=self.s.local_root,
             source_ranges=ranges,
+            processing_time_ms=self.clock.now_ms(),
             checkpoint=checkpoint,
             restore=self.restore_spec,
             notify_complete=self.notify_complete,
@@ -306,7 +315,7 @@ class JobMaster:
                 self.requests.put(stop_request)  # retry after the restore
             raise
         self.epoch_seconds.append(time.perf_counter() - t0)
-        self._last_epoch_end = time.monotonic()
+        self._last_epoch_end_ms = self.clock.monotonic_ms()
         self.epochs_run += 1
         acks = self._absorb(rows, ranges)
         self.restore_spec = None
@@ -464,11 +473,9 @@ class JobMaster:
                 self.sinks[op_id].commit(committables)
 
     def _failover(self, exc: BaseException) -> None:
-        self.failures.append(repr(exc))
         _LOG.warning("Job %s epoch %d failed: %s", self.job_id, self.epoch, _short(exc))
-        now_ms = int(time.monotonic() * 1000)
-        self.restart.notify_failure(exc, now_ms)
-        if not self.restart.can_restart() or isinstance(exc, _Unrecoverable):
+        self.restart.notify_failure(exc)
+        if not self.restart.can_restart():
             self._terminate(JobStatus.FAILED)
             raise JobExecutionError(
                 f"Job {self.s.job_name!r} ({self.job_id}) failed after {self.restarts} "
@@ -546,10 +553,6 @@ class JobMaster:
 
 class CancelledByRequest(Exception):
     """Internal: the loop ends because a stop-with-savepoint finished the job."""
-
-
-class _Unrecoverable(SparkpointError):
-    """Internal marker for failures no restart can fix."""
 
 
 def _short(exc: BaseException) -> str:

@@ -11,16 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import numpy as np
-
 from sparkpoint.runtime.context import (
-    EVENT_TIME,
     KeyedContext,
     OperatorEnv,
     ProcessContext,
     StreamRuntimeContext,
 )
-from sparkpoint.state.key_groups import assign_key_groups_int64
+from sparkpoint.runtime.time_domain import TimeDomain
+from sparkpoint.state.key_groups import int64_key_groups
 
 __all__ = [
     "FilterOperator",
@@ -232,10 +230,9 @@ class _KeyedOperator(_UserFunctionOperator):
         get_key = self.key_selector.get_key
         keys = [get_key(v) for v in values]
         backend = self.backend
-        if keys and all(type(k) is int and -(2**63) <= k < 2**63 for k in keys):
-            kgs = assign_key_groups_int64(
-                np.fromiter(keys, np.int64, len(keys)), self.env.max_parallelism
-            ).tolist()
+        groups = int64_key_groups(keys, self.env.max_parallelism)
+        if groups is not None:
+            kgs = groups.tolist()
             by_group = backend.set_current_key_and_group
             return keys, lambda i, key: by_group(key, kgs[i])
         plain = backend.set_current_key
@@ -256,7 +253,7 @@ class _KeyedOperator(_UserFunctionOperator):
                 self.ctx.enter_timer(ts, domain, key)
                 if on_timer is not None:
                     # Output of processing-time timers carries no timestamp (as Flink).
-                    out_ts = ts if domain == EVENT_TIME else None
+                    out_ts = ts if domain is TimeDomain.EVENT_TIME else None
                     _extend_outputs(on_timer(ts, self.ctx), out_ts, out_v, out_t)
             self.ctx.leave_timer()
             if out_v:

@@ -6,7 +6,8 @@ The job master calls, on every job failure::
     if not strategy.can_restart(): fail the job
     else: wait strategy.get_backoff_time_ms(), restore from the latest checkpoint, go on
 
-All times are milliseconds from an injectable clock (``clock() -> int``); tests pass a fake.
+All times are milliseconds of an injectable ``Clock``'s monotonic time; tests pass a
+``sparkpoint.testing.ManualClock``.
 Semantics follow Flink 1.19's ``FixedDelay``/``FailureRate``/``ExponentialDelay``
 ``RestartBackoffTimeStrategy`` classes.
 """
@@ -15,12 +16,12 @@ from __future__ import annotations
 
 import abc
 import random
-import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+from sparkpoint.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.common.restart_strategy import (
     INFINITE_ATTEMPTS,
     RestartStrategies,
@@ -29,25 +30,16 @@ from sparkpoint.common.restart_strategy import (
 )
 
 __all__ = [
-    "Clock",
     "ExponentialDelayRestartBackoffTimeStrategy",
     "FailureRateRestartBackoffTimeStrategy",
     "FixedDelayRestartBackoffTimeStrategy",
     "NoRestartBackoffTimeStrategy",
     "RestartBackoffTimeStrategy",
     "create_restart_backoff_strategy",
-    "monotonic_ms",
 ]
-
-Clock = Callable[[], int]
 
 _FALLBACK_CHECKPOINTING_DELAY_MS = 1000
 _LONG_MAX = 2**63 - 1
-
-
-def monotonic_ms() -> int:
-    """Milliseconds of a monotonic clock (the default clock)."""
-    return time.monotonic_ns() // 1_000_000
 
 
 def _ms(delta: timedelta) -> int:
@@ -136,7 +128,7 @@ class FailureRateRestartBackoffTimeStrategy(RestartBackoffTimeStrategy):
         max_failures_per_interval: int,
         failures_interval_ms: int,
         backoff_ms: int,
-        clock: Clock = monotonic_ms,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if max_failures_per_interval <= 0:
             raise ValueError(
@@ -159,13 +151,14 @@ class FailureRateRestartBackoffTimeStrategy(RestartBackoffTimeStrategy):
         """Remember the failure time, keeping the last ``max + 1`` of them."""
         if self._queue_full():
             self._failure_timestamps.popleft()
-        self._failure_timestamps.append(self._clock() if timestamp_ms is None else timestamp_ms)
+        now = self._clock.monotonic_ms() if timestamp_ms is None else timestamp_ms
+        self._failure_timestamps.append(now)
         return True
 
     def can_restart(self) -> bool:
         """False when ``max + 1`` failures happened within the interval before now."""
         if self._queue_full():
-            return self._clock() - self._failure_timestamps[0] > self._interval_ms
+            return self._clock.monotonic_ms() - self._failure_timestamps[0] > self._interval_ms
         return True
 
     def get_backoff_time_ms(self) -> int:
@@ -193,7 +186,7 @@ class ExponentialDelayRestartBackoffTimeStrategy(RestartBackoffTimeStrategy):
         reset_backoff_threshold_ms: int,
         jitter_factor: float,
         attempts_before_reset_backoff: int = INFINITE_ATTEMPTS,
-        clock: Clock = monotonic_ms,
+        clock: Clock = SYSTEM_CLOCK,
         rng: random.Random | None = None,
     ) -> None:
         if initial_backoff_ms < 1:
@@ -228,7 +221,7 @@ class ExponentialDelayRestartBackoffTimeStrategy(RestartBackoffTimeStrategy):
 
     def notify_failure(self, cause: BaseException | None, timestamp_ms: int | None = None) -> bool:
         """Schedule the next restart; failures before it is due merge into it (False)."""
-        now = self._clock() if timestamp_ms is None else timestamp_ms
+        now = self._clock.monotonic_ms() if timestamp_ms is None else timestamp_ms
         if now <= self._next_restart_ms:
             return False
         if now - self._next_restart_ms >= self._reset_ms:
@@ -245,7 +238,7 @@ class ExponentialDelayRestartBackoffTimeStrategy(RestartBackoffTimeStrategy):
         """Milliseconds from now until the scheduled restart (never negative)."""
         if self._next_restart_ms == self._NO_RESTART_YET:
             raise RuntimeError("get_backoff_time_ms() called before any notify_failure()")
-        return max(0, self._next_restart_ms - self._clock())
+        return max(0, self._next_restart_ms - self._clock.monotonic_ms())
 
     def _actual_backoff_ms(self) -> int:
         # As Flink: initial * multiplier^attempt in double, truncated to long; jitter is taken
@@ -277,7 +270,7 @@ def create_restart_backoff_strategy(
     *,
     checkpointing_enabled: bool = False,
     cluster_config: Mapping[str, Any] | None = None,
-    clock: Clock = monotonic_ms,
+    clock: Clock = SYSTEM_CLOCK,
     rng: random.Random | None = None,
 ) -> RestartBackoffTimeStrategy:
     """The decision object for a job's restart configuration.

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from sparkpoint.clock import FixedClock
 from sparkpoint.errors import StateLostError
 from sparkpoint.runtime.context import MAX_WATERMARK, MIN_WATERMARK, OperatorEnv
 from sparkpoint.runtime.graph import Node, Stage
@@ -44,7 +45,7 @@ from sparkpoint.runtime.records import (
     iter_rows,
     rows_to_arrow,
 )
-from sparkpoint.state.key_groups import assign_key_groups_int64, assign_to_key_group
+from sparkpoint.state.key_groups import assign_to_key_group, int64_key_groups
 
 __all__ = ["CheckpointRequest", "EpochSpec", "StageTask", "run_stage_task"]
 
@@ -77,6 +78,9 @@ class EpochSpec:
     state_backend: Any
     local_root: str
     source_ranges: dict[int, list[Any]]  # stage id -> one SplitRange per partition
+    # Processing time of this epoch in every task (timers, TTL): the driver's clock, read
+    # once when the epoch was planned, so all tasks and retries see the same time.
+    processing_time_ms: int
     checkpoint: CheckpointRequest | None = None
     # operator id -> subtask -> keyed handles to restore from (first epoch of an incarnation)
     restore: dict[str, dict[int, list[Any]]] | None = None
@@ -129,8 +133,8 @@ class _Router(Operator):
     def _subtasks(self, keys: list[Any]) -> list[int]:
         """The target subtask of each key: vectorised for int keys, memoised otherwise."""
         maxp, p = self.max_parallelism, self.parallelism
-        if keys and all(type(k) is int and -(2**63) <= k < 2**63 for k in keys):
-            kgs = assign_key_groups_int64(np.fromiter(keys, np.int64, len(keys)), maxp)
+        kgs = int64_key_groups(keys, maxp)
+        if kgs is not None:
             return ((kgs.astype(np.int64) * p) // maxp).tolist()  # type: ignore[no-any-return]
         cache = self._cache
         out = []
@@ -247,6 +251,7 @@ class StageTask:
         self._split_done = False
         self.is_final = stage.id in spec.final_stage_ids
         self.next_p = spec.next_parallelism.get(stage.id, 1)
+        self.clock = FixedClock(spec.processing_time_ms)
 
     # -- operator tree ---------------------------------------------------------------------
     def _build_tree(self) -> list[Operator]:
@@ -289,6 +294,7 @@ class StageTask:
             max_parallelism=stage.max_parallelism,
             key_group_range=kg_range,
             local_dir=local_dir,
+            clock=self.clock,
         )
         backend = spec.state_backend.create_keyed_state_backend(params)
         marker = {"job": spec.job_id, "incarnation": spec.incarnation}
@@ -366,6 +372,7 @@ class StageTask:
             keyed_backend=self._open_backend,
             timer_index=lambda op_id: self.timer_index.setdefault(op_id, [None, None]),
             report_watermark=self._report_watermark,
+            clock=self.clock,
         )
 
     def _report_watermark(self, operator_id: str, watermark: int, max_ts: int | None) -> None:

@@ -1,6 +1,9 @@
-"""Keyed and operator state: key groups, descriptors, state objects, backends, snapshots.
+"""Keyed and operator state: the contracts, and the two backends in ``heap/`` and ``rocksdb/``.
 
-Plain Python (no Spark). The public PyFlink-shaped names are re-exported by
+This package holds what both backends share: the backend interfaces (``backend``), key groups,
+descriptors and TTL, serializers and type information, the state objects written over the
+``StateTable`` interface, and the snapshot and savepoint formats with their restore. Plain
+Python (no Spark). The public PyFlink-shaped names are re-exported by
 ``sparkpoint.datastream.state``, ``sparkpoint.datastream`` (backends) and
 ``sparkpoint.common.typeinfo`` (``Types``); this package exports the engine-side pieces.
 """
@@ -10,7 +13,7 @@ from sparkpoint.state.backend import (
     KeyedStateBackendParameters,
     OperatorStateBackend,
     SnapshotType,
-    StateBackend,
+    StateBackendFactory,
 )
 from sparkpoint.state.key_groups import (
     assign_key_groups_int64,
@@ -27,7 +30,7 @@ __all__ = [
     "KeyedStateBackendParameters",
     "OperatorStateBackend",
     "SnapshotType",
-    "StateBackend",
+    "StateBackendFactory",
     "assign_key_groups_int64",
     "assign_to_key_group",
     "compute_default_max_parallelism",

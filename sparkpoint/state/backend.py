@@ -1,9 +1,11 @@
 """The keyed and operator state backend contracts that the runtime programs against.
 
-A ``StateBackend`` is configuration only (picklable, shipped to executors). It creates, per
-keyed subtask, a ``KeyedStateBackend`` that holds the working state of that subtask's key
-groups in a local directory, commits it locally once per epoch, snapshots it through a
+A ``StateBackendFactory`` is configuration only (picklable, shipped to executors); the API's
+``sparkpoint.datastream.StateBackend`` classes implement it. It creates, per keyed subtask, a
+``KeyedStateBackend`` that holds the working state of that subtask's key groups in a local
+directory, commits it locally once per epoch, snapshots it through a
 ``CheckpointStreamFactory`` and restores it from any set of keyed handles (rescaling).
+Implementations: ``state.heap`` and ``state.rocksdb``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from sparkpoint.checkpoint.handles import KeyedStateHandle, OperatorStateHandle
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.checkpoint.streams import CheckpointStreamFactory
+from sparkpoint.clock import SYSTEM_CLOCK, Clock
 
 if TYPE_CHECKING:
     from sparkpoint.state.descriptors import StateDescriptor
@@ -26,7 +29,7 @@ __all__ = [
     "KeyedStateBackendParameters",
     "OperatorStateBackend",
     "SnapshotType",
-    "StateBackend",
+    "StateBackendFactory",
 ]
 
 
@@ -48,8 +51,9 @@ class KeyedStateBackendParameters:
     max_parallelism: int
     key_group_range: KeyGroupRange
     local_dir: str
-    # Milliseconds since the epoch; TTL uses it. Tests pass a fake clock.
-    time_provider: Callable[[], int] | None = None
+    # Processing time for TTL (``now_ms``). The runtime passes the epoch's clock; tests a
+    # ``sparkpoint.testing.ManualClock``.
+    clock: Clock = SYSTEM_CLOCK
     # How keys become bytes in snapshots and savepoints; ``None`` = pickle (untyped keys).
     # Set it from the key type of ``key_by(..., key_type=...)`` for compact, typed keys.
     key_serializer: TypeSerializer | None = None
@@ -168,7 +172,7 @@ class OperatorStateBackend(abc.ABC):
         """Write every named state; ``None`` if all are empty."""
 
 
-class StateBackend(abc.ABC):
+class StateBackendFactory(abc.ABC):
     """Configuration of how working state is held; creates per-subtask backends."""
 
     @abc.abstractmethod

@@ -14,22 +14,26 @@ from __future__ import annotations
 
 import pickle
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
+from sparkpoint.errors import RestoreError
 
 __all__ = [
     "DEFAULT_LOWER_BOUND_MAX_PARALLELISM",
     "UPPER_BOUND_MAX_PARALLELISM",
     "assign_key_groups_int64",
     "assign_to_key_group",
+    "check_max_parallelism",
     "check_parallelism_preconditions",
     "compute_default_max_parallelism",
     "compute_key_group_for_key_hash",
     "compute_key_group_range_for_operator_index",
     "compute_operator_index_for_key_group",
+    "int64_key_groups",
     "key_hash",
     "murmur_hash",
 ]
@@ -203,6 +207,17 @@ def check_parallelism_preconditions(parallelism: int, max_parallelism: int) -> N
         )
 
 
+def check_max_parallelism(restored: int, configured: int, what: str = "") -> None:
+    """Refuse state written under another max parallelism (key groups would not line up)."""
+    if restored != configured:
+        raise RestoreError(
+            "Max parallelism mismatch between checkpoint/savepoint state and new program. "
+            f"Cannot map {what or 'keyed state'} with max parallelism {restored} to new "
+            f"program with max parallelism {configured}. This indicates that the program "
+            "has been changed in a non-compatible way after the checkpoint/savepoint."
+        )
+
+
 def _murmur_u32_array(codes: np.ndarray) -> np.ndarray:
     """Vectorised ``murmur_hash`` over an int array of 32-bit hash codes (uint32 math)."""
     c = codes.astype(np.uint32, copy=True)
@@ -233,3 +248,11 @@ def assign_key_groups_int64(keys: Any, max_parallelism: int) -> np.ndarray:
     in_int = (arr >= _INT_MIN) & (arr <= _INT_MAX)
     codes = np.where(in_int, arr.astype(np.uint32), long_hash)
     return (_murmur_u32_array(codes) % max_parallelism).astype(np.int32)
+
+
+def int64_key_groups(keys: Sequence[Any], max_parallelism: int) -> np.ndarray | None:
+    """Key groups of a batch of keys in one vectorised pass when every key is a Python
+    ``int`` that fits int64 (the common case); ``None`` when some key is not."""
+    if not keys or not all(type(k) is int and -(2**63) <= k < 2**63 for k in keys):
+        return None
+    return assign_key_groups_int64(np.fromiter(keys, np.int64, len(keys)), max_parallelism)

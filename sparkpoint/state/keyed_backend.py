@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import time
 from collections.abc import Callable, Iterable, Sequence
 from struct import error as struct_error
 from typing import Any
@@ -21,9 +20,9 @@ from sparkpoint.checkpoint.streams import CheckpointStreamFactory
 from sparkpoint.errors import RestoreError
 from sparkpoint.state.backend import KeyedStateBackend, KeyedStateBackendParameters, SnapshotType
 from sparkpoint.state.descriptors import StateDescriptor, StateKind
+from sparkpoint.state.full_restore import PickleBlockSink, restore_key_groups
 from sparkpoint.state.key_groups import assign_to_key_group
 from sparkpoint.state.primitives import State, create_state
-from sparkpoint.state.restore import PickleBlockSink, restore_key_groups
 from sparkpoint.state.serializers import PickleSerializer, TypeSerializer
 from sparkpoint.state.snapshot_format import (
     Columns,
@@ -69,7 +68,7 @@ class AbstractKeyedStateBackend(KeyedStateBackend):
         self._range = params.key_group_range
         self.max_parallelism = params.max_parallelism
         self.key_serializer: TypeSerializer = params.key_serializer or PickleSerializer()
-        self._clock = params.time_provider or (lambda: int(time.time() * 1000))
+        self._clock = params.clock
         self._tables: dict[str, StateTable] = {}
         self._descriptors: dict[str, StateDescriptor] = {}
         self._states: dict[str, State] = {}
@@ -100,7 +99,7 @@ class AbstractKeyedStateBackend(KeyedStateBackend):
 
     def now(self) -> int:
         """Processing time in ms (TTL)."""
-        return self._clock()
+        return self._clock.now_ms()
 
     # -- KeyedStateBackend ---------------------------------------------------------------
 
@@ -294,11 +293,8 @@ class AbstractKeyedStateBackend(KeyedStateBackend):
         if table is None:
             table = self._create_table(meta)
             self._tables[meta.name] = table
-        elif not table.meta.same_layout(meta):
-            raise RestoreError(
-                f"State {meta.name!r} appears with different serializers in the restored "
-                f"handles: {table.meta.to_json()} vs {meta.to_json()}"
-            )
+        else:
+            table.meta.check_restored_layout(meta)
         return table
 
 

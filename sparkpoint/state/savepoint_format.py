@@ -8,8 +8,8 @@ both restore it. ``read_savepoint_state(pointer)`` returns one row per entry::
     key_group: int32, key: binary, user_key: binary (MAP only), value: binary,
     ttl_timestamp: int64 (last access in ms; null without TTL and for LIST)
 
-``decode_column`` turns a ``key``/``user_key``/``value`` column back into Python objects
-with the serializer recorded in the snapshot header.
+``decode_savepoint_column`` turns a ``key``/``user_key``/``value`` column back into Python
+objects with the serializer recorded in the snapshot header.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from sparkpoint.state.table import RegisteredStateMeta
 
 __all__ = [
     "SAVEPOINT_TABLE_SCHEMA",
-    "decode_column",
+    "decode_savepoint_column",
     "operator_table",
     "read_keyed_state",
     "read_savepoint_state",
@@ -153,7 +153,9 @@ def operator_table(op: OperatorState) -> pa.Table:
     return pa.concat_tables(tables)
 
 
-def decode_column(column: pa.Array | pa.ChunkedArray, serializer_config: Any) -> list[Any]:
+def decode_savepoint_column(
+    column: pa.Array | pa.ChunkedArray, serializer_config: Any
+) -> list[Any]:
     """Python objects of a ``key``/``user_key`` column, given the serializer config from the
     header (``RegisteredStateMeta.to_json()['key_serializer']`` etc.)."""
     from sparkpoint.state.serializers import serializer_from_config

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from sparkpoint.errors import RestoreError
 from sparkpoint.state.descriptors import StateDescriptor, StateKind
 from sparkpoint.state.serializers import Buffer, TypeSerializer, serializer_from_config
 
@@ -111,6 +112,14 @@ class RegisteredStateMeta:
     def same_layout(self, other: RegisteredStateMeta) -> bool:
         """Whether both encode entries identically (no migration needed)."""
         return self.to_json() == other.to_json()
+
+    def check_restored_layout(self, other: RegisteredStateMeta) -> None:
+        """Refuse a state that restored handles describe with other serializers than this."""
+        if not self.same_layout(other):
+            raise RestoreError(
+                f"State {self.name!r} appears with different serializers in the restored "
+                f"handles: {self.to_json()} vs {other.to_json()}"
+            )
 
     # -- canonical bytes ---------------------------------------------------------------
 

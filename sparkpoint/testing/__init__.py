@@ -1,7 +1,9 @@
-"""Failure injection and reference jobs for testing sparkpoint pipelines.
+"""Failure injection, a manual clock and reference jobs for testing sparkpoint pipelines.
 
 Injected failures are counted in files (created with ``O_EXCL``), so they fire an exact
-number of times across Python workers, executors and retries.
+number of times across Python workers, executors and retries. ``ManualClock`` moves only
+when told; give it to ``StreamExecutionEnvironment.set_clock`` (or to a coordinator, restart
+strategy, keyed backend or watermark generator) to drive time deterministically.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import os
 import signal
 from typing import Any
 
+from sparkpoint.clock import FixedClock
 from sparkpoint.datastream.functions import KeyedProcessFunction
 from sparkpoint.runtime.context import MAX_WATERMARK
 
@@ -17,8 +20,26 @@ __all__ = [
     "CountAndEcho",
     "FailureInjector",
     "InjectedFailure",
+    "ManualClock",
     "expected_keyed_count_output",
 ]
+
+
+class ManualClock(FixedClock):
+    """A clock that only moves when told: wall-clock and monotonic time are both ``ms``
+    (set ``ms`` or call ``advance``)."""
+
+    def __init__(self, ms: int = 0) -> None:
+        super().__init__(ms)
+
+    def advance(self, ms: int) -> None:
+        """Move time forward by ``ms`` milliseconds."""
+        if ms < 0:
+            raise ValueError(f"A clock does not go back; cannot advance by {ms} ms")
+        self.ms += ms
+
+    def __repr__(self) -> str:
+        return f"ManualClock({self.ms})"
 
 
 class InjectedFailure(RuntimeError):

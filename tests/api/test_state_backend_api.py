@@ -31,7 +31,6 @@ from sparkpoint.datastream.state import (
     ValueStateDescriptor,
 )
 from sparkpoint.state.backend import KeyedStateBackendParameters, SnapshotType
-from sparkpoint.state.hashmap_backend import HashMapStateBackendConfig
 from sparkpoint.state.heap import HeapKeyedStateBackend, clear_heap_cache
 from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
 
@@ -172,12 +171,13 @@ def test_backends_create_working_state(tmp_path) -> None:
 
 
 def test_custom_state_backend(tmp_path) -> None:
-    custom = CustomStateBackend(HashMapStateBackendConfig())
-    assert isinstance(custom.get_user_backend(), HashMapStateBackendConfig)
+    user_backend = HashMapStateBackend()
+    custom = CustomStateBackend(user_backend)
+    assert custom.get_user_backend() is user_backend
     keyed = custom.create_keyed_state_backend(params(tmp_path))
     assert isinstance(keyed, HeapKeyedStateBackend)
     assert custom.get_checkpoint_storage() is None and not custom.supports_incremental_checkpoints()
-    with pytest.raises(TypeError, match=r"sparkpoint\.state\.backend\.StateBackend"):
+    with pytest.raises(TypeError, match=r"sparkpoint\.state\.backend\.StateBackendFactory"):
         CustomStateBackend("org.example.MyBackendFactory")  # type: ignore[arg-type]
     clear_heap_cache()
 

@@ -42,7 +42,7 @@ from sparkpoint.state.key_groups import (
     assign_to_key_group,
     compute_key_group_range_for_operator_index,
 )
-from sparkpoint.state.savepoint_format import decode_column
+from sparkpoint.state.savepoint_format import decode_savepoint_column
 from tests.fixtures.checkpoints import keyed_handle
 
 JOB = "feedc0de0000111122223333444455ab"
@@ -105,7 +105,7 @@ def heap_backend(tmp_path: Path, index: int, parallelism: int) -> HeapKeyedState
     rng = compute_key_group_range_for_operator_index(MAX_P, parallelism, index)
     return HeapKeyedStateBackend(KeyedStateBackendParameters(
         JOB, "count-op", index, parallelism, MAX_P, rng, str(tmp_path / f"local-{index}"),
-        None, Types.STRING().get_serializer()))
+        key_serializer=Types.STRING().get_serializer()))
 
 
 KEYS = [f"key-{i}" for i in range(50)]
@@ -426,13 +426,13 @@ def test_dump_writes_one_parquet_file_per_keyed_operator(
         "value", "ttl_timestamp",
     ]
     counts = table.filter(pc.equal(table["state_name"], "count"))
-    keys = decode_column(counts["key"], "STRING")
+    keys = decode_savepoint_column(counts["key"], "STRING")
     values = [Types.LONG().get_serializer().deserialize(v) for v in counts["value"].to_pylist()]
     assert dict(zip(keys, values)) == {k: int(k.split("-")[1]) * 1000 for k in KEYS}
     assert set(counts["subtask"].to_pylist()) == {0, 1}
     assert counts["key_group"].to_pylist() == [assign_to_key_group(k, MAX_P) for k in keys]
     maps = table.filter(pc.equal(table["state_kind"], "MAP"))
-    assert set(decode_column(maps["user_key"], "STRING")) == {"first"}
+    assert set(decode_savepoint_column(maps["user_key"], "STRING")) == {"first"}
 
 
 def test_dump_a_relocated_savepoint_and_one_operator(

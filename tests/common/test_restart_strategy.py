@@ -22,15 +22,7 @@ from sparkpoint.runtime.restart import (
     NoRestartBackoffTimeStrategy,
     create_restart_backoff_strategy,
 )
-
-
-class FakeClock:
-    def __init__(self, now: int = 0) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
+from sparkpoint.testing import ManualClock
 
 # ---- configurations ------------------------------------------------------------------------
 
@@ -233,43 +225,45 @@ def test_fixed_delay_zero_attempts_refuses_first_failure() -> None:
 
 
 def test_failure_rate_sliding_window() -> None:
-    clock = FakeClock(0)
+    clock = ManualClock(0)
     strategy = create_restart_backoff_strategy(
         RestartStrategies.failure_rate_restart(2, 1000, 50), clock=clock
     )
     assert isinstance(strategy, FailureRateRestartBackoffTimeStrategy)
     assert strategy.get_backoff_time_ms() == 50
     strategy.notify_failure(None)  # t=0
-    clock.now = 400
+    clock.ms = 400
     strategy.notify_failure(None)  # t=400
     assert strategy.can_restart() is True  # 2 failures within 1 s are tolerated
-    clock.now = 900
+    clock.ms = 900
     strategy.notify_failure(None)  # third failure within 1 s of the first
     assert strategy.can_restart() is False
-    clock.now = 1000  # exactly the interval after the first failure: still refused
+    clock.ms = 1000  # exactly the interval after the first failure: still refused
     assert strategy.can_restart() is False
-    clock.now = 1001  # the first failure left the window
+    clock.ms = 1001  # the first failure left the window
     assert strategy.can_restart() is True
-    clock.now = 1300
+    clock.ms = 1300
     strategy.notify_failure(None)  # failures at 400, 900, 1300 -> within 1 s
     assert strategy.can_restart() is False
-    clock.now = 2500
+    clock.ms = 2500
     strategy.notify_failure(None)  # failures at 900, 1300, 2500 -> span 1600 ms
     assert strategy.can_restart() is True
 
 
 def test_failure_rate_uses_given_timestamps() -> None:
-    clock = FakeClock(10_000)
+    clock = ManualClock(10_000)
     strategy = FailureRateRestartBackoffTimeStrategy(1, 1000, 0, clock=clock)
     strategy.notify_failure(None, timestamp_ms=9_500)
     assert strategy.can_restart() is True
     strategy.notify_failure(None, timestamp_ms=9_800)
     assert strategy.can_restart() is False  # two failures within 1 s of now
-    clock.now = 10_501
+    clock.ms = 10_501
     assert strategy.can_restart() is True
 
 
-def _exponential(clock: FakeClock, **kwargs: object) -> ExponentialDelayRestartBackoffTimeStrategy:
+def _exponential(
+    clock: ManualClock, **kwargs: object
+) -> ExponentialDelayRestartBackoffTimeStrategy:
     params: dict[str, object] = {
         "initial_backoff_ms": 10,
         "max_backoff_ms": 100,
@@ -282,49 +276,49 @@ def _exponential(clock: FakeClock, **kwargs: object) -> ExponentialDelayRestartB
 
 
 def test_exponential_growth_cap_merge_and_reset() -> None:
-    clock = FakeClock(0)
+    clock = ManualClock(0)
     strategy = _exponential(clock)
     with pytest.raises(RuntimeError, match="notify_failure"):
         strategy.get_backoff_time_ms()
     assert strategy.notify_failure(None) is True
     assert strategy.get_backoff_time_ms() == 10
-    clock.now = 5  # before the scheduled restart: merged into the same attempt
+    clock.ms = 5  # before the scheduled restart: merged into the same attempt
     assert strategy.notify_failure(None) is False
     assert strategy.current_restart_attempt == 1
     assert strategy.get_backoff_time_ms() == 5  # remaining time to the scheduled restart
     observed = []
     for now in (20, 50, 100, 200, 400):
-        clock.now = now
+        clock.ms = now
         assert strategy.notify_failure(None) is True
         observed.append(strategy.get_backoff_time_ms())
         assert strategy.can_restart() is True
     assert observed == [20, 40, 80, 100, 100]  # doubled, then capped at max
     # Last restart was scheduled at 500; running 1000 ms past it without failure resets.
-    clock.now = 1_499
+    clock.ms = 1_499
     strategy.notify_failure(None)
     assert strategy.get_backoff_time_ms() == 100
-    clock.now = 1_599 + 1_000
+    clock.ms = 1_599 + 1_000
     strategy.notify_failure(None)
     assert strategy.get_backoff_time_ms() == 10
     assert strategy.current_restart_attempt == 1
-    clock.now = 2_700
+    clock.ms = 2_700
     assert strategy.get_backoff_time_ms() == 0
 
 
 def test_exponential_attempts_before_reset_backoff() -> None:
-    clock = FakeClock(0)
+    clock = ManualClock(0)
     strategy = _exponential(clock, attempts_before_reset_backoff=2)
     strategy.notify_failure(None)
-    clock.now = 20
+    clock.ms = 20
     strategy.notify_failure(None)
     assert strategy.can_restart() is True
-    clock.now = 50
+    clock.ms = 50
     strategy.notify_failure(None)
     assert strategy.can_restart() is False
 
 
 def test_exponential_jitter_matches_seeded_rng_exactly() -> None:
-    clock = FakeClock(0)
+    clock = ManualClock(0)
     strategy = _exponential(
         clock,
         initial_backoff_ms=1000,
@@ -334,7 +328,7 @@ def test_exponential_jitter_matches_seeded_rng_exactly() -> None:
     )
     reference = random.Random(7)
     for _ in range(20):
-        clock.now += 2_000_000  # always past the reset threshold: attempt 0 every time
+        clock.ms += 2_000_000  # always past the reset threshold: attempt 0 every time
         strategy.notify_failure(None)
         expected = max(1000, min(1000 + reference.randint(-100, 100), 60_000))
         assert strategy.get_backoff_time_ms() == expected
@@ -342,7 +336,7 @@ def test_exponential_jitter_matches_seeded_rng_exactly() -> None:
 
 
 def test_exponential_jitter_is_taken_before_the_cap() -> None:
-    clock = FakeClock(0)
+    clock = ManualClock(0)
     strategy = _exponential(
         clock,
         initial_backoff_ms=1,
@@ -352,14 +346,14 @@ def test_exponential_jitter_is_taken_before_the_cap() -> None:
         rng=random.Random(1),
     )
     for _ in range(12):
-        clock.now += 11
+        clock.ms += 11
         strategy.notify_failure(None)
     # attempt 11: 1 * 2**11 = 2048 +- 1024 is always above the cap of 10.
     assert strategy.get_backoff_time_ms() == 10
 
 
 def test_exponential_validates() -> None:
-    clock = FakeClock(0)
+    clock = ManualClock(0)
     with pytest.raises(ValueError, match="Initial backoff cannot be higher"):
         _exponential(clock, initial_backoff_ms=200)
     with pytest.raises(ValueError, match="Jitter"):
@@ -369,7 +363,7 @@ def test_exponential_validates() -> None:
 
 
 def test_create_from_exponential_configuration() -> None:
-    clock = FakeClock(0)
+    clock = ManualClock(0)
     config = RestartStrategies.exponential_delay_restart(10, 100, 2.0, 1000, 0.0)
     strategy = create_restart_backoff_strategy(config, clock=clock)
     assert isinstance(strategy, ExponentialDelayRestartBackoffTimeStrategy)

@@ -18,19 +18,12 @@ from sparkpoint.common.watermark_strategy import (
     WatermarkStrategy,
     WatermarksWithIdleness,
 )
+from sparkpoint.testing import ManualClock
 
 
 class FieldAssigner(TimestampAssigner):
     def extract_timestamp(self, value: Any, record_timestamp: int) -> int:
         return int(value[1])
-
-
-class FakeClock:
-    def __init__(self, now: int = 0) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def test_constants_are_java_long_bounds() -> None:
@@ -134,19 +127,19 @@ def test_with_idleness_is_a_copy_that_keeps_the_assigner() -> None:
 
 
 def test_idleness_detection_with_fake_clock() -> None:
-    clock = FakeClock(1_000)
+    clock = ManualClock(1_000)
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_idleness(Duration.of_millis(500))
     gen = strategy.create_watermark_generator(clock=clock)
     assert isinstance(gen, WatermarksWithIdleness)
     assert gen.is_idle() is False
-    clock.now = 1_499
+    clock.ms = 1_499
     assert gen.is_idle() is False
-    clock.now = 1_500  # no event for the whole timeout since creation
+    clock.ms = 1_500  # no event for the whole timeout since creation
     assert gen.is_idle() is True
     gen.on_event(77)
     assert gen.is_idle() is False
     assert gen.current_watermark() == 76
-    clock.now = 2_000
+    clock.ms = 2_000
     assert gen.is_idle() is True
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections import Counter
 from typing import Any
 
@@ -34,6 +33,7 @@ from sparkpoint.datastream.state import (
 from sparkpoint.errors import JobExecutionError
 from sparkpoint.runtime.context import MIN_WATERMARK
 from sparkpoint.state.key_groups import assign_to_key_group
+from sparkpoint.testing import ManualClock
 
 
 def _records_per_epoch(env: StreamExecutionEnvironment, n: int) -> None:
@@ -310,23 +310,26 @@ class ProcessingTimeTimeout(KeyedProcessFunction):
         yield "element", value[0], value[1]
 
     def on_timer(self, timestamp: int, ctx: Any) -> Any:
-        late = ctx.timer_service().current_processing_time() >= timestamp
-        yield "timer", ctx.get_current_key(), ctx.time_domain() == TimeDomain.PROCESSING_TIME, late
+        now = ctx.timer_service().current_processing_time()
+        is_processing_time = ctx.time_domain() == TimeDomain.PROCESSING_TIME
+        yield "timer", ctx.get_current_key(), is_processing_time, timestamp, now
 
 
 def test_processing_time_timers_fire_in_a_later_epoch(env: StreamExecutionEnvironment) -> None:
-    """Observed behaviour: a processing-time timer fires at the end of the first epoch that
-    finishes after its time; a timer still pending when the bounded input ends is dropped.
-    Flink does the same: after end of input it cancels processing-time timers that have not
-    started (FLINK-14231, ``ProcessingTimeServiceImpl`` quiesce)."""
+    """A processing-time timer fires at the end of the first epoch whose processing time (the
+    driver's clock when the epoch starts) reaches it; a timer still pending when the bounded
+    input ends is dropped. Flink does the same: after end of input it cancels processing-time
+    timers that have not started (FLINK-14231, ``ProcessingTimeServiceImpl`` quiesce)."""
     _records_per_epoch(env, 1)
+    clock = ManualClock(1_000_000)
+    env.set_clock(clock)
     epochs: list[int] = []
 
-    def pause(master: Any, epoch: int) -> None:  # every epoch starts >= 100 ms later
+    def advance(master: Any, epoch: int) -> None:  # epoch e runs at 1_000_000 + 100 e
         epochs.append(epoch)
-        time.sleep(0.1)
+        clock.advance(100)
 
-    env._before_epoch = pause
+    env._before_epoch = advance
     data = [("a", 1), ("b", 2), ("a", 3)]
     out = list(
         env.from_collection(data)
@@ -335,29 +338,31 @@ def test_processing_time_timers_fire_in_a_later_epoch(env: StreamExecutionEnviro
         .execute_and_collect()
     )
     assert epochs == [1, 2, 3]
-    # Timers of the records of epochs 1 and 2 fire; the one of the last epoch never does.
+    # Each record registers "now + 50": a's timer (1_000_150) fires at the end of epoch 2
+    # (time 1_000_200), b's (1_000_250) at the end of epoch 3; the last record's never does.
     assert Counter(out) == Counter(
         [
             ("element", "a", 1),
             ("element", "b", 2),
             ("element", "a", 3),
-            ("timer", "a", True, True),
-            ("timer", "b", True, True),
+            ("timer", "a", True, 1_000_150, 1_000_200),
+            ("timer", "b", True, 1_000_250, 1_000_300),
         ]
     )
-    assert out.index(("timer", "a", True, True)) > out.index(("element", "a", 1))
+    assert out.index(("timer", "a", True, 1_000_150, 1_000_200)) > out.index(("element", "a", 1))
 
 
 class TtlProbe(KeyedProcessFunction):
-    """Emits what a 1 ms TTL state, a 1 h TTL state and a plain state held before the record."""
+    """Emits what a 50 ms TTL state, a 51 ms TTL state and a plain state held before the
+    record."""
 
     def open(self, runtime_context: Any) -> None:
         short = ValueStateDescriptor("short", Types.INT())
-        short.enable_time_to_live(StateTtlConfig.new_builder(Time.milliseconds(1)).build())
-        hour = ValueStateDescriptor("long", Types.INT())
-        hour.enable_time_to_live(StateTtlConfig.new_builder(Time.hours(1)).build())
+        short.enable_time_to_live(StateTtlConfig.new_builder(Time.milliseconds(50)).build())
+        longer = ValueStateDescriptor("long", Types.INT())
+        longer.enable_time_to_live(StateTtlConfig.new_builder(Time.milliseconds(51)).build())
         self.short = runtime_context.get_state(short)
-        self.long = runtime_context.get_state(hour)
+        self.long = runtime_context.get_state(longer)
         self.plain = runtime_context.get_state(ValueStateDescriptor("plain", Types.INT()))
 
     def process_element(self, value: Any, ctx: Any) -> Any:
@@ -367,8 +372,12 @@ class TtlProbe(KeyedProcessFunction):
 
 
 def test_state_ttl_expires_values_between_epochs(env: StreamExecutionEnvironment) -> None:
+    """Epochs run 50 ms of processing time apart (the driver's clock, shipped to the tasks):
+    a value written in one epoch has expired under a 50 ms TTL in the next, not under 51 ms."""
     _records_per_epoch(env, 1)
-    env._before_epoch = lambda master, epoch: time.sleep(0.05)
+    clock = ManualClock(1_000_000)
+    env.set_clock(clock)
+    env._before_epoch = lambda master, epoch: clock.advance(50)
     data = [("k", 1), ("k", 2), ("k", 3)]
     out = list(env.from_collection(data).key_by(lambda t: t[0]).process(TtlProbe())
                .execute_and_collect())

@@ -11,8 +11,12 @@ import sys
 import time
 from typing import Any
 
+import pytest
+
 from sparkpoint.testing import expected_keyed_count_output
 from tests.runtime.jobs import read_sink
+
+pytestmark = pytest.mark.spark  # the driver runs in a subprocess, not on the spark fixture
 
 N_EVENTS = 40_000
 N_KEYS = 13

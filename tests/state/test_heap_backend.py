@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from sparkpoint.checkpoint.fs_streams import FsCheckpointStreamFactory
 from sparkpoint.checkpoint.handles import FileStateHandle, KeyGroupsSavepointStateHandle
 from sparkpoint.checkpoint.mem_streams import MemCheckpointStreamFactory
+from sparkpoint.clock import SYSTEM_CLOCK
 from sparkpoint.common.typeinfo import Types
 from sparkpoint.errors import RestoreError
 from sparkpoint.fs import get_filesystem
@@ -26,18 +27,9 @@ from sparkpoint.state.functions import AggregateFunction
 from sparkpoint.state.heap import HeapKeyedStateBackend, clear_heap_cache
 from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
 from sparkpoint.state.ttl import StateTtlConfig
+from sparkpoint.testing import ManualClock
 
 MAX_P = 128
-
-
-class Clock:
-    """A settable millisecond clock."""
-
-    def __init__(self) -> None:
-        self.t = 1_000
-
-    def __call__(self) -> int:
-        return self.t
 
 
 @pytest.fixture(autouse=True)
@@ -47,7 +39,7 @@ def _fresh_cache():
     clear_heap_cache()
 
 
-def make(tmp_path, index=0, parallelism=1, sub="a", clock=None, max_p=MAX_P, key_ser=None):
+def make(tmp_path, index=0, parallelism=1, sub="a", clock=SYSTEM_CLOCK, max_p=MAX_P, key_ser=None):
     rng = compute_key_group_range_for_operator_index(max_p, parallelism, index)
     return HeapKeyedStateBackend(KeyedStateBackendParameters(
         "job", "op", index, parallelism, max_p, rng, os.path.join(str(tmp_path), sub),
@@ -120,7 +112,7 @@ def test_key_outside_range_rejected(tmp_path) -> None:
 
 
 def test_ttl_never_return_expired_and_update_on_read(tmp_path) -> None:
-    clock = Clock()
+    clock = ManualClock(1_000)
     b = make(tmp_path, clock=clock)
     ttl = StateTtlConfig.new_builder(100).update_ttl_on_read_and_write().build()
     d = ValueStateDescriptor("v", Types.INT())
@@ -134,20 +126,20 @@ def test_ttl_never_return_expired_and_update_on_read(tmp_path) -> None:
     v.update(7)
     li.add(1)
     m.put(1, 1)
-    clock.t += 60
+    clock.ms += 60
     li.add(2)
     m.put(2, 2)
     assert v.value() == 7  # read refreshes to t=1060
-    clock.t += 60  # 1120: first list element / map entry expired (1000 + 100 <= 1120)
+    clock.ms += 60  # 1120: first list element / map entry expired (1000 + 100 <= 1120)
     assert v.value() == 7
     assert list(li.get()) == [2] and dict(m.items()) == {2: 2}
-    clock.t += 100  # 1220: value last read at 1120 -> expired at 1220
+    clock.ms += 100  # 1220: value last read at 1120 -> expired at 1220
     assert v.value() is None and list(li.get()) == [] and m.is_empty()
     assert list(b.get_keys("v")) == []
 
 
 def test_ttl_return_expired_if_not_cleaned_up(tmp_path) -> None:
-    clock = Clock()
+    clock = ManualClock(1_000)
     b = make(tmp_path, clock=clock)
     d = ValueStateDescriptor("v", Types.INT())
     d.enable_time_to_live(StateTtlConfig.new_builder(10).return_expired_if_not_cleaned_up()
@@ -155,13 +147,13 @@ def test_ttl_return_expired_if_not_cleaned_up(tmp_path) -> None:
     b.set_current_key(1)
     v = b.get_partitioned_state(d)
     v.update(3)
-    clock.t += 50
+    clock.ms += 50
     assert v.value() == 3  # returned once, then cleaned up
     assert v.value() is None
 
 
 def test_ttl_cleanup_full_snapshot(tmp_path) -> None:
-    clock = Clock()
+    clock = ManualClock(1_000)
     b = make(tmp_path, clock=clock)
     d = ValueStateDescriptor("v", Types.INT())
     d.enable_time_to_live(StateTtlConfig.new_builder(100).cleanup_full_snapshot().build())
@@ -169,7 +161,7 @@ def test_ttl_cleanup_full_snapshot(tmp_path) -> None:
     for k in range(10):
         b.set_current_key(k)
         v.update(k)
-        clock.t += 20
+        clock.ms += 20
     factory = MemCheckpointStreamFactory()
     for kind in (SnapshotType.CHECKPOINT, SnapshotType.SAVEPOINT):
         h = b.snapshot(1, factory, kind)()
@@ -404,7 +396,7 @@ def test_restore_clears_local_epoch_until_commit(tmp_path) -> None:
 
 
 def test_ttl_incremental_cleanup_on_access(tmp_path) -> None:
-    clock = Clock()
+    clock = ManualClock(1_000)
     b = make(tmp_path, clock=clock)
     d = ValueStateDescriptor("v", Types.INT())
     d.enable_time_to_live(StateTtlConfig.new_builder(10).cleanup_incrementally(100, False)
@@ -413,7 +405,7 @@ def test_ttl_incremental_cleanup_on_access(tmp_path) -> None:
     for k in range(50):
         b.set_current_key(k)
         v.update(k)
-    clock.t += 20
+    clock.ms += 20
     b.set_current_key(1000)
     v.value()  # first access starts a pass, the next one checks 100 keys
     v.value()
@@ -425,7 +417,7 @@ def test_ttl_incremental_cleanup_on_access(tmp_path) -> None:
     for k in range(5):
         b.set_current_key(k)
         w.update(k)
-    clock.t += 20
+    clock.ms += 20
     w.value()
     assert len(list(b.get_keys("w"))) == 4  # only the key read was dropped
 

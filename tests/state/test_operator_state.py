@@ -12,8 +12,8 @@ from sparkpoint.common.typeinfo import Types
 from sparkpoint.errors import RestoreError
 from sparkpoint.fs import get_filesystem
 from sparkpoint.state.descriptors import ListStateDescriptor, MapStateDescriptor
-from sparkpoint.state.hashmap_backend import HashMapStateBackendConfig
-from sparkpoint.state.operator_state import DefaultOperatorStateBackend, redistribute_operator_state
+from sparkpoint.state.heap import DefaultOperatorStateBackend
+from sparkpoint.state.operator_repartition import redistribute_operator_state
 
 
 def snapshot_subtasks(n: int, factory) -> list:
@@ -38,7 +38,7 @@ def test_redistribution(old_p: int, new_p: int, tmp_path) -> None:
     assert len(new) == new_p
     got_split, sizes = [], []
     for handles in new:
-        b = HashMapStateBackendConfig().create_operator_state_backend(handles)
+        b = DefaultOperatorStateBackend(handles)
         part = list(b.get_list_state("offsets").get())
         got_split += part
         sizes.append(len(part))

@@ -7,7 +7,6 @@ import dataclasses
 import glob
 import os
 import threading
-import time
 from typing import BinaryIO
 
 import pytest
@@ -22,6 +21,7 @@ from sparkpoint.checkpoint.handles import (
 from sparkpoint.checkpoint.mem_streams import MemCheckpointStreamFactory
 from sparkpoint.checkpoint.shared_registry import SharedStateRegistry
 from sparkpoint.checkpoint.streams import CheckpointedStateScope, CheckpointStreamFactory
+from sparkpoint.clock import SYSTEM_CLOCK
 from sparkpoint.errors import SparkpointError
 from sparkpoint.state.backend import KeyedStateBackendParameters
 from sparkpoint.state.descriptors import (
@@ -34,25 +34,20 @@ from sparkpoint.state.rocksdb import PredefinedOptions, RocksDBKeyedStateBackend
 from sparkpoint.state.rocksdb.local_db import key_group_bounds
 from sparkpoint.state.ttl import StateTtlConfig
 from sparkpoint.state.typeinfo import Types
+from sparkpoint.testing import ManualClock
 
 V = ValueStateDescriptor("v", Types.LONG())
 BIG = MemCheckpointStreamFactory(max_state_size=1 << 30)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 10_000
-
-    def __call__(self) -> int:
-        return self.now
-
-
 def _backend(root, subtask=0, parallelism=1, **kwargs) -> RocksDBKeyedStateBackend:
-    clock = kwargs.pop("clock", None)
+    """A backend of ``subtask``; incremental checkpoints unless told otherwise."""
+    clock = kwargs.pop("clock", SYSTEM_CLOCK)
+    kwargs.setdefault("incremental", True)
     params = KeyedStateBackendParameters(
         "job", "op", subtask, parallelism, 128,
         compute_key_group_range_for_operator_index(128, parallelism, subtask),
-        str(root), time_provider=clock,
+        str(root), clock=clock,
     )
     return RocksDBKeyedStateBackend(params, **kwargs)
 
@@ -153,23 +148,55 @@ def test_restore_seeds_the_ledger_with_the_restored_files(tmp_path) -> None:
     assert again.get_partitioned_state(V).value() == 1999
 
 
-class _ThreadRecordingFactory(CheckpointStreamFactory):
-    def __init__(self) -> None:
-        self.inner = MemCheckpointStreamFactory(max_state_size=1 << 30)
+class _TransferProbe:
+    """Records which threads transfer files and whether two transfers ever overlapped.
+
+    With ``await_overlap``, the first transfer waits (up to a generous timeout) until a second
+    one starts: a pool of several threads always gets there, however slowly its threads start
+    on a loaded machine, while transfers done one after another never do.
+    """
+
+    def __init__(self, await_overlap: bool) -> None:
         self.threads: set[int] = set()
-        self.lock = threading.Lock()
+        self.overlapped = threading.Event()
+        self._await = await_overlap
+        self._lock = threading.Lock()
+        self._running = 0
+
+    def enter(self) -> None:
+        with self._lock:
+            self.threads.add(threading.get_ident())
+            self._running += 1
+            if self._running >= 2:
+                self.overlapped.set()
+        if self._await:
+            self._await = self.overlapped.wait(60)  # wait once: a miss is the test's failure
+
+    def leave(self) -> None:
+        with self._lock:
+            self._running -= 1
+
+    def __reduce__(self):  # the SST ledger pickles restored handles: a copy is inert
+        return _TransferProbe, (False,)
+
+
+class _ProbedFactory(CheckpointStreamFactory):
+    def __init__(self, probe: _TransferProbe) -> None:
+        self.inner = MemCheckpointStreamFactory(max_state_size=1 << 30)
+        self.probe = probe
 
     def create_checkpoint_state_output_stream(self, scope=CheckpointedStateScope.EXCLUSIVE):
-        with self.lock:
-            self.threads.add(threading.get_ident())
-        time.sleep(0.02)  # long enough that the pool spreads the files over threads
-        return self.inner.create_checkpoint_state_output_stream(scope)
+        self.probe.enter()
+        try:
+            return self.inner.create_checkpoint_state_output_stream(scope)
+        finally:
+            self.probe.leave()
 
 
 @dataclasses.dataclass(frozen=True)
-class _RecordingHandle(StreamStateHandle):
+class _ProbedHandle(StreamStateHandle):
     inner: StreamStateHandle
-    threads: set = dataclasses.field(compare=False, hash=False)
+    probe: _TransferProbe = dataclasses.field(compare=False, hash=False)
 
     @property
     def state_size(self) -> int:
@@ -179,9 +206,11 @@ class _RecordingHandle(StreamStateHandle):
         self.inner.discard()
 
     def open_input_stream(self) -> BinaryIO:
-        self.threads.add(threading.get_ident())
-        time.sleep(0.02)  # long enough that the pool spreads the files over threads
-        return self.inner.open_input_stream()
+        self.probe.enter()
+        try:
+            return self.inner.open_input_stream()
+        finally:
+            self.probe.leave()
 
 
 def _many_ssts(b) -> None:
@@ -196,29 +225,27 @@ def test_transfer_threads_for_uploads_and_downloads(tmp_path, threads) -> None:
     b = _backend(tmp_path / "src", transfer_threads=threads,
                  options={"state.backend.rocksdb.compaction.style": "FIFO"})
     _many_ssts(b)
-    factory = _ThreadRecordingFactory()
-    handle = _snap(b, 1, factory)
-    meta_thread = {threading.get_ident()}
-    upload_threads = factory.threads - meta_thread
-    if threads == 1:
-        assert factory.threads == meta_thread
-    else:
-        assert len(upload_threads) >= 2
-    seen: set[int] = set()
+    uploads = _TransferProbe(await_overlap=threads > 1)
+    handle = _snap(b, 1, _ProbedFactory(uploads))
+    assert len(handle.shared_state) + len(handle.private_state) >= 4  # files to spread
+    downloads = _TransferProbe(await_overlap=threads > 1)
     wrapped = dataclasses.replace(
         handle,
-        shared_state=tuple(HandleAndLocalPath(_RecordingHandle(p.handle, seen), p.local_path)
+        shared_state=tuple(HandleAndLocalPath(_ProbedHandle(p.handle, downloads), p.local_path)
                            for p in handle.shared_state),
-        private_state=tuple(HandleAndLocalPath(_RecordingHandle(p.handle, seen), p.local_path)
+        private_state=tuple(HandleAndLocalPath(_ProbedHandle(p.handle, downloads), p.local_path)
                             for p in handle.private_state),
     )
     r = _backend(tmp_path / "dst", transfer_threads=threads)
     r.restore([wrapped])
     assert sorted(r.get_keys("v")) == list(range(100, 700))
-    if threads == 1:
-        assert seen == {threading.get_ident()}
-    else:
-        assert len(seen) >= 2
+    for probe in (uploads, downloads):
+        if threads == 1:  # everything on the task's own thread, one file at a time
+            assert probe.threads == {threading.get_ident()}
+            assert not probe.overlapped.is_set()
+        else:  # files moved by several pool threads at the same time
+            assert probe.overlapped.is_set()
+            assert len(probe.threads - {threading.get_ident()}) >= 2
 
 
 def test_db_storage_paths_choose_a_stable_directory(tmp_path) -> None:
@@ -262,7 +289,7 @@ def _raw_count(b) -> int:
 
 @pytest.mark.parametrize("filter_enabled", [True, False])
 def test_ttl_cleanup_scan_replaces_the_compaction_filter(tmp_path, filter_enabled) -> None:
-    clock = Clock()
+    clock = ManualClock(10_000)
     b = _backend(tmp_path, clock=clock, ttl_compaction_filter=filter_enabled)
     cfg = StateTtlConfig.new_builder(1000).cleanup_in_rocksdb_compact_filter(1000).build()
     vd = ValueStateDescriptor("tv", Types.INT())
@@ -277,14 +304,14 @@ def test_ttl_cleanup_scan_replaces_the_compaction_filter(tmp_path, filter_enable
         v.update(key)
         lst.add(key)
         m.put(key, key)
-    clock.now += 600
+    clock.ms += 600
     for key in range(5):
         b.set_current_key(key)
         v.update(key)
         lst.add(key + 100)
         m.put(key + 100, key)
     b.commit_local(1)
-    clock.now += 500  # the first writes expired
+    clock.ms += 500  # the first writes expired
     assert _raw_count(b) == 10 + 10 + 15
     removed = b.cleanup_expired_state()
     if filter_enabled:
@@ -374,7 +401,7 @@ def test_file_handles_upload_one_file_per_sst(tmp_path) -> None:
 
 
 def test_snapshot_runs_the_cleanup_scan_at_most_once_per_ttl(tmp_path) -> None:
-    clock = Clock()
+    clock = ManualClock(10_000)
     b = _backend(tmp_path, clock=clock)
     vd = ValueStateDescriptor("tv", Types.INT())
     vd.enable_time_to_live(StateTtlConfig.new_builder(1000).build())  # default: in background
@@ -389,15 +416,15 @@ def test_snapshot_runs_the_cleanup_scan_at_most_once_per_ttl(tmp_path) -> None:
     b.commit_local(1)
     _snap(b, 1)  # first scan: nothing expired yet
     assert _raw_count(b) == 10
-    clock.now += 1000
+    clock.ms += 1000
     write(range(10, 20))
     b.commit_local(2)
     _snap(b, 2)  # 1000 ms since the last scan: keys 0..9 expired and removed
     assert _raw_count(b) == 10
-    clock.now += 999
+    clock.ms += 999
     _snap(b, 3)  # keys 10..19 expired, but the last scan was 999 ms ago: no scan
     assert _raw_count(b) == 10
-    clock.now += 1
+    clock.ms += 1
     _snap(b, 4)
     assert _raw_count(b) == 0
 

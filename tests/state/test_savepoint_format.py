@@ -15,6 +15,7 @@ from sparkpoint.checkpoint.handles import KeyGroupsSavepointStateHandle
 from sparkpoint.checkpoint.mem_streams import MemCheckpointStreamFactory
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, OperatorState, OperatorSubtaskState
 from sparkpoint.checkpoint.metadata_format import write_metadata
+from sparkpoint.clock import SYSTEM_CLOCK
 from sparkpoint.common.typeinfo import Types
 from sparkpoint.errors import RestoreError
 from sparkpoint.state.backend import KeyedStateBackendParameters, SnapshotType
@@ -28,14 +29,19 @@ from sparkpoint.state.key_groups import (
     assign_to_key_group,
     compute_key_group_range_for_operator_index,
 )
-from sparkpoint.state.savepoint_format import decode_column, read_keyed_state, read_savepoint_state
+from sparkpoint.state.savepoint_format import (
+    decode_savepoint_column,
+    read_keyed_state,
+    read_savepoint_state,
+)
 from sparkpoint.state.snapshot_format import MAGIC, SCHEMA, read_header
 from sparkpoint.state.ttl import StateTtlConfig
+from sparkpoint.testing import ManualClock
 
 MAX_P = 128
 
 
-def backend(tmp_path, index, p, sub, clock=None):
+def backend(tmp_path, index, p, sub, clock=SYSTEM_CLOCK):
     rng = compute_key_group_range_for_operator_index(MAX_P, p, index)
     return HeapKeyedStateBackend(KeyedStateBackendParameters(
         "job", "op", index, p, MAX_P, rng, os.path.join(str(tmp_path), sub), clock,
@@ -65,7 +71,7 @@ def test_savepoint_read_as_arrow_table_without_runtime(tmp_path) -> None:
     location = access.initialize_location_for_savepoint(1, None)
     subtasks = {}
     for i in range(2):
-        b = backend(tmp_path, i, 2, f"b{i}", clock=lambda: 777)
+        b = backend(tmp_path, i, 2, f"b{i}", clock=ManualClock(777))
         fill(b, [k for k in keys if b.key_group_range.contains(assign_to_key_group(k, MAX_P))])
         h = b.snapshot(1, location, SnapshotType.SAVEPOINT)()
         assert isinstance(h, KeyGroupsSavepointStateHandle)
@@ -75,14 +81,14 @@ def test_savepoint_read_as_arrow_table_without_runtime(tmp_path) -> None:
     table = read_savepoint_state(done.external_pointer)
     assert table.num_rows == 4 * len(keys)
     values = table.filter(pa.compute.equal(table["state_name"], "v"))
-    decoded = dict(zip(decode_column(values["key"], "STRING"),
+    decoded = dict(zip(decode_savepoint_column(values["key"], "STRING"),
                        (Types.LONG().get_serializer().deserialize(v)
                         for v in values["value"].to_pylist())))
     assert decoded == {k: len(k) for k in keys}
     ttl_rows = table.filter(pa.compute.equal(table["state_name"], "t"))
     assert set(ttl_rows["ttl_timestamp"].to_pylist()) == {777}
     maps = table.filter(pa.compute.equal(table["state_kind"], "MAP"))
-    assert set(decode_column(maps["user_key"], "STRING")) == {"a"}
+    assert set(decode_savepoint_column(maps["user_key"], "STRING")) == {"a"}
     assert set(table["subtask"].to_pylist()) == {0, 1}
     assert read_savepoint_state(done.external_pointer, operator_id="nope").num_rows == 0
 

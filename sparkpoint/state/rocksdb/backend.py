@@ -7,16 +7,16 @@ was created for; opened for another range it is wiped (the runtime then restores
 
 Epoch writes stay in a read-your-writes cache until ``commit_local`` writes them with the
 marker in one ``WriteBatch`` (``LocalRocksDB``). Snapshots cover committed state only.
-Checkpoints are incremental (``incremental.py``) or full key-groups snapshots; savepoints are
-always the canonical format. TTL: rocksdict has no compaction-filter hook, so where the
-RocksDB compaction-filter cleanup is configured (Flink's default), expired entries are removed
-by a range scan during a snapshot's synchronous part, at most once per shortest TTL, and by
+Checkpoints are full key-groups snapshots or, when enabled, incremental (``incremental.py``,
+restored by ``incremental_restore.py``); savepoints are always the canonical format. TTL:
+rocksdict has no compaction-filter hook, so where the RocksDB compaction-filter cleanup is
+configured (Flink's default), expired entries are removed by a range scan during a
+snapshot's synchronous part, at most once per shortest TTL, and by
 ``cleanup_expired_state``; reads never return expired entries either way.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -25,8 +25,6 @@ import uuid
 import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
-
-import rocksdict
 
 from sparkpoint.checkpoint.handles import (
     IncrementalRemoteKeyedStateHandle,
@@ -39,21 +37,17 @@ from sparkpoint.state.backend import KeyedStateBackendParameters, SnapshotType
 from sparkpoint.state.descriptors import StateKind
 from sparkpoint.state.keyed_backend import AbstractKeyedStateBackend, SnapshotView
 from sparkpoint.state.rocksdb.incremental import IncrementalMeta, upload_incremental
+from sparkpoint.state.rocksdb.incremental_restore import IncrementalRestoreOperation
 from sparkpoint.state.rocksdb.ledger import SstUploadLedger
-from sparkpoint.state.rocksdb.local_db import (
-    REGISTRY_END,
-    REGISTRY_PREFIX,
-    LocalRocksDB,
-    key_group_bounds,
-)
+from sparkpoint.state.rocksdb.local_db import LocalRocksDB
 from sparkpoint.state.rocksdb.options import PredefinedOptions, build_db_options
-from sparkpoint.state.rocksdb.restore import restore_incremental
+from sparkpoint.state.rocksdb.registry import next_state_id, read_registry, registry_record
 from sparkpoint.state.rocksdb.snapshot_view import CheckpointSnapshotView
 from sparkpoint.state.rocksdb.table import RocksDBStateTable
 from sparkpoint.state.rocksdb.ttl_cleanup import drop_expired_entries, last_cleanup_time
 from sparkpoint.state.table import RegisteredStateMeta
 
-__all__ = ["RocksDBKeyedStateBackend", "create_rocksdb_keyed_backend", "subtask_directory"]
+__all__ = ["RocksDBKeyedStateBackend", "subtask_directory"]
 
 _RANGE_KEY = b"\xff\x00range"
 _LEDGER_ID_KEY = b"\xff\x00ledger-id"
@@ -88,7 +82,7 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         self,
         params: KeyedStateBackendParameters,
         *,
-        incremental: bool = True,
+        incremental: bool = False,
         predefined_options: int = PredefinedOptions.DEFAULT,
         options: dict[str, Any] | None = None,
         db_storage_paths: Sequence[str] | None = None,
@@ -157,14 +151,10 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         self._tables.clear()
         self._states.clear()
         self._state_ids.clear()
-        read_opt = rocksdict.ReadOptions()
-        read_opt.set_iterate_upper_bound(REGISTRY_END)
-        for _key, raw in self._local.db.items(from_key=REGISTRY_PREFIX, read_opt=read_opt):
-            record = json.loads(bytes(raw).decode("utf-8"))
-            meta = RegisteredStateMeta.from_json(record["meta"])
-            self._state_ids[meta.name] = int(record["id"])
-            self._tables[meta.name] = RocksDBStateTable(
-                meta, int(record["id"]), self._local, self.key_group_range
+        for name, (state_id, meta) in read_registry(self._local.db).items():
+            self._state_ids[name] = state_id
+            self._tables[name] = RocksDBStateTable(
+                meta, state_id, self._local, self.key_group_range
             )
 
     def registered_states(self) -> dict[str, int]:
@@ -177,11 +167,8 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         migrating = meta.name in self._tables
         state_id = self._state_ids.get(meta.name)
         if state_id is None or migrating:
-            state_id = max(self._state_ids.values(), default=0) + 1
-            if state_id > 0xFFFF:
-                raise SparkpointError("More than 65535 keyed states in one operator")
-        key = REGISTRY_PREFIX + meta.name.encode("utf-8")
-        record = json.dumps({"id": state_id, "meta": meta.to_json()}).encode("utf-8")
+            state_id = next_state_id(self._state_ids.values())
+        key, record = registry_record(state_id, meta)
         if migrating:
             # part of the epoch: committed (or reverted) together with the migrated entries
             self._local.put(key, record)
@@ -319,33 +306,17 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
             super()._restore_other(
                 [h for h in handles if not isinstance(h, IncrementalRemoteKeyedStateHandle)]
             )
-        restore_incremental(self, incremental)
-
-    def _after_incremental_restore(self) -> None:
-        """Re-read the registry and range record of the database a restore put in place."""
+        operation = IncrementalRestoreOperation(
+            self._local, self.key_group_range, self.max_parallelism, self.directory,
+            self.transfer_threads,
+        )
+        result = operation.restore(incremental)
+        if result is None:
+            return
+        # Adopt the database the restore put in place: its range, ledger and registry.
         self._local.db.put(_RANGE_KEY, self._range_record())
+        self.bind_ledger(result.confirmed_files, result.checkpoint_id)
         self._load_registry()
-
-    def _register_restored_state(self, meta: RegisteredStateMeta) -> int:
-        """The state id ``meta`` has here (registering it when new)."""
-        table = self._tables.get(meta.name)
-        if table is None:
-            table = self._create_table(meta)
-            self._tables[meta.name] = table
-        elif not table.meta.same_layout(meta):
-            from sparkpoint.errors import RestoreError
-
-            raise RestoreError(
-                f"State {meta.name!r} appears with different serializers in the restored "
-                f"handles: {table.meta.to_json()} vs {meta.to_json()}"
-            )
-        assert isinstance(table, RocksDBStateTable)
-        return table.state_id
-
-    def key_group_data_bounds(self) -> tuple[bytes, bytes]:
-        """``[lower, upper)`` of all data keys in this backend's key-group range."""
-        rng = self.key_group_range
-        return key_group_bounds(rng.start_key_group, rng.end_key_group)
 
     @property
     def ledger(self) -> SstUploadLedger:
@@ -360,25 +331,3 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
     def dispose(self) -> None:
         self._local.destroy()
         shutil.rmtree(self.directory, ignore_errors=True)
-
-
-def create_rocksdb_keyed_backend(
-    params: KeyedStateBackendParameters,
-    *,
-    incremental: bool,
-    predefined_options: int,
-    options: dict[str, Any] | None,
-    db_storage_paths: list[str] | None,
-    transfer_threads: int,
-    ttl_compaction_filter: bool,
-) -> RocksDBKeyedStateBackend:
-    """Open (or create) the RocksDB keyed backend of one subtask (the state backends' entry)."""
-    return RocksDBKeyedStateBackend(
-        params,
-        incremental=incremental,
-        predefined_options=predefined_options,
-        options=options,
-        db_storage_paths=db_storage_paths,
-        transfer_threads=transfer_threads,
-        ttl_compaction_filter=ttl_compaction_filter,
-    )

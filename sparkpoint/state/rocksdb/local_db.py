@@ -30,7 +30,6 @@ from sparkpoint.errors import StateLostError
 from sparkpoint.state.rocksdb.bulk_load import BulkLoader
 
 __all__ = [
-    "META_PREFIX",
     "REGISTRY_END",
     "REGISTRY_PREFIX",
     "LocalRocksDB",
@@ -39,7 +38,6 @@ __all__ = [
     "prefix_upper_bound",
 ]
 
-META_PREFIX = b"\xff"
 REGISTRY_PREFIX = b"\xff\x02"
 """Registered states: ``REGISTRY_PREFIX + name`` -> JSON ``{"id": state id, "meta": ...}``."""
 REGISTRY_END = b"\xff\x03"
@@ -134,11 +132,6 @@ class LocalRocksDB:
         if self._db is None:
             raise StateLostError(f"The local RocksDB at {self.path} is closed")
         return self._db
-
-    @property
-    def is_open(self) -> bool:
-        """Whether the database is open."""
-        return self._db is not None
 
     def close(self) -> None:
         """Close the database (pending writes are dropped; committed data stays on disk)."""

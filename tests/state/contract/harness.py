@@ -19,25 +19,12 @@ from sparkpoint.state.key_groups import (
     compute_key_group_range_for_operator_index,
     compute_operator_index_for_key_group,
 )
-from sparkpoint.state.rocksdb import create_rocksdb_keyed_backend
+from sparkpoint.state.rocksdb import RocksDBKeyedStateBackend
+from sparkpoint.testing import ManualClock
 
 BACKENDS = ("heap", "rocksdb-incremental", "rocksdb-full")
 STORAGES = ("memory", "filesystem")
 MAX_P = 128
-
-
-class FakeClock:
-    """A settable millisecond clock for TTL tests."""
-
-    def __init__(self, now: int = 1_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-    def advance(self, millis: int) -> None:
-        """Move time forward."""
-        self.now += millis
 
 
 @dataclass
@@ -47,7 +34,7 @@ class Harness:
     backend: str
     storage: str
     root: str
-    clock: FakeClock = field(default_factory=FakeClock)
+    clock: ManualClock = field(default_factory=lambda: ManualClock(1_000_000))
     job_id: str = "0123456789abcdef0123456789abcdef"
     _created: list[KeyedStateBackend] = field(default_factory=list)
     registry: SharedStateRegistry = field(default_factory=SharedStateRegistry)
@@ -82,20 +69,14 @@ class Harness:
                 max_parallelism, parallelism, subtask
             ),
             local_dir=local_dir,
-            time_provider=self.clock,
+            clock=self.clock,
         )
         created: KeyedStateBackend
         if kind == "heap":
             created = HeapKeyedStateBackend(params)
         else:
-            created = create_rocksdb_keyed_backend(
-                params,
-                incremental=kind == "rocksdb-incremental",
-                predefined_options=0,
-                options=None,
-                db_storage_paths=None,
-                transfer_threads=2,
-                ttl_compaction_filter=True,
+            created = RocksDBKeyedStateBackend(
+                params, incremental=kind == "rocksdb-incremental", transfer_threads=2
             )
         self._created.append(created)
         return created

@@ -8,7 +8,10 @@ from typing import Any
 from sparkpoint.checkpoint.metadata import CheckpointMetadata
 from sparkpoint.errors import RestoreError
 from sparkpoint.runtime.graph import Plan
-from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
+from sparkpoint.state.key_groups import (
+    check_max_parallelism,
+    compute_key_group_range_for_operator_index,
+)
 
 __all__ = ["assign_keyed_state", "check_unmatched_state"]
 
@@ -30,16 +33,11 @@ def assign_keyed_state(
             op_state = metadata.get_operator_state(op_id) if metadata else None
             if op_state is None:
                 continue
-            if op_state.max_parallelism != stage.max_parallelism:
-                if explicit_max_parallelism or node.max_parallelism is not None:
-                    raise RestoreError(
-                        "Max parallelism mismatch between checkpoint/savepoint state and new "
-                        f"program. Cannot map operator {op_id} with max parallelism "
-                        f"{op_state.max_parallelism} to new program with max parallelism "
-                        f"{stage.max_parallelism}. This indicates that the program has been "
-                        "changed in a non-compatible way after the checkpoint/savepoint."
-                    )
-                stage.max_parallelism = op_state.max_parallelism
+            if explicit_max_parallelism or node.max_parallelism is not None:
+                check_max_parallelism(
+                    op_state.max_parallelism, stage.max_parallelism, f"operator {op_id}"
+                )
+            stage.max_parallelism = op_state.max_parallelism
             old_handles = [
                 h for sub in op_state.subtask_states.values() for h in sub.managed_keyed_state
             ]

@@ -1,4 +1,5 @@
-"""Restore with rescaling: read exactly the key groups a subtask owns from any old handles."""
+"""Restore of full (key-groups) snapshots with rescaling, for both backends: read exactly the
+key groups a subtask owns from any old handles."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 from sparkpoint.checkpoint.handles import KeyGroupsStateHandle
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.errors import RestoreError
+from sparkpoint.state.key_groups import check_max_parallelism
 from sparkpoint.state.snapshot_format import (
     decode_arrow_block,
     decode_pickle_block,
@@ -19,18 +21,7 @@ from sparkpoint.state.snapshot_format import (
 )
 from sparkpoint.state.table import RegisteredStateMeta, StateTable
 
-__all__ = ["PickleBlockSink", "check_max_parallelism", "restore_key_groups"]
-
-
-def check_max_parallelism(restored: int, configured: int, what: str = "") -> None:
-    """Refuse state written under another max parallelism (key groups would not line up)."""
-    if restored != configured:
-        raise RestoreError(
-            "Max parallelism mismatch between checkpoint/savepoint state and new program. "
-            f"Cannot map {what or 'keyed state'} with max parallelism {restored} to new "
-            f"program with max parallelism {configured}. This indicates that the program "
-            "has been changed in a non-compatible way after the checkpoint/savepoint."
-        )
+__all__ = ["PickleBlockSink", "restore_key_groups"]
 
 
 # (key group, raw pickle block, tables by state id) -> None

@@ -31,10 +31,10 @@ from typing import Any
 from sparkpoint.checkpoint.handles import KeyedStateHandle
 from sparkpoint.errors import RestoreError, StateLostError
 from sparkpoint.state.backend import KeyedStateBackendParameters
-from sparkpoint.state.heap_table import HeapStateTable, PendingBlocks, columns_of_group
+from sparkpoint.state.full_restore import PickleBlockSink
+from sparkpoint.state.heap.snapshot_view import HeapSnapshotView
+from sparkpoint.state.heap.table import HeapStateTable, PendingBlocks
 from sparkpoint.state.keyed_backend import AbstractKeyedStateBackend, SnapshotView
-from sparkpoint.state.restore import PickleBlockSink
-from sparkpoint.state.snapshot_format import Columns
 from sparkpoint.state.table import RegisteredStateMeta, StateTable
 
 __all__ = ["HeapKeyedStateBackend", "clear_heap_cache"]
@@ -59,32 +59,6 @@ def clear_heap_cache() -> None:
     """Forget every cached heap state of this process (tests, memory pressure)."""
     with _CACHE_LOCK:
         _CACHE.clear()
-
-
-class _HeapSnapshotView(SnapshotView):
-    """Pinned key-group dicts of every table (copy-on-write keeps them unchanged)."""
-
-    supports_objects = True
-
-    def __init__(self, tables: Sequence[HeapStateTable]) -> None:
-        self._tables = list(tables)
-        self._groups = [t.pin() for t in self._tables]
-        self._released = False
-
-    def columns(self, state_id: int, key_group: int) -> Columns | None:
-        group = self._groups[state_id].get(key_group)
-        if not group:
-            return None
-        return columns_of_group(self._tables[state_id].meta, group)
-
-    def objects(self, state_id: int, key_group: int) -> dict[Any, Any] | None:
-        return self._groups[state_id].get(key_group) or None
-
-    def release(self) -> None:
-        if not self._released:
-            self._released = True
-            for t in self._tables:
-                t.unpin()
 
 
 class HeapKeyedStateBackend(AbstractKeyedStateBackend):
@@ -125,7 +99,7 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
 
     def _snapshot_view(self, metas: Sequence[RegisteredStateMeta]) -> SnapshotView:
         tables = self._heap_tables()
-        return _HeapSnapshotView([tables[m.name] for m in metas])
+        return HeapSnapshotView([tables[m.name] for m in metas])
 
     def restore(self, handles: Sequence[KeyedStateHandle]) -> None:
         """Replace the state by ``handles``; the local state then has no committed epoch

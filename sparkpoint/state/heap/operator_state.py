@@ -1,14 +1,14 @@
-"""Operator (non-keyed) state: split/union list state and broadcast state, and rescaling.
+"""Operator (non-keyed) state on the heap: split/union list state and broadcast state.
 
-Snapshot stream layout::
+Not used by the runtime yet: only keyed state and source positions are checkpointed (the
+broadcast-state work wires it in). Snapshot stream layout::
 
     b"SPOP" uint16 version (=1) uint32 n, n bytes JSON {name: {"mode", "serializer"}}
     then the entries of every state, each ``uint32 length + bytes`` at an offset the handle
     records (per state, in order). Broadcast entries are (key, value) pairs.
 
-Because the handle lists one offset per entry, ``redistribute_operator_state`` re-splits
-list state on rescaling without reading any byte: it hands each new subtask handles to the
-old streams restricted to the entries it gets.
+The handle lists one offset per entry, so ``state.operator_repartition`` re-splits list state
+on rescaling without reading any byte.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from sparkpoint.checkpoint.handles import (
     OperatorStateDistributionMode,
     OperatorStateHandle,
     StateMetaInfo,
-    StreamStateHandle,
 )
 from sparkpoint.checkpoint.streams import CheckpointStreamFactory
 from sparkpoint.errors import RestoreError
@@ -39,7 +38,6 @@ __all__ = [
     "BroadcastState",
     "DefaultOperatorStateBackend",
     "OperatorListState",
-    "redistribute_operator_state",
 ]
 
 Mode = OperatorStateDistributionMode
@@ -277,59 +275,3 @@ def _is_empty(state: OperatorListState | BroadcastState) -> bool:
     if isinstance(state, BroadcastState):
         return state.is_empty()
     return not state._elements
-
-
-def redistribute_operator_state(
-    old: Sequence[Sequence[OperatorStateHandle]], new_parallelism: int
-) -> list[list[OperatorStateHandle]]:
-    """Per new subtask, the operator state handles it restores from.
-
-    SPLIT_DISTRIBUTE: all entries of a state (old subtasks in order) are cut into
-    ``new_parallelism`` contiguous, even parts (sizes differ by at most one), as Flink's
-    ``RoundRobinOperatorStateRepartitioner`` does. UNION: every subtask gets every entry.
-    BROADCAST: subtask ``i`` gets the copy of old subtask ``i % old_parallelism``.
-    """
-    if new_parallelism <= 0:
-        raise ValueError(f"new_parallelism must be > 0, got {new_parallelism}")
-    # per new subtask: delegate -> name -> (offsets, mode)
-    assign: list[dict[StreamStateHandle, dict[str, tuple[list[int], Any]]]] = [
-        {} for _ in range(new_parallelism)]
-
-    def give(i: int, delegate: StreamStateHandle, name: str, offsets: Sequence[int],
-             mode: OperatorStateDistributionMode) -> None:
-        slot = assign[i].setdefault(delegate, {}).setdefault(name, ([], mode))
-        slot[0].extend(offsets)
-
-    split: dict[str, list[tuple[StreamStateHandle, int]]] = {}
-    broadcast: dict[str, list[tuple[StreamStateHandle, Sequence[int]]]] = {}
-    for handles in old:
-        for h in handles:
-            for name, meta in h.state_name_to_partition_offsets.items():
-                mode = meta.distribution_mode
-                if mode is Mode.SPLIT_DISTRIBUTE:
-                    split.setdefault(name, []).extend((h.delegate, o) for o in meta.offsets)
-                elif mode is Mode.UNION:
-                    for i in range(new_parallelism):
-                        give(i, h.delegate, name, meta.offsets, mode)
-                else:
-                    broadcast.setdefault(name, []).append((h.delegate, meta.offsets))
-    for name, entries in split.items():
-        base, extra = divmod(len(entries), new_parallelism)
-        pos = 0
-        for i in range(new_parallelism):
-            n = base + (1 if i < extra else 0)
-            for delegate, offset in entries[pos : pos + n]:
-                give(i, delegate, name, (offset,), Mode.SPLIT_DISTRIBUTE)
-            pos += n
-    for name, copies in broadcast.items():
-        for i in range(new_parallelism):
-            delegate, offsets = copies[i % len(copies)]
-            give(i, delegate, name, offsets, Mode.BROADCAST)
-    return [
-        [OperatorStateHandle(
-            {name: StateMetaInfo(tuple(offs), mode)
-             for name, (offs, mode) in per_name.items()},
-            delegate)
-         for delegate, per_name in per_delegate.items()]
-        for per_delegate in assign
-    ]

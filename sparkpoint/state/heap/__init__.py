@@ -1,0 +1,17 @@
+"""The heap state backend (``HashMapStateBackend``): keyed state as Python objects, committed
+locally as pickle files per key group, and operator state on the heap."""
+
+from sparkpoint.state.heap.backend import HeapKeyedStateBackend, clear_heap_cache
+from sparkpoint.state.heap.operator_state import (
+    BroadcastState,
+    DefaultOperatorStateBackend,
+    OperatorListState,
+)
+
+__all__ = [
+    "BroadcastState",
+    "DefaultOperatorStateBackend",
+    "HeapKeyedStateBackend",
+    "OperatorListState",
+    "clear_heap_cache",
+]
