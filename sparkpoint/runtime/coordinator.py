@@ -27,6 +27,7 @@ from sparkpoint.checkpoint.properties import CheckpointProperties
 from sparkpoint.checkpoint.storage import CheckpointStorageAccess, CheckpointStorageLocation
 from sparkpoint.checkpoint.store import CompletedCheckpoint, CompletedCheckpointStore
 from sparkpoint.clock import SYSTEM_CLOCK, Clock
+from sparkpoint.config import CheckpointingOptions
 from sparkpoint.errors import CheckpointException, CheckpointFailureReason
 
 __all__ = [
@@ -45,12 +46,14 @@ class CheckpointPolicy:
     """The coordinator's view of ``CheckpointConfig`` (all times in milliseconds)."""
 
     interval_ms: int  # -1: periodic checkpoints disabled
-    timeout_ms: int = 600_000
-    min_pause_ms: int = 0
-    max_concurrent: int = 1
-    tolerable_failures: int = 0
-    retention: str = "NO_EXTERNALIZED_CHECKPOINTS"
-    prefer_checkpoint_for_recovery: bool = False
+    timeout_ms: int = CheckpointingOptions.CHECKPOINTING_TIMEOUT.default
+    min_pause_ms: int = CheckpointingOptions.MIN_PAUSE_BETWEEN_CHECKPOINTS.default
+    max_concurrent: int = CheckpointingOptions.MAX_CONCURRENT_CHECKPOINTS.default
+    tolerable_failures: int = CheckpointingOptions.TOLERABLE_FAILURE_NUMBER.default
+    retention: str = CheckpointingOptions.EXTERNALIZED_CHECKPOINT_RETENTION.default
+    prefer_checkpoint_for_recovery: bool = (
+        CheckpointingOptions.PREFER_CHECKPOINT_FOR_RECOVERY.default
+    )
 
     @property
     def enabled(self) -> bool:

@@ -32,6 +32,7 @@ from sparkpoint.checkpoint.handles import (
     StreamStateHandle,
 )
 from sparkpoint.checkpoint.streams import CheckpointStreamFactory
+from sparkpoint.config import RocksDBOptions
 from sparkpoint.errors import SparkpointError
 from sparkpoint.state.backend import KeyedStateBackendParameters, SnapshotType
 from sparkpoint.state.descriptors import StateKind
@@ -86,7 +87,7 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         predefined_options: int = PredefinedOptions.DEFAULT,
         options: dict[str, Any] | None = None,
         db_storage_paths: Sequence[str] | None = None,
-        transfer_threads: int = 4,
+        transfer_threads: int = RocksDBOptions.CHECKPOINT_TRANSFER_THREAD_NUM.default,
         ttl_compaction_filter: bool = True,
     ) -> None:
         super().__init__(params)
