@@ -209,7 +209,10 @@ def main() -> None:
               flush=True)
     print(f"{len(entries)} programs, {total:.0f}s with PyFlink", flush=True)
     if not opts.check:
-        recorded["programs"] = dict(sorted(programs.items()))
+        # Forget programs no longer in the manifest (renamed or removed).
+        known = {f"{section}/{name}" for section in ("programs", "examples")
+                 for name in manifest.get(section, {})}
+        recorded["programs"] = {k: v for k, v in sorted(programs.items()) if k in known}
         record_file.write_text(json.dumps(recorded, indent=2) + "\n")
     if failures:
         raise SystemExit(f"failed with PyFlink: {', '.join(failures)}")

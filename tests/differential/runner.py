@@ -27,7 +27,7 @@ PENDING = ("issue 11", "issue 12")
 
 _IMPORT = re.compile(r"^(\s*(?:from|import)\s+)pyflink(?=[.\s])", re.MULTILINE)
 # PrintSinkOutputWriter's prefix: "id:N> ", "N> " or "id> " (id has no blanks or ':').
-_PREFIX = re.compile(r"^(?:(?P<id>[^\s:>]+)(?::(?P<sub>\d+))?|(?P<only>\d+))> ")
+_PREFIX = re.compile(r"^(?:(?P<only>\d+)|(?P<id>[^\s:>]+)(?::(?P<sub>\d+))?)> ")
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class Entry:
     pending: str | None = None
     reason: str = ""
     args: tuple[str, ...] = ()
+    ignore_lines: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -84,7 +85,8 @@ def load_manifest() -> list[Entry]:
             entries.append(Entry(
                 section=section, name=name, issue=issue, order=order,
                 strip_prefix=bool(spec.pop("strip_prefix", False)), pending=pending,
-                reason=reason, args=tuple(str(a) for a in spec.pop("args", [])), extra=spec,
+                reason=reason, args=tuple(str(a) for a in spec.pop("args", [])),
+                ignore_lines=tuple(spec.pop("ignore_lines", [])), extra=spec,
             ))
     return entries
 
@@ -109,10 +111,10 @@ def run_program(path: Path, args: tuple[str, ...] = ()) -> str:
     return out.getvalue()
 
 
-def normalise(text: str, strip_prefix: bool) -> list[str]:
-    """Output lines; with ``strip_prefix`` the print sink's subtask number is dropped
-    (``id:2> x`` becomes ``id> x``, ``2> x`` becomes ``x``)."""
-    lines = text.splitlines()
+def normalise(text: str, strip_prefix: bool, ignore_lines: tuple[str, ...] = ()) -> list[str]:
+    """Output lines without those matching ``ignore_lines``; with ``strip_prefix`` the print
+    sink's subtask number is dropped (``id:2> x`` becomes ``id> x``, ``2> x`` becomes ``x``)."""
+    lines = [x for x in text.splitlines() if not any(re.search(p, x) for p in ignore_lines)]
     if not strip_prefix:
         return lines
     result = []

@@ -45,6 +45,7 @@ def test_prefix_normalisation_and_comparison_modes() -> None:
     text = "id:2> a\n2> b\nid> c\n1 -> 1\nplain\n"
     assert runner.normalise(text, True) == ["id> a", "b", "id> c", "1 -> 1", "plain"]
     assert runner.normalise(text, False) == text.splitlines()
+    assert runner.normalise(text, False, ("^plain$", "->")) == ["id:2> a", "2> b", "id> c"]
     assert runner.differences(["a", "b"], ["b", "a"], "unordered") == []
     assert runner.differences(["a", "b"], ["b", "a"], "exact") != []
     assert runner.differences(["x> 1", "y> 2", "x> 3"], ["y> 2", "x> 1", "x> 3"], "per_sink") == []
@@ -58,7 +59,8 @@ def test_prefix_normalisation_and_comparison_modes() -> None:
 @pytest.mark.spark
 @pytest.mark.parametrize("entry", ACTIVE, ids=[e.id for e in ACTIVE])
 def test_program_prints_what_pyflink_prints(entry: runner.Entry, spark: Any) -> None:
-    expected = runner.normalise(entry.golden.read_text(), entry.strip_prefix)
-    actual = runner.normalise(runner.run_program(entry.path, entry.args), entry.strip_prefix)
+    expected = runner.normalise(entry.golden.read_text(), entry.strip_prefix, entry.ignore_lines)
+    output = runner.run_program(entry.path, entry.args)
+    actual = runner.normalise(output, entry.strip_prefix, entry.ignore_lines)
     problems = runner.differences(expected, actual, entry.order)
     assert not problems, f"{entry.id} ({entry.order}):\n" + "\n".join(problems)

@@ -1,5 +1,5 @@
-"""union of four streams (one unioned twice-removed) at parallelism 2, feeding a keyed
-branch and a stateless branch."""
+"""union of four streams (a union of a union) at parallelism 2, feeding a keyed branch and
+a stateless branch."""
 
 from pyflink.common import Types
 from pyflink.datastream import StreamExecutionEnvironment
@@ -10,7 +10,8 @@ typ = Types.TUPLE([Types.STRING(), Types.INT()])
 s1 = env.from_collection([("x", 1), ("y", 2)], type_info=typ)
 s2 = env.from_collection([("x", 10)], type_info=typ)
 s3 = env.from_collection([("z", 100), ("y", 200)], type_info=typ)
-s4 = env.from_collection([("x", 1000)], type_info=typ).map(lambda t: t, output_type=typ)
+# (PyFlink cannot key a union whose inputs run at different parallelisms.)
+s4 = env.from_collection([("x", 1000)], type_info=typ)
 all_streams = s1.union(s2, s3).union(s4)
 (all_streams.key_by(lambda t: t[0], key_type=Types.STRING())
             .reduce(lambda a, b: (a[0], a[1] + b[1]))
