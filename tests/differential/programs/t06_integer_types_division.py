@@ -12,10 +12,10 @@ ds.map(lambda p: (p[0] // p[1], p[0] % p[1]),
        output_type=Types.TUPLE([Types.INT(), Types.INT()])).print("floordiv-mod")
 ds.map(lambda p: p[0] / p[1], output_type=Types.DOUBLE()).print("truediv")
 ds.map(lambda p: int(p[0] / p[1]), output_type=Types.LONG()).print("trunc")
-env.from_collection([2**70, -(2**65)]).map(lambda v: v * 3).print("bigint")
-(env.from_collection([("a", 2**31 - 1), ("a", 1), ("b", 5)],
-                     type_info=Types.TUPLE([Types.STRING(), Types.LONG()]))
-    .key_by(lambda t: t[0], key_type=Types.STRING())
-    .reduce(lambda a, b: (a[0], a[1] + b[1]))
-    .print("long-sum"))
+ds.map(lambda p: p[0] * 2**70 * 3).print("bigint")
+(ds.map(lambda p: ("a" if p[1] > 0 else "b", p[0] * (2**31 - 1)),
+        output_type=Types.TUPLE([Types.STRING(), Types.LONG()]))
+   .key_by(lambda t: t[0], key_type=Types.STRING())
+   .reduce(lambda a, b: (a[0], a[1] + b[1]))
+   .print("long-sum"))
 env.execute("t06_integer_types_division")
