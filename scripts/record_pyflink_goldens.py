@@ -25,12 +25,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPUS = ROOT / "tests" / "differential"
-GOLDENS = CORPUS / "goldens"
+sys.path.insert(0, str(ROOT))
+from tests.differential import runner  # noqa: E402 - the manifest's reader and paths
+
+GOLDENS = runner.GOLDENS
 LOCK = "/tmp/sparkpoint-heavy.lock"
 DEFAULT_VENV = Path(
     os.environ.get("SPARKPOINT_PYFLINK_VENV", "~/.cache/sparkpoint/pyflink-venv")
@@ -97,24 +98,10 @@ def pyflink_dir(venv: Path) -> Path:
 def copy_examples(venv: Path) -> None:
     """Copy PyFlink's example programs, unchanged (license headers included)."""
     src = pyflink_dir(venv)
-    dest = CORPUS / "pyflink_examples"
+    dest = runner.SECTIONS["examples"]
     dest.mkdir(exist_ok=True)
     for name, rel in EXAMPLES.items():
         shutil.copyfile(src / rel, dest / f"{name}.py")
-
-
-def load_manifest() -> dict[str, dict[str, dict[str, object]]]:
-    with open(CORPUS / "manifest.toml", "rb") as f:
-        return tomllib.load(f)
-
-
-def program_path(section: str, name: str) -> Path:
-    folder = "programs" if section == "programs" else "pyflink_examples"
-    return CORPUS / folder / f"{name}.py"
-
-
-def golden_path(section: str, name: str) -> Path:
-    return GOLDENS / section / f"{name}.out"
 
 
 def sha256(path: Path) -> str:
@@ -160,12 +147,10 @@ def main() -> None:
     ensure_venv(opts.venv, opts.pyflink_version)
     if not opts.check:
         copy_examples(opts.venv)
-    manifest = load_manifest()
+    manifest = runner.load_manifest()
     wanted = set(opts.names)
-    entries = [(section, name, spec) for section in ("programs", "examples")
-               for name, spec in manifest.get(section, {}).items()
-               if not wanted or name in wanted]
-    unknown = wanted - {name for _, name, _ in entries}
+    entries = [e for e in manifest if not wanted or e.name in wanted]
+    unknown = wanted - {e.name for e in entries}
     if unknown:
         raise SystemExit(f"not in manifest.toml: {', '.join(sorted(unknown))}")
 
@@ -185,33 +170,28 @@ def main() -> None:
     lock = open(LOCK, "a")  # held until the process ends
     print(f"waiting for {LOCK}", flush=True)
     fcntl.flock(lock, fcntl.LOCK_EX)
-    for section, name, spec in entries:
-        path = program_path(section, name)
-        args = [str(a) for a in spec.get("args", [])]  # type: ignore[attr-defined]
+    for e in entries:
         try:
-            stdout, seconds = run_one(opts.venv, path, args, opts.timeout)
-        except (RuntimeError, subprocess.TimeoutExpired) as e:
-            print(f"FAILED {section}/{name}: {e}", flush=True)
-            failures.append(f"{section}/{name}")
+            stdout, seconds = run_one(opts.venv, e.path, list(e.args), opts.timeout)
+        except (RuntimeError, subprocess.TimeoutExpired) as err:
+            print(f"FAILED {e.id}: {err}", flush=True)
+            failures.append(e.id)
             continue
         total += seconds
-        golden = golden_path(section, name)
         if opts.check:
-            same = golden.exists() and golden.read_text() == stdout
-            print(f"{'same' if same else 'DIFFERENT'} {section}/{name} {seconds:.1f}s", flush=True)
+            same = e.golden.exists() and e.golden.read_text() == stdout
+            print(f"{'same' if same else 'DIFFERENT'} {e.id} {seconds:.1f}s", flush=True)
             if not same:
-                mismatches.append(f"{section}/{name}")
+                mismatches.append(e.id)
             continue
-        golden.parent.mkdir(parents=True, exist_ok=True)
-        golden.write_text(stdout)
-        programs[f"{section}/{name}"] = {"sha256": sha256(path), "seconds": round(seconds, 1)}
-        print(f"recorded {section}/{name}: {len(stdout.splitlines())} lines, {seconds:.1f}s",
-              flush=True)
+        e.golden.parent.mkdir(parents=True, exist_ok=True)
+        e.golden.write_text(stdout)
+        programs[e.id] = {"sha256": sha256(e.path), "seconds": round(seconds, 1)}
+        print(f"recorded {e.id}: {len(stdout.splitlines())} lines, {seconds:.1f}s", flush=True)
     print(f"{len(entries)} programs, {total:.0f}s with PyFlink", flush=True)
     if not opts.check:
         # Forget programs no longer in the manifest (renamed or removed).
-        known = {f"{section}/{name}" for section in ("programs", "examples")
-                 for name in manifest.get(section, {})}
+        known = {e.id for e in manifest}
         recorded["programs"] = {k: v for k, v in sorted(programs.items()) if k in known}
         record_file.write_text(json.dumps(recorded, indent=2) + "\n")
     if failures:

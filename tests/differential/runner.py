@@ -14,7 +14,7 @@ import re
 import sys
 import tomllib
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ class Entry:
     reason: str = ""
     args: tuple[str, ...] = ()
     ignore_lines: tuple[str, ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict)
+    why: str = ""
 
     @property
     def id(self) -> str:
@@ -86,8 +86,10 @@ def load_manifest() -> list[Entry]:
                 section=section, name=name, issue=issue, order=order,
                 strip_prefix=bool(spec.pop("strip_prefix", False)), pending=pending,
                 reason=reason, args=tuple(str(a) for a in spec.pop("args", [])),
-                ignore_lines=tuple(spec.pop("ignore_lines", [])), extra=spec,
+                ignore_lines=tuple(spec.pop("ignore_lines", [])), why=spec.pop("why", ""),
             ))
+            if spec:
+                raise ValueError(f"{where}: unknown keys {sorted(spec)}")
     return entries
 
 
