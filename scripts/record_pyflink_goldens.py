@@ -10,7 +10,7 @@ and a hash of each program, go to ``goldens/recorded.json``.
 
     python scripts/record_pyflink_goldens.py                 # everything
     python scripts/record_pyflink_goldens.py w01_tumbling_reduce a25_async_ordered
-    python scripts/record_pyflink_goldens.py --check         # re-run, compare, write nothing
+    python scripts/record_pyflink_goldens.py --check         # re-run, compare as the tests do
 """
 
 from __future__ import annotations
@@ -179,9 +179,14 @@ def main() -> None:
             continue
         total += seconds
         if opts.check:
-            same = e.golden.exists() and e.golden.read_text() == stdout
-            print(f"{'same' if same else 'DIFFERENT'} {e.id} {seconds:.1f}s", flush=True)
-            if not same:
+            # Compared as the tests compare: line order only where the manifest says.
+            golden = e.golden.read_text() if e.golden.exists() else ""
+            problems = runner.differences(
+                runner.normalise(golden, e.strip_prefix, e.ignore_lines),
+                runner.normalise(stdout, e.strip_prefix, e.ignore_lines), e.order)
+            print(f"{'DIFFERENT' if problems else 'same'} {e.id} {seconds:.1f}s", flush=True)
+            if problems:
+                print("\n".join(problems), flush=True)
                 mismatches.append(e.id)
             continue
         e.golden.parent.mkdir(parents=True, exist_ok=True)
