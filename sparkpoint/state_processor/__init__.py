@@ -1,0 +1,14 @@
+"""The state processor: keyed state of savepoints and checkpoints as Spark DataFrames.
+
+Flink's State Processor API on Spark, in PyFlink's vocabulary. ``SavepointReader`` reads the
+keyed state of an operator of a savepoint or retained checkpoint (heap or RocksDB, full or
+incremental, any parallelism) as a typed DataFrame, computed by Spark tasks that read key
+groups straight from storage. Sits beside ``runtime/``: it may use PySpark, and nothing
+below it imports it. See ``docs/state-processor.md``.
+"""
+
+from sparkpoint.state_processor.reader import SavepointReader
+from sparkpoint.state_processor.snapshot_reading import OperatorInfo
+from sparkpoint.state_processor.state_info import StateInfo
+
+__all__ = ["OperatorInfo", "SavepointReader", "StateInfo"]
