@@ -204,12 +204,11 @@ def to_arrow(values: list[Any], info: ti.TypeInformation) -> pa.Array:
     """An Arrow array of ``arrow_type(info)`` from deserialized values (``None`` = null)."""
     typ = arrow_type(info)
     convert = _to_arrow_value(info)
-    if convert is not _identity:
-        values = [convert(v) for v in values]
+    converted = values if convert is _identity else [convert(v) for v in values]
     try:
-        return pa.array(values, typ)
+        return pa.array(converted, typ)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as e:
-        bad = next((v for v in values if not _fits(v, typ)), None)
+        bad = next((v for v, c in zip(values, converted) if not _fits(c, typ)), None)
         raise ValueError(
             f"Value {bad!r} does not fit the column type {typ} of {info!r}: {e}") from e
 
@@ -233,7 +232,7 @@ def _from_arrow_value(info: ti.TypeInformation) -> Callable[[Any], Any]:
     if cfg == "BIG_DEC":
         return lambda v: None if v is None else Decimal(v)
     if cfg == "INSTANT":
-        return lambda v: None if v is None or v.tzinfo else v.replace(tzinfo=dt.UTC)
+        return lambda v: v if v is None or v.tzinfo else v.replace(tzinfo=dt.UTC)
     if isinstance(cfg, str):
         return _identity
     if isinstance(info, ti.ListTypeInfo | ti.BasicArrayTypeInfo | ti.PrimitiveArrayTypeInfo):
