@@ -257,9 +257,13 @@ class SubtaskWriter:
     """Step 2: the key-group-sorted rows of one subtask -> one savepoint stream -> handle."""
 
     def __init__(self, uid: str, states: Sequence[StateInput], max_parallelism: int,
-                 parallelism: int, target: SavepointTarget) -> None:
+                 parallelism: int, target: SavepointTarget,
+                 after_write: Callable[[int], None] | None = None) -> None:
         self.uid = uid
         self.states = list(states)
+        # Failure-injection hook (tests): called with the subtask after its stream is
+        # written, before the task reports the handle.
+        self.after_write = after_write
         self.max_parallelism = max_parallelism
         self.parallelism = parallelism
         self.target = target
@@ -293,6 +297,8 @@ class SubtaskWriter:
         if pending is not None:
             raise ValueError(f"Operator {self.uid!r}: rows of key group {pending[0]} reached "
                              f"subtask {subtask} out of order or outside {rng}")
+        if self.after_write is not None:
+            self.after_write(subtask)
         return handle
 
     def _check_unique(self, kg: int, rows: pa.Table, meta: RegisteredStateMeta) -> None:

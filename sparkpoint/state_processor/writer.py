@@ -176,6 +176,9 @@ class SavepointWriter:
             {op.operator_id: op for op in existing.metadata.operator_states} if existing else {})
         self._new: dict[str, StateBootstrapTransformation] = {}
         self._renames: dict[str, str] = {}
+        # Failure-injection hook (tests): called in the task with the subtask index after
+        # it wrote its key-group stream, before it reports the handle.
+        self.after_subtask_write: Any = None
 
     @staticmethod
     def new_savepoint(spark: Any, max_parallelism: int) -> SavepointWriter:
@@ -294,7 +297,8 @@ class SavepointWriter:
         key_type = None if t.key_type is None else t.key_type.get_serializer().snapshot_config()
         encoder = RowEncoder(uid, inputs, key_raw, key_type, max_p, parallelism,
                              int(time.time() * 1000))
-        writer = SubtaskWriter(uid, inputs, max_p, parallelism, target)
+        writer = SubtaskWriter(uid, inputs, max_p, parallelism, target,
+                               self.after_subtask_write)
         setup = ExecutorSetup()
 
         def encode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
