@@ -87,10 +87,14 @@ def expected_state(records: Iterable[tuple[int, int]]) -> dict[int, tuple[Any, .
 
 
 def make_env(spark: Any, tmp: str, parallelism: int, backend: Any = None,
-             restore: str | None = None) -> StreamExecutionEnvironment:
-    """An environment with checkpoints under ``tmp`` and small epochs."""
+             restore: str | None = None, ignore_unclaimed: bool = False,
+             epoch_records: int = 400) -> StreamExecutionEnvironment:
+    """An environment with checkpoints under ``tmp`` and epochs of ``epoch_records`` records
+    per split (small, so that a job can be stopped midway)."""
     conf = Configuration()
-    conf.set_string("sparkpoint.epoch.max-records-per-split", "400")
+    if ignore_unclaimed:
+        conf.set_string("execution.savepoint.ignore-unclaimed-state", "true")
+    conf.set_string("sparkpoint.epoch.max-records-per-split", str(epoch_records))
     conf.set_string("sparkpoint.local-state.dir", os.path.join(tmp, "local"))
     if restore is not None:
         conf.set_string("execution.savepoint.path", restore)

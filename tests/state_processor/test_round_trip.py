@@ -83,7 +83,7 @@ def test_round_trip_1_4_2_restores_identical_state(original: Any, spark: Any,
 
     # savepoint -> job at parallelism 2, on the same backend: it sees exactly that state
     env = jobs.make_env(spark, str(tmp_path / "restored"), 2, _backend(backend),
-                        restore=target)
+                        restore=target, epoch_records=100_000)
     absent = 10**6
     got = jobs.emit_state_job(env, [*sorted(expected), absent])
     assert len(got) == len(expected) + 1
