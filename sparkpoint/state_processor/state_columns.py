@@ -25,6 +25,7 @@ from sparkpoint.state_processor.type_mapping import (
     PICKLED_METADATA,
     arrow_type,
     column_configs,
+    state_column_type,
     to_arrow,
     type_info_from_config,
 )
@@ -104,12 +105,7 @@ class StateColumn:
     @property
     def type_info(self) -> ti.TypeInformation:
         """Type of the wide-form column."""
-        if self.kind is StateKind.LIST:
-            return ti.ListTypeInfo(self.value_type)
-        if self.kind is StateKind.MAP:
-            assert self.user_key_type is not None
-            return ti.MapTypeInfo(self.user_key_type, self.value_type)
-        return self.value_type
+        return state_column_type(self.kind, self.value_type, self.user_key_type)
 
     def decode_meta(self, key: TypeSerializer) -> RegisteredStateMeta:
         """A meta info whose ``decode_value`` yields values as the column holds them."""

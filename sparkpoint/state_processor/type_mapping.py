@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from sparkpoint.state import typeinfo as ti
+from sparkpoint.state.descriptors import StateKind
 from sparkpoint.state.serializers import serializer_from_config
 from sparkpoint.types import Row
 
@@ -33,6 +34,7 @@ __all__ = [
     "from_arrow",
     "is_pickled",
     "raw_pickle_config",
+    "state_column_type",
     "to_arrow",
     "type_info_from_config",
 ]
@@ -41,26 +43,6 @@ PICKLED = "PICKLED_BYTE_ARRAY"
 PICKLED_METADATA = "sparkpoint.pickled"
 """Spark field metadata key marking a column whose binary values are pickle bytes, as read
 from untyped state; the writer stores such values as they are instead of pickling them."""
-
-_ARROW: dict[str, pa.DataType] = {
-    "STRING": pa.string(),
-    "BYTE": pa.int8(),
-    "BOOLEAN": pa.bool_(),
-    "SHORT": pa.int16(),
-    "INT": pa.int32(),
-    "LONG": pa.int64(),
-    "FLOAT": pa.float32(),
-    "DOUBLE": pa.float64(),
-    "CHAR": pa.string(),
-    "BIG_INT": pa.decimal128(38, 0),
-    "BIG_DEC": pa.string(),
-    "INSTANT": pa.timestamp("us", tz="UTC"),  # Spark timestamps have microseconds
-    "SQL_DATE": pa.date32(),
-    "SQL_TIME": pa.time64("us"),
-    "SQL_TIMESTAMP": pa.timestamp("us"),
-    "BYTES": pa.binary(),
-    PICKLED: pa.binary(),
-}
 
 
 def type_info_from_config(config: Any) -> ti.TypeInformation:
@@ -155,21 +137,35 @@ def _config(info: ti.TypeInformation) -> Any:
 
 
 def arrow_type(info: ti.TypeInformation) -> pa.DataType:
-    """The Arrow type of a column of ``info`` values (pickled values: ``binary``)."""
-    cfg = _config(info)
-    if isinstance(cfg, str):
-        return _ARROW[cfg]
-    if isinstance(info, ti.ListTypeInfo | ti.BasicArrayTypeInfo | ti.PrimitiveArrayTypeInfo):
-        return pa.list_(arrow_type(info.element))
-    if isinstance(info, ti.MapTypeInfo):
-        return pa.map_(arrow_type(info.key_type), arrow_type(info.value_type))
-    if isinstance(info, ti.RowTypeInfo):
-        return pa.struct([pa.field(n, arrow_type(t))
-                          for n, t in zip(info.field_names, info.field_types)])
-    if isinstance(info, ti.TupleTypeInfo):
-        return pa.struct([pa.field(f"f{i}", arrow_type(t))
-                          for i, t in enumerate(info.field_types)])
-    raise TypeError(f"No column type for {info!r}")
+    """The Arrow type of a column of ``info`` values (pickled values: ``binary``), with
+    microsecond timestamps, as Spark has them."""
+    return _microseconds(info.to_arrow_type())
+
+
+def _microseconds(typ: pa.DataType) -> pa.DataType:
+    t = pa.types
+    if t.is_timestamp(typ) and typ.unit == "ns":
+        return pa.timestamp("us", typ.tz)
+    if t.is_list(typ):
+        return pa.list_(_microseconds(typ.value_type))
+    if t.is_map(typ):
+        return pa.map_(_microseconds(typ.key_type), _microseconds(typ.item_type))
+    if t.is_struct(typ):
+        return pa.struct([pa.field(typ.field(i).name, _microseconds(typ.field(i).type))
+                          for i in range(typ.num_fields)])
+    return typ
+
+
+def state_column_type(kind: StateKind, value: ti.TypeInformation,
+                      user_key: ti.TypeInformation | None) -> ti.TypeInformation:
+    """The type of a state's column: the value, a list of values (LIST) or a map (MAP)."""
+    if kind is StateKind.LIST:
+        return ti.ListTypeInfo(value)
+    if kind is StateKind.MAP:
+        if user_key is None:
+            raise ValueError("A MAP state needs the type of its map keys")
+        return ti.MapTypeInfo(user_key, value)
+    return value
 
 
 # -- Python objects -> Arrow (reading state) --------------------------------------------

@@ -17,6 +17,8 @@ deletes it.
 from __future__ import annotations
 
 import dataclasses
+import json
+import pickle
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -46,7 +48,7 @@ from sparkpoint.config import CheckpointingOptions
 from sparkpoint.errors import StorageError
 from sparkpoint.fs import get_filesystem
 from sparkpoint.state import typeinfo as ti
-from sparkpoint.state.descriptors import StateDescriptor, StateKind
+from sparkpoint.state.descriptors import StateDescriptor
 from sparkpoint.state.key_groups import check_parallelism_preconditions
 from sparkpoint.state_processor.snapshot_reading import Snapshot
 from sparkpoint.state_processor.spark_support import (
@@ -67,6 +69,7 @@ from sparkpoint.state_processor.type_mapping import (
     arrow_type,
     is_pickled,
     raw_pickle_config,
+    state_column_type,
     type_info_from_config,
 )
 
@@ -313,7 +316,8 @@ class SavepointWriter:
             handle = writer.write(subtask, batches)
             if handle is not None:
                 yield pa.record_batch([pa.array([subtask], pa.int32()),
-                                       pa.array([_pickle(handle)], pa.binary())],
+                                       pa.array([pickle.dumps(handle, protocol=5)],
+                                                pa.binary())],
                                       names=["sub", "handle"])
 
         selected = df.select(F.col(t.key_column),
@@ -321,7 +325,7 @@ class SavepointWriter:
         encoded = selected.mapInArrow(encode, spark_schema(encoder.schema))
         rows = (encoded.repartitionById(parallelism, "sub").sortWithinPartitions("kg")
                 .mapInArrow(write, "sub int, handle binary").collect())
-        subtasks = {int(r[0]): OperatorSubtaskState(managed_keyed_state=(_unpickle(r[1]),))
+        subtasks = {int(r[0]): OperatorSubtaskState(managed_keyed_state=(pickle.loads(r[1]),))
                     for r in rows}
         return OperatorState(uid, parallelism, max_p, subtasks)
 
@@ -358,21 +362,7 @@ class SavepointWriter:
 # -- helpers ----------------------------------------------------------------------------
 
 
-def _pickle(obj: Any) -> bytes:
-    import pickle
-
-    return pickle.dumps(obj, protocol=5)
-
-
-def _unpickle(data: bytes) -> Any:
-    import pickle
-
-    return pickle.loads(data)
-
-
 def _config(info: ti.TypeInformation) -> str:
-    import json
-
     return json.dumps(info.get_serializer().snapshot_config(), sort_keys=True)
 
 
@@ -384,23 +374,13 @@ def _field(df: Any, column: str, uid: str) -> Any:
                    f"(columns: {', '.join(df.columns)})")
 
 
-def _column_type(info: StateInfo) -> ti.TypeInformation:
-    """The type of the column a state is written from."""
-    if info.kind is StateKind.LIST:
-        return ti.ListTypeInfo(info.value_type)
-    if info.kind is StateKind.MAP:
-        assert info.user_key_type is not None
-        return ti.MapTypeInfo(info.user_key_type, info.value_type)
-    return info.value_type
-
-
 def _state_input(info: StateInfo, field: Any, hint: ti.TypeInformation | None,
                  uid: str) -> StateInput:
     """How a column becomes ``info``'s state, after checking that its type fits."""
     from pyspark.sql.pandas.types import to_arrow_type
 
     what = f"Operator {uid!r}, state {info.name!r} (column {field.name!r})"
-    recorded = _column_type(info)
+    recorded = state_column_type(info.kind, info.value_type, info.user_key_type)
     cfg = recorded.get_serializer().snapshot_config()
     raw = is_pickled_field(field)
     actual = to_arrow_type(field.dataType)

@@ -38,9 +38,8 @@ def descriptors() -> list[Any]:
     ]
 
 
-class StatefulEcho(KeyedProcessFunction):
-    """Per key: a count, the multiples of 5 as strings, sums by ``x % 3`` and the last record
-    as a pickled tuple; echoes ``("rec", key, x)``."""
+class _WithStates(KeyedProcessFunction):
+    """Registers the states of ``descriptors()``."""
 
     def open(self, runtime_context: Any) -> None:
         count, seen, buckets, last = descriptors()
@@ -48,6 +47,11 @@ class StatefulEcho(KeyedProcessFunction):
         self.seen = runtime_context.get_list_state(seen)
         self.buckets = runtime_context.get_map_state(buckets)
         self.last = runtime_context.get_state(last)
+
+
+class StatefulEcho(_WithStates):
+    """Per key: a count, the multiples of 5 as strings, sums by ``x % 3`` and the last record
+    as a pickled tuple; echoes ``("rec", key, x)``."""
 
     def process_element(self, value: Any, ctx: Any) -> Iterable[Any]:
         key, x = value
@@ -60,15 +64,8 @@ class StatefulEcho(KeyedProcessFunction):
         yield ("rec", key, x)
 
 
-class EmitState(KeyedProcessFunction):
+class EmitState(_WithStates):
     """For each key received: ``(key, count, seen, buckets, last)`` of its state."""
-
-    def open(self, runtime_context: Any) -> None:
-        count, seen, buckets, last = descriptors()
-        self.count = runtime_context.get_state(count)
-        self.seen = runtime_context.get_list_state(seen)
-        self.buckets = runtime_context.get_map_state(buckets)
-        self.last = runtime_context.get_state(last)
 
     def process_element(self, value: Any, ctx: Any) -> Iterable[Any]:
         yield (ctx.get_current_key(), self.count.value(), list(self.seen.get()),
