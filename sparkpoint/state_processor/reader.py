@@ -98,6 +98,8 @@ class SavepointReader:
         twice the default parallelism).
         """
         metas = self._state_metas(uid)
+        if not metas:
+            raise KeyError(f"Operator {uid!r} holds no keyed state in {self.path}")
         chosen = list(metas) if states is None else list(states)
         unknown = [s for s in chosen if s not in metas]
         if unknown or not chosen:
