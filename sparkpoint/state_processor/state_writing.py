@@ -151,14 +151,13 @@ class RowEncoder:
         if key_col.null_count:
             raise ValueError(f"Operator {self.uid!r}: the key column has {key_col.null_count} "
                              "null keys; every row needs a key")
-        key_ser = metas[0].key_serializer if metas else None
+        key_ser = metas[0].key_serializer  # every state of an operator shares it
         if self.key_raw:
             raw = key_col.to_pylist()
             key_bytes = encode_column(BytesSerializer(), raw)
             keys = [pickle.loads(b) for b in raw]
         else:
             keys = from_arrow(key_col, key_type)
-            assert key_ser is not None
             key_bytes = _encode_all(key_ser.serialize, keys, keys,
                                     f"Operator {self.uid!r}: key",
                                     lambda v: encode_column(key_ser, v))
