@@ -152,6 +152,11 @@ class FixedSerializer(TypeSerializer):
         self._cast = bool if type_name == "BOOLEAN" else (
             float if type_name in ("FLOAT", "DOUBLE") else int)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle by type name (a ``struct.Struct`` does not pickle), so that type
+        information and descriptors still ship to Spark's workers once used."""
+        return FixedSerializer, (self.type_name,)
+
     def write(self, value: Any, out: bytearray) -> None:
         try:
             out += self._struct.pack(self._cast(value))

@@ -25,7 +25,7 @@ _KEY_LITERAL = re.compile(
     r"""\.[a-z0-9.-]+)["']"""
 )
 # Dotted string literals that are not configuration keys.
-_NOT_KEYS = {"sparkpoint.job", "sparkpoint.checkpoint"}
+_NOT_KEYS = {"sparkpoint.job", "sparkpoint.checkpoint", "sparkpoint.pickled"}
 
 
 def test_keys_are_unique_across_the_table() -> None:

@@ -238,6 +238,33 @@ def test_bulk_load_ingests_sorted_files_and_later_writes_win(tmp_path, monkeypat
         local.close()
 
 
+def test_bulk_load_keeps_key_groups_after_a_flush_within_one_write(tmp_path) -> None:
+    """Regression: a flush in the middle of one ``add`` call (several key groups) lost the
+    key groups after it (a RocksDB restore of > 64 MiB per subtask lost entries)."""
+    import rocksdict
+
+    from sparkpoint.state.rocksdb.bulk_load import BulkLoader
+
+    local = LocalRocksDB(str(tmp_path / "db"), lambda: build_db_options(0))
+
+    def ingest(path: str) -> None:
+        local.db.ingest_external_file([path], rocksdict.IngestExternalFileOptions())
+
+    try:
+        loader = BulkLoader(str(tmp_path / "bulk"), lambda: build_db_options(0), ingest,
+                            flush_bytes=64)
+        items = [(data_prefix(kg, 1) + bytes([i]), b"v" * 20) for kg in range(4)
+                 for i in range(5)]
+        loader.add(items)
+        loader.add([(data_prefix(3, 2) + b"x", b"same group, next call")])
+        loader.finish()
+        assert loader.files_ingested >= 2
+        lower, upper = key_group_bounds(0, 127)
+        assert len(list(local.scan(lower, upper))) == len(items) + 1
+    finally:
+        local.close()
+
+
 def test_failed_bulk_load_ingests_nothing(tmp_path) -> None:
     local = LocalRocksDB(str(tmp_path / "db"), lambda: build_db_options(0))
     try:

@@ -151,3 +151,13 @@ def test_row_semantics() -> None:
     assert person("x", 4).as_dict() == {"name": "x", "age": 4}
     with pytest.raises(AttributeError):
         _ = r.missing
+
+
+def test_used_type_information_still_pickles() -> None:
+    """Descriptors are shipped to Spark's workers after a state processor (or a test) used
+    their serializers: every serializer pickles."""
+    info = Types.ROW_NAMED(["a", "b"], [Types.LONG(), Types.MAP(Types.STRING(), Types.DOUBLE())])
+    ser = info.get_serializer()
+    back = pickle.loads(pickle.dumps(info)).get_serializer()
+    value = Row(a=1, b={"x": 0.5})
+    assert back.serialize(value) == ser.serialize(value)

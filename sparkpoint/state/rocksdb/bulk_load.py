@@ -51,6 +51,7 @@ class BulkLoader:
             if group != self._current:
                 if self._size >= self._flush_bytes:
                     self._write_out()
+                    groups = self._groups  # _write_out starts a new buffer
                 self._current = group
                 groups.setdefault(group, [])
             groups[group].append((key, value))

@@ -1,0 +1,5 @@
+"""The runtime tests' SparkSession, shared with the state processor tests (one per run)."""
+
+from tests.runtime.conftest import spark
+
+__all__ = ["spark"]
