@@ -34,7 +34,7 @@ from sparkpoint.checkpoint.fs_storage import (
 )
 from sparkpoint.errors import UnsafeStatePathError
 
-__all__ = ["SnapshotPaths", "snapshot_directories"]
+__all__ = ["SnapshotPaths", "comparable_path", "snapshot_directories"]
 
 _FAMILIES = {"s3a": "s3", "s3n": "s3", "gcs": "gs", "local": "file"}
 _CHECKPOINT_DIR = re.compile(re.escape(CHECKPOINT_DIR_PREFIX) + r"\d+")
@@ -67,6 +67,15 @@ def _split(path: str) -> tuple[str, str, str]:
     if family == "file" and authority == "localhost":
         authority = ""
     return family, authority, slash + body
+
+
+def comparable_path(path: str) -> str:
+    """One spelling per file, to compare paths: local paths absolute and without ``file:``,
+    URIs with one scheme per file system family (``s3a://b/k`` is ``s3://b/k``)."""
+    family, authority, body = _split(path)
+    if family == "file" and not authority:
+        return os.path.abspath(body)
+    return f"{family}://{authority}{body}"
 
 
 def _bad_segment(segments: list[str]) -> str | None:
