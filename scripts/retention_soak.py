@@ -35,6 +35,7 @@ from sparkpoint.checkpoint.handles import StateObject
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, OperatorState, OperatorSubtaskState
 from sparkpoint.checkpoint.metadata_format import load_checkpoint, write_metadata
 from sparkpoint.checkpoint.properties import CheckpointProperties
+from sparkpoint.checkpoint.storage import CheckpointStorageLocation
 from sparkpoint.checkpoint.store import CompletedCheckpoint, CompletedCheckpointStore
 from sparkpoint.datastream.checkpoint_storage import FileSystemCheckpointStorage
 from sparkpoint.state.backend import KeyedStateBackendParameters, SnapshotType
@@ -164,17 +165,11 @@ class KeyedJob:
         )
         self.snapshot_types.append(snapshot_type)
         location = self.access.initialize_location_for_checkpoint(checkpoint_id)
-        subtasks: dict[int, OperatorSubtaskState] = {}
-        for subtask in range(self.parallelism):
-            backend = self._backend(subtask)
-            handle = backend.snapshot(checkpoint_id, location, snapshot_type)()
-            backend.close()
-            subtasks[subtask] = OperatorSubtaskState(() if handle is None else (handle,))
-        states: tuple[OperatorState, ...] = (
-            OperatorState(OPERATOR, self.parallelism, self.max_parallelism, subtasks),
-        )
+        states = self._snapshot(checkpoint_id, location, snapshot_type)
         if abort:
-            handles: list[StateObject] = [h for s in subtasks.values() for h in s.all_handles()]
+            handles: list[StateObject] = [
+                h for s in states[0].subtask_states.values() for h in s.all_handles()
+            ]
             self.cleaner.clean_aborted_checkpoint(
                 checkpoint_id, location, handles,
                 shared_state_registry=self.store.shared_state_registry,
@@ -192,6 +187,28 @@ class KeyedJob:
         self.store.add_checkpoint_and_subsume_oldest(checkpoint, self.cleaner)
         self._notify = lambda b: b.notify_checkpoint_complete(checkpoint_id)
         return checkpoint
+
+    def savepoint(self, target: str) -> str:
+        """A canonical savepoint of every subtask in a new directory under ``target``."""
+        checkpoint_id = self.next_checkpoint_id
+        self.next_checkpoint_id += 1
+        location = self.access.initialize_location_for_savepoint(checkpoint_id, target)
+        states = self._snapshot(checkpoint_id, location, SnapshotType.SAVEPOINT)
+        metadata = CheckpointMetadata(
+            checkpoint_id, states, (), CheckpointProperties.for_savepoint()
+        )
+        return write_metadata(location, metadata).external_pointer
+
+    def _snapshot(
+        self, checkpoint_id: int, location: CheckpointStorageLocation, snapshot_type: str
+    ) -> tuple[OperatorState, ...]:
+        subtasks: dict[int, OperatorSubtaskState] = {}
+        for subtask in range(self.parallelism):
+            backend = self._backend(subtask)
+            handle = backend.snapshot(checkpoint_id, location, snapshot_type)()
+            backend.close()
+            subtasks[subtask] = OperatorSubtaskState(() if handle is None else (handle,))
+        return (OperatorState(OPERATOR, self.parallelism, self.max_parallelism, subtasks),)
 
     def read_all(self, keys: Any) -> dict[int, int]:
         """The value of each of ``keys`` that has one, read from the subtasks' state."""
