@@ -229,7 +229,7 @@ class CompletedCheckpointStore:
         (``forces_full_snapshot``).
         """
         mode = RecoveryClaimMode.of(claim_mode)
-        if mode == RecoveryClaimMode.NO_CLAIM:
+        if mode != RecoveryClaimMode.CLAIM:
             checkpoint = dataclasses.replace(
                 checkpoint, properties=CheckpointProperties.for_unclaimed_snapshot()
             )
