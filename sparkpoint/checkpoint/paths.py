@@ -132,13 +132,11 @@ class SnapshotPaths:
             return
         self.exclusive_dir = self.exclusive_dir.rstrip("/") or self.exclusive_dir
         self.directories = snapshot_directories(self.exclusive_dir)
-        roots = []
-        for directory in self.directories:
-            self._family, self._authority, body = _split(directory)
-            if self._family == "file":
-                body = os.path.abspath(body) if body else body
-            roots.append(body.rstrip("/") or "/")
-        self._roots = tuple(roots)
+        self._family, self._authority, _ = _split(self.exclusive_dir)
+        bodies = [_split(directory)[2] for directory in self.directories]
+        if self._family == "file":
+            bodies = [os.path.abspath(body) for body in bodies]
+        self._roots = tuple(body.rstrip("/") or "/" for body in bodies)
 
     # ---- checks -----------------------------------------------------------------------
 
