@@ -303,6 +303,7 @@ class MetadataV1Serializer(MetadataSerializer):
         r = _Reader(payload, base_offset, paths.source)
         checkpoint_id = r.i64("checkpoint id")
         properties = self._read_properties(r)
+        paths.savepoint = properties is not None and properties.is_savepoint
         masters = []
         for _ in range(r.count("number of master states")):
             name = r.text("master state name")

@@ -19,6 +19,11 @@ through those handles, so none of them reads or deletes a file elsewhere. A refu
   where the key was, above the snapshot's directory.
 - A RocksDB file name (the local name of an uploaded file) is one plain name of letters,
   digits, ``.``, ``_`` and ``-``.
+- A savepoint (never deleted by a job) may also name files of the snapshots it was made
+  from (the state processor's ``keep="reference"``): an absolute path on the same file
+  system whose directory is another snapshot's (it holds a ``_metadata``), or the
+  ``shared/``/``taskowned/`` of a job directory (it holds a ``chk-N``). Those are read,
+  never deleted.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from sparkpoint.checkpoint.fs_storage import (
     CHECKPOINT_SHARED_STATE_DIR,
     CHECKPOINT_TASK_OWNED_STATE_DIR,
 )
+from sparkpoint.checkpoint.storage import METADATA_FILE_NAME
 from sparkpoint.errors import UnsafeStatePathError
 
 __all__ = ["SnapshotPaths", "comparable_path", "snapshot_directories"]
@@ -116,15 +122,18 @@ class SnapshotPaths:
 
     ``exclusive_dir`` is the directory the snapshot was loaded from (``None``: no files can
     be checked, so none is accepted); ``source`` names the ``_metadata`` in errors.
+    ``savepoint`` (set once the reader knows) admits files of other snapshots.
     """
 
     exclusive_dir: str | None
     source: str | None = None
+    savepoint: bool = False
     directories: tuple[str, ...] = field(init=False)
     _family: str = field(init=False, default="")
     _authority: str = field(init=False, default="")
     _roots: tuple[str, ...] = field(init=False, default=())
     _real_roots: tuple[str, ...] | None = field(init=False, default=None)
+    _other_snapshots: dict[str, bool] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.exclusive_dir is None:
@@ -189,11 +198,14 @@ class SnapshotPaths:
         if bad is not None:
             raise self.refuse(path, f"has {bad}")
         self._check_not_root(path)
-        if not any(_inside(body, root) for root in self._roots) and not self._entropy_inside(
-            body
-        ):
-            raise self.refuse(path, "lies outside the snapshot's directories")
-        self._check_local(path, path)
+        if any(_inside(body, root) for root in self._roots) or self._entropy_inside(body):
+            self._check_local(path, path)
+        elif self.savepoint and self._in_other_snapshot(path):
+            parent = path.rsplit("/", 1)[0]
+            self._check_local(path, path, (os.path.abspath(_split(parent)[2]),))
+        else:
+            other = " or another snapshot's" if self.savepoint else ""
+            raise self.refuse(path, f"lies outside the snapshot's directories{other}")
         return path
 
     def check_local_name(self, name: str) -> str:
@@ -221,14 +233,38 @@ class SnapshotPaths:
             return False
         return any(_entropy_variant(body, root, fs.entropy_length) for root in self._roots)
 
-    def _check_local(self, path: str, shown: str) -> None:
+    def _in_other_snapshot(self, path: str) -> bool:
+        """Whether ``path``'s directory belongs to another snapshot (looked at once each)."""
+        from sparkpoint.fs import get_filesystem
+
+        parent = path.rsplit("/", 1)[0]
+        known = self._other_snapshots.get(parent)
+        if known is None:
+            fs = get_filesystem(path)
+            known = fs.exists(fs.join(parent, METADATA_FILE_NAME))
+            if not known and fs.name(parent) in (
+                CHECKPOINT_SHARED_STATE_DIR, CHECKPOINT_TASK_OWNED_STATE_DIR
+            ):
+                job_dir = fs.parent(parent)
+                known = any(
+                    info.is_dir and _CHECKPOINT_DIR.fullmatch(fs.name(info.path)) is not None
+                    for info in fs.list(job_dir)
+                )
+            self._other_snapshots[parent] = known
+        return known
+
+    def _check_local(self, path: str, shown: str, roots: tuple[str, ...] | None = None) -> None:
         """On local disk, the real path (links resolved) must be inside a real directory."""
         if self._family != "file":
             return
-        if self._real_roots is None:
-            self._real_roots = tuple(os.path.realpath(root) for root in self._roots)
+        if roots is not None:
+            real_roots = tuple(os.path.realpath(root) for root in roots)
+        else:
+            if self._real_roots is None:
+                self._real_roots = tuple(os.path.realpath(root) for root in self._roots)
+            real_roots = self._real_roots
         real = os.path.realpath(os.path.abspath(_split(path)[2]))
-        if not any(_inside(real, root) for root in self._real_roots):
+        if not any(_inside(real, root) for root in real_roots):
             raise self.refuse(
                 shown,
                 f"resolves through a symbolic link to {real}, outside the snapshot's "

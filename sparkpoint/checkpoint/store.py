@@ -224,11 +224,14 @@ class CompletedCheckpointStore:
         """Add a checkpoint/savepoint the job restores from.
 
         NO_CLAIM (default) and LEGACY: the job never deletes its files (shared files it
-        created stay even once unused). CLAIM: the job owns it and deletes it when subsumed.
-        In every mode the next checkpoints are full until one completes
+        created stay even once unused). CLAIM: the job owns it and deletes it when subsumed,
+        unless it is a savepoint (never deleted by a job; it may name files of the snapshot
+        it was made from). In every mode the next checkpoints are full until one completes
         (``forces_full_snapshot``).
         """
         mode = RecoveryClaimMode.of(claim_mode)
+        if checkpoint.properties.is_savepoint:
+            mode = RecoveryClaimMode.NO_CLAIM
         if mode != RecoveryClaimMode.CLAIM:
             checkpoint = dataclasses.replace(
                 checkpoint, properties=CheckpointProperties.for_unclaimed_snapshot()

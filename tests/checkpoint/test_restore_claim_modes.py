@@ -9,6 +9,7 @@ subsumed, and nothing else. The jobs run the state layer and the checkpoint laye
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -16,12 +17,18 @@ import pytest
 from scripts.retention_soak import KeyedJob
 from sparkpoint.checkpoint.audit import audit_checkpoint_directory, referenced_files
 from sparkpoint.checkpoint.handles import (
+    FileStateHandle,
+    HandleAndLocalPath,
     IncrementalRemoteKeyedStateHandle,
+    KeyedStateHandle,
     PlaceholderStreamStateHandle,
+    RelativeFileStateHandle,
+    StreamStateHandle,
 )
 from sparkpoint.checkpoint.mem_streams import MemCheckpointStreamFactory
-from sparkpoint.checkpoint.metadata_format import load_checkpoint
+from sparkpoint.checkpoint.metadata_format import load_checkpoint, store_checkpoint_metadata
 from sparkpoint.checkpoint.paths import comparable_path
+from sparkpoint.checkpoint.properties import CheckpointProperties
 from sparkpoint.checkpoint.store import CompletedCheckpoint
 from sparkpoint.errors import UnsafeStatePathError
 from sparkpoint.fs import get_filesystem
@@ -241,3 +248,57 @@ def test_heap_full_checkpoint_is_an_ordinary_checkpoint(tmp_path: Path) -> None:
         header = read_header(stream)
     assert header.snapshot_type == SnapshotType.CHECKPOINT
     assert header.block_encoding == "pickle"
+
+
+def _absolute(handle: KeyedStateHandle) -> KeyedStateHandle:
+    """``handle`` with its relative files named by absolute path (keep="reference")."""
+    def fix(h: StreamStateHandle) -> StreamStateHandle:
+        return FileStateHandle(h.path, h.size) if isinstance(h, RelativeFileStateHandle) else h
+
+    assert isinstance(handle, IncrementalRemoteKeyedStateHandle)
+    return dataclasses.replace(
+        handle,
+        meta_state_handle=fix(handle.meta_state_handle),
+        private_state=tuple(HandleAndLocalPath(fix(x.handle), x.local_path)
+                            for x in handle.private_state),
+    )
+
+
+@pytest.mark.parametrize("claim_mode", ["NO_CLAIM", "CLAIM"])
+def test_a_savepoint_naming_its_source_files_restores_and_deletes_none_of_them(
+    storage_base: str, tmp_path: Path, claim_mode: str
+) -> None:
+    """The state processor's keep="reference" writes such savepoints: they name the files
+    of the snapshot they were made from, where they are."""
+    a, chk4, at_four = _source_job(storage_base, tmp_path)
+    metadata, _ = load_checkpoint(a.storage, chk4)
+    ops = tuple(
+        dataclasses.replace(op, subtask_states={
+            i: dataclasses.replace(s, managed_keyed_state=tuple(map(_absolute,
+                                                                    s.managed_keyed_state)))
+            for i, s in op.subtask_states.items()
+        })
+        for op in metadata.operator_states
+    )
+    reference = f"{storage_base}/reference"
+    fs = get_filesystem(reference)
+    fs.mkdirs(reference)
+    fs.write_atomic(f"{reference}/_metadata", store_checkpoint_metadata(dataclasses.replace(
+        metadata, operator_states=ops, properties=CheckpointProperties.for_savepoint())))
+    a_files = _files(a.job_dir)
+    b = _job(storage_base, tmp_path, "b", retained=1)
+    b.restore(reference, claim_mode)
+    assert b.read_all(KEYS) == at_four
+    b.expected = dict(at_four)
+    for epoch in (6, 7):
+        b.run_epoch(_updates(epoch))
+        b.checkpoint()  # the first subsumes the restored savepoint
+    b.close()
+    assert b.snapshot_types == [FULL, INCREMENTAL]
+    assert _files(a.job_dir) == a_files
+    assert fs.exists(f"{reference}/_metadata")
+    get_filesystem(a.job_dir).delete(a.job_dir, recursive=True)
+    c = _job(storage_base, tmp_path, "c")
+    c.restore(b.store.get_latest_checkpoint().external_pointer)  # type: ignore[union-attr]
+    assert c.read_all(KEYS) == b.expected
+    c.close()

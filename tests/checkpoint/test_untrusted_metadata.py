@@ -190,6 +190,32 @@ def test_entropy_is_accepted_only_where_the_key_was() -> None:
         configure(previous)
 
 
+def test_a_savepoint_may_name_files_of_other_snapshots(tmp_path: Path) -> None:
+    """The state processor's keep="reference": a savepoint naming the files of the snapshot
+    it was made from, which must be a snapshot (a _metadata, or a job's shared/)."""
+    new = tmp_path / "new"
+    old = tmp_path / "old"
+    job = tmp_path / "ckpt" / "job"
+    for directory in (new, old, job / "chk-4", job / "shared", tmp_path / "plain"):
+        directory.mkdir(parents=True)
+    (old / "_metadata").write_bytes(b"x")
+    (job / "chk-4" / "_metadata").write_bytes(b"x")
+    (tmp_path / "plain" / "f").write_bytes(SECRET)
+    (old / "link").symlink_to(tmp_path / "plain" / "f")
+    savepoint = SnapshotPaths(str(new), str(new / "_metadata"), savepoint=True)
+    for ok in (old / "f", job / "chk-4" / "f", job / "shared" / "x.sst"):
+        assert savepoint.check_absolute(str(ok)) == str(ok)
+    for bad, reason in (
+        (tmp_path / "plain" / "f", "lies outside the snapshot's directories or another"),
+        (old / "link", "resolves through a symbolic link"),
+    ):
+        with pytest.raises(UnsafeStatePathError, match=reason):
+            savepoint.check_absolute(str(bad))
+    checkpoint = SnapshotPaths(str(job / "chk-5"))
+    with pytest.raises(UnsafeStatePathError, match="lies outside the snapshot's directories;"):
+        checkpoint.check_absolute(str(old / "f"))
+
+
 # ---- crafted _metadata files on real storage --------------------------------------------
 
 
@@ -278,6 +304,14 @@ def _relative_file(relative: str) -> Callable[[KeyedStateHandle], KeyedStateHand
     return alter
 
 
+def _savepoint_file(path: str) -> Callable[[KeyedStateHandle], KeyedStateHandle]:
+    def alter(handle: KeyedStateHandle) -> KeyedStateHandle:
+        assert isinstance(handle, KeyGroupsSavepointStateHandle)
+        return dataclasses.replace(handle, delegate=FileStateHandle(path, 10))
+
+    return alter
+
+
 def _craft(snapshots: Snapshots, pointer: str,
            alter: Callable[[KeyedStateHandle], KeyedStateHandle]) -> str:
     """Rewrite ``pointer``'s ``_metadata`` (real serializer) with one path altered."""
@@ -324,6 +358,9 @@ def _escape(snapshots: Snapshots, name: str) -> tuple[str, str, str]:
         link = _link(snapshots, f"{chk}/link-dir", snapshots.local_outside)
         bad = f"{link}/secret"
         return chk, _craft(snapshots, chk, _first_shared_file(path=bad)), bad
+    if name == "savepoint naming a file outside":
+        bad = f"{snapshots.outside}/secret"
+        return sp, _craft(snapshots, sp, _savepoint_file(bad)), bad
     relative_escapes = {
         "relative with ..": "../../outside/secret",
         "absolute where relative": (
@@ -346,6 +383,7 @@ ESCAPES = [
     "RocksDB file name with ..",
     "relative with ..",
     "absolute where relative",
+    "savepoint naming a file outside",
 ]
 LOCAL_ESCAPES = ["symbolic link to a file", "symbolic link to a directory",
                  "relative symbolic link"]
@@ -400,10 +438,12 @@ def _refused_and_untouched(
         assert listed[pointer].status == "corrupt"
         assert repr(bad) in (listed[pointer].error or "")
 
-    # nothing outside the snapshot was read, listed, written or deleted
+    # nothing outside the snapshot was read, listed, written or deleted (a savepoint may
+    # name another snapshot's files: whether a directory holds a _metadata is looked at)
     assert recorded_access, "the recorder saw nothing at all"
     for directory in (snapshots.outside, str(snapshots.local_outside)):
-        assert under(recorded_access, directory) == []
+        touched = under(recorded_access, directory)
+        assert [e for e in touched if e != ("stat", f"{directory}/_metadata")] == []
     touched = [p for _, p in recorded_access if "secret" in p or "link-" in p or "escaped" in p]
     assert touched == []
     assert get_filesystem(snapshots.secrets[0]).read_bytes(snapshots.secrets[0]) == SECRET
