@@ -167,4 +167,4 @@ def test_a_job_leaves_exactly_the_files_its_retained_checkpoints_reference(
     assert len(pointers) >= 30
     assert audit.checkpoint_ids == tuple(int(p.rsplit("-", 1)[1]) for p in pointers[-3:])
     assert audit.unreferenced == frozenset() and audit.missing == frozenset()
-    assert sum("/shared/" in f for f in audit.files) >= 4
+    assert sum("/shared/" in f for f in audit.files) >= 2  # a shared SST per subtask
