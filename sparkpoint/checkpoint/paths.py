@@ -238,6 +238,8 @@ class SnapshotPaths:
         from sparkpoint.fs import get_filesystem
 
         parent = path.rsplit("/", 1)[0]
+        if not _split(parent)[2].strip("/"):
+            return False  # never the root of a file system
         known = self._other_snapshots.get(parent)
         if known is None:
             fs = get_filesystem(path)

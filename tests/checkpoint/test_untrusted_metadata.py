@@ -211,6 +211,8 @@ def test_a_savepoint_may_name_files_of_other_snapshots(tmp_path: Path) -> None:
     ):
         with pytest.raises(UnsafeStatePathError, match=reason):
             savepoint.check_absolute(str(bad))
+    with pytest.raises(UnsafeStatePathError, match="or another snapshot's"):
+        SnapshotPaths("s3://b/sp/new", savepoint=True).check_absolute("s3://b/f")  # no I/O
     checkpoint = SnapshotPaths(str(job / "chk-5"))
     with pytest.raises(UnsafeStatePathError, match="lies outside the snapshot's directories;"):
         checkpoint.check_absolute(str(old / "f"))
