@@ -14,6 +14,7 @@ __all__ = [
     "SparkpointError",
     "StateLostError",
     "StorageError",
+    "UnsafeStatePathError",
 ]
 
 
@@ -33,6 +34,14 @@ class MetadataFormatError(SparkpointError, ValueError):
     """A ``_metadata`` file is corrupt, truncated or of an unknown version.
 
     The message always names the file (when known), what is wrong and the byte offset.
+    """
+
+
+class UnsafeStatePathError(MetadataFormatError):
+    """A ``_metadata`` names a state file outside the directories of its snapshot.
+
+    The message names the ``_metadata`` file, the offending path, why it is refused and the
+    directories the snapshot's files may lie in.
     """
 
 

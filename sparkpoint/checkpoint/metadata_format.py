@@ -35,6 +35,7 @@ from sparkpoint.checkpoint.metadata_v1 import (
     MetadataV1Serializer,
     metadata_format_error,
 )
+from sparkpoint.checkpoint.paths import SnapshotPaths
 from sparkpoint.checkpoint.storage import (
     CheckpointStorageLocation,
     CompletedCheckpointStorageLocation,
@@ -115,7 +116,11 @@ def store_checkpoint_metadata(
 def load_checkpoint_metadata(
     data: bytes, exclusive_dir: str | None, source: str | None = None
 ) -> CheckpointMetadata:
-    """Parse a ``_metadata`` file; ``exclusive_dir`` resolves relative (savepoint) paths."""
+    """Parse a ``_metadata`` file loaded from the snapshot directory ``exclusive_dir``.
+
+    Relative (savepoint) paths resolve against ``exclusive_dir``; every file path must lie
+    in the snapshot's directories (``paths.SnapshotPaths``), else ``UnsafeStatePathError``.
+    """
     size = len(data)
     if size < len(MAGIC):
         if MAGIC.startswith(bytes(data)):
@@ -181,7 +186,7 @@ def load_checkpoint_metadata(
             HEADER_SIZE + length,
             source,
         )
-    return serializer.deserialize(payload, exclusive_dir, source, HEADER_SIZE)
+    return serializer.deserialize(payload, SnapshotPaths(exclusive_dir, source), HEADER_SIZE)
 
 
 class _Resolver(Protocol):

@@ -33,6 +33,7 @@ from sparkpoint.checkpoint.metadata import (
     OperatorState,
     OperatorSubtaskState,
 )
+from sparkpoint.checkpoint.paths import SnapshotPaths
 from sparkpoint.checkpoint.properties import CheckpointProperties, CheckpointType
 from sparkpoint.errors import MetadataFormatError
 
@@ -169,9 +170,10 @@ class MetadataSerializer(abc.ABC):
 
     @abc.abstractmethod
     def deserialize(
-        self, payload: bytes, exclusive_dir: str | None, source: str | None, base_offset: int
+        self, payload: bytes, paths: SnapshotPaths, base_offset: int
     ) -> CheckpointMetadata:
-        """The metadata a payload holds; relative paths resolve against ``exclusive_dir``."""
+        """The metadata a payload holds; every file path is resolved and checked by
+        ``paths`` (``paths.source`` names the file in errors)."""
 
 
 class MetadataV1Serializer(MetadataSerializer):
@@ -296,11 +298,12 @@ class MetadataV1Serializer(MetadataSerializer):
     # ---- read ------------------------------------------------------------------------
 
     def deserialize(
-        self, payload: bytes, exclusive_dir: str | None, source: str | None, base_offset: int
+        self, payload: bytes, paths: SnapshotPaths, base_offset: int
     ) -> CheckpointMetadata:
-        r = _Reader(payload, base_offset, source)
+        r = _Reader(payload, base_offset, paths.source)
         checkpoint_id = r.i64("checkpoint id")
         properties = self._read_properties(r)
+        paths.savepoint = properties is not None and properties.is_savepoint
         masters = []
         for _ in range(r.count("number of master states")):
             name = r.text("master state name")
@@ -312,7 +315,7 @@ class MetadataV1Serializer(MetadataSerializer):
             operator_id = r.text("operator id")
             parallelism = r.i32("parallelism")
             max_parallelism = r.i32("max parallelism")
-            coordinator = self._read_stream_handle(r, exclusive_dir)
+            coordinator = self._read_stream_handle(r, paths)
             if coordinator is not None and not isinstance(coordinator, ByteStreamStateHandle):
                 raise r.fail("coordinator state must be inline (a byte-stream handle)", at)
             subtasks: dict[int, OperatorSubtaskState] = {}
@@ -321,14 +324,14 @@ class MetadataV1Serializer(MetadataSerializer):
                 finished = r.u8("finished flag") == 1
                 keyed = [
                     tuple(
-                        self._read_keyed_handle(r, exclusive_dir)
+                        self._read_keyed_handle(r, paths)
                         for _ in range(r.count("number of keyed handles"))
                     )
                     for _ in range(2)
                 ]
                 ops = [
                     tuple(
-                        self._read_operator_handle(r, exclusive_dir)
+                        self._read_operator_handle(r, paths)
                         for _ in range(r.count("number of operator handles"))
                     )
                     for _ in range(2)
@@ -371,9 +374,7 @@ class MetadataV1Serializer(MetadataSerializer):
             flags[0], checkpoint_type, flags[1], flags[2], flags[3], flags[4], flags[5], flags[6]
         )
 
-    def _read_stream_handle(
-        self, r: _Reader, exclusive_dir: str | None
-    ) -> StreamStateHandle | None:
+    def _read_stream_handle(self, r: _Reader, paths: SnapshotPaths) -> StreamStateHandle | None:
         at = r.offset
         tag = r.u8("stream handle type")
         if tag == HandleType.NULL:
@@ -383,11 +384,11 @@ class MetadataV1Serializer(MetadataSerializer):
             return ByteStreamStateHandle(name, r.raw("byte-stream handle data"))
         if tag == HandleType.FILE_STREAM:
             size = r.i64("file size")
-            return FileStateHandle(r.text("file path"), size)
+            return FileStateHandle(paths.check_absolute(r.text("file path")), size)
         if tag == HandleType.RELATIVE_STREAM:
             relative = r.text("relative file path")
             size = r.i64("file size")
-            if exclusive_dir is None:
+            if paths.exclusive_dir is None:
                 raise metadata_format_error(
                     "missing context",
                     "Cannot deserialize a RelativeFileStateHandle without a context "
@@ -395,14 +396,13 @@ class MetadataV1Serializer(MetadataSerializer):
                     at,
                     r.source,
                 )
-            path = f"{exclusive_dir.rstrip('/')}/{relative}"
-            return RelativeFileStateHandle(path, size, relative)
+            return RelativeFileStateHandle(paths.resolve_relative(relative), size, relative)
         if tag == HandleType.PLACEHOLDER:
             key = r.text("placeholder key")
             return PlaceholderStreamStateHandle(key, r.i64("placeholder size"))
         raise r.fail(f"unknown stream state handle type {tag}", at)
 
-    def _read_keyed_handle(self, r: _Reader, exclusive_dir: str | None) -> KeyedStateHandle | None:
+    def _read_keyed_handle(self, r: _Reader, paths: SnapshotPaths) -> KeyedStateHandle | None:
         at = r.offset
         tag = r.u8("keyed handle type")
         if tag == HandleType.NULL:
@@ -410,7 +410,7 @@ class MetadataV1Serializer(MetadataSerializer):
         if tag in (HandleType.KEY_GROUPS, HandleType.SAVEPOINT_KEY_GROUPS):
             kgr = self._read_range(r)
             offsets = tuple(r.i64("key-group offset") for _ in range(len(kgr)))
-            delegate = self._read_stream_handle(r, exclusive_dir)
+            delegate = self._read_stream_handle(r, paths)
             if delegate is None:
                 raise r.fail("key-groups handle without a delegate stream", at)
             kgo = KeyGroupRangeOffsets(kgr, offsets)
@@ -422,15 +422,15 @@ class MetadataV1Serializer(MetadataSerializer):
             backend_id = r.text("backend identifier")
             kgr = self._read_range(r, with_offsets=False)
             checkpointed_size = r.i64("checkpointed size")
-            meta = self._read_stream_handle(r, exclusive_dir)
+            meta = self._read_stream_handle(r, paths)
             if meta is None:
                 raise r.fail("incremental handle without a meta-state handle", at)
             files: list[tuple[HandleAndLocalPath, ...]] = []
             for _ in range(2):
                 entries = []
                 for _ in range(r.count("number of files")):
-                    local = r.text("local path")
-                    handle = self._read_stream_handle(r, exclusive_dir)
+                    local = paths.check_local_name(r.text("local path"))
+                    handle = self._read_stream_handle(r, paths)
                     if handle is None:
                         raise r.fail(f"file {local!r} has no handle", at)
                     entries.append(HandleAndLocalPath(handle, local))
@@ -458,7 +458,7 @@ class MetadataV1Serializer(MetadataSerializer):
             raise r.fail(f"{number} key-group offsets exceed the bytes left", at)
         return KeyGroupRange.of(start, start + number - 1)
 
-    def _read_operator_handle(self, r: _Reader, exclusive_dir: str | None) -> OperatorStateHandle:
+    def _read_operator_handle(self, r: _Reader, paths: SnapshotPaths) -> OperatorStateHandle:
         at = r.offset
         tag = r.u8("operator handle type")
         if tag != HandleType.PARTITIONABLE_OPERATOR:
@@ -474,7 +474,7 @@ class MetadataV1Serializer(MetadataSerializer):
                 raise r.fail(f"unknown distribution mode {mode}", mode_at) from None
             n = r.count("number of offsets")
             infos[name] = StateMetaInfo(tuple(r.i64("partition offset") for _ in range(n)), dist)
-        delegate = self._read_stream_handle(r, exclusive_dir)
+        delegate = self._read_stream_handle(r, paths)
         if delegate is None:
             raise r.fail("operator state handle without a delegate stream", at)
         return OperatorStateHandle(infos, delegate)

@@ -10,7 +10,10 @@ Semantics of Flink's ``StandaloneCompletedCheckpointStore`` and ``CheckpointSubs
   discarded through the ``SharedStateRegistry``;
 - on a globally terminal job status (FINISHED, CANCELED, FAILED) each checkpoint is
   discarded or kept according to its properties; SUSPENDED keeps everything, since the job
-  may resume from it.
+  may resume from it;
+- after a restored snapshot is added, checkpoints must be full (share no file with it)
+  until one completes: Flink's rule for NO_CLAIM, applied in every claim mode here, so
+  every checkpoint's files lie in its own job directory (``paths.SnapshotPaths``).
 """
 
 from __future__ import annotations
@@ -159,6 +162,7 @@ class CompletedCheckpointStore:
             shared_state_registry if shared_state_registry is not None else SharedStateRegistry()
         )
         self._lock = threading.RLock()
+        self._force_full = False
 
     @property
     def max_retained(self) -> int:
@@ -194,6 +198,8 @@ class CompletedCheckpointStore:
             )
             checkpoint.operator_states = resolved
             self._checkpoints.append(checkpoint)
+            if not checkpoint.properties.is_savepoint:
+                self._force_full = False
             subsumed = self._subsume()
             lowest = self._lowest_non_savepoint_id()
             if lowest is not None:
@@ -218,10 +224,15 @@ class CompletedCheckpointStore:
         """Add a checkpoint/savepoint the job restores from.
 
         NO_CLAIM (default) and LEGACY: the job never deletes its files (shared files it
-        created stay even once unused). CLAIM: the job owns it and deletes it when subsumed.
+        created stay even once unused). CLAIM: the job owns it and deletes it when subsumed,
+        unless it is a savepoint (never deleted by a job; it may name files of the snapshot
+        it was made from). In every mode the next checkpoints are full until one completes
+        (``forces_full_snapshot``).
         """
         mode = RecoveryClaimMode.of(claim_mode)
-        if mode == RecoveryClaimMode.NO_CLAIM:
+        if checkpoint.properties.is_savepoint:
+            mode = RecoveryClaimMode.NO_CLAIM
+        if mode != RecoveryClaimMode.CLAIM:
             checkpoint = dataclasses.replace(
                 checkpoint, properties=CheckpointProperties.for_unclaimed_snapshot()
             )
@@ -229,7 +240,18 @@ class CompletedCheckpointStore:
             checkpoint.operator_states = self._registry.register_all_after_restore(
                 checkpoint, mode
             )
-        return self.add_checkpoint_and_subsume_oldest(checkpoint, cleaner)
+        subsumed = self.add_checkpoint_and_subsume_oldest(checkpoint, cleaner)
+        with self._lock:
+            self._force_full = True
+        return subsumed
+
+    @property
+    def forces_full_snapshot(self) -> bool:
+        """Whether a checkpoint triggered now must be full (``SnapshotType.FULL_CHECKPOINT``):
+        a snapshot was restored and no checkpoint has completed since. A full checkpoint
+        references no file of the restored snapshot, which the user may then delete."""
+        with self._lock:
+            return self._force_full
 
     def _subsume(self) -> list[CompletedCheckpoint]:
         """Flink's CheckpointSubsumeHelper.subsume over the deque (lock held)."""

@@ -89,6 +89,15 @@ class StateRecoveryOptions(OptionGroup):
         "Checkpoint or savepoint (its directory or `_metadata` file) to start the job from.",
         ("execution.savepoint.path",),
     )
+    CLAIM_MODE = ConfigOption(
+        "execution.state-recovery.claim-mode", enum_type("CLAIM", "NO_CLAIM", "LEGACY"),
+        "NO_CLAIM",
+        "Who owns the snapshot the job starts from. NO_CLAIM: the job never deletes it. "
+        "CLAIM: the job owns it and deletes it once subsumed. LEGACY (deprecated): as "
+        "NO_CLAIM. In every mode the first checkpoint after the restore is a full one, so it "
+        "uses no file of the snapshot.",
+        ("execution.savepoint-restore-mode",),
+    )
     SAVEPOINT_IGNORE_UNCLAIMED_STATE = ConfigOption(
         "execution.state-recovery.ignore-unclaimed-state", BOOLEAN, False,
         "Allow restoring when the snapshot holds state of operators the program lacks.",

@@ -30,7 +30,7 @@ from sparkpoint.checkpoint.metadata import (
 from sparkpoint.checkpoint.metadata_format import load_checkpoint
 from sparkpoint.checkpoint.store import CompletedCheckpoint, CompletedCheckpointStore
 from sparkpoint.clock import SYSTEM_CLOCK, Clock
-from sparkpoint.config import CheckpointingOptions, SparkpointOptions
+from sparkpoint.config import CheckpointingOptions, SparkpointOptions, StateRecoveryOptions
 from sparkpoint.connectors.source import SplitEnumerator, SplitRange
 from sparkpoint.errors import (
     CheckpointException,
@@ -92,6 +92,7 @@ class JobSettings:
     num_retained: int = CheckpointingOptions.MAX_RETAINED_CHECKPOINTS.default
     batch_mode: bool = False
     restore_path: str | None = None
+    claim_mode: str = StateRecoveryOptions.CLAIM_MODE.default
     allow_non_restored_state: bool = False
     max_records_per_split: int = SparkpointOptions.MAX_RECORDS_PER_SPLIT.default
     idle_sleep_s: float = 0.2
@@ -280,6 +281,8 @@ class JobMaster:
                 pending.location.get_location_reference(),
                 SnapshotType.SAVEPOINT
                 if pending.properties.is_savepoint
+                else SnapshotType.FULL_CHECKPOINT
+                if self.store.forces_full_snapshot
                 else SnapshotType.CHECKPOINT,
             )
         spec = EpochSpec(
@@ -440,7 +443,7 @@ class JobMaster:
         metadata, location = load_checkpoint(self.s.checkpoint_storage, self.s.restore_path)
         check_unmatched_state(self.plan, metadata, self.s.allow_non_restored_state)
         restored = CompletedCheckpoint.from_metadata(self.job_id, metadata, location)
-        self.store.add_restored_checkpoint(restored)
+        self.store.add_restored_checkpoint(restored, self.s.claim_mode)
         self.coordinator.next_checkpoint_id = metadata.checkpoint_id + 1
         self._restore_from(metadata)
         _LOG.info("Job %s restored from %s", self.job_id, location.external_pointer)

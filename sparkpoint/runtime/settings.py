@@ -108,6 +108,7 @@ def build_job_settings(job_name: str, request: JobRequest) -> JobSettings:
         num_retained=_CKPT.MAX_RETAINED_CHECKPOINTS.read(config),
         batch_mode=ExecutionOptions.RUNTIME_MODE.read(config) == "BATCH",
         restore_path=StateRecoveryOptions.SAVEPOINT_PATH.read(config),
+        claim_mode=StateRecoveryOptions.CLAIM_MODE.read(config),
         allow_non_restored_state=StateRecoveryOptions.SAVEPOINT_IGNORE_UNCLAIMED_STATE.read(config),
         max_records_per_split=SparkpointOptions.MAX_RECORDS_PER_SPLIT.read(config),
         job_parameters=dict(request.job_parameters),

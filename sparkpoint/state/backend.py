@@ -34,9 +34,11 @@ __all__ = [
 
 
 class SnapshotType:
-    """What a snapshot is for: a checkpoint (may be incremental) or a canonical savepoint."""
+    """What a snapshot is for: a checkpoint (may be incremental), a full checkpoint (shares
+    no file with earlier snapshots: the first one after a restore) or a canonical savepoint."""
 
     CHECKPOINT = "checkpoint"
+    FULL_CHECKPOINT = "full-checkpoint"
     SAVEPOINT = "savepoint"
 
 

@@ -203,6 +203,8 @@ class AbstractKeyedStateBackend(KeyedStateBackend):
         stream_factory: CheckpointStreamFactory,
         snapshot_type: str = SnapshotType.CHECKPOINT,
     ) -> Callable[[], KeyedStateHandle | None]:
+        if snapshot_type == SnapshotType.FULL_CHECKPOINT:
+            snapshot_type = SnapshotType.CHECKPOINT  # a full snapshot shares no file anyway
         return self.full_snapshot(checkpoint_id, stream_factory, snapshot_type)
 
     def full_snapshot(

@@ -43,7 +43,7 @@ from sparkpoint.checkpoint.metadata_format import (
     store_checkpoint_metadata,
 )
 from sparkpoint.checkpoint.properties import CheckpointProperties, CheckpointType
-from sparkpoint.errors import MetadataFormatError
+from sparkpoint.errors import MetadataFormatError, UnsafeStatePathError
 
 SOURCE = "/data/chk/job/chk-7/_metadata"
 
@@ -136,10 +136,18 @@ def test_each_handle_field_survives() -> None:
     assert _stream_bytes(raw_op.delegate) == ("bytes", "raw-op", b"")
 
 
+def _relative_only() -> CheckpointMetadata:
+    """A savepoint whose one file is recorded relative to its directory (relocatable)."""
+    savepoint = every_handle_subtask().raw_keyed_state[0]
+    return CheckpointMetadata(
+        3, (OperatorState("op", 1, 128, {0: OperatorSubtaskState((), (savepoint,))}),)
+    )
+
+
 def test_relative_handle_resolves_against_loading_directory() -> None:
-    data = store_checkpoint_metadata(sample_metadata())
+    data = store_checkpoint_metadata(_relative_only())
     moved = load_checkpoint_metadata(data, "s3://bucket/moved/savepoint-abc123-0123456789ab/")
-    sp = moved.operator_states[0].subtask_states[1].raw_keyed_state[0]
+    sp = moved.operator_states[0].subtask_states[0].raw_keyed_state[0]
     assert isinstance(sp, KeyGroupsStateHandle)
     delegate = sp.delegate
     assert isinstance(delegate, RelativeFileStateHandle)
@@ -148,11 +156,20 @@ def test_relative_handle_resolves_against_loading_directory() -> None:
 
 
 def test_relative_handle_without_context_is_an_error() -> None:
-    data = store_checkpoint_metadata(sample_metadata())
+    data = store_checkpoint_metadata(_relative_only())
     with pytest.raises(MetadataFormatError) as info:
         load_checkpoint_metadata(data, None, SOURCE)
     assert "Cannot deserialize a RelativeFileStateHandle without a context" in str(info.value)
     assert SOURCE in str(info.value)
+
+
+def test_absolute_handle_without_context_cannot_be_checked() -> None:
+    data = store_checkpoint_metadata(sample_metadata())
+    with pytest.raises(UnsafeStatePathError) as info:
+        load_checkpoint_metadata(data, None, SOURCE)
+    assert "'/data/chk/job/shared/a.sst'" in str(info.value)
+    assert SOURCE in str(info.value)
+    assert "no snapshot directory was given" in str(info.value)
 
 
 def test_metadata_without_relative_handles_loads_without_context() -> None:
@@ -338,7 +355,7 @@ def test_unknown_handle_tag_with_valid_checksum() -> None:
 
 
 def test_non_inline_coordinator_state_is_rejected_on_read() -> None:
-    op = OperatorState("op", 1, 1, {}, FileStateHandle("/x", 1))  # type: ignore[arg-type]
+    op = OperatorState("op", 1, 1, {}, FileStateHandle(f"{EXCLUSIVE_DIR}/x", 1))  # type: ignore[arg-type]
     err = _error(store_checkpoint_metadata(CheckpointMetadata(1, (op,))))
     assert "coordinator state must be inline" in str(err)
 
@@ -347,6 +364,12 @@ def test_non_inline_coordinator_state_is_rejected_on_read() -> None:
 
 _names = st.text(min_size=0, max_size=12)
 _paths = st.text(alphabet="abcdef/_-.0123456789", min_size=1, max_size=20)
+_segment = st.text(alphabet="abcdef_-.0123456789", min_size=1, max_size=8).filter(
+    lambda s: s not in (".", "..")
+)
+_relative = st.lists(_segment, min_size=1, max_size=3).map("/".join)
+_snapshot_dir = st.sampled_from([EXCLUSIVE_DIR, "/data/chk/job/shared", "/data/chk/job/taskowned"])
+_local_names = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,10}", fullmatch=True)
 
 
 @st.composite
@@ -357,10 +380,10 @@ def _stream_handles(draw: st.DrawFn, relative_ok: bool = True) -> StreamStateHan
         return ByteStreamStateHandle(draw(_names), draw(st.binary(max_size=64)))
     size = draw(st.integers(0, 2**62))
     if kind == "file":
-        return FileStateHandle("/" + draw(_paths), size)
+        return FileStateHandle(f"{draw(_snapshot_dir)}/{draw(_relative)}", size)
     if kind == "placeholder":
         return PlaceholderStreamStateHandle("/" + draw(_paths), size)
-    rel = draw(_paths)
+    rel = draw(_relative)
     return RelativeFileStateHandle(f"{EXCLUSIVE_DIR}/{rel}", size, rel)
 
 
@@ -372,7 +395,7 @@ def _keyed_handles(draw: st.DrawFn) -> object:
     kind = draw(st.sampled_from(["kg", "savepoint", "incremental"]))
     if kind == "incremental":
         files = st.lists(
-            st.builds(HandleAndLocalPath, _stream_handles(), _names), max_size=3
+            st.builds(HandleAndLocalPath, _stream_handles(), _local_names), max_size=3
         ).map(tuple)
         return IncrementalRemoteKeyedStateHandle(
             draw(_names), kgr, draw(st.integers(0, 2**40)), draw(files), draw(files),

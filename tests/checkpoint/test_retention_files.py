@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from sparkpoint.checkpoint.audit import state_files
 from sparkpoint.checkpoint.cleaner import CheckpointsCleaner
 from sparkpoint.checkpoint.handles import (
     ByteStreamStateHandle,
@@ -179,20 +180,7 @@ def _referenced_files(cp: CompletedCheckpoint) -> Iterator[str]:
     for op in cp.operator_states:
         for sub in op.subtask_states.values():
             for h in sub.all_handles():
-                yield from _stream_files(h)
-
-
-def _stream_files(h: object) -> Iterator[str]:
-    if isinstance(h, FileStateHandle):
-        yield h.path
-    elif isinstance(h, PlaceholderStreamStateHandle):
-        raise AssertionError("placeholders must be resolved in completed checkpoints")
-    elif isinstance(h, KeyGroupsStateHandle):
-        yield from _stream_files(h.delegate)
-    elif isinstance(h, IncrementalRemoteKeyedStateHandle):
-        yield from _stream_files(h.meta_state_handle)
-        for f in (*h.shared_state, *h.private_state):
-            yield from _stream_files(f.handle)
+                yield from state_files(h)
 
 
 def _expected(job: Job) -> set[str]:

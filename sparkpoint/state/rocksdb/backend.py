@@ -267,19 +267,22 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
     ) -> Callable[[], KeyedStateHandle | None]:
         self._require_committed()
         self._maybe_cleanup_expired_state()
-        if not self.incremental or snapshot_type != SnapshotType.CHECKPOINT:
-            return self.full_snapshot(checkpoint_id, stream_factory, snapshot_type)
+        if not self.incremental or snapshot_type == SnapshotType.SAVEPOINT:
+            return super().snapshot(checkpoint_id, stream_factory, snapshot_type)
         if not self._tables:
             return lambda: None
         directory = self._local_checkpoint(checkpoint_id)
         meta = IncrementalMeta(self.max_parallelism, self.key_group_range, dict(self._state_ids))
         ledger = self._ledger
         threads = self.transfer_threads
+        # A full checkpoint (the first after a restore) uploads every file again, so it
+        # never depends on the restored snapshot's files (Flink's NO_CLAIM rule).
+        reuse = snapshot_type == SnapshotType.CHECKPOINT
 
         def upload() -> KeyedStateHandle | None:
             try:
                 return upload_incremental(
-                    directory, checkpoint_id, stream_factory, ledger, meta, threads
+                    directory, checkpoint_id, stream_factory, ledger, meta, threads, reuse
                 )
             finally:
                 shutil.rmtree(directory, ignore_errors=True)

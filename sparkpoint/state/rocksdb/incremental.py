@@ -113,9 +113,11 @@ def upload_incremental(
     ledger: SstUploadLedger,
     meta: IncrementalMeta,
     transfer_threads: int,
+    reuse: bool = True,
 ) -> IncrementalRemoteKeyedStateHandle:
-    """Upload a local RocksDB checkpoint directory; only SSTs not confirmed before."""
-    confirmed = ledger.confirmed()
+    """Upload a local RocksDB checkpoint directory: only SSTs not confirmed before, or, with
+    ``reuse=False`` (a full checkpoint), every file."""
+    confirmed = ledger.confirmed() if reuse else {}
     names = sorted(n for n in os.listdir(checkpoint_dir) if not n.startswith(_SKIPPED_FILES))
     shared: dict[str, StreamStateHandle] = {}
     to_upload: list[tuple[str, CheckpointedStateScope]] = []
@@ -153,7 +155,9 @@ def upload_incremental(
         raise
     assert meta_handle is not None
     # The ledger keeps real handles (placeholders stand for the confirmed ones).
-    ledger.record(checkpoint_id, {**{n: confirmed[n] for n in shared}, **new_shared})
+    ledger.record(
+        checkpoint_id, {**{n: confirmed[n] for n in shared}, **new_shared}, full=not reuse
+    )
     shared.update(new_shared)
     checkpointed = meta_handle.state_size + sum(h.state_size for h in new_shared.values())
     checkpointed += sum(h.state_size for h in private.values())

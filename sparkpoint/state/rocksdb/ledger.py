@@ -100,11 +100,17 @@ class SstUploadLedger:
                 return {}
             return dict(self.uploaded.get(self.last_completed_checkpoint_id, {}))
 
-    def record(self, checkpoint_id: int, files: dict[str, StreamStateHandle]) -> None:
-        """Remember the SSTs checkpoint ``checkpoint_id`` references."""
+    def record(
+        self, checkpoint_id: int, files: dict[str, StreamStateHandle], full: bool = False
+    ) -> None:
+        """Remember the SSTs checkpoint ``checkpoint_id`` references. After a ``full``
+        checkpoint nothing older is referenced again, even before it is confirmed."""
         with _locked(self.path):
             if not self._reload():
                 return
+            if full:
+                self.uploaded = {k: v for k, v in self.uploaded.items() if k > checkpoint_id}
+                self.last_completed_checkpoint_id = -1
             self.uploaded[checkpoint_id] = files
             self.save()
 
