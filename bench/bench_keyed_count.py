@@ -59,6 +59,7 @@ def run_sparkpoint(
     spark: Any, n: int, keys: int, backend: str, checkpoint: bool, work: str, records_per_split: int
 ) -> dict[str, Any]:
     from sparkpoint.common import Configuration
+    from sparkpoint.connectors.sink import CollectSink
     from sparkpoint.datastream import (
         EmbeddedRocksDBStateBackend,
         FileSystemCheckpointStorage,
@@ -82,19 +83,21 @@ def run_sparkpoint(
             FileSystemCheckpointStorage(os.path.join(work, "ckpt"))
         )
     k = keys
-    ds = (
+    sink = CollectSink()
+    (
         env.from_source(NumberSequenceSource(0, n - 1), None, "numbers")
         .map(lambda x: (x % k, 1))
         .key_by(lambda t: t[0])
         .process(CountPerKey())
+        .sink_to(sink)
     )
     t0 = time.perf_counter()
-    out = list(ds.execute_and_collect("bench"))
+    result = env.execute("bench")
     seconds = time.perf_counter() - t0
-    master = env._last_master
+    out = sink.collected
     ok = len(out) == keys and sum(c for _, c in out) == n
-    stats = [s for s in master.coordinator.stats if s.status == "COMPLETED"]
-    epochs = master.epoch_seconds
+    stats = [s for s in result.checkpoints if s.status == "COMPLETED"]
+    epochs = [e.seconds for e in result.epoch_reports]
     return {
         "seconds": round(seconds, 3),
         "events_per_s": round(n / seconds),

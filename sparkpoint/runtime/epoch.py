@@ -8,12 +8,18 @@ collected to the driver, which is all the driver ever receives.
 
 from __future__ import annotations
 
+import pickle
+import tempfile
+from collections.abc import Iterator
 from functools import reduce
 from typing import Any
 
-from sparkpoint.runtime.graph import Plan
-from sparkpoint.runtime.records import ROW_SCHEMA_DDL
-from sparkpoint.runtime.task import EpochSpec, run_stage_task
+import pyarrow as pa
+
+from sparkpoint.runtime.graph import Plan, Stage
+from sparkpoint.runtime.protocol import EpochSpec, TaskReport
+from sparkpoint.runtime.records import KIND_REPORT, ROW_SCHEMA_DDL, iter_rows, rows_to_arrow
+from sparkpoint.runtime.task import StageTask
 
 __all__ = ["final_stage_ids", "routing", "run_epoch"]
 
@@ -35,6 +41,39 @@ def routing(plan: Plan) -> tuple[dict[int, int], dict[int, Any]]:
             else:
                 next_p[up.id] = 1
     return next_p, router
+
+
+def run_stage_task(
+    spec: EpochSpec,
+    stage: Stage,
+    batches: Iterator[pa.RecordBatch],
+    offset: int = 0,
+    num_partitions: int = 0,
+) -> Iterator[pa.RecordBatch]:
+    """Entry point inside ``mapInArrow``: find our partition and attempt, then run."""
+    import os
+
+    from pyspark import TaskContext
+
+    from sparkpoint.runtime.executor import current_executor
+
+    if spec.job.fs_options:
+        from sparkpoint.fs.registry import configure, get_options
+
+        if dict(get_options()) != dict(spec.job.fs_options):
+            configure(dict(spec.job.fs_options))
+    tc = TaskContext.get()
+    partition = tc.partitionId() - offset if tc is not None else 0
+    attempt = tc.attemptNumber() if tc is not None else 0
+    root = spec.job.local_state_dir or os.path.join(tempfile.gettempdir(), "sparkpoint-state")
+    task = StageTask(spec, stage, partition, attempt, current_executor(), root, num_partitions)
+    if stage.source is not None:
+        for _ in batches:  # the split index row: drain it so Spark can reuse the worker
+            pass
+        batches = iter(())
+    out = task.run(iter_rows(batches))
+    for i in range(0, len(out), 256):
+        yield rows_to_arrow(out[i : i + 256])
 
 
 def _stage_fn(spec: EpochSpec, stage: Any, offset: int, count: int) -> Any:
@@ -61,7 +100,7 @@ def partition_offsets(plan: Plan, spec: EpochSpec) -> tuple[dict[int, int], dict
             counts[st.id] = sum(counts[i.id] for i in st.inputs)
     offsets: dict[int, int] = {}
     pos = 0
-    for sid in sorted(spec.final_stage_ids):
+    for sid in sorted(spec.job.final_stage_ids):
         offsets[sid] = pos
         pos += counts[sid]
     for st in reversed(plan.stages):  # consumers before their inputs
@@ -75,8 +114,8 @@ def partition_offsets(plan: Plan, spec: EpochSpec) -> tuple[dict[int, int], dict
     return offsets, counts
 
 
-def run_epoch(spark: Any, plan: Plan, spec: EpochSpec) -> list[tuple[int, int, bytes]]:
-    """Run the epoch; returns the collected ``(sub, kind, payload)`` rows."""
+def run_epoch(spark: Any, plan: Plan, spec: EpochSpec) -> list[TaskReport]:
+    """Run the epoch; returns the report of every task."""
     dfs: dict[int, Any] = {}
     offsets, counts = partition_offsets(plan, spec)
     for st in plan.stages:
@@ -91,6 +130,6 @@ def run_epoch(spark: Any, plan: Plan, spec: EpochSpec) -> list[tuple[int, int, b
             up = reduce(lambda a, b: a.union(b), [dfs[i.id] for i in st.inputs])
             df = up.mapInArrow(fn, ROW_SCHEMA_DDL)
         dfs[st.id] = df
-    finals = [dfs[i] for i in sorted(spec.final_stage_ids)]
+    finals = [dfs[i] for i in sorted(spec.job.final_stage_ids)]
     out = reduce(lambda a, b: a.union(b), finals)
-    return [(r[0], r[1], bytes(r[2])) for r in out.collect()]
+    return [pickle.loads(bytes(r[2])) for r in out.collect() if r[1] == KIND_REPORT]

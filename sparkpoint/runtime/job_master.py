@@ -18,12 +18,11 @@ import time
 import uuid
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from sparkpoint.checkpoint.cleaner import CheckpointsCleaner
 from sparkpoint.checkpoint.metadata import (
     CheckpointMetadata,
-    MasterState,
     OperatorState,
     OperatorSubtaskState,
 )
@@ -37,6 +36,7 @@ from sparkpoint.errors import (
     CheckpointFailureReason,
     JobExecutionError,
     SparkpointError,
+    StateLostError,
 )
 from sparkpoint.fs.registry import get_options as get_fs_options
 from sparkpoint.runtime.coordinator import (
@@ -46,22 +46,36 @@ from sparkpoint.runtime.coordinator import (
 )
 from sparkpoint.runtime.epoch import final_stage_ids, routing, run_epoch
 from sparkpoint.runtime.graph import Plan
-from sparkpoint.runtime.records import (
-    KIND_ACK,
-    KIND_COLLECT,
-    KIND_COMMITTABLE,
-    KIND_META,
-    KIND_STATS,
+from sparkpoint.runtime.master_state import JobMasterState
+from sparkpoint.runtime.protocol import (
+    CheckpointRequest,
+    EpochSpec,
+    JobSpec,
+    RestoreReason,
+    SnapshotAck,
+    SubtaskRestore,
+    TaskFaultHooks,
+    TaskReport,
 )
+from sparkpoint.runtime.reports import EpochReport, EpochStart, FailoverEvent
 from sparkpoint.runtime.restart import create_restart_backoff_strategy
+from sparkpoint.runtime.sink_commits import SinkCommits
 from sparkpoint.runtime.state_assignment import assign_keyed_state, check_unmatched_state
-from sparkpoint.runtime.task import CheckpointRequest, EpochSpec
 from sparkpoint.state.backend import SnapshotType
 
-__all__ = ["JobMaster", "JobSettings", "JobStatus"]
+__all__ = ["JobFaultHooks", "JobMaster", "JobSettings", "JobStatus"]
 
 _LOG = logging.getLogger("sparkpoint.job")
-_MASTER = "sparkpoint.job"
+
+
+class JobFaultHooks(Protocol):
+    """Fault injection for a job (implemented by ``sparkpoint.testing.Faults``)."""
+
+    def before_epoch(self, event: EpochStart) -> None:
+        """Called on the driver before every run of an epoch."""
+
+    def task_hooks(self) -> TaskFaultHooks | None:
+        """The picklable part that runs inside tasks (None: nothing to do there)."""
 
 
 class JobStatus:
@@ -103,10 +117,7 @@ class JobSettings:
     )
     job_parameters: dict[str, str] = field(default_factory=dict)
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    # Failure-injection hooks (tests): on the driver before each epoch, with (master, epoch);
-    # in tasks after each local state commit, with (operator id, subtask, epoch).
-    before_epoch: Any = None
-    after_local_commit: Any = None
+    faults: JobFaultHooks | None = None  # fault injection (sparkpoint.testing)
 
 
 @dataclass
@@ -136,16 +147,20 @@ class JobMaster:
         self.requests: queue.Queue[_Request] = queue.Queue()
         self.epoch = 0
         self.incarnation = 0
+        self.run_id = 0  # Spark jobs run so far (every run of every epoch)
+        self.accepted_run: int | None = None  # the run whose results the last epoch used
         self.epochs_run = 0
         self.restarts = 0
         self.epoch_seconds: list[float] = []
+        self.epoch_reports: list[EpochReport] = []
+        self.failovers: list[FailoverEvent] = []
+        self._last_failover: FailoverEvent | None = None
         self.records_in = 0
         self.watermarks: dict[str, int] = {}
         self.generators: dict[str, int] = {}
-        self.pending_commits: list[tuple[int, str, list[Any]]] = []
-        self.restore_spec: dict[str, dict[int, list[Any]]] | None = None
+        self.restore_spec: dict[str, dict[int, SubtaskRestore]] = {}
         self.notify_complete: int | None = None
-        self.sinks = {n.operator_id: n.sink for n in plan.sinks}
+        self.sink_commits = SinkCommits({n.operator_id: n.sink for n in plan.sinks})
         self.finals = final_stage_ids(plan)
         self.next_p, self.router = routing(plan)
         self.enumerators = {
@@ -249,6 +264,32 @@ class JobMaster:
                     return False
         return True
 
+    def _job_spec(self) -> JobSpec:
+        faults = self.s.faults
+        return JobSpec(
+            job_id=self.job_id,
+            job_name=self.s.job_name,
+            state_backend=self.s.state_backend,
+            batch_mode=self.s.batch_mode,
+            local_state_dir=self.s.local_root,
+            job_parameters=self.s.job_parameters,
+            final_stage_ids=self.finals,
+            next_parallelism=self.next_p,
+            next_router=self.router,
+            fs_options=dict(get_fs_options()),
+            faults=faults.task_hooks() if faults is not None else None,
+        )
+
+    def _checkpoint_request(self, pending: Any) -> CheckpointRequest | None:
+        if pending is None:
+            return None
+        return CheckpointRequest(
+            pending.checkpoint_id,
+            self.s.checkpoint_storage,
+            pending.location.get_location_reference(),
+            SnapshotType.SAVEPOINT if pending.properties.is_savepoint else SnapshotType.CHECKPOINT,
+        )
+
     def _run_one_epoch(self, stop_request: Any) -> bool:
         ranges = self._plan_ranges()
         end_of_input = self._end_of_input(ranges)
@@ -260,8 +301,6 @@ class JobMaster:
             if not self.coordinator.is_due() and idle_ms < self.s.idle_epoch_interval_s * 1000:
                 return False
         self.epoch += 1
-        if self.s.before_epoch is not None:
-            self.s.before_epoch(self, self.epoch)
         pending = None
         if isinstance(stop_request, _Request):
             pending = self.coordinator.trigger(
@@ -272,98 +311,99 @@ class JobMaster:
             )
         elif self.coordinator.is_due() and not end_of_input:
             pending = self.coordinator.trigger(self.epoch)
-        checkpoint = None
-        if pending is not None:
-            checkpoint = CheckpointRequest(
-                pending.checkpoint_id,
-                self.s.checkpoint_storage,
-                pending.location.get_location_reference(),
-                SnapshotType.SAVEPOINT
-                if pending.properties.is_savepoint
-                else SnapshotType.CHECKPOINT,
-            )
+        self.run_id += 1
+        if self.s.faults is not None:
+            self.s.faults.before_epoch(EpochStart(self.job_id, self.epoch, self.run_id))
         spec = EpochSpec(
-            job_id=self.job_id,
-            job_name=self.s.job_name,
+            job=self._job_spec(),
             epoch=self.epoch,
+            run=self.run_id,
+            prev_run=self.accepted_run,
             incarnation=self.incarnation,
             end_of_input=end_of_input or drain,
-            batch_mode=self.s.batch_mode,
             watermarks=dict(self.watermarks),
             generator_state=dict(self.generators),
-            state_backend=self.s.state_backend,
-            local_root=self.s.local_root,
             source_ranges=ranges,
             processing_time_ms=self.clock.now_ms(),
-            checkpoint=checkpoint,
+            checkpoint=self._checkpoint_request(pending),
             restore=self.restore_spec,
             notify_complete=self.notify_complete,
-            job_parameters=self.s.job_parameters,
-            final_stage_ids=self.finals,
-            next_parallelism=self.next_p,
-            next_router=self.router,
-            fs_options=dict(get_fs_options()),
-            after_local_commit=self.s.after_local_commit,
         )
         t0 = time.perf_counter()
         try:
-            rows = run_epoch(self.spark, self.plan, spec)
+            reports = run_epoch(self.spark, self.plan, spec)
         except BaseException:
             if pending is not None:
                 self.coordinator.abort_all(CheckpointFailureReason.TASK_FAILURE)
             if isinstance(stop_request, _Request):
                 self.requests.put(stop_request)  # retry after the restore
             raise
-        self.epoch_seconds.append(time.perf_counter() - t0)
+        lost = [lost for r in reports for lost in r.lost]
+        if lost:
+            raise StateLostError(
+                f"Subtask {lost[0].subtask} of operator {lost[0].operator_id} found "
+                f"{lost[0].detail}; the job restores from the latest checkpoint."
+            )
+        seconds = time.perf_counter() - t0
+        self.epoch_seconds.append(seconds)
         self._last_epoch_end_ms = self.clock.monotonic_ms()
         self.epochs_run += 1
-        acks = self._absorb(rows, ranges)
-        self.restore_spec = None
+        self.accepted_run = self.run_id
+        acks = self._absorb(reports, ranges)
+        self.restore_spec = {}
+        self._record_epoch(reports, seconds, pending)
         if pending is not None:
             self._complete_checkpoint(pending, acks, stop_request)
         elif not self.s.policy.enabled:
-            self._commit_up_to(self.epoch)
+            self.sink_commits.commit_up_to(self.epoch)
         if isinstance(stop_request, _Request) and stop_request.kind == "stop":
             self._terminate(JobStatus.FINISHED, commit=True)
             raise CancelledByRequest()
         return end_of_input
 
-    def _absorb(
-        self, rows: list[tuple[int, int, bytes]], ranges: dict[int, list[SplitRange]]
-    ) -> Any:
-        import pickle
-
-        acks: list[tuple[str, int, Any, int]] = []
-        for _sub, kind, payload in rows:
-            if kind == KIND_ACK:
-                acks.extend(pickle.loads(payload))
-            elif kind == KIND_COMMITTABLE:
-                op_id, _subtask, committables = pickle.loads(payload)
-                self.pending_commits.append((self.epoch, op_id, committables))
-            elif kind == KIND_COLLECT:
-                op_id, _subtask, committables = pickle.loads(payload)
-                self.sinks[op_id].commit(committables)
-            elif kind == KIND_META:
-                meta = pickle.loads(payload)
-                self.watermarks.update(meta["watermarks"])
-                for key, max_ts in meta["max_ts"].items():
-                    if max_ts is not None:
-                        op = key.partition("@")[0]
-                        self.generators[op] = max(self.generators.get(op, max_ts), max_ts)
-            elif kind == KIND_STATS:
-                st = pickle.loads(payload)
-                if st["stage"] in self.stage_of_source.values():
-                    self.records_in += st["records_in"]
+    def _absorb(self, reports: list[TaskReport], ranges: dict[int, list[SplitRange]]) -> Any:
+        acks: list[SnapshotAck] = []
+        sources = set(self.stage_of_source.values())
+        for report in reports:
+            acks.extend(report.snapshots)
+            self.sink_commits.absorb(self.epoch, report.sink_outputs)
+            self.watermarks.update(report.watermarks)
+            for key, max_ts in report.max_timestamps.items():
+                if max_ts is not None:
+                    op = key.partition("@")[0]
+                    self.generators[op] = max(self.generators.get(op, max_ts), max_ts)
+            if report.stage in sources:
+                self.records_in += report.records_in
         for op_id, enum in self.enumerators.items():
             enum.commit_epoch(ranges[self.stage_of_source[op_id]])
         return acks
 
+    def _record_epoch(self, reports: list[TaskReport], seconds: float, pending: Any) -> None:
+        keyed = [r for r in reports if self.plan.stages[r.stage].key_selector is not None]
+        report = EpochReport(
+            epoch=self.epoch,
+            runs=1,
+            seconds=seconds,
+            records_in=sum(
+                r.records_in for r in reports if r.stage in self.stage_of_source.values()
+            ),
+            keyed_tasks=len(keyed),
+            on_preferred_executor=len(keyed),
+            failover=self._last_failover,
+            checkpoint_id=pending.checkpoint_id if pending is not None else None,
+        )
+        self._last_failover = None
+        self.epoch_reports.append(report)
+        _LOG.debug("Job %s %s", self.job_id, report.describe())
+
     # -- checkpoints -----------------------------------------------------------------------
-    def _operator_states(self, acks: list[tuple[str, int, Any, int]]) -> list[OperatorState]:
+    def _operator_states(self, acks: list[SnapshotAck]) -> list[OperatorState]:
         by_op: dict[str, dict[int, OperatorSubtaskState]] = {}
-        for op_id, subtask, handle, _size in acks:
-            handles = (handle,) if handle is not None else ()
-            by_op.setdefault(op_id, {})[subtask] = OperatorSubtaskState(managed_keyed_state=handles)
+        for ack in acks:
+            handles = (ack.handle,) if ack.handle is not None else ()
+            by_op.setdefault(ack.operator_id, {})[ack.subtask] = OperatorSubtaskState(
+                managed_keyed_state=handles
+            )
         states = []
         for st in self.plan.stages:
             for node in st.keyed_nodes:
@@ -379,33 +419,29 @@ class JobMaster:
                 )
         return states
 
-    def _master_states(self, up_to_epoch: int) -> list[MasterState]:
-        sinks = [
-            [op_id, committables]
-            for epoch, op_id, committables in self.pending_commits
-            if epoch <= up_to_epoch
-        ]
-        state = {
-            "job_id": self.job_id,
-            "job_name": self.s.job_name,
-            "epoch": up_to_epoch,
-            "sources": {op: e.snapshot_state() for op, e in self.enumerators.items()},
-            "watermarks": self.watermarks,
-            "generators": self.generators,
-            "pending_sink_commits": sinks,
-        }
-        return [MasterState.from_json(_MASTER, state)]
+    def _master_state(self, up_to_epoch: int) -> JobMasterState:
+        return JobMasterState(
+            job_id=self.job_id,
+            job_name=self.s.job_name,
+            epoch=up_to_epoch,
+            sources={op: e.snapshot_state() for op, e in self.enumerators.items()},
+            watermarks=dict(self.watermarks),
+            generators=dict(self.generators),
+            pending_sink_commits=tuple(self.sink_commits.pending_up_to(up_to_epoch)),
+        )
 
-    def _complete_checkpoint(self, pending: Any, acks: Any, stop_request: Any) -> None:
+    def _complete_checkpoint(
+        self, pending: Any, acks: list[SnapshotAck], stop_request: Any
+    ) -> None:
         try:
             op_states = self._operator_states(acks)
             completed = self.coordinator.complete(
-                pending, op_states, self._master_states(self.epoch)
+                pending, op_states, [self._master_state(self.epoch).to_master_state()]
             )
         except CheckpointException as exc:
             failure: CheckpointException = exc
             if pending in self.coordinator.pending:
-                handles = [a[2] for a in acks if a[2] is not None]
+                handles = [a.handle for a in acks if a.handle is not None]
                 try:
                     self.coordinator.abort(pending, exc.reason, str(exc), states=handles)
                 except TolerableFailuresExceeded as exceeded:
@@ -416,61 +452,45 @@ class JobMaster:
                 raise failure from exc  # the job fails over (restart strategy applies)
             return
         self.notify_complete = completed.checkpoint_id
-        self._commit_up_to(self.epoch)
+        self.sink_commits.commit_up_to(self.epoch)
         if isinstance(stop_request, _Request):
             stop_request.future.set_result(completed.external_pointer)
-
-    def _commit_up_to(self, epoch: int) -> None:
-        keep = []
-        by_sink: dict[str, list[Any]] = {}
-        for e, op_id, committables in self.pending_commits:
-            if e <= epoch:
-                by_sink.setdefault(op_id, []).extend(committables)
-            else:
-                keep.append((e, op_id, committables))
-        for op_id, committables in by_sink.items():
-            self.sinks[op_id].commit(committables)
-        self.pending_commits = keep
 
     # -- recovery --------------------------------------------------------------------------
     def _initial_restore(self) -> None:
         if self.s.restore_path is None:
-            self.restore_spec = assign_keyed_state(self.plan, None, True)
+            self._restore_from(None, RestoreReason.START)
             return
         metadata, location = load_checkpoint(self.s.checkpoint_storage, self.s.restore_path)
         check_unmatched_state(self.plan, metadata, self.s.allow_non_restored_state)
         restored = CompletedCheckpoint.from_metadata(self.job_id, metadata, location)
         self.store.add_restored_checkpoint(restored)
         self.coordinator.next_checkpoint_id = metadata.checkpoint_id + 1
-        self._restore_from(metadata)
+        self._restore_from(metadata, RestoreReason.START)
         _LOG.info("Job %s restored from %s", self.job_id, location.external_pointer)
 
-    def _restore_from(self, metadata: CheckpointMetadata | None) -> None:
-        self.restore_spec = assign_keyed_state(self.plan, metadata, self.s.explicit_max_parallelism)
+    def _restore_from(self, metadata: CheckpointMetadata | None, reason: str) -> None:
+        assigned = assign_keyed_state(self.plan, metadata, self.s.explicit_max_parallelism)
+        self.restore_spec = {
+            op: {sub: SubtaskRestore(tuple(hs), reason=reason) for sub, hs in subs.items()}
+            for op, subs in assigned.items()
+        }
         # The max parallelism may have been adopted from the checkpoint: re-derive routing.
         self.next_p, self.router = routing(self.plan)
-        master_state = metadata.get_master_state(_MASTER) if metadata else None
-        master = master_state.to_json() if master_state is not None else None
+        master = JobMasterState.from_metadata(metadata)
         if master is None:
             for enum in self.enumerators.values():
                 enum.reset()
             self.watermarks, self.generators = {}, {}
             return
         for op_id, enum in self.enumerators.items():
-            if op_id in master["sources"]:
-                enum.restore_state(master["sources"][op_id])
+            if op_id in master.sources:
+                enum.restore_state(master.sources[op_id])
             else:
                 enum.reset()
-        self.watermarks = dict(master["watermarks"])
-        self.generators = dict(master["generators"])
-        by_sink: dict[str, list[Any]] = {}
-        for op_id, committables in master["pending_sink_commits"]:
-            by_sink.setdefault(op_id, []).extend(
-                tuple(c) if isinstance(c, list) else c for c in committables
-            )
-        for op_id, committables in by_sink.items():
-            if op_id in self.sinks:
-                self.sinks[op_id].commit(committables)
+        self.watermarks = dict(master.watermarks)
+        self.generators = dict(master.generators)
+        self.sink_commits.recommit(master.pending_sink_commits)
 
     def _failover(self, exc: BaseException) -> None:
         _LOG.warning("Job %s epoch %d failed: %s", self.job_id, self.epoch, _short(exc))
@@ -489,9 +509,18 @@ class JobMaster:
         self.incarnation += 1
         self._abort_uncommitted()
         latest = self._latest_for_recovery()
-        self._restore_from(latest.metadata if latest is not None else None)
-        if latest is not None:
-            _LOG.info("Restored job %s from checkpoint %d", self.job_id, latest.checkpoint_id)
+        self._restore_from(latest.metadata if latest is not None else None,
+                           RestoreReason.FAILOVER)
+        event = FailoverEvent(
+            self.epoch, self.incarnation, latest.checkpoint_id if latest else None, _short(exc)
+        )
+        self.failovers.append(event)
+        self._last_failover = event
+        _LOG.info(
+            "Job %s failed over to %s",
+            self.job_id,
+            f"checkpoint {latest.checkpoint_id}" if latest is not None else "the start",
+        )
         self.status = JobStatus.RUNNING
 
     def _latest_for_recovery(self) -> CompletedCheckpoint | None:
@@ -509,12 +538,7 @@ class JobMaster:
         return latest
 
     def _abort_uncommitted(self) -> None:
-        by_sink: dict[str, list[Any]] = {}
-        for _e, op_id, committables in self.pending_commits:
-            by_sink.setdefault(op_id, []).extend(committables)
-        for op_id, committables in by_sink.items():
-            self.sinks[op_id].abort(committables)
-        self.pending_commits = []
+        self.sink_commits.abort_all()
         self.coordinator.abort_all(CheckpointFailureReason.TASK_FAILURE)
 
     # -- the end ---------------------------------------------------------------------------
@@ -523,15 +547,12 @@ class JobMaster:
 
     def _terminate(self, status: str, commit: bool = False) -> None:
         if commit:
-            self._commit_up_to(self.epoch)
+            self.sink_commits.commit_up_to(self.epoch)
         else:
             self._abort_uncommitted()
         self.coordinator.abort_all(CheckpointFailureReason.CHECKPOINT_COORDINATOR_SHUTDOWN)
         self.store.shutdown(status, self.cleaner)
-        for sink in self.sinks.values():
-            cleanup = getattr(sink, "cleanup_job", None)
-            if cleanup is not None:
-                cleanup(self.job_id)
+        self.sink_commits.cleanup_job(self.job_id)
         self.status = status
         self._fail_requests()
 
@@ -548,7 +569,6 @@ class JobMaster:
 
     def _cleanup_local_state(self) -> None:
         shutil.rmtree(os.path.join(self.s.local_root, self.job_id), ignore_errors=True)
-
 
 
 class CancelledByRequest(Exception):

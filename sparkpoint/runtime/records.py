@@ -15,12 +15,9 @@ from typing import Any
 import pyarrow as pa
 
 __all__ = [
-    "KIND_ACK",
-    "KIND_COLLECT",
-    "KIND_COMMITTABLE",
     "KIND_DATA",
     "KIND_META",
-    "KIND_STATS",
+    "KIND_REPORT",
     "ROW_SCHEMA",
     "ROW_SCHEMA_DDL",
     "Batch",
@@ -30,11 +27,8 @@ __all__ = [
 ]
 
 KIND_DATA = 0  # a group of records for the next stage
-KIND_META = 1  # per-split watermark progress, broadcast to every keyed subtask
-KIND_COMMITTABLE = 2  # a sink's staged output, committed by the driver on checkpoint
-KIND_COLLECT = 3  # records for driver-side sinks (print, collect)
-KIND_ACK = 4  # a subtask's snapshot handles for a checkpoint
-KIND_STATS = 5  # per-task statistics
+KIND_META = 1  # per-split watermarks, broadcast to every subtask of the next stage
+KIND_REPORT = 2  # a task's TaskReport, passed through later stages to the driver
 
 ROW_SCHEMA = pa.schema([("sub", pa.int32()), ("kind", pa.int8()), ("payload", pa.binary())])
 ROW_SCHEMA_DDL = "sub int, kind byte, payload binary"

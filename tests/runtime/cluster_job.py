@@ -30,6 +30,7 @@ def main() -> None:
     from sparkpoint.common import Configuration, RestartStrategies
     from sparkpoint.datastream import FileSystemCheckpointStorage, StreamExecutionEnvironment
     from sparkpoint.runtime.session import get_spark_session
+    from sparkpoint.testing import EpochStart, Faults
     from tests.runtime.jobs import keyed_count_job
 
     spark = get_spark_session("local-cluster[2,1,1024]")
@@ -45,8 +46,8 @@ def main() -> None:
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 1000))
     killed: list[int] = []
 
-    def kill_one_executor(master: object, epoch: int) -> None:
-        if epoch != 4 or killed:
+    def kill_one_executor(event: EpochStart) -> None:
+        if event.epoch != 4 or killed:
             return
 
         def later() -> None:
@@ -57,7 +58,7 @@ def main() -> None:
 
         threading.Thread(target=later, daemon=True).start()
 
-    env._before_epoch = kill_one_executor
+    env.set_fault_injection(Faults().on_epoch_start(kill_one_executor))
     keyed_count_job(env, out, int(events), int(keys))
     result = env.execute("cluster")
     print(f"KILLED {killed} RESTARTS {result.restarts} EPOCHS {result.epochs}", flush=True)

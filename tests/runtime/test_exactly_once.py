@@ -10,7 +10,7 @@ import pytest
 
 from sparkpoint.common import RestartStrategies
 from sparkpoint.datastream import CheckpointingMode, FileSystemCheckpointStorage
-from sparkpoint.testing import FailureInjector, expected_keyed_count_output
+from sparkpoint.testing import EpochStart, FailureInjector, Faults, expected_keyed_count_output
 from tests.runtime.jobs import keyed_count_job, read_sink
 
 N_EVENTS = 6000
@@ -23,7 +23,7 @@ def _configure(env: Any, tmp_path: Any, mode: Any) -> None:
         FileSystemCheckpointStorage((tmp_path / "ckpt").as_uri())
     )
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 0))
-    env._configuration.set_string("sparkpoint.epoch.max-records-per-split", "700")
+    env.configure({"sparkpoint.epoch.max-records-per-split": "700"})
 
 
 def _check(out: list[tuple[Any, ...]], exact: bool) -> None:
@@ -131,13 +131,8 @@ def test_task_retried_after_its_local_commit_does_not_apply_the_epoch_twice(
     """A keyed task fails after it committed its state for the epoch (before Spark got its
     result); Spark's retry must undo that commit and redo the epoch, not apply it twice."""
     marker = FailureInjector(str(tmp_path / "after-commit"), at_record=3, times=1)
-
-    def fail_after_commit(operator_id: str, subtask: int, epoch: int) -> None:
-        if operator_id == "count" and subtask == 1:
-            marker.maybe_fail(epoch)
-
     _configure(env, tmp_path, CheckpointingMode.EXACTLY_ONCE)
-    env._after_local_commit = fail_after_commit
+    env.set_fault_injection(Faults().fail_after_local_commit(marker, "count", 1))
     out_dir = str(tmp_path / "out")
     keyed_count_job(env, out_dir, N_EVENTS, N_KEYS)
     result = env.execute("after-commit")
@@ -156,15 +151,15 @@ def test_lost_local_state_is_detected_and_restored(env: Any, tmp_path: Any, back
 
     lost: list[int] = []
 
-    def lose_state(master: Any, epoch: int) -> None:
-        if epoch == 3 and not lost:
-            lost.append(epoch)
-            shutil.rmtree(tmp_path / "local-state" / master.job_id / "count" / "0")
+    def lose_state(event: EpochStart) -> None:
+        if event.epoch == 3 and not lost:
+            lost.append(event.epoch)
+            shutil.rmtree(tmp_path / "local-state" / event.job_id / "count" / "0")
 
     _configure(env, tmp_path, CheckpointingMode.EXACTLY_ONCE)
     if backend == "rocksdb":
         env.set_state_backend(EmbeddedRocksDBStateBackend(True))
-    env._before_epoch = lose_state
+    env.set_fault_injection(Faults().on_epoch_start(lose_state))
     out_dir = str(tmp_path / "out")
     keyed_count_job(env, out_dir, N_EVENTS, N_KEYS)
     result = env.execute("lost-state")
