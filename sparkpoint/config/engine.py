@@ -18,6 +18,7 @@ class SparkpointOptions(OptionGroup):
     )
     LOCAL_STATE_DIR: ConfigOption[str | None] = ConfigOption(
         "sparkpoint.local-state.dir", STRING, None,
-        "Executor-local directory of keyed working state; unset: sparkpoint-state in the "
-        "system temporary directory.",
+        "Directory under which every executor keeps keyed working state in a directory of "
+        "its own (sparkpoint-state/<application>/<executor>); unset: the executor's Spark "
+        "local directory (SPARK_LOCAL_DIRS), which Spark removes with the executor.",
     )

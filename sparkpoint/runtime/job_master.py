@@ -10,10 +10,7 @@ completed checkpoint (a new *incarnation*): sources rewind, uncommitted output i
 from __future__ import annotations
 
 import logging
-import os
 import queue
-import shutil
-import tempfile
 import time
 import uuid
 from concurrent.futures import Future
@@ -42,17 +39,21 @@ from sparkpoint.fs.registry import get_options as get_fs_options
 from sparkpoint.runtime.coordinator import (
     CheckpointCoordinator,
     CheckpointPolicy,
+    PendingCheckpoint,
     TolerableFailuresExceeded,
 )
-from sparkpoint.runtime.epoch import final_stage_ids, routing, run_epoch
+from sparkpoint.runtime.epoch import EpochRunner, ExecutorsLost, final_stage_ids, routing
+from sparkpoint.runtime.executor import DRIVER_EXECUTOR_ID
 from sparkpoint.runtime.graph import Plan
 from sparkpoint.runtime.master_state import JobMasterState
+from sparkpoint.runtime.placement import Move, Placement
 from sparkpoint.runtime.protocol import (
     CheckpointRequest,
     EpochSpec,
     JobSpec,
     RestoreReason,
     SnapshotAck,
+    StateLost,
     SubtaskRestore,
     TaskFaultHooks,
     TaskReport,
@@ -66,6 +67,7 @@ from sparkpoint.state.backend import SnapshotType
 __all__ = ["JobFaultHooks", "JobMaster", "JobSettings", "JobStatus"]
 
 _LOG = logging.getLogger("sparkpoint.job")
+_MAX_RUNS_PER_EPOCH = 10  # Spark jobs one epoch may take before the job fails over
 
 
 class JobFaultHooks(Protocol):
@@ -112,9 +114,8 @@ class JobSettings:
     # With no new input, an (empty) epoch still runs this often, so processing-time timers
     # fire and checkpoints are taken while a continuous source is idle.
     idle_epoch_interval_s: float = 1.0
-    local_root: str = field(
-        default_factory=lambda: os.path.join(tempfile.gettempdir(), "sparkpoint-state")
-    )
+    # sparkpoint.local-state.dir: None keeps local state in each executor's Spark local dir
+    local_state_dir: str | None = None
     job_parameters: dict[str, str] = field(default_factory=dict)
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     faults: JobFaultHooks | None = None  # fault injection (sparkpoint.testing)
@@ -163,6 +164,9 @@ class JobMaster:
         self.sink_commits = SinkCommits({n.operator_id: n.sink for n in plan.sinks})
         self.finals = final_stage_ids(plan)
         self.next_p, self.router = routing(plan)
+        self.runner = EpochRunner(spark, plan)
+        self.placement = Placement()
+        self.keyed_stages = {st.id: st.parallelism for st in plan.stages if st.key_selector}
         self.enumerators = {
             st.source.operator_id: SplitEnumerator(
                 st.source.source, st.source.parallelism or settings.parallelism
@@ -271,7 +275,8 @@ class JobMaster:
             job_name=self.s.job_name,
             state_backend=self.s.state_backend,
             batch_mode=self.s.batch_mode,
-            local_state_dir=self.s.local_root,
+            application_id=self.runner.cluster.application_id,
+            local_state_dir=self.s.local_state_dir,
             job_parameters=self.s.job_parameters,
             final_stage_ids=self.finals,
             next_parallelism=self.next_p,
@@ -301,49 +306,36 @@ class JobMaster:
             if not self.coordinator.is_due() and idle_ms < self.s.idle_epoch_interval_s * 1000:
                 return False
         self.epoch += 1
-        pending = None
-        if isinstance(stop_request, _Request):
-            pending = self.coordinator.trigger(
-                self.epoch,
-                stop_request.target,
-                is_savepoint=True,
-                synchronous=stop_request.kind == "stop",
-            )
-        elif self.coordinator.is_due() and not end_of_input:
-            pending = self.coordinator.trigger(self.epoch)
-        self.run_id += 1
-        if self.s.faults is not None:
-            self.s.faults.before_epoch(EpochStart(self.job_id, self.epoch, self.run_id))
-        spec = EpochSpec(
-            job=self._job_spec(),
-            epoch=self.epoch,
-            run=self.run_id,
-            prev_run=self.accepted_run,
-            incarnation=self.incarnation,
-            end_of_input=end_of_input or drain,
-            watermarks=dict(self.watermarks),
-            generator_state=dict(self.generators),
-            source_ranges=ranges,
-            processing_time_ms=self.clock.now_ms(),
-            checkpoint=self._checkpoint_request(pending),
-            restore=self.restore_spec,
-            notify_complete=self.notify_complete,
-        )
         t0 = time.perf_counter()
-        try:
-            reports = run_epoch(self.spark, self.plan, spec)
-        except BaseException:
-            if pending is not None:
-                self.coordinator.abort_all(CheckpointFailureReason.TASK_FAILURE)
-            if isinstance(stop_request, _Request):
-                self.requests.put(stop_request)  # retry after the restore
-            raise
-        lost = [lost for r in reports for lost in r.lost]
-        if lost:
-            raise StateLostError(
-                f"Subtask {lost[0].subtask} of operator {lost[0].operator_id} found "
-                f"{lost[0].detail}; the job restores from the latest checkpoint."
-            )
+        runs = 0
+        while True:
+            runs += 1
+            pending = self._trigger(stop_request, end_of_input)
+            try:
+                reports, preferred = self._run_once(ranges, end_of_input or drain, pending)
+                lost = [lost for r in reports for lost in r.lost]
+                if not lost:
+                    break
+                self._discard_run(reports, pending)
+                if runs > _MAX_RUNS_PER_EPOCH or not self._plan_subtask_restores(lost):
+                    first = lost[0]
+                    raise StateLostError(
+                        f"Subtask {first.subtask} of operator {first.operator_id} found "
+                        f"{first.detail}; the job restores from the latest checkpoint."
+                    )
+            except ExecutorsLost as exc:
+                _LOG.warning("Job %s epoch %d: %s; running it again", self.job_id,
+                             self.epoch, exc)
+                if pending is not None:
+                    self.coordinator.abort_all(CheckpointFailureReason.TASK_FAILURE)
+                if runs > _MAX_RUNS_PER_EPOCH:
+                    self._requeue(stop_request)
+                    raise
+            except BaseException:
+                if pending is not None:
+                    self.coordinator.abort_all(CheckpointFailureReason.TASK_FAILURE)
+                self._requeue(stop_request)
+                raise
         seconds = time.perf_counter() - t0
         self.epoch_seconds.append(seconds)
         self._last_epoch_end_ms = self.clock.monotonic_ms()
@@ -351,7 +343,7 @@ class JobMaster:
         self.accepted_run = self.run_id
         acks = self._absorb(reports, ranges)
         self.restore_spec = {}
-        self._record_epoch(reports, seconds, pending)
+        self._record_epoch(reports, preferred, seconds, runs, pending)
         if pending is not None:
             self._complete_checkpoint(pending, acks, stop_request)
         elif not self.s.policy.enabled:
@@ -360,6 +352,98 @@ class JobMaster:
             self._terminate(JobStatus.FINISHED, commit=True)
             raise CancelledByRequest()
         return end_of_input
+
+    def _trigger(self, stop_request: Any, end_of_input: bool) -> PendingCheckpoint | None:
+        """The checkpoint (or savepoint) this run of the epoch snapshots into, if any."""
+        if isinstance(stop_request, _Request):
+            return self.coordinator.trigger(
+                self.epoch,
+                stop_request.target,
+                is_savepoint=True,
+                synchronous=stop_request.kind == "stop",
+            )
+        if self.coordinator.is_due() and not end_of_input:
+            return self.coordinator.trigger(self.epoch)
+        return None
+
+    def _requeue(self, stop_request: Any) -> None:
+        if isinstance(stop_request, _Request):
+            self.requests.put(stop_request)  # retry after the restore
+
+    def _run_once(
+        self, ranges: dict[int, list[SplitRange]], end_of_input: bool,
+        pending: PendingCheckpoint | None,
+    ) -> tuple[list[TaskReport], dict[tuple[int, int], str | None]]:
+        """One Spark job for the epoch; returns the reports and where each keyed subtask
+        was meant to run."""
+        executors = self.runner.cluster.live_executors()
+        moves = self.placement.update(executors, self.keyed_stages)
+        self._on_moves(moves)
+        self.run_id += 1
+        if self.s.faults is not None:
+            self.s.faults.before_epoch(
+                EpochStart(self.job_id, self.epoch, self.run_id, self._placement_view())
+            )
+        spec = EpochSpec(
+            job=self._job_spec(),
+            epoch=self.epoch,
+            run=self.run_id,
+            prev_run=self.accepted_run,
+            incarnation=self.incarnation,
+            end_of_input=end_of_input,
+            watermarks=dict(self.watermarks),
+            generator_state=dict(self.generators),
+            source_ranges=ranges,
+            processing_time_ms=self.clock.now_ms(),
+            checkpoint=self._checkpoint_request(pending),
+            restore=self.restore_spec,
+            notify_complete=self.notify_complete,
+        )
+        preferred = {
+            (stage, sub): self.placement.executor_of(stage, sub)
+            for stage, p in self.keyed_stages.items()
+            for sub in range(p)
+        }
+        locations = {stage: self.placement.locations(stage) for stage in self.keyed_stages}
+        watch = {e for e in preferred.values() if e is not None and e != DRIVER_EXECUTOR_ID}
+        return self.runner.run(spec, locations, watch), preferred
+
+    def _placement_view(self) -> dict[str, tuple[str, ...]]:
+        """Keyed operator id -> executor of each of its subtasks."""
+        out: dict[str, tuple[str, ...]] = {}
+        for st in self.plan.stages:
+            if st.id in self.keyed_stages:
+                executors = tuple(
+                    self.placement.executor_of(st.id, i) or "" for i in range(st.parallelism)
+                )
+                for node in st.keyed_nodes:
+                    out[node.operator_id] = executors
+        return out
+
+    def _on_moves(self, moves: list[Move]) -> None:
+        """Subtasks placed on a new executor because theirs is gone."""
+        for move in moves:
+            if move.old_executor is not None:
+                _LOG.info(
+                    "Job %s: keyed subtask %d of stage %d moves from lost executor %s to %s",
+                    self.job_id, move.subtask, move.stage, move.old_executor, move.new_executor,
+                )
+
+    def _discard_run(self, reports: list[TaskReport], pending: PendingCheckpoint | None) -> None:
+        """Throw away a run whose results cannot be used (a subtask had lost its state):
+        abort what its sinks staged and the checkpoint it snapshot into."""
+        for report in reports:
+            self.sink_commits.discard(report.sink_outputs)
+        if pending is not None and pending in self.coordinator.pending:
+            handles = [a.handle for r in reports for a in r.snapshots if a.handle is not None]
+            self.coordinator.abort(
+                pending, CheckpointFailureReason.TASK_FAILURE, "run discarded", states=handles
+            )
+
+    def _plan_subtask_restores(self, lost: list[StateLost]) -> bool:
+        """Prepare restores for subtasks that lost their state; False if the job must fail
+        over instead."""
+        return False
 
     def _absorb(self, reports: list[TaskReport], ranges: dict[int, list[SplitRange]]) -> Any:
         acks: list[SnapshotAck] = []
@@ -378,17 +462,34 @@ class JobMaster:
             enum.commit_epoch(ranges[self.stage_of_source[op_id]])
         return acks
 
-    def _record_epoch(self, reports: list[TaskReport], seconds: float, pending: Any) -> None:
-        keyed = [r for r in reports if self.plan.stages[r.stage].key_selector is not None]
+    def _record_epoch(
+        self,
+        reports: list[TaskReport],
+        preferred: dict[tuple[int, int], str | None],
+        seconds: float,
+        runs: int,
+        pending: PendingCheckpoint | None,
+    ) -> None:
+        keyed = [r for r in reports if r.stage in self.keyed_stages]
+        on_preferred = 0
+        for r in keyed:
+            if preferred.get((r.stage, r.subtask)) == r.executor.executor_id:
+                on_preferred += 1
+            elif self.placement.observe(r.stage, r.subtask, r.executor.executor_id):
+                _LOG.info(
+                    "Job %s: keyed subtask %d of stage %d ran on executor %s, not on %s; "
+                    "it stays there", self.job_id, r.subtask, r.stage,
+                    r.executor.executor_id, preferred.get((r.stage, r.subtask)),
+                )
         report = EpochReport(
             epoch=self.epoch,
-            runs=1,
+            runs=runs,
             seconds=seconds,
             records_in=sum(
                 r.records_in for r in reports if r.stage in self.stage_of_source.values()
             ),
             keyed_tasks=len(keyed),
-            on_preferred_executor=len(keyed),
+            on_preferred_executor=on_preferred,
             failover=self._last_failover,
             checkpoint_id=pending.checkpoint_id if pending is not None else None,
         )
@@ -568,7 +669,14 @@ class JobMaster:
                 )
 
     def _cleanup_local_state(self) -> None:
-        shutil.rmtree(os.path.join(self.s.local_root, self.job_id), ignore_errors=True)
+        """Delete the job's local state on every executor (a small pinned Spark job)."""
+        try:
+            executors = self.runner.cluster.live_executors()
+            self.runner.cleanup(
+                self._job_spec(), {e: slot.location for e, slot in executors.items()}
+            )
+        except Exception:  # the job's outcome stands; dead executors' roots get swept
+            _LOG.warning("Job %s: could not remove local state", self.job_id, exc_info=True)
 
 
 class CancelledByRequest(Exception):

@@ -73,6 +73,7 @@ class JobSpec:
 
     job_id: str
     job_name: str
+    application_id: str  # Spark's: local state lives per application and executor
     state_backend: Any  # StateBackendFactory
     batch_mode: bool
     # None: the executor's own Spark local directory; else sparkpoint.local-state.dir.

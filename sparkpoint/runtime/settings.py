@@ -112,7 +112,5 @@ def build_job_settings(job_name: str, request: JobRequest) -> JobSettings:
         job_parameters=dict(request.job_parameters),
         faults=request.faults,
     )
-    local_root = SparkpointOptions.LOCAL_STATE_DIR.read(config)
-    if local_root is not None:
-        settings.local_root = local_root
+    settings.local_state_dir = SparkpointOptions.LOCAL_STATE_DIR.read(config)
     return settings

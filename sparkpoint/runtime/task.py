@@ -9,7 +9,6 @@ the driver.
 from __future__ import annotations
 
 import os
-import pickle
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -51,7 +50,7 @@ class StageTask:
         self.executor = executor
         # Source and union stages have no fixed parallelism: their subtasks this epoch.
         self.parallelism = stage.parallelism or max(1, num_partitions)
-        self.out: list[tuple[int, int, bytes]] = []
+        self.out: list[tuple[int, int, Any]] = []
         self.sink_outputs: list[SinkOutput] = []
         self.reported: dict[str, int] = {}
         self.reported_max: dict[str, int | None] = {}
@@ -97,12 +96,12 @@ class StageTask:
     def _targets(self) -> Iterable[int]:
         return [0] if self.is_final else range(self.next_p)
 
-    def run(self, rows: Iterator[tuple[int, int, bytes]]) -> list[tuple[int, int, bytes]]:
+    def run(self, rows: Iterator[tuple[int, int, Any]]) -> list[tuple[int, int, Any]]:
         """Process the partition's input rows; returns the output rows (the task's report
         included, as a ``KIND_REPORT`` row)."""
         t0 = time.perf_counter()
         spec = self.spec
-        passthrough: list[tuple[int, int, bytes]] = []
+        passthrough: list[tuple[int, int, Any]] = []
         if not self.state.open_all():
             for _ in rows:  # drain the input so Spark can reuse the worker
                 pass
@@ -131,16 +130,14 @@ class StageTask:
                 if kind == KIND_DATA:
                     if self.stage.key_selector is not None and sub != self.partition:
                         raise RuntimeError(
-                            f"Row for subtask {sub} arrived at partition {self.partition}: "
-                            "Spark changed the partitioning (disable adaptive coalescing)."
+                            f"Row for subtask {sub} arrived at partition {self.partition}"
                         )
                     values, timestamps = decode_data(payload)
                     records += len(values)
                     for root in roots:
                         root.push(values, timestamps)
                 elif kind == KIND_META:
-                    for key, wm in pickle.loads(payload).items():
-                        marks[key] = wm
+                    marks.update(payload)
                     if self.partition == 0:
                         passthrough.append((sub, kind, payload))
                 else:
@@ -154,11 +151,11 @@ class StageTask:
         return self._finish(t0, records, acks, passthrough)
 
     def _finish(
-        self, t0: float, records: int, acks: list[Any], passthrough: list[tuple[int, int, bytes]]
-    ) -> list[tuple[int, int, bytes]]:
+        self, t0: float, records: int, acks: list[Any], passthrough: list[tuple[int, int, Any]]
+    ) -> list[tuple[int, int, Any]]:
         out = self.out
         if self.reported:
-            meta = pickle.dumps(self.reported)
+            meta = dict(self.reported)
             out.extend((t, KIND_META, meta) for t in self._targets())
         report = TaskReport(
             stage=self.stage.id,
@@ -174,7 +171,7 @@ class StageTask:
             restored=tuple(self.state.restored),
             lost=tuple(self.state.lost),
         )
-        out.append((self.partition % max(self.next_p, 1), KIND_REPORT, pickle.dumps(report)))
+        out.append((self.partition % max(self.next_p, 1), KIND_REPORT, report))
         for _sub, kind, payload in passthrough:
             if kind == KIND_META:
                 out.extend((t, kind, payload) for t in self._targets())

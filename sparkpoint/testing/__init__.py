@@ -12,6 +12,7 @@ backend or watermark generator) to drive time deterministically.
 
 from __future__ import annotations
 
+import glob
 import os
 import signal
 from collections.abc import Callable
@@ -30,6 +31,7 @@ __all__ = [
     "InjectedFailure",
     "ManualClock",
     "expected_keyed_count_output",
+    "local_state_dirs",
 ]
 
 CommitCallback = Callable[[str, int, int], None]
@@ -94,6 +96,15 @@ class Faults:
     def task_hooks(self) -> _TaskFaults | None:
         """Runtime hook: the picklable part for tasks (None when there is none)."""
         return _TaskFaults(list(self._after_commit)) if self._after_commit else None
+
+
+def local_state_dirs(root: str, job_id: str, operator_id: str, subtask: int) -> list[str]:
+    """The local-state directories of a keyed subtask under ``root`` (the job's
+    ``sparkpoint.local-state.dir``), one per executor that held it."""
+    pattern = os.path.join(
+        glob.escape(root), "sparkpoint-state", "*", "*", job_id, operator_id, str(subtask)
+    )
+    return sorted(glob.glob(pattern))
 
 
 class ManualClock(FixedClock):

@@ -10,7 +10,13 @@ import pytest
 
 from sparkpoint.common import RestartStrategies
 from sparkpoint.datastream import CheckpointingMode, FileSystemCheckpointStorage
-from sparkpoint.testing import EpochStart, FailureInjector, Faults, expected_keyed_count_output
+from sparkpoint.testing import (
+    EpochStart,
+    FailureInjector,
+    Faults,
+    expected_keyed_count_output,
+    local_state_dirs,
+)
 from tests.runtime.jobs import keyed_count_job, read_sink
 
 N_EVENTS = 6000
@@ -153,8 +159,9 @@ def test_lost_local_state_is_detected_and_restored(env: Any, tmp_path: Any, back
 
     def lose_state(event: EpochStart) -> None:
         if event.epoch == 3 and not lost:
+            (found,) = local_state_dirs(str(tmp_path / "local-state"), event.job_id, "count", 0)
+            shutil.rmtree(found)
             lost.append(event.epoch)
-            shutil.rmtree(tmp_path / "local-state" / event.job_id / "count" / "0")
 
     _configure(env, tmp_path, CheckpointingMode.EXACTLY_ONCE)
     if backend == "rocksdb":
