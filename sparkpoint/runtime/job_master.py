@@ -58,10 +58,16 @@ from sparkpoint.runtime.protocol import (
     TaskFaultHooks,
     TaskReport,
 )
-from sparkpoint.runtime.reports import EpochReport, EpochStart, FailoverEvent
+from sparkpoint.runtime.reports import (
+    EpochReport,
+    EpochStart,
+    FailoverEvent,
+    SubtaskRestoreEvent,
+)
 from sparkpoint.runtime.restart import create_restart_backoff_strategy
 from sparkpoint.runtime.sink_commits import SinkCommits
 from sparkpoint.runtime.state_assignment import assign_keyed_state, check_unmatched_state
+from sparkpoint.runtime.subtask_recovery import SubtaskRecovery
 from sparkpoint.state.backend import SnapshotType
 
 __all__ = ["JobFaultHooks", "JobMaster", "JobSettings", "JobStatus"]
@@ -110,6 +116,7 @@ class JobSettings:
     restore_path: str | None = None
     allow_non_restored_state: bool = False
     max_records_per_split: int = SparkpointOptions.MAX_RECORDS_PER_SPLIT.default
+    changelog: bool = SparkpointOptions.CHANGELOG_ENABLED.default  # per-subtask recovery
     idle_sleep_s: float = 0.2
     # With no new input, an (empty) epoch still runs this often, so processing-time timers
     # fire and checkpoints are taken while a continuous source is idle.
@@ -167,6 +174,12 @@ class JobMaster:
         self.runner = EpochRunner(spark, plan)
         self.placement = Placement()
         self.keyed_stages = {st.id: st.parallelism for st in plan.stages if st.key_selector}
+        self.recovery = SubtaskRecovery(
+            plan, settings.explicit_max_parallelism,
+            enabled=settings.changelog and settings.policy.enabled,
+        )
+        # (operator id, subtask) -> why it restores alone in the next run
+        self._restore_causes: dict[tuple[str, int], str] = {}
         self.enumerators = {
             st.source.operator_id: SplitEnumerator(
                 st.source.source, st.source.parallelism or settings.parallelism
@@ -227,6 +240,7 @@ class JobMaster:
             self._fail_requests()
             raise
         finally:
+            self.recovery.close()
             self.cleaner.close()
             self._cleanup_local_state()
         return {
@@ -282,6 +296,7 @@ class JobMaster:
             next_parallelism=self.next_p,
             next_router=self.router,
             fs_options=dict(get_fs_options()),
+            changelog_storage=self.s.checkpoint_storage if self.recovery.enabled else None,
             faults=faults.task_hooks() if faults is not None else None,
         )
 
@@ -342,10 +357,15 @@ class JobMaster:
         self.epochs_run += 1
         self.accepted_run = self.run_id
         acks = self._absorb(reports, ranges)
+        self.recovery.accept(a for r in reports for a in r.changelogs)
         self.restore_spec = {}
         self._record_epoch(reports, preferred, seconds, runs, pending)
         if pending is not None:
-            self._complete_checkpoint(pending, acks, stop_request)
+            completed = self._complete_checkpoint(pending, acks, stop_request)
+            if completed is not None:
+                self.recovery.checkpoint_completed(completed, self.epoch)
+            else:
+                self.recovery.checkpoint_failed()
         elif not self.s.policy.enabled:
             self.sink_commits.commit_up_to(self.epoch)
         if isinstance(stop_request, _Request) and stop_request.kind == "stop":
@@ -421,19 +441,30 @@ class JobMaster:
         return out
 
     def _on_moves(self, moves: list[Move]) -> None:
-        """Subtasks placed on a new executor because theirs is gone."""
+        """Subtasks placed on a new executor because theirs is gone restore there (a
+        whole-job restore already planned covers them)."""
         for move in moves:
-            if move.old_executor is not None:
-                _LOG.info(
-                    "Job %s: keyed subtask %d of stage %d moves from lost executor %s to %s",
-                    self.job_id, move.subtask, move.stage, move.old_executor, move.new_executor,
-                )
+            if move.old_executor is None:
+                continue
+            _LOG.info(
+                "Job %s: keyed subtask %d of stage %d moves from lost executor %s to %s",
+                self.job_id, move.subtask, move.stage, move.old_executor, move.new_executor,
+            )
+            if not self.recovery.can_restore():
+                continue  # the subtask will find no state there; the job then fails over
+            for node in self.plan.stages[move.stage].keyed_nodes:
+                planned = self.restore_spec.get(node.operator_id, {}).get(move.subtask)
+                if planned is None or planned.reason == RestoreReason.SUBTASK:
+                    self._plan_restore(
+                        node.operator_id, move.subtask, f"executor {move.old_executor} lost"
+                    )
 
     def _discard_run(self, reports: list[TaskReport], pending: PendingCheckpoint | None) -> None:
         """Throw away a run whose results cannot be used (a subtask had lost its state):
         abort what its sinks staged and the checkpoint it snapshot into."""
         for report in reports:
             self.sink_commits.discard(report.sink_outputs)
+            self.recovery.discard(report.changelogs)
         if pending is not None and pending in self.coordinator.pending:
             handles = [a.handle for r in reports for a in r.snapshots if a.handle is not None]
             self.coordinator.abort(
@@ -443,7 +474,22 @@ class JobMaster:
     def _plan_subtask_restores(self, lost: list[StateLost]) -> bool:
         """Prepare restores for subtasks that lost their state; False if the job must fail
         over instead."""
-        return False
+        if not self.recovery.can_restore():
+            return False
+        for item in lost:
+            self._plan_restore(item.operator_id, item.subtask, f"state lost: {item.detail}")
+        return True
+
+    def _plan_restore(self, operator_id: str, subtask: int, cause: str) -> None:
+        plan = self.recovery.restore_for(operator_id, subtask)
+        self.restore_spec.setdefault(operator_id, {})[subtask] = plan
+        self._restore_causes[(operator_id, subtask)] = cause
+        _LOG.info(
+            "Job %s: subtask %d of %s restores alone (checkpoint %s + %d changelog epochs): %s",
+            self.job_id, subtask, operator_id,
+            self.recovery.base.checkpoint_id if self.recovery.base else "none",
+            len(plan.changelog), cause,
+        )
 
     def _absorb(self, reports: list[TaskReport], ranges: dict[int, list[SplitRange]]) -> Any:
         acks: list[SnapshotAck] = []
@@ -481,6 +527,17 @@ class JobMaster:
                     "it stays there", self.job_id, r.subtask, r.stage,
                     r.executor.executor_id, preferred.get((r.stage, r.subtask)),
                 )
+        restores = tuple(
+            SubtaskRestoreEvent(
+                self.epoch, done.operator_id, done.subtask, r.executor.executor_id,
+                self._restore_causes.pop((done.operator_id, done.subtask), "state lost"),
+                done.changelog_entries, done.seconds,
+            )
+            for r in keyed
+            for done in r.restored
+            if done.reason == RestoreReason.SUBTASK
+        )
+        self._restore_causes.clear()
         report = EpochReport(
             epoch=self.epoch,
             runs=runs,
@@ -490,12 +547,13 @@ class JobMaster:
             ),
             keyed_tasks=len(keyed),
             on_preferred_executor=on_preferred,
+            subtask_restores=restores,
             failover=self._last_failover,
             checkpoint_id=pending.checkpoint_id if pending is not None else None,
         )
         self._last_failover = None
         self.epoch_reports.append(report)
-        _LOG.debug("Job %s %s", self.job_id, report.describe())
+        _LOG.info("Job %s %s", self.job_id, report.describe())
 
     # -- checkpoints -----------------------------------------------------------------------
     def _operator_states(self, acks: list[SnapshotAck]) -> list[OperatorState]:
@@ -533,7 +591,7 @@ class JobMaster:
 
     def _complete_checkpoint(
         self, pending: Any, acks: list[SnapshotAck], stop_request: Any
-    ) -> None:
+    ) -> CompletedCheckpoint | None:
         try:
             op_states = self._operator_states(acks)
             completed = self.coordinator.complete(
@@ -551,16 +609,18 @@ class JobMaster:
                 stop_request.future.set_exception(failure)
             if isinstance(failure, TolerableFailuresExceeded):
                 raise failure from exc  # the job fails over (restart strategy applies)
-            return
+            return None
         self.notify_complete = completed.checkpoint_id
         self.sink_commits.commit_up_to(self.epoch)
         if isinstance(stop_request, _Request):
             stop_request.future.set_result(completed.external_pointer)
+        return completed
 
     # -- recovery --------------------------------------------------------------------------
     def _initial_restore(self) -> None:
         if self.s.restore_path is None:
             self._restore_from(None, RestoreReason.START)
+            self.recovery.reset(None, 0)
             return
         metadata, location = load_checkpoint(self.s.checkpoint_storage, self.s.restore_path)
         check_unmatched_state(self.plan, metadata, self.s.allow_non_restored_state)
@@ -568,6 +628,7 @@ class JobMaster:
         self.store.add_restored_checkpoint(restored)
         self.coordinator.next_checkpoint_id = metadata.checkpoint_id + 1
         self._restore_from(metadata, RestoreReason.START)
+        self.recovery.reset(restored, 0)
         _LOG.info("Job %s restored from %s", self.job_id, location.external_pointer)
 
     def _restore_from(self, metadata: CheckpointMetadata | None, reason: str) -> None:
@@ -612,6 +673,8 @@ class JobMaster:
         latest = self._latest_for_recovery()
         self._restore_from(latest.metadata if latest is not None else None,
                            RestoreReason.FAILOVER)
+        self.recovery.reset(latest, self.epoch)
+        self._restore_causes.clear()
         event = FailoverEvent(
             self.epoch, self.incarnation, latest.checkpoint_id if latest else None, _short(exc)
         )

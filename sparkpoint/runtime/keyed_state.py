@@ -3,13 +3,20 @@ restore when told, commit locally, snapshot, close."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 from sparkpoint.clock import Clock
 from sparkpoint.runtime.graph import Stage
-from sparkpoint.runtime.protocol import EpochSpec, SnapshotAck, StateLost, SubtaskRestored
+from sparkpoint.runtime.protocol import (
+    ChangelogAck,
+    EpochSpec,
+    SnapshotAck,
+    StateLost,
+    SubtaskRestored,
+)
 from sparkpoint.state.backend import KeyedStateBackendParameters
 from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
 from sparkpoint.state.local_recovery import (
@@ -21,6 +28,7 @@ from sparkpoint.state.local_recovery import (
 __all__ = ["NO_TIMER", "SubtaskState"]
 
 NO_TIMER = 2**63  # timer index value: no timer registered (above the maximum watermark)
+_LOG = logging.getLogger("sparkpoint.task")
 
 
 class SubtaskState:
@@ -41,6 +49,10 @@ class SubtaskState:
         self.timer_index: dict[str, list[int | None]] = {}
         self.restored: list[SubtaskRestored] = []
         self.lost: list[StateLost] = []
+        # Record each commit's changes when the job keeps a changelog and no snapshot of
+        # this epoch covers them.
+        self._changelog = spec.job.changelog_storage is not None and spec.checkpoint is None
+        self._tracked: set[str] = set()
 
     # -- opening -------------------------------------------------------------------------
     def open_all(self) -> bool:
@@ -110,9 +122,11 @@ class SubtaskState:
             backend.dispose()
             backend = factory.create_keyed_state_backend(params)
             backend.restore(list(restore.handles))
+            if restore.changelog:
+                backend.apply_changes([h.read_all() for h in restore.changelog])
             # Restored timers are unknown to the index: the first firing scans them.
             self.timer_index[operator_id] = (
-                [None, None] if restore.handles else [NO_TIMER, NO_TIMER]
+                [None, None] if restore.handles or restore.changelog else [NO_TIMER, NO_TIMER]
             )
             backend.commit_local(spec.epoch - 1, self._marker(operator_id, spec.prev_run))
             self.restored.append(SubtaskRestored(
@@ -121,6 +135,8 @@ class SubtaskState:
             ))
         if spec.notify_complete is not None:
             backend.notify_checkpoint_complete(spec.notify_complete)
+        if self._changelog and backend.track_changes():
+            self._tracked.add(operator_id)
         self.backends[operator_id] = backend
 
     def _marker(self, operator_id: str, run: int | None) -> bytes:
@@ -131,11 +147,13 @@ class SubtaskState:
         ).to_bytes()
 
     # -- end of the epoch ----------------------------------------------------------------
-    def commit_and_snapshot(self) -> list[SnapshotAck]:
+    def commit_and_snapshot(self) -> tuple[list[SnapshotAck], list[ChangelogAck]]:
         """Commit every backend locally for this epoch, then snapshot it when the epoch
-        carries a checkpoint; closes the backends."""
+        carries a checkpoint, or store its changes when the job keeps a changelog; closes
+        the backends."""
         spec = self.spec
         acks: list[SnapshotAck] = []
+        changes: list[ChangelogAck] = []
         factory = None
         faults = spec.job.faults
         try:
@@ -143,6 +161,10 @@ class SubtaskState:
                 backend.commit_local(spec.epoch, self._marker(operator_id, spec.run))
                 if faults is not None:
                     faults.after_local_commit(operator_id, self.subtask, spec.epoch)
+                if operator_id in self._tracked:
+                    entry = backend.take_changes()
+                    if entry is not None:
+                        changes.append(self._store_changes(operator_id, entry))
                 cp = spec.checkpoint
                 if cp is not None:
                     if factory is None:
@@ -156,7 +178,23 @@ class SubtaskState:
                     acks.append(SnapshotAck(operator_id, self.subtask, handle, size))
         finally:
             self.close()
-        return acks
+        return acks, changes
+
+    def _store_changes(self, operator_id: str, entry: bytes) -> ChangelogAck:
+        """Write a changelog entry as task-owned state (inline when small); a failure is
+        reported as an entry without a handle (the driver then cannot restore subtasks
+        alone until the next checkpoint)."""
+        spec = self.spec
+        try:
+            access = spec.job.changelog_storage.create_checkpoint_storage(spec.job.job_id)
+            with access.create_task_owned_state_stream() as out:
+                out.write(entry)
+                handle = out.close_and_get_handle()
+        except Exception as exc:  # any storage failure: no changelog entry
+            _LOG.warning("Changelog entry of %s#%d for epoch %d not stored: %r",
+                         operator_id, self.subtask, spec.epoch, exc)
+            handle = None
+        return ChangelogAck(operator_id, self.subtask, spec.epoch, handle, len(entry))
 
     def close(self) -> None:
         """Close every open backend (local state stays on disk)."""

@@ -109,6 +109,7 @@ def build_job_settings(job_name: str, request: JobRequest) -> JobSettings:
         restore_path=StateRecoveryOptions.SAVEPOINT_PATH.read(config),
         allow_non_restored_state=StateRecoveryOptions.SAVEPOINT_IGNORE_UNCLAIMED_STATE.read(config),
         max_records_per_split=SparkpointOptions.MAX_RECORDS_PER_SPLIT.read(config),
+        changelog=SparkpointOptions.CHANGELOG_ENABLED.read(config),
         job_parameters=dict(request.job_parameters),
         faults=request.faults,
     )

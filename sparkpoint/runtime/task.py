@@ -17,7 +17,14 @@ from sparkpoint.clock import FixedClock
 from sparkpoint.runtime.context import MAX_WATERMARK, MIN_WATERMARK, OperatorEnv
 from sparkpoint.runtime.graph import Stage
 from sparkpoint.runtime.keyed_state import SubtaskState
-from sparkpoint.runtime.protocol import EpochSpec, ExecutorIdentity, SinkOutput, TaskReport
+from sparkpoint.runtime.protocol import (
+    ChangelogAck,
+    EpochSpec,
+    ExecutorIdentity,
+    SinkOutput,
+    SnapshotAck,
+    TaskReport,
+)
 from sparkpoint.runtime.records import KIND_DATA, KIND_META, KIND_REPORT, decode_data
 from sparkpoint.runtime.stage_tree import GROUP_TARGET, build_tree
 
@@ -105,7 +112,7 @@ class StageTask:
         if not self.state.open_all():
             for _ in rows:  # drain the input so Spark can reuse the worker
                 pass
-            return self._finish(t0, 0, [], passthrough)
+            return self._finish(t0, 0, ([], []), passthrough)
         env = self._env()
         roots = build_tree(
             self.stage, spec.job.batch_mode, spec.job.next_router.get(self.stage.id),
@@ -147,11 +154,14 @@ class StageTask:
             root.end_epoch()
         for root in roots:
             root.close()
-        acks = self.state.commit_and_snapshot()
-        return self._finish(t0, records, acks, passthrough)
+        return self._finish(t0, records, self.state.commit_and_snapshot(), passthrough)
 
     def _finish(
-        self, t0: float, records: int, acks: list[Any], passthrough: list[tuple[int, int, Any]]
+        self,
+        t0: float,
+        records: int,
+        acks: tuple[list[SnapshotAck], list[ChangelogAck]],
+        passthrough: list[tuple[int, int, Any]],
     ) -> list[tuple[int, int, Any]]:
         out = self.out
         if self.reported:
@@ -164,7 +174,8 @@ class StageTask:
             executor=self.executor,
             records_in=records,
             seconds=time.perf_counter() - t0,
-            snapshots=tuple(acks),
+            snapshots=tuple(acks[0]),
+            changelogs=tuple(acks[1]),
             sink_outputs=tuple(self.sink_outputs),
             watermarks=dict(self.reported),
             max_timestamps=dict(self.reported_max),
