@@ -9,6 +9,7 @@ completed checkpoint (a new *incarnation*): sources rewind, uncommitted output i
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import queue
 import time
@@ -74,6 +75,7 @@ __all__ = ["JobFaultHooks", "JobMaster", "JobSettings", "JobStatus"]
 
 _LOG = logging.getLogger("sparkpoint.job")
 _MAX_RUNS_PER_EPOCH = 10  # Spark jobs one epoch may take before the job fails over
+_KEPT_FAILOVERS = 20  # failovers a checkpoint's master state lists (the latest ones)
 
 
 class JobFaultHooks(Protocol):
@@ -163,6 +165,7 @@ class JobMaster:
         self.epoch_reports: list[EpochReport] = []
         self.failovers: list[FailoverEvent] = []
         self._last_failover: FailoverEvent | None = None
+        self._checkpointed_epoch = 0  # epoch of the latest completed checkpoint
         self.records_in = 0
         self.watermarks: dict[str, int] = {}
         self.generators: dict[str, int] = {}
@@ -587,6 +590,12 @@ class JobMaster:
             watermarks=dict(self.watermarks),
             generators=dict(self.generators),
             pending_sink_commits=tuple(self.sink_commits.pending_up_to(up_to_epoch)),
+            recovery={
+                "epochs": [
+                    e.to_json() for e in self.epoch_reports if e.epoch > self._checkpointed_epoch
+                ],
+                "failovers": [dataclasses.asdict(f) for f in self.failovers[-_KEPT_FAILOVERS:]],
+            },
         )
 
     def _complete_checkpoint(
@@ -611,6 +620,7 @@ class JobMaster:
                 raise failure from exc  # the job fails over (restart strategy applies)
             return None
         self.notify_complete = completed.checkpoint_id
+        self._checkpointed_epoch = self.epoch
         self.sink_commits.commit_up_to(self.epoch)
         if isinstance(stop_request, _Request):
             stop_request.future.set_result(completed.external_pointer)

@@ -25,6 +25,10 @@ class JobMasterState:
     watermarks: Mapping[str, int] = field(default_factory=dict)
     generators: Mapping[str, int] = field(default_factory=dict)  # max timestamp per operator
     pending_sink_commits: tuple[tuple[str, list[Any]], ...] = ()
+    # What the job went through since the previous checkpoint (epoch reports) and its
+    # latest whole-job failovers: shown by ``sparkpoint checkpoints inspect``, never read
+    # back by a restore.
+    recovery: Mapping[str, Any] = field(default_factory=dict)
 
     def to_master_state(self) -> MasterState:
         """The master state written into ``_metadata``."""
@@ -38,6 +42,7 @@ class JobMasterState:
                 "watermarks": dict(self.watermarks),
                 "generators": dict(self.generators),
                 "pending_sink_commits": [[op, c] for op, c in self.pending_sink_commits],
+                "recovery": dict(self.recovery),
             },
         )
 
@@ -56,4 +61,5 @@ class JobMasterState:
             watermarks=data["watermarks"],
             generators=data["generators"],
             pending_sink_commits=tuple((op, c) for op, c in data["pending_sink_commits"]),
+            recovery=data.get("recovery", {}),
         )

@@ -55,13 +55,13 @@ class Placement:
         parallelism) that has no live executor; returns the subtasks that moved."""
         self.executors = dict(executors)
         moves: list[Move] = []
-        if not self.executors:
-            return moves
         for stage, parallelism in stages.items():
             current = self.assigned.get(stage, [])
             slots: list[str | None] = [*current[:parallelism]]
             slots += [None] * (parallelism - len(slots))
             self.assigned[stage] = slots
+        if not self.executors:
+            return moves  # none known yet: no preference until there are some
         for stage, slots in self.assigned.items():
             for subtask, executor in enumerate(slots):
                 if executor is not None and executor in self.executors:

@@ -3,8 +3,10 @@ whole-job failovers happened (the job client, the logs, the demo and the CLI sho
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["EpochReport", "EpochStart", "FailoverEvent", "SubtaskRestoreEvent"]
 
@@ -68,6 +70,21 @@ class EpochReport:
     checkpoint_id: int | None = None
     uploads_in_flight: int | None = None
     uploads_completed: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """A compact JSON form (kept in checkpoints, shown by the CLI)."""
+        return {
+            "epoch": self.epoch,
+            "runs": self.runs,
+            "keyed_tasks": self.keyed_tasks,
+            "on_preferred_executor": self.on_preferred_executor,
+            "subtask_restores": [
+                {"operator": r.operator_id, "subtask": r.subtask, "executor": r.executor_id,
+                 "changelog_epochs": r.changelog_entries, "cause": r.cause}
+                for r in self.subtask_restores
+            ],
+            "failover": None if self.failover is None else dataclasses.asdict(self.failover),
+        }
 
     def describe(self) -> str:
         """One line for logs and consoles."""

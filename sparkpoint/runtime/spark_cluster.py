@@ -43,10 +43,15 @@ class SparkCluster:
         text = self._jsc.getExecutorIds().mkString(_SEP)
         return [e for e in str(text).split(_SEP) if e]
 
+    @property
+    def local_mode(self) -> bool:
+        """Whether the driver's JVM is the only executor (``local``, ``local[...]``)."""
+        master = str(self.sc.master)
+        return master == "local" or master.startswith("local[")
+
     def live_executors(self) -> dict[str, ExecutorSlot]:
         """Every live executor with its host and cores; in local mode the driver."""
-        ids = self.executor_ids()
-        wanted = set(ids) if ids else {DRIVER_EXECUTOR_ID}
+        wanted = {DRIVER_EXECUTOR_ID} if self.local_mode else set(self.executor_ids())
         if not wanted <= set(self._known):
             self._refresh(wanted)
         return {e: self._known[e] for e in wanted if e in self._known}

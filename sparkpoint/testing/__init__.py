@@ -30,7 +30,9 @@ __all__ = [
     "Faults",
     "InjectedFailure",
     "ManualClock",
+    "executor_pids",
     "expected_keyed_count_output",
+    "kill_executor",
     "local_state_dirs",
 ]
 
@@ -96,6 +98,30 @@ class Faults:
     def task_hooks(self) -> _TaskFaults | None:
         """Runtime hook: the picklable part for tasks (None when there is none)."""
         return _TaskFaults(list(self._after_commit)) if self._after_commit else None
+
+
+def executor_pids(application_id: str) -> dict[str, int]:
+    """Executor id -> pid of every executor JVM of ``application_id`` on this host (Linux:
+    read from ``/proc``; the executors of standalone and local-cluster masters)."""
+    found: dict[str, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"--executor-id" in cmd and application_id.encode() in cmd:
+            found[cmd[cmd.index(b"--executor-id") + 1].decode()] = int(entry)
+    return found
+
+
+def kill_executor(application_id: str, executor_id: str) -> int:
+    """SIGKILL the JVM of one executor; returns its pid."""
+    pid = executor_pids(application_id)[executor_id]
+    os.kill(pid, signal.SIGKILL)
+    return pid
 
 
 def local_state_dirs(root: str, job_id: str, operator_id: str, subtask: int) -> list[str]:
