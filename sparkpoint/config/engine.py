@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparkpoint.config.option import STRING, ConfigOption, OptionGroup, int_type
+from sparkpoint.config.option import BOOLEAN, STRING, ConfigOption, OptionGroup, int_type
 
 __all__ = ["SparkpointOptions"]
 
@@ -18,6 +18,14 @@ class SparkpointOptions(OptionGroup):
     )
     LOCAL_STATE_DIR: ConfigOption[str | None] = ConfigOption(
         "sparkpoint.local-state.dir", STRING, None,
-        "Executor-local directory of keyed working state; unset: sparkpoint-state in the "
-        "system temporary directory.",
+        "Directory under which every executor keeps keyed working state in a directory of "
+        "its own (sparkpoint-state/<application>/<executor>); unset: the executor's Spark "
+        "local directory (SPARK_LOCAL_DIRS), which Spark removes with the executor.",
+    )
+    CHANGELOG_ENABLED = ConfigOption(
+        "sparkpoint.state.changelog.enabled", BOOLEAN, True,
+        "With checkpointing on, every keyed subtask stores what each epoch changed in its "
+        "state next to the checkpoints (task-owned state, deleted once a checkpoint covers "
+        "it), so a subtask whose executor or local state is lost restores alone: the "
+        "latest checkpoint plus those changes. Off: such a loss rolls the whole job back.",
     )

@@ -69,9 +69,7 @@ class StreamExecutionEnvironment:
         self._chaining = PipelineOptions.OPERATOR_CHAINING.default
         self._runtime_mode = RuntimeExecutionMode[ExecutionOptions.RUNTIME_MODE.default]
         self._default_savepoint_dir: str | None = None
-        # Failure-injection hooks used by sparkpoint.testing (see JobSettings).
-        self._before_epoch: Any = None
-        self._after_local_commit: Any = None
+        self._faults: Any = None
         self._clock: Clock = SYSTEM_CLOCK
         if configuration is not None:
             self.configure(configuration)
@@ -349,8 +347,7 @@ class StreamExecutionEnvironment:
             checkpoint_storage=self._checkpoint_config.get_checkpoint_storage(),
             restart_strategy=self._config.get_restart_strategy(),
             job_parameters={**self._configuration, **self._config.get_global_job_parameters()},
-            before_epoch=self._before_epoch,
-            after_local_commit=self._after_local_commit,
+            faults=self._faults,
         )
 
     def _settings(self, job_name: str) -> JobSettings:
@@ -360,6 +357,13 @@ class StreamExecutionEnvironment:
         """sparkpoint: the clock jobs read (processing time of timers and TTL, checkpoint
         intervals, restart delays); tests pass ``sparkpoint.testing.ManualClock``."""
         self._clock = clock
+        return self
+
+    def set_fault_injection(self, faults: Any) -> StreamExecutionEnvironment:
+        """sparkpoint: inject faults into the jobs this environment runs (a
+        ``sparkpoint.testing.Faults``: callbacks on the driver before every epoch run, and
+        in tasks after every local state commit). ``None`` removes them."""
+        self._faults = faults
         return self
 
     def _create_master(self, job_name: str) -> JobMaster:
@@ -374,15 +378,11 @@ class StreamExecutionEnvironment:
     def execute(self, job_name: str | None = None) -> JobExecutionResult:
         """Run the job to its end (bounded sources) and return its result."""
         master = self._create_master(job_name or "Flink Streaming Job")
-        out = master.run()
-        self._last_master = master
-        return result_of(master, out)
+        return result_of(master, master.run())
 
     def execute_async(self, job_name: str | None = None) -> JobClient:
         """Start the job in the background; the client controls it."""
-        master = self._create_master(job_name or "Flink Streaming Job")
-        self._last_master = master
-        return JobClient(master)
+        return JobClient(self._create_master(job_name or "Flink Streaming Job"))
 
     def close(self) -> None:
         """Forget the dataflow built so far."""

@@ -1,21 +1,45 @@
-"""Turns one epoch of the plan into one Spark job and runs it.
+"""Turns one run of an epoch into one Spark job of RDDs, and runs it.
 
-Source stages read one split range per partition; keyed stages follow a
-``repartitionById`` on the target subtask; union stages read the union of their inputs.
-The rows of the final stages (sink committables, snapshot acks, watermarks, statistics) are
-collected to the driver, which is all the driver ever receives.
+- A source stage reads one split range per partition of an RDD of empty elements.
+- A keyed stage takes its input shuffled by subtask (``partitionBy``), zipped behind a
+  pinned RDD whose partition ``i`` prefers the executor that holds subtask ``i``'s state,
+  so the scheduler runs every subtask where its state is (delay scheduling waits up to
+  ``spark.locality.wait.process`` for that executor). Every upstream task sends exactly one
+  item to every subtask, so a subtask's input has as many items as the upstream stage has
+  partitions, and the pinned partition holds that many empty elements (``zip`` requires
+  equal counts).
+- A union stage reads the union of its inputs' partitions.
+
+Rows are ``(sub, kind, payload)`` (``records``). The rows of the final stages are
+collected: the driver receives only the tasks' reports.
 """
 
 from __future__ import annotations
 
-from functools import reduce
+import pickle
+import threading
+import uuid
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from sparkpoint.runtime.graph import Plan
-from sparkpoint.runtime.records import ROW_SCHEMA_DDL
-from sparkpoint.runtime.task import EpochSpec, run_stage_task
+from sparkpoint.errors import SparkpointError
+from sparkpoint.runtime.graph import Plan, Stage
+from sparkpoint.runtime.protocol import EpochSpec, JobSpec, TaskReport
+from sparkpoint.runtime.records import KIND_REPORT
+from sparkpoint.runtime.spark_cluster import SparkCluster
 
-__all__ = ["final_stage_ids", "routing", "run_epoch"]
+__all__ = ["EpochRunner", "ExecutorsLost", "final_stage_ids", "routing"]
+
+_WATCH_INTERVAL_S = 0.25
+
+
+class ExecutorsLost(SparkpointError):
+    """Executors that held keyed subtasks left while an epoch ran; the run was cancelled
+    (the epoch runs again with those subtasks placed elsewhere)."""
+
+    def __init__(self, executors: list[str]) -> None:
+        super().__init__(f"Executors {', '.join(executors)} were lost during the epoch")
+        self.executors = executors
 
 
 def final_stage_ids(plan: Plan) -> frozenset[int]:
@@ -37,20 +61,8 @@ def routing(plan: Plan) -> tuple[dict[int, int], dict[int, Any]]:
     return next_p, router
 
 
-def _stage_fn(spec: EpochSpec, stage: Any, offset: int, count: int) -> Any:
-    def run(batches: Any) -> Any:
-        return run_stage_task(spec, stage, batches, offset, count)
-
-    return run
-
-
-def partition_offsets(plan: Plan, spec: EpochSpec) -> tuple[dict[int, int], dict[int, int]]:
-    """Per stage, how far a narrow union shifts its tasks' ``TaskContext.partitionId()``.
-
-    A stage's ``mapInArrow`` is pipelined into the Spark task of the RDD that ends its
-    pipeline: a shuffle (a keyed consumer), a union stage, or the union of the final stages.
-    In a union, the partitions of an input come after those of the inputs before it.
-    """
+def stage_partitions(plan: Plan, spec: EpochSpec) -> dict[int, int]:
+    """How many tasks each stage runs this epoch."""
     counts: dict[int, int] = {}
     for st in plan.stages:
         if st.source is not None:
@@ -59,38 +71,153 @@ def partition_offsets(plan: Plan, spec: EpochSpec) -> tuple[dict[int, int], dict
             counts[st.id] = st.parallelism
         else:
             counts[st.id] = sum(counts[i.id] for i in st.inputs)
-    offsets: dict[int, int] = {}
-    pos = 0
-    for sid in sorted(spec.final_stage_ids):
-        offsets[sid] = pos
-        pos += counts[sid]
-    for st in reversed(plan.stages):  # consumers before their inputs
-        pos = offsets.get(st.id, 0)
-        for inp in st.inputs:
-            if st.key_selector is not None:
-                offsets[inp.id] = 0  # a shuffle ends the input's pipeline
+    return counts
+
+
+def subtask_of(key: int) -> int:
+    """``partitionBy``'s partition function: rows already name their subtask."""
+    return key
+
+
+def _keyed_input(frames: Iterator[bytes]) -> Iterator[tuple[int, int, Any]]:
+    """Rows of a pinned keyed partition: frames alternate between the pinned RDD's empty
+    element and one pickled shuffle batch ``[(subtask, rows)]``."""
+    for i, frame in enumerate(frames):
+        if i % 2:
+            for _sub, rows in pickle.loads(frame):
+                yield from rows
+
+
+def run_task(
+    spec: EpochSpec, stage: Stage, partition: int, items: Iterator[Any], num_partitions: int
+) -> Iterator[Any]:
+    """The body of every Spark task: run the stage for ``partition``, then emit its rows,
+    one item per next subtask when the next stage is keyed."""
+    from pyspark import TaskContext
+
+    from sparkpoint.runtime.executor import current_executor
+    from sparkpoint.runtime.local_dirs import executor_root
+    from sparkpoint.runtime.task import StageTask
+
+    job = spec.job
+    if job.fs_options:
+        from sparkpoint.fs.registry import configure, get_options
+
+        if dict(get_options()) != dict(job.fs_options):
+            configure(dict(job.fs_options))
+    tc = TaskContext.get()
+    attempt = tc.attemptNumber() if tc is not None else 0
+    root = executor_root(job.application_id, job.local_state_dir)
+    task = StageTask(spec, stage, partition, attempt, current_executor(), root, num_partitions)
+    if stage.source is not None:
+        for _ in items:  # the empty element: drain it so Spark can reuse the worker
+            pass
+        rows: Iterator[tuple[int, int, Any]] = iter(())
+    elif stage.key_selector is not None:
+        rows = _keyed_input(items)
+    else:
+        rows = items
+    out = task.run(rows)
+    if stage.id not in job.next_router:
+        return iter(out)
+    by_sub: list[list[tuple[int, int, Any]]] = [[] for _ in range(job.next_parallelism[stage.id])]
+    for row in out:
+        by_sub[row[0]].append(row)
+    return iter(list(enumerate(by_sub)))
+
+
+def _stage_fn(spec: EpochSpec, stage: Stage, num_partitions: int) -> Any:
+    def run(partition: int, items: Iterator[Any]) -> Iterator[Any]:
+        return run_task(spec, stage, partition, items, num_partitions)
+
+    return run
+
+
+class EpochRunner:
+    """Runs the epochs of one job on Spark (keeps the pinned RDDs between epochs)."""
+
+    def __init__(self, spark: Any, plan: Plan) -> None:
+        self.plan = plan
+        self.cluster = SparkCluster(spark)
+
+    def run(
+        self, spec: EpochSpec, locations: Mapping[int, list[str]], watch: set[str]
+    ) -> list[TaskReport]:
+        """Run the epoch with keyed stage ``s`` preferring ``locations[s]``; returns every
+        task's report. Raises ``ExecutorsLost`` (after cancelling the run) when an executor
+        in ``watch`` leaves before the run ends."""
+        from pyspark import RDD
+        from pyspark.serializers import NoOpSerializer
+
+        sc = self.cluster.sc
+        counts = stage_partitions(self.plan, spec)
+        rdds: dict[int, Any] = {}
+        for st in self.plan.stages:
+            fn = _stage_fn(spec, st, counts[st.id])
+            if st.source is not None:
+                base: Any = RDD(self.cluster.base_rdd(counts[st.id]), sc, NoOpSerializer())
+                rdd = base.mapPartitionsWithIndex(fn)
+            elif st.key_selector is not None:
+                up = st.inputs[0]
+                shuffled = rdds[up.id].partitionBy(st.parallelism, subtask_of)
+                pinned = self.cluster.pinned_rdd(locations[st.id], counts[up.id])
+                zipped: Any = RDD(pinned.zip(shuffled._jrdd), sc, NoOpSerializer())
+                rdd = zipped.mapPartitionsWithIndex(fn)
             else:
-                offsets[inp.id] = pos
-                pos += counts[inp.id]
-    return offsets, counts
+                rdd = sc.union([rdds[i.id] for i in st.inputs]).mapPartitionsWithIndex(fn)
+            rdds[st.id] = rdd
+        finals = [rdds[i] for i in sorted(spec.job.final_stage_ids)]
+        out = finals[0] if len(finals) == 1 else sc.union(finals)
+        rows = self._collect(out, spec, watch)
+        return [payload for _sub, kind, payload in rows if kind == KIND_REPORT]
 
+    def _collect(self, rdd: Any, spec: EpochSpec, watch: set[str]) -> list[Any]:
+        group = f"sparkpoint-{spec.job.job_id}-{spec.run}-{uuid.uuid4().hex[:6]}"
+        previous = self.cluster.tag_jobs(group)
+        lost: list[str] = []
+        done = threading.Event()
 
-def run_epoch(spark: Any, plan: Plan, spec: EpochSpec) -> list[tuple[int, int, bytes]]:
-    """Run the epoch; returns the collected ``(sub, kind, payload)`` rows."""
-    dfs: dict[int, Any] = {}
-    offsets, counts = partition_offsets(plan, spec)
-    for st in plan.stages:
-        fn = _stage_fn(spec, st, offsets[st.id], counts[st.id])
-        if st.source is not None:
-            n = max(1, len(spec.source_ranges.get(st.id, [])))
-            df = spark.range(0, n, 1, n).mapInArrow(fn, ROW_SCHEMA_DDL)
-        elif st.key_selector is not None:
-            up = dfs[st.inputs[0].id]
-            df = up.repartitionById(st.parallelism, "sub").mapInArrow(fn, ROW_SCHEMA_DDL)
-        else:
-            up = reduce(lambda a, b: a.union(b), [dfs[i.id] for i in st.inputs])
-            df = up.mapInArrow(fn, ROW_SCHEMA_DDL)
-        dfs[st.id] = df
-    finals = [dfs[i] for i in sorted(spec.final_stage_ids)]
-    out = reduce(lambda a, b: a.union(b), finals)
-    return [(r[0], r[1], bytes(r[2])) for r in out.collect()]
+        def watch_executors() -> None:
+            while not done.wait(_WATCH_INTERVAL_S):
+                gone = sorted(watch - set(self.cluster.executor_ids()))
+                if gone:
+                    lost.extend(gone)
+                    self.cluster.cancel_tagged(group)
+                    return
+
+        watcher = threading.Thread(target=watch_executors, daemon=True, name=group)
+        if watch:
+            watcher.start()
+        try:
+            return list(rdd.collect())
+        except Exception:
+            if lost:
+                raise ExecutorsLost(lost) from None
+            raise
+        finally:
+            done.set()
+            if watch:
+                watcher.join()
+            self.cluster.untag_jobs(group, previous)
+
+    def cleanup(self, job: JobSpec, executors: Mapping[str, str]) -> int:
+        """Delete the job's local state on every executor in ``executors`` (id -> preferred
+        location), one pinned task each; returns how many executors had some."""
+        from pyspark import RDD
+        from pyspark.serializers import NoOpSerializer
+
+        if not executors:
+            return 0
+        app, override, job_id = job.application_id, job.local_state_dir, job.job_id
+
+        def remove(_partition: int, items: Iterator[Any]) -> Iterator[int]:
+            from sparkpoint.runtime.local_dirs import remove_job
+
+            for _ in items:
+                pass
+            yield int(remove_job(app, override, job_id))
+
+        pinned = self.cluster.pinned_rdd(list(executors.values()), 1)
+        base: Any = RDD(pinned, self.cluster.sc, NoOpSerializer())
+        rdd = base.mapPartitionsWithIndex(remove)
+        return int(sum(rdd.collect()))

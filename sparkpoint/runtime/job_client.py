@@ -9,6 +9,7 @@ from typing import Any
 
 from sparkpoint.runtime.coordinator import CheckpointStats
 from sparkpoint.runtime.job_master import JobMaster
+from sparkpoint.runtime.reports import EpochReport, FailoverEvent, SubtaskRestoreEvent
 
 __all__ = ["JobClient", "JobExecutionResult"]
 
@@ -23,6 +24,13 @@ class JobExecutionResult:
     restarts: int
     records_in: int
     checkpoints: tuple[CheckpointStats, ...]
+    epoch_reports: tuple[EpochReport, ...] = ()
+    failovers: tuple[FailoverEvent, ...] = ()
+
+    @property
+    def subtask_restores(self) -> tuple[SubtaskRestoreEvent, ...]:
+        """sparkpoint: every keyed subtask that restored by itself, in epoch order."""
+        return tuple(r for e in self.epoch_reports for r in e.subtask_restores)
 
     def get_job_id(self) -> str:
         return self.job_id
@@ -105,6 +113,14 @@ class JobClient:
         """Per checkpoint: id, trigger time, duration, state size, inline bytes, files."""
         return list(self._master.coordinator.stats)
 
+    def get_epoch_reports(self) -> list[EpochReport]:
+        """sparkpoint: per finished epoch, where keyed tasks ran and what recovered."""
+        return list(self._master.epoch_reports)
+
+    def get_failovers(self) -> list[FailoverEvent]:
+        """sparkpoint: the whole-job failovers so far."""
+        return list(self._master.failovers)
+
     def get_job_execution_result(self) -> Future[JobExecutionResult]:
         return self._result
 
@@ -122,4 +138,6 @@ def result_of(master: JobMaster, out: dict[str, Any]) -> JobExecutionResult:
         restarts=out["restarts"],
         records_in=out["records_in"],
         checkpoints=tuple(master.coordinator.stats),
+        epoch_reports=tuple(master.epoch_reports),
+        failovers=tuple(master.failovers),
     )

@@ -9,21 +9,18 @@ completed checkpoint (a new *incarnation*): sources rewind, uncommitted output i
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import os
 import queue
-import shutil
-import tempfile
 import time
 import uuid
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from sparkpoint.checkpoint.cleaner import CheckpointsCleaner
 from sparkpoint.checkpoint.metadata import (
     CheckpointMetadata,
-    MasterState,
     OperatorState,
     OperatorSubtaskState,
 )
@@ -37,31 +34,58 @@ from sparkpoint.errors import (
     CheckpointFailureReason,
     JobExecutionError,
     SparkpointError,
+    StateLostError,
 )
 from sparkpoint.fs.registry import get_options as get_fs_options
 from sparkpoint.runtime.coordinator import (
     CheckpointCoordinator,
     CheckpointPolicy,
+    PendingCheckpoint,
     TolerableFailuresExceeded,
 )
-from sparkpoint.runtime.epoch import final_stage_ids, routing, run_epoch
+from sparkpoint.runtime.epoch import EpochRunner, ExecutorsLost, final_stage_ids, routing
+from sparkpoint.runtime.executor import DRIVER_EXECUTOR_ID
 from sparkpoint.runtime.graph import Plan
-from sparkpoint.runtime.records import (
-    KIND_ACK,
-    KIND_COLLECT,
-    KIND_COMMITTABLE,
-    KIND_META,
-    KIND_STATS,
+from sparkpoint.runtime.master_state import JobMasterState
+from sparkpoint.runtime.placement import Move, Placement
+from sparkpoint.runtime.protocol import (
+    CheckpointRequest,
+    EpochSpec,
+    JobSpec,
+    RestoreReason,
+    SnapshotAck,
+    StateLost,
+    SubtaskRestore,
+    TaskFaultHooks,
+    TaskReport,
+)
+from sparkpoint.runtime.reports import (
+    EpochReport,
+    EpochStart,
+    FailoverEvent,
+    SubtaskRestoreEvent,
 )
 from sparkpoint.runtime.restart import create_restart_backoff_strategy
+from sparkpoint.runtime.sink_commits import SinkCommits
 from sparkpoint.runtime.state_assignment import assign_keyed_state, check_unmatched_state
-from sparkpoint.runtime.task import CheckpointRequest, EpochSpec
+from sparkpoint.runtime.subtask_recovery import SubtaskRecovery
 from sparkpoint.state.backend import SnapshotType
 
-__all__ = ["JobMaster", "JobSettings", "JobStatus"]
+__all__ = ["JobFaultHooks", "JobMaster", "JobSettings", "JobStatus"]
 
 _LOG = logging.getLogger("sparkpoint.job")
-_MASTER = "sparkpoint.job"
+_MAX_RUNS_PER_EPOCH = 10  # Spark jobs one epoch may take before the job fails over
+_KEPT_FAILOVERS = 20  # failovers a checkpoint's master state lists (the latest ones)
+
+
+class JobFaultHooks(Protocol):
+    """Fault injection for a job (implemented by ``sparkpoint.testing.Faults``)."""
+
+    def before_epoch(self, event: EpochStart) -> None:
+        """Called on the driver before every run of an epoch."""
+
+    def task_hooks(self) -> TaskFaultHooks | None:
+        """The picklable part that runs inside tasks (None: nothing to do there)."""
 
 
 class JobStatus:
@@ -95,19 +119,16 @@ class JobSettings:
     claim_mode: str = StateRecoveryOptions.CLAIM_MODE.default
     allow_non_restored_state: bool = False
     max_records_per_split: int = SparkpointOptions.MAX_RECORDS_PER_SPLIT.default
+    changelog: bool = SparkpointOptions.CHANGELOG_ENABLED.default  # per-subtask recovery
     idle_sleep_s: float = 0.2
     # With no new input, an (empty) epoch still runs this often, so processing-time timers
     # fire and checkpoints are taken while a continuous source is idle.
     idle_epoch_interval_s: float = 1.0
-    local_root: str = field(
-        default_factory=lambda: os.path.join(tempfile.gettempdir(), "sparkpoint-state")
-    )
+    # sparkpoint.local-state.dir: None keeps local state in each executor's Spark local dir
+    local_state_dir: str | None = None
     job_parameters: dict[str, str] = field(default_factory=dict)
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    # Failure-injection hooks (tests): on the driver before each epoch, with (master, epoch);
-    # in tasks after each local state commit, with (operator id, subtask, epoch).
-    before_epoch: Any = None
-    after_local_commit: Any = None
+    faults: JobFaultHooks | None = None  # fault injection (sparkpoint.testing)
 
 
 @dataclass
@@ -137,18 +158,32 @@ class JobMaster:
         self.requests: queue.Queue[_Request] = queue.Queue()
         self.epoch = 0
         self.incarnation = 0
+        self.run_id = 0  # Spark jobs run so far (every run of every epoch)
+        self.accepted_run: int | None = None  # the run whose results the last epoch used
         self.epochs_run = 0
         self.restarts = 0
         self.epoch_seconds: list[float] = []
+        self.epoch_reports: list[EpochReport] = []
+        self.failovers: list[FailoverEvent] = []
+        self._last_failover: FailoverEvent | None = None
+        self._checkpointed_epoch = 0  # epoch of the latest completed checkpoint
         self.records_in = 0
         self.watermarks: dict[str, int] = {}
         self.generators: dict[str, int] = {}
-        self.pending_commits: list[tuple[int, str, list[Any]]] = []
-        self.restore_spec: dict[str, dict[int, list[Any]]] | None = None
+        self.restore_spec: dict[str, dict[int, SubtaskRestore]] = {}
         self.notify_complete: int | None = None
-        self.sinks = {n.operator_id: n.sink for n in plan.sinks}
+        self.sink_commits = SinkCommits({n.operator_id: n.sink for n in plan.sinks})
         self.finals = final_stage_ids(plan)
         self.next_p, self.router = routing(plan)
+        self.runner = EpochRunner(spark, plan)
+        self.placement = Placement()
+        self.keyed_stages = {st.id: st.parallelism for st in plan.stages if st.key_selector}
+        self.recovery = SubtaskRecovery(
+            plan, settings.explicit_max_parallelism,
+            enabled=settings.changelog and settings.policy.enabled,
+        )
+        # (operator id, subtask) -> why it restores alone in the next run
+        self._restore_causes: dict[tuple[str, int], str] = {}
         self.enumerators = {
             st.source.operator_id: SplitEnumerator(
                 st.source.source, st.source.parallelism or settings.parallelism
@@ -209,6 +244,7 @@ class JobMaster:
             self._fail_requests()
             raise
         finally:
+            self.recovery.close()
             self.cleaner.close()
             self._cleanup_local_state()
         return {
@@ -250,6 +286,38 @@ class JobMaster:
                     return False
         return True
 
+    def _job_spec(self) -> JobSpec:
+        faults = self.s.faults
+        return JobSpec(
+            job_id=self.job_id,
+            job_name=self.s.job_name,
+            state_backend=self.s.state_backend,
+            batch_mode=self.s.batch_mode,
+            application_id=self.runner.cluster.application_id,
+            local_state_dir=self.s.local_state_dir,
+            job_parameters=self.s.job_parameters,
+            final_stage_ids=self.finals,
+            next_parallelism=self.next_p,
+            next_router=self.router,
+            fs_options=dict(get_fs_options()),
+            changelog_storage=self.s.checkpoint_storage if self.recovery.enabled else None,
+            faults=faults.task_hooks() if faults is not None else None,
+        )
+
+    def _checkpoint_request(self, pending: Any) -> CheckpointRequest | None:
+        if pending is None:
+            return None
+        return CheckpointRequest(
+            pending.checkpoint_id,
+            self.s.checkpoint_storage,
+            pending.location.get_location_reference(),
+            SnapshotType.SAVEPOINT
+            if pending.properties.is_savepoint
+            else SnapshotType.FULL_CHECKPOINT
+            if self.store.forces_full_snapshot
+            else SnapshotType.CHECKPOINT,
+        )
+
     def _run_one_epoch(self, stop_request: Any) -> bool:
         ranges = self._plan_ranges()
         end_of_input = self._end_of_input(ranges)
@@ -261,112 +329,248 @@ class JobMaster:
             if not self.coordinator.is_due() and idle_ms < self.s.idle_epoch_interval_s * 1000:
                 return False
         self.epoch += 1
-        if self.s.before_epoch is not None:
-            self.s.before_epoch(self, self.epoch)
-        pending = None
-        if isinstance(stop_request, _Request):
-            pending = self.coordinator.trigger(
-                self.epoch,
-                stop_request.target,
-                is_savepoint=True,
-                synchronous=stop_request.kind == "stop",
-            )
-        elif self.coordinator.is_due() and not end_of_input:
-            pending = self.coordinator.trigger(self.epoch)
-        checkpoint = None
-        if pending is not None:
-            checkpoint = CheckpointRequest(
-                pending.checkpoint_id,
-                self.s.checkpoint_storage,
-                pending.location.get_location_reference(),
-                SnapshotType.SAVEPOINT
-                if pending.properties.is_savepoint
-                else SnapshotType.FULL_CHECKPOINT
-                if self.store.forces_full_snapshot
-                else SnapshotType.CHECKPOINT,
-            )
-        spec = EpochSpec(
-            job_id=self.job_id,
-            job_name=self.s.job_name,
-            epoch=self.epoch,
-            incarnation=self.incarnation,
-            end_of_input=end_of_input or drain,
-            batch_mode=self.s.batch_mode,
-            watermarks=dict(self.watermarks),
-            generator_state=dict(self.generators),
-            state_backend=self.s.state_backend,
-            local_root=self.s.local_root,
-            source_ranges=ranges,
-            processing_time_ms=self.clock.now_ms(),
-            checkpoint=checkpoint,
-            restore=self.restore_spec,
-            notify_complete=self.notify_complete,
-            job_parameters=self.s.job_parameters,
-            final_stage_ids=self.finals,
-            next_parallelism=self.next_p,
-            next_router=self.router,
-            fs_options=dict(get_fs_options()),
-            after_local_commit=self.s.after_local_commit,
-        )
         t0 = time.perf_counter()
-        try:
-            rows = run_epoch(self.spark, self.plan, spec)
-        except BaseException:
-            if pending is not None:
-                self.coordinator.abort_all(CheckpointFailureReason.TASK_FAILURE)
-            if isinstance(stop_request, _Request):
-                self.requests.put(stop_request)  # retry after the restore
-            raise
-        self.epoch_seconds.append(time.perf_counter() - t0)
+        runs = 0
+        while True:
+            runs += 1
+            pending = self._trigger(stop_request, end_of_input)
+            try:
+                reports, preferred = self._run_once(ranges, end_of_input or drain, pending)
+                lost = [lost for r in reports for lost in r.lost]
+                if not lost:
+                    break
+                self._discard_run(reports, pending)
+                if runs > _MAX_RUNS_PER_EPOCH or not self._plan_subtask_restores(lost):
+                    first = lost[0]
+                    raise StateLostError(
+                        f"Subtask {first.subtask} of operator {first.operator_id} found "
+                        f"{first.detail}; the job restores from the latest checkpoint."
+                    )
+            except ExecutorsLost as exc:
+                _LOG.warning("Job %s epoch %d: %s; running it again", self.job_id,
+                             self.epoch, exc)
+                if pending is not None:
+                    self.coordinator.abort_all(CheckpointFailureReason.TASK_FAILURE)
+                if runs > _MAX_RUNS_PER_EPOCH:
+                    self._requeue(stop_request)
+                    raise
+            except BaseException:
+                if pending is not None:
+                    self.coordinator.abort_all(CheckpointFailureReason.TASK_FAILURE)
+                self._requeue(stop_request)
+                raise
+        seconds = time.perf_counter() - t0
+        self.epoch_seconds.append(seconds)
         self._last_epoch_end_ms = self.clock.monotonic_ms()
         self.epochs_run += 1
-        acks = self._absorb(rows, ranges)
-        self.restore_spec = None
+        self.accepted_run = self.run_id
+        acks = self._absorb(reports, ranges)
+        self.recovery.accept(a for r in reports for a in r.changelogs)
+        self.restore_spec = {}
+        self._record_epoch(reports, preferred, seconds, runs, pending)
         if pending is not None:
-            self._complete_checkpoint(pending, acks, stop_request)
+            completed = self._complete_checkpoint(pending, acks, stop_request)
+            if completed is not None:
+                self.recovery.checkpoint_completed(completed, self.epoch)
+            else:
+                self.recovery.checkpoint_failed()
         elif not self.s.policy.enabled:
-            self._commit_up_to(self.epoch)
+            self.sink_commits.commit_up_to(self.epoch)
         if isinstance(stop_request, _Request) and stop_request.kind == "stop":
             self._terminate(JobStatus.FINISHED, commit=True)
             raise CancelledByRequest()
         return end_of_input
 
-    def _absorb(
-        self, rows: list[tuple[int, int, bytes]], ranges: dict[int, list[SplitRange]]
-    ) -> Any:
-        import pickle
+    def _trigger(self, stop_request: Any, end_of_input: bool) -> PendingCheckpoint | None:
+        """The checkpoint (or savepoint) this run of the epoch snapshots into, if any."""
+        if isinstance(stop_request, _Request):
+            return self.coordinator.trigger(
+                self.epoch,
+                stop_request.target,
+                is_savepoint=True,
+                synchronous=stop_request.kind == "stop",
+            )
+        if self.coordinator.is_due() and not end_of_input:
+            return self.coordinator.trigger(self.epoch)
+        return None
 
-        acks: list[tuple[str, int, Any, int]] = []
-        for _sub, kind, payload in rows:
-            if kind == KIND_ACK:
-                acks.extend(pickle.loads(payload))
-            elif kind == KIND_COMMITTABLE:
-                op_id, _subtask, committables = pickle.loads(payload)
-                self.pending_commits.append((self.epoch, op_id, committables))
-            elif kind == KIND_COLLECT:
-                op_id, _subtask, committables = pickle.loads(payload)
-                self.sinks[op_id].commit(committables)
-            elif kind == KIND_META:
-                meta = pickle.loads(payload)
-                self.watermarks.update(meta["watermarks"])
-                for key, max_ts in meta["max_ts"].items():
-                    if max_ts is not None:
-                        op = key.partition("@")[0]
-                        self.generators[op] = max(self.generators.get(op, max_ts), max_ts)
-            elif kind == KIND_STATS:
-                st = pickle.loads(payload)
-                if st["stage"] in self.stage_of_source.values():
-                    self.records_in += st["records_in"]
+    def _requeue(self, stop_request: Any) -> None:
+        if isinstance(stop_request, _Request):
+            self.requests.put(stop_request)  # retry after the restore
+
+    def _run_once(
+        self, ranges: dict[int, list[SplitRange]], end_of_input: bool,
+        pending: PendingCheckpoint | None,
+    ) -> tuple[list[TaskReport], dict[tuple[int, int], str | None]]:
+        """One Spark job for the epoch; returns the reports and where each keyed subtask
+        was meant to run."""
+        executors = self.runner.cluster.live_executors()
+        moves = self.placement.update(executors, self.keyed_stages)
+        self._on_moves(moves)
+        self.run_id += 1
+        if self.s.faults is not None:
+            self.s.faults.before_epoch(
+                EpochStart(self.job_id, self.epoch, self.run_id, self._placement_view())
+            )
+        spec = EpochSpec(
+            job=self._job_spec(),
+            epoch=self.epoch,
+            run=self.run_id,
+            prev_run=self.accepted_run,
+            incarnation=self.incarnation,
+            end_of_input=end_of_input,
+            watermarks=dict(self.watermarks),
+            generator_state=dict(self.generators),
+            source_ranges=ranges,
+            processing_time_ms=self.clock.now_ms(),
+            checkpoint=self._checkpoint_request(pending),
+            restore=self.restore_spec,
+            notify_complete=self.notify_complete,
+        )
+        preferred = {
+            (stage, sub): self.placement.executor_of(stage, sub)
+            for stage, p in self.keyed_stages.items()
+            for sub in range(p)
+        }
+        locations = {stage: self.placement.locations(stage) for stage in self.keyed_stages}
+        watch = {e for e in preferred.values() if e is not None and e != DRIVER_EXECUTOR_ID}
+        return self.runner.run(spec, locations, watch), preferred
+
+    def _placement_view(self) -> dict[str, tuple[str, ...]]:
+        """Keyed operator id -> executor of each of its subtasks."""
+        out: dict[str, tuple[str, ...]] = {}
+        for st in self.plan.stages:
+            if st.id in self.keyed_stages:
+                executors = tuple(
+                    self.placement.executor_of(st.id, i) or "" for i in range(st.parallelism)
+                )
+                for node in st.keyed_nodes:
+                    out[node.operator_id] = executors
+        return out
+
+    def _on_moves(self, moves: list[Move]) -> None:
+        """Subtasks placed on a new executor because theirs is gone restore there (a
+        whole-job restore already planned covers them)."""
+        for move in moves:
+            if move.old_executor is None:
+                continue
+            _LOG.info(
+                "Job %s: keyed subtask %d of stage %d moves from lost executor %s to %s",
+                self.job_id, move.subtask, move.stage, move.old_executor, move.new_executor,
+            )
+            if not self.recovery.can_restore():
+                continue  # the subtask will find no state there; the job then fails over
+            for node in self.plan.stages[move.stage].keyed_nodes:
+                planned = self.restore_spec.get(node.operator_id, {}).get(move.subtask)
+                if planned is None or planned.reason == RestoreReason.SUBTASK:
+                    self._plan_restore(
+                        node.operator_id, move.subtask, f"executor {move.old_executor} lost"
+                    )
+
+    def _discard_run(self, reports: list[TaskReport], pending: PendingCheckpoint | None) -> None:
+        """Throw away a run whose results cannot be used (a subtask had lost its state):
+        abort what its sinks staged and the checkpoint it snapshot into."""
+        for report in reports:
+            self.sink_commits.discard(report.sink_outputs)
+            self.recovery.discard(report.changelogs)
+        if pending is not None and pending in self.coordinator.pending:
+            handles = [a.handle for r in reports for a in r.snapshots if a.handle is not None]
+            self.coordinator.abort(
+                pending, CheckpointFailureReason.TASK_FAILURE, "run discarded", states=handles
+            )
+
+    def _plan_subtask_restores(self, lost: list[StateLost]) -> bool:
+        """Prepare restores for subtasks that lost their state; False if the job must fail
+        over instead."""
+        if not self.recovery.can_restore():
+            return False
+        for item in lost:
+            self._plan_restore(item.operator_id, item.subtask, f"state lost: {item.detail}")
+        return True
+
+    def _plan_restore(self, operator_id: str, subtask: int, cause: str) -> None:
+        plan = self.recovery.restore_for(operator_id, subtask)
+        self.restore_spec.setdefault(operator_id, {})[subtask] = plan
+        self._restore_causes[(operator_id, subtask)] = cause
+        _LOG.info(
+            "Job %s: subtask %d of %s restores alone (checkpoint %s + %d changelog epochs): %s",
+            self.job_id, subtask, operator_id,
+            self.recovery.base.checkpoint_id if self.recovery.base else "none",
+            len(plan.changelog), cause,
+        )
+
+    def _absorb(self, reports: list[TaskReport], ranges: dict[int, list[SplitRange]]) -> Any:
+        acks: list[SnapshotAck] = []
+        sources = set(self.stage_of_source.values())
+        for report in reports:
+            acks.extend(report.snapshots)
+            self.sink_commits.absorb(self.epoch, report.sink_outputs)
+            self.watermarks.update(report.watermarks)
+            for key, max_ts in report.max_timestamps.items():
+                if max_ts is not None:
+                    op = key.partition("@")[0]
+                    self.generators[op] = max(self.generators.get(op, max_ts), max_ts)
+            if report.stage in sources:
+                self.records_in += report.records_in
         for op_id, enum in self.enumerators.items():
             enum.commit_epoch(ranges[self.stage_of_source[op_id]])
         return acks
 
+    def _record_epoch(
+        self,
+        reports: list[TaskReport],
+        preferred: dict[tuple[int, int], str | None],
+        seconds: float,
+        runs: int,
+        pending: PendingCheckpoint | None,
+    ) -> None:
+        keyed = [r for r in reports if r.stage in self.keyed_stages]
+        on_preferred = 0
+        for r in keyed:
+            if preferred.get((r.stage, r.subtask)) == r.executor.executor_id:
+                on_preferred += 1
+            elif self.placement.observe(r.stage, r.subtask, r.executor.executor_id):
+                _LOG.info(
+                    "Job %s: keyed subtask %d of stage %d ran on executor %s, not on %s; "
+                    "it stays there", self.job_id, r.subtask, r.stage,
+                    r.executor.executor_id, preferred.get((r.stage, r.subtask)),
+                )
+        restores = tuple(
+            SubtaskRestoreEvent(
+                self.epoch, done.operator_id, done.subtask, r.executor.executor_id,
+                self._restore_causes.pop((done.operator_id, done.subtask), "state lost"),
+                done.changelog_entries, done.seconds,
+            )
+            for r in keyed
+            for done in r.restored
+            if done.reason == RestoreReason.SUBTASK
+        )
+        self._restore_causes.clear()
+        report = EpochReport(
+            epoch=self.epoch,
+            runs=runs,
+            seconds=seconds,
+            records_in=sum(
+                r.records_in for r in reports if r.stage in self.stage_of_source.values()
+            ),
+            keyed_tasks=len(keyed),
+            on_preferred_executor=on_preferred,
+            subtask_restores=restores,
+            failover=self._last_failover,
+            checkpoint_id=pending.checkpoint_id if pending is not None else None,
+        )
+        self._last_failover = None
+        self.epoch_reports.append(report)
+        _LOG.info("Job %s %s", self.job_id, report.describe())
+
     # -- checkpoints -----------------------------------------------------------------------
-    def _operator_states(self, acks: list[tuple[str, int, Any, int]]) -> list[OperatorState]:
+    def _operator_states(self, acks: list[SnapshotAck]) -> list[OperatorState]:
         by_op: dict[str, dict[int, OperatorSubtaskState]] = {}
-        for op_id, subtask, handle, _size in acks:
-            handles = (handle,) if handle is not None else ()
-            by_op.setdefault(op_id, {})[subtask] = OperatorSubtaskState(managed_keyed_state=handles)
+        for ack in acks:
+            handles = (ack.handle,) if ack.handle is not None else ()
+            by_op.setdefault(ack.operator_id, {})[ack.subtask] = OperatorSubtaskState(
+                managed_keyed_state=handles
+            )
         states = []
         for st in self.plan.stages:
             for node in st.keyed_nodes:
@@ -382,33 +586,35 @@ class JobMaster:
                 )
         return states
 
-    def _master_states(self, up_to_epoch: int) -> list[MasterState]:
-        sinks = [
-            [op_id, committables]
-            for epoch, op_id, committables in self.pending_commits
-            if epoch <= up_to_epoch
-        ]
-        state = {
-            "job_id": self.job_id,
-            "job_name": self.s.job_name,
-            "epoch": up_to_epoch,
-            "sources": {op: e.snapshot_state() for op, e in self.enumerators.items()},
-            "watermarks": self.watermarks,
-            "generators": self.generators,
-            "pending_sink_commits": sinks,
-        }
-        return [MasterState.from_json(_MASTER, state)]
+    def _master_state(self, up_to_epoch: int) -> JobMasterState:
+        return JobMasterState(
+            job_id=self.job_id,
+            job_name=self.s.job_name,
+            epoch=up_to_epoch,
+            sources={op: e.snapshot_state() for op, e in self.enumerators.items()},
+            watermarks=dict(self.watermarks),
+            generators=dict(self.generators),
+            pending_sink_commits=tuple(self.sink_commits.pending_up_to(up_to_epoch)),
+            recovery={
+                "epochs": [
+                    e.to_json() for e in self.epoch_reports if e.epoch > self._checkpointed_epoch
+                ],
+                "failovers": [dataclasses.asdict(f) for f in self.failovers[-_KEPT_FAILOVERS:]],
+            },
+        )
 
-    def _complete_checkpoint(self, pending: Any, acks: Any, stop_request: Any) -> None:
+    def _complete_checkpoint(
+        self, pending: Any, acks: list[SnapshotAck], stop_request: Any
+    ) -> CompletedCheckpoint | None:
         try:
             op_states = self._operator_states(acks)
             completed = self.coordinator.complete(
-                pending, op_states, self._master_states(self.epoch)
+                pending, op_states, [self._master_state(self.epoch).to_master_state()]
             )
         except CheckpointException as exc:
             failure: CheckpointException = exc
             if pending in self.coordinator.pending:
-                handles = [a[2] for a in acks if a[2] is not None]
+                handles = [a.handle for a in acks if a.handle is not None]
                 try:
                     self.coordinator.abort(pending, exc.reason, str(exc), states=handles)
                 except TolerableFailuresExceeded as exceeded:
@@ -417,63 +623,51 @@ class JobMaster:
                 stop_request.future.set_exception(failure)
             if isinstance(failure, TolerableFailuresExceeded):
                 raise failure from exc  # the job fails over (restart strategy applies)
-            return
+            return None
         self.notify_complete = completed.checkpoint_id
-        self._commit_up_to(self.epoch)
+        self._checkpointed_epoch = self.epoch
+        self.sink_commits.commit_up_to(self.epoch)
         if isinstance(stop_request, _Request):
             stop_request.future.set_result(completed.external_pointer)
-
-    def _commit_up_to(self, epoch: int) -> None:
-        keep = []
-        by_sink: dict[str, list[Any]] = {}
-        for e, op_id, committables in self.pending_commits:
-            if e <= epoch:
-                by_sink.setdefault(op_id, []).extend(committables)
-            else:
-                keep.append((e, op_id, committables))
-        for op_id, committables in by_sink.items():
-            self.sinks[op_id].commit(committables)
-        self.pending_commits = keep
+        return completed
 
     # -- recovery --------------------------------------------------------------------------
     def _initial_restore(self) -> None:
         if self.s.restore_path is None:
-            self.restore_spec = assign_keyed_state(self.plan, None, True)
+            self._restore_from(None, RestoreReason.START)
+            self.recovery.reset(None, 0)
             return
         metadata, location = load_checkpoint(self.s.checkpoint_storage, self.s.restore_path)
         check_unmatched_state(self.plan, metadata, self.s.allow_non_restored_state)
         restored = CompletedCheckpoint.from_metadata(self.job_id, metadata, location)
         self.store.add_restored_checkpoint(restored, self.s.claim_mode)
         self.coordinator.next_checkpoint_id = metadata.checkpoint_id + 1
-        self._restore_from(metadata)
+        self._restore_from(metadata, RestoreReason.START)
+        self.recovery.reset(restored, 0)
         _LOG.info("Job %s restored from %s", self.job_id, location.external_pointer)
 
-    def _restore_from(self, metadata: CheckpointMetadata | None) -> None:
-        self.restore_spec = assign_keyed_state(self.plan, metadata, self.s.explicit_max_parallelism)
+    def _restore_from(self, metadata: CheckpointMetadata | None, reason: str) -> None:
+        assigned = assign_keyed_state(self.plan, metadata, self.s.explicit_max_parallelism)
+        self.restore_spec = {
+            op: {sub: SubtaskRestore(tuple(hs), reason=reason) for sub, hs in subs.items()}
+            for op, subs in assigned.items()
+        }
         # The max parallelism may have been adopted from the checkpoint: re-derive routing.
         self.next_p, self.router = routing(self.plan)
-        master_state = metadata.get_master_state(_MASTER) if metadata else None
-        master = master_state.to_json() if master_state is not None else None
+        master = JobMasterState.from_metadata(metadata)
         if master is None:
             for enum in self.enumerators.values():
                 enum.reset()
             self.watermarks, self.generators = {}, {}
             return
         for op_id, enum in self.enumerators.items():
-            if op_id in master["sources"]:
-                enum.restore_state(master["sources"][op_id])
+            if op_id in master.sources:
+                enum.restore_state(master.sources[op_id])
             else:
                 enum.reset()
-        self.watermarks = dict(master["watermarks"])
-        self.generators = dict(master["generators"])
-        by_sink: dict[str, list[Any]] = {}
-        for op_id, committables in master["pending_sink_commits"]:
-            by_sink.setdefault(op_id, []).extend(
-                tuple(c) if isinstance(c, list) else c for c in committables
-            )
-        for op_id, committables in by_sink.items():
-            if op_id in self.sinks:
-                self.sinks[op_id].commit(committables)
+        self.watermarks = dict(master.watermarks)
+        self.generators = dict(master.generators)
+        self.sink_commits.recommit(master.pending_sink_commits)
 
     def _failover(self, exc: BaseException) -> None:
         _LOG.warning("Job %s epoch %d failed: %s", self.job_id, self.epoch, _short(exc))
@@ -492,9 +686,20 @@ class JobMaster:
         self.incarnation += 1
         self._abort_uncommitted()
         latest = self._latest_for_recovery()
-        self._restore_from(latest.metadata if latest is not None else None)
-        if latest is not None:
-            _LOG.info("Restored job %s from checkpoint %d", self.job_id, latest.checkpoint_id)
+        self._restore_from(latest.metadata if latest is not None else None,
+                           RestoreReason.FAILOVER)
+        self.recovery.reset(latest, self.epoch)
+        self._restore_causes.clear()
+        event = FailoverEvent(
+            self.epoch, self.incarnation, latest.checkpoint_id if latest else None, _short(exc)
+        )
+        self.failovers.append(event)
+        self._last_failover = event
+        _LOG.info(
+            "Job %s failed over to %s",
+            self.job_id,
+            f"checkpoint {latest.checkpoint_id}" if latest is not None else "the start",
+        )
         self.status = JobStatus.RUNNING
 
     def _latest_for_recovery(self) -> CompletedCheckpoint | None:
@@ -512,12 +717,7 @@ class JobMaster:
         return latest
 
     def _abort_uncommitted(self) -> None:
-        by_sink: dict[str, list[Any]] = {}
-        for _e, op_id, committables in self.pending_commits:
-            by_sink.setdefault(op_id, []).extend(committables)
-        for op_id, committables in by_sink.items():
-            self.sinks[op_id].abort(committables)
-        self.pending_commits = []
+        self.sink_commits.abort_all()
         self.coordinator.abort_all(CheckpointFailureReason.TASK_FAILURE)
 
     # -- the end ---------------------------------------------------------------------------
@@ -526,15 +726,12 @@ class JobMaster:
 
     def _terminate(self, status: str, commit: bool = False) -> None:
         if commit:
-            self._commit_up_to(self.epoch)
+            self.sink_commits.commit_up_to(self.epoch)
         else:
             self._abort_uncommitted()
         self.coordinator.abort_all(CheckpointFailureReason.CHECKPOINT_COORDINATOR_SHUTDOWN)
         self.store.shutdown(status, self.cleaner)
-        for sink in self.sinks.values():
-            cleanup = getattr(sink, "cleanup_job", None)
-            if cleanup is not None:
-                cleanup(self.job_id)
+        self.sink_commits.cleanup_job(self.job_id)
         self.status = status
         self._fail_requests()
 
@@ -550,8 +747,14 @@ class JobMaster:
                 )
 
     def _cleanup_local_state(self) -> None:
-        shutil.rmtree(os.path.join(self.s.local_root, self.job_id), ignore_errors=True)
-
+        """Delete the job's local state on every executor (a small pinned Spark job)."""
+        try:
+            executors = self.runner.cluster.live_executors()
+            self.runner.cleanup(
+                self._job_spec(), {e: slot.location for e, slot in executors.items()}
+            )
+        except Exception:  # the job's outcome stands; dead executors' roots get swept
+            _LOG.warning("Job %s: could not remove local state", self.job_id, exc_info=True)
 
 
 class CancelledByRequest(Exception):

@@ -6,20 +6,21 @@ import os
 import sys
 from typing import Any
 
-__all__ = ["get_spark_session", "prepare_environment"]
+__all__ = ["DEFAULT_CONF", "get_spark_session", "prepare_environment"]
 
-# Spark settings epochs rely on: partitions must stay where ``repartitionById`` put them.
-REQUIRED_CONF = {
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.adaptive.coalescePartitions.enabled": "false",
-}
+# Settings of the sessions sparkpoint creates (a session the user created is used as it is;
+# docs/architecture.md says which of these help there too).
 DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.python.worker.reuse": "true",
-    "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.driver.host": "127.0.0.1",
     "spark.default.parallelism": "2",
+    # A keyed subtask prefers the executor holding its state: let it wait for that executor
+    # while the executor is busy with another subtask (3 s by default) rather than run
+    # elsewhere and restore. A lost executor does not make it wait: the job master sees the
+    # loss, cancels the run and places the subtask anew.
+    "spark.locality.wait.process": "10s",
 }
 
 
@@ -36,18 +37,11 @@ def get_spark_session(master: str | None = None, conf: dict[str, str] | None = N
 
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
-        _apply_required(active)
         return active
     prepare_environment()
     builder = SparkSession.builder.master(master or "local[*,4]").appName("sparkpoint")
-    for key, value in {**DEFAULT_CONF, **(conf or {}), **REQUIRED_CONF}.items():
+    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    _apply_required(spark)
     return spark
-
-
-def _apply_required(spark: Any) -> None:
-    for key, value in REQUIRED_CONF.items():
-        spark.conf.set(key, value)

@@ -3,7 +3,7 @@
 The API layer hands over a ``JobRequest``: one mapping of Flink keys holding everything the
 user configured and everything set through the API that has a key (the checkpoint config,
 parallelism, runtime mode, ...), plus the objects that have none (state backend, checkpoint
-storage, restart strategy, test hooks).
+storage, restart strategy, fault injection).
 """
 
 from __future__ import annotations
@@ -50,8 +50,7 @@ class JobRequest:
     checkpoint_storage: Any = None
     restart_strategy: Any = None
     job_parameters: Mapping[str, str] = field(default_factory=dict)
-    before_epoch: Any = None
-    after_local_commit: Any = None
+    faults: Any = None  # JobFaultHooks (sparkpoint.testing.Faults)
 
 
 def check_configuration(config: Mapping[str, Any]) -> None:
@@ -111,11 +110,9 @@ def build_job_settings(job_name: str, request: JobRequest) -> JobSettings:
         claim_mode=StateRecoveryOptions.CLAIM_MODE.read(config),
         allow_non_restored_state=StateRecoveryOptions.SAVEPOINT_IGNORE_UNCLAIMED_STATE.read(config),
         max_records_per_split=SparkpointOptions.MAX_RECORDS_PER_SPLIT.read(config),
+        changelog=SparkpointOptions.CHANGELOG_ENABLED.read(config),
         job_parameters=dict(request.job_parameters),
-        before_epoch=request.before_epoch,
-        after_local_commit=request.after_local_commit,
+        faults=request.faults,
     )
-    local_root = SparkpointOptions.LOCAL_STATE_DIR.read(config)
-    if local_root is not None:
-        settings.local_root = local_root
+    settings.local_state_dir = SparkpointOptions.LOCAL_STATE_DIR.read(config)
     return settings

@@ -139,6 +139,21 @@ class KeyedStateBackend(abc.ABC):
         Raises ``RestoreError`` on max-parallelism mismatch or missing files.
         """
 
+    def track_changes(self) -> bool:
+        """From now on, record what each ``commit_local`` changes, for a durable changelog
+        (``state.changelog``); returns False if this backend cannot."""
+        return False
+
+    def take_changes(self) -> bytes | None:
+        """The changelog entry of the last ``commit_local`` since ``track_changes`` (None:
+        nothing changed or nothing recorded); taking it forgets it."""
+        return None
+
+    def apply_changes(self, entries: Sequence[bytes]) -> None:
+        """Apply changelog entries (oldest first) over freshly restored state, as part of
+        the state the next ``commit_local`` commits."""
+        raise NotImplementedError(f"{type(self).__name__} cannot apply changelog entries")
+
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:  # noqa: B027
         """A checkpoint this backend took part in completed (incremental bookkeeping)."""
 

@@ -1,28 +1,136 @@
-"""Failure injection, a manual clock and reference jobs for testing sparkpoint pipelines.
+"""Fault injection, a manual clock and reference jobs for testing sparkpoint pipelines.
 
-Injected failures are counted in files (created with ``O_EXCL``), so they fire an exact
-number of times across Python workers, executors and retries. ``ManualClock`` moves only
-when told; give it to ``StreamExecutionEnvironment.set_clock`` (or to a coordinator, restart
-strategy, keyed backend or watermark generator) to drive time deterministically.
+``Faults`` hooks into a job (``env.set_fault_injection(faults)``): callbacks run on the
+driver before every run of an epoch (kill an executor, advance a clock, delete local
+state) and inside tasks after every local state commit (fail there). ``FailureInjector``
+fails at a chosen record; injected failures are counted in files (created with
+``O_EXCL``), so they fire an exact number of times across Python workers, executors and
+retries. ``ManualClock`` moves only when told; give it to
+``StreamExecutionEnvironment.set_clock`` (or to a coordinator, restart strategy, keyed
+backend or watermark generator) to drive time deterministically.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import signal
+from collections.abc import Callable
 from typing import Any
 
 from sparkpoint.clock import FixedClock
 from sparkpoint.datastream.functions import KeyedProcessFunction
 from sparkpoint.runtime.context import MAX_WATERMARK
+from sparkpoint.runtime.reports import EpochStart
 
 __all__ = [
     "CountAndEcho",
+    "EpochStart",
     "FailureInjector",
+    "Faults",
     "InjectedFailure",
     "ManualClock",
+    "executor_pids",
     "expected_keyed_count_output",
+    "kill_executor",
+    "local_state_dirs",
 ]
+
+CommitCallback = Callable[[str, int, int], None]
+
+
+class _TaskFaults:
+    """The part of ``Faults`` that is pickled into every task."""
+
+    def __init__(self, after_commit: list[CommitCallback]) -> None:
+        self._after_commit = after_commit
+
+    def after_local_commit(self, operator_id: str, subtask: int, epoch: int) -> None:
+        for callback in self._after_commit:
+            callback(operator_id, subtask, epoch)
+
+
+class Faults:
+    """Fault injection for sparkpoint jobs; pass it to ``env.set_fault_injection``.
+
+    ``on_epoch_start(callback)`` runs ``callback(EpochStart)`` on the driver before every
+    Spark job of an epoch (a run), in the job master's thread. ``on_local_commit(callback)``
+    runs ``callback(operator_id, subtask, epoch)`` inside a task right after a keyed
+    subtask committed its state locally and before the task reports success (so raising
+    there tests Spark's task retries); it is pickled into every task, so keep it small and
+    count what it does with ``FailureInjector``.
+    """
+
+    def __init__(self) -> None:
+        self._epoch_start: list[Callable[[EpochStart], None]] = []
+        self._after_commit: list[CommitCallback] = []
+        self.epochs_seen: list[EpochStart] = []
+
+    def on_epoch_start(self, callback: Callable[[EpochStart], None]) -> Faults:
+        """Call ``callback`` on the driver before every run of every epoch."""
+        self._epoch_start.append(callback)
+        return self
+
+    def on_local_commit(self, callback: CommitCallback) -> Faults:
+        """Call ``callback(operator_id, subtask, epoch)`` in tasks after local commits."""
+        self._after_commit.append(callback)
+        return self
+
+    def fail_after_local_commit(
+        self, injector: FailureInjector, operator_id: str, subtask: int
+    ) -> Faults:
+        """Fail (per ``injector``: raise or SIGKILL the Python worker) right after
+        ``operator_id``'s ``subtask`` committed the epoch ``injector.at_record``."""
+
+        def fail(op: str, sub: int, epoch: int) -> None:
+            if op == operator_id and sub == subtask:
+                injector.maybe_fail(epoch)
+
+        return self.on_local_commit(fail)
+
+    # -- what the runtime calls ----------------------------------------------------------
+    def before_epoch(self, event: EpochStart) -> None:
+        """Runtime hook: an epoch run starts (records it, then runs the callbacks)."""
+        self.epochs_seen.append(event)
+        for callback in self._epoch_start:
+            callback(event)
+
+    def task_hooks(self) -> _TaskFaults | None:
+        """Runtime hook: the picklable part for tasks (None when there is none)."""
+        return _TaskFaults(list(self._after_commit)) if self._after_commit else None
+
+
+def executor_pids(application_id: str) -> dict[str, int]:
+    """Executor id -> pid of every executor JVM of ``application_id`` on this host (Linux:
+    read from ``/proc``; the executors of standalone and local-cluster masters)."""
+    found: dict[str, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"--executor-id" in cmd and application_id.encode() in cmd:
+            found[cmd[cmd.index(b"--executor-id") + 1].decode()] = int(entry)
+    return found
+
+
+def kill_executor(application_id: str, executor_id: str) -> int:
+    """SIGKILL the JVM of one executor; returns its pid."""
+    pid = executor_pids(application_id)[executor_id]
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def local_state_dirs(root: str, job_id: str, operator_id: str, subtask: int) -> list[str]:
+    """The local-state directories of a keyed subtask under ``root`` (the job's
+    ``sparkpoint.local-state.dir``), one per executor that held it."""
+    pattern = os.path.join(
+        glob.escape(root), "sparkpoint-state", "*", "*", job_id, operator_id, str(subtask)
+    )
+    return sorted(glob.glob(pattern))
 
 
 class ManualClock(FixedClock):

@@ -24,8 +24,8 @@ _KEY_LITERAL = re.compile(
     r"""["']((?:execution|state|restart-strategy|parallelism|pipeline|sparkpoint|s3|gs|hdfs)"""
     r"""\.[a-z0-9.-]+)["']"""
 )
-# Dotted string literals that are not configuration keys.
-_NOT_KEYS = {"sparkpoint.job", "sparkpoint.checkpoint", "sparkpoint.pickled"}
+# Dotted string literals that are not configuration keys (logger names, a metadata key).
+_NOT_KEYS = {"sparkpoint.job", "sparkpoint.task", "sparkpoint.checkpoint", "sparkpoint.pickled"}
 
 
 def test_keys_are_unique_across_the_table() -> None:

@@ -1,63 +1,142 @@
-"""Multi-executor Spark (local-cluster[2,1,1024]): an executor JVM is killed mid-epoch."""
+"""Multi-executor Spark whose executors share no local state: keyed state stays with its
+executor epoch after epoch, and a killed executor's subtasks alone restore.
+
+Two clusters, one per module parameter, each with three one-core executors:
+``local-cluster[3,1,1024]`` (every executor keeps state in its own Spark local directory)
+and a standalone master with three workers started from the pip package, each worker (as
+root) in its own mount namespace with a private tmpfs over its local directory and on its
+own loopback address, so its executor is, for all Spark and sparkpoint can tell, another
+host. A driver process per cluster runs the jobs (``cluster_driver.py``): a keyed count at
+parallelism 3 feeding a second keyed count at parallelism 6, 60 epochs, exactly-once file
+sinks; checkpoints on the local filesystem or on the session's moto S3 server.
+"""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from sparkpoint.testing import expected_keyed_count_output
+from tests.fixtures.spark_cluster import ClusterDriver, StandaloneCluster, can_isolate_workers
 from tests.runtime.jobs import read_sink
 
-SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cluster_job.py")
+pytestmark = pytest.mark.cluster
+
+EVENTS, KEYS, KEYS2 = 36_000, 50, 70
+RECORDS_PER_SPLIT = 300  # two splits: 60 epochs
 
 
-def _spark_home(tmp_path: Any) -> str:
-    """A SPARK_HOME of symlinks, so executor work dirs land in tmp, not site-packages."""
-    import pyspark
-
-    real = os.path.dirname(pyspark.__file__)
-    home = tmp_path / "spark-home"
-    home.mkdir()
-    for name in ("bin", "sbin", "jars", "python", "conf"):
-        if os.path.exists(os.path.join(real, name)):
-            os.symlink(os.path.join(real, name), home / name)
-    return str(home)
+@dataclass
+class Cluster:
+    kind: str
+    driver: ClusterDriver
+    standalone: StandaloneCluster | None
 
 
-@pytest.mark.cluster
-def test_executor_jvm_killed_mid_epoch(tmp_path: Any) -> None:
-    events, keys = 30_000, 7
-    out = str(tmp_path / "out")
-    env = dict(
-        os.environ,
-        SPARK_HOME=_spark_home(tmp_path),
-        PYSPARK_PYTHON=sys.executable,
-        SPARK_LOCAL_IP="127.0.0.1",
+@pytest.fixture(scope="module", params=["local-cluster", "standalone"])
+def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Cluster:
+    """A three-executor cluster and its driver, stopped (process groups killed) at the end."""
+    directory = str(tmp_path_factory.mktemp(request.param))
+    standalone = None
+    if request.param == "standalone":
+        standalone = StandaloneCluster(directory)
+        request.addfinalizer(standalone.stop)
+        master = standalone.start().url
+    else:
+        master = "local-cluster[3,1,1024]"
+    driver = ClusterDriver(master, 3, directory)
+    request.addfinalizer(driver.stop)
+    return Cluster(request.param, driver, standalone)
+
+
+# Which checkpoint storage each job uses, so that every cluster runs both backends, the
+# local filesystem and moto S3, while each cluster runs only three jobs.
+STORAGE = {
+    ("local-cluster", "hashmap"): "local",
+    ("local-cluster", "rocksdb"): "s3",
+    ("standalone", "hashmap"): "s3",
+    ("standalone", "rocksdb"): "local",
+}
+KILL_JOB = {"local-cluster": ("hashmap", "local"), "standalone": ("rocksdb", "s3")}
+
+
+def _run(cluster: Cluster, tmp_path: Any, s3_server: Any, backend: str, storage: str,
+         kill: dict[str, Any] | None = None) -> dict[str, Any]:
+    if storage == "s3":
+        checkpoint, fs_options = s3_server.unique_prefix(), s3_server.options
+    else:
+        checkpoint, fs_options = str(tmp_path / "ckpt"), None
+    result = cluster.driver.run(
+        events=EVENTS, keys=KEYS, keys2=KEYS2, p1=3, p2=6, backend=backend,
+        checkpoint=checkpoint, fs_options=fs_options, out1=str(tmp_path / "out1"),
+        out2=str(tmp_path / "out2"), records_per_split=RECORDS_PER_SPLIT, interval_ms=1000,
+        kill=kill,
     )
-    proc = subprocess.run(
-        [
-            sys.executable,
-            SCRIPT,
-            str(tmp_path / "ckpt"),
-            out,
-            str(tmp_path / "local"),
-            str(events),
-            str(keys),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
+    for out, keys in ((tmp_path / "out1", KEYS), (tmp_path / "out2", KEYS2)):
+        recs, finals = expected_keyed_count_output(EVENTS, keys)
+        got = read_sink(str(out))
+        echoed = [o for o in got if o[0] == "rec"]
+        assert len(echoed) == EVENTS and set(echoed) == recs, f"records of {out}"
+        assert {o[1]: (o[2], o[3]) for o in got if o[0] == "final"} == finals, f"finals of {out}"
+        assert len([o for o in got if o[0] == "final"]) == keys
+    return result
+
+
+def test_cluster_executors_are_separate(cluster: Cluster) -> None:
+    """Three one-core executors; standalone ones on three hosts when run as root."""
+    executors = cluster.driver.hello["executors"]
+    assert sorted(executors) == ["0", "1", "2"]
+    if cluster.standalone is not None and can_isolate_workers():
+        assert cluster.standalone.isolated
+        assert sorted(host for host, _cores in executors.values()) == [
+            "127.0.0.2", "127.0.0.3", "127.0.0.4"
+        ]
+
+
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+def test_keyed_state_stays_with_its_executor(
+    cluster: Cluster, tmp_path: Any, s3_server: Any, backend: str
+) -> None:
+    """60 epochs at parallelism 3 and 6: every keyed task of every epoch runs on the
+    executor holding its state: no subtask restore, no failover, exact output (checkpoints
+    on the local filesystem or S3, per ``STORAGE``)."""
+    r = _run(cluster, tmp_path, s3_server, backend, STORAGE[(cluster.kind, backend)])
+    assert r["epochs"] >= 60
+    assert r["restarts"] == 0 and r["failovers"] == [] and r["subtask_restores"] == []
+    assert r["checkpoints"] >= 5
+    for epoch in r["epoch_reports"]:
+        assert epoch["runs"] == 1, epoch
+        assert epoch["keyed_tasks"] == epoch["on_preferred_executor"] == 9, epoch
+    placement = r["placements"][-1]["placement"]
+    assert sorted(placement["count"]) == ["0", "1", "2"]  # spread by cores
+    assert sorted(Counter(placement["count2"]).values()) == [2, 2, 2]
+    assert all(p["placement"] == placement for p in r["placements"][1:])  # never moved
+
+
+def test_killed_executor_restores_only_its_subtasks(
+    cluster: Cluster, tmp_path: Any, s3_server: Any
+) -> None:
+    """SIGKILL of the executor JVM holding subtask 0 of ``count`` in the middle of epoch 20:
+    exactly its subtasks (one of ``count``, two of ``count2``) restore, on other executors,
+    the rest of the job goes on, nothing fails over, and the output is exact (heap state
+    and local checkpoints on local-cluster, RocksDB and S3 on standalone)."""
+    backend, storage = KILL_JOB[cluster.kind]
+    r = _run(cluster, tmp_path, s3_server, backend, storage, kill={"epoch": 20, "delay_s": 0.15})
+    (kill,) = r["kills"]
+    assert kill.get("pid"), "the executor was not killed"
+    dead = kill["executor"]
+    lost = sorted(
+        (op, i) for op, executors in kill["placement"].items()
+        for i, executor in enumerate(executors) if executor == dead
     )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    summary = [line for line in proc.stdout.splitlines() if line.startswith("KILLED")]
-    assert summary and "KILLED []" not in summary[0], proc.stdout[-2000:]
-    recs, finals = expected_keyed_count_output(events, keys)
-    got = read_sink(out)
-    echoed = [o for o in got if o[0] == "rec"]
-    assert len(echoed) == events and set(echoed) == recs
-    assert {o[1]: (o[2], o[3]) for o in got if o[0] == "final"} == finals
+    assert len(lost) == 3  # one subtask of count, two of count2
+    restores = r["subtask_restores"]
+    assert sorted((x["operator_id"], x["subtask"]) for x in restores) == lost
+    assert all(x["executor_id"] != dead for x in restores)
+    assert {x["epoch"] for x in restores} <= {20, 21}
+    assert r["restarts"] == 0 and r["failovers"] == []
+    later = [e for e in r["epoch_reports"] if e["epoch"] > 21]
+    assert later and all(e["on_preferred_executor"] == e["keyed_tasks"] for e in later)

@@ -33,7 +33,7 @@ from sparkpoint.datastream.state import (
 from sparkpoint.errors import JobExecutionError
 from sparkpoint.runtime.context import MIN_WATERMARK
 from sparkpoint.state.key_groups import assign_to_key_group
-from sparkpoint.testing import ManualClock
+from sparkpoint.testing import EpochStart, Faults, ManualClock
 
 
 def _records_per_epoch(env: StreamExecutionEnvironment, n: int) -> None:
@@ -325,11 +325,11 @@ def test_processing_time_timers_fire_in_a_later_epoch(env: StreamExecutionEnviro
     env.set_clock(clock)
     epochs: list[int] = []
 
-    def advance(master: Any, epoch: int) -> None:  # epoch e runs at 1_000_000 + 100 e
-        epochs.append(epoch)
+    def advance(event: EpochStart) -> None:  # epoch e runs at 1_000_000 + 100 e
+        epochs.append(event.epoch)
         clock.advance(100)
 
-    env._before_epoch = advance
+    env.set_fault_injection(Faults().on_epoch_start(advance))
     data = [("a", 1), ("b", 2), ("a", 3)]
     out = list(
         env.from_collection(data)
@@ -377,7 +377,7 @@ def test_state_ttl_expires_values_between_epochs(env: StreamExecutionEnvironment
     _records_per_epoch(env, 1)
     clock = ManualClock(1_000_000)
     env.set_clock(clock)
-    env._before_epoch = lambda master, epoch: clock.advance(50)
+    env.set_fault_injection(Faults().on_epoch_start(lambda event: clock.advance(50)))
     data = [("k", 1), ("k", 2), ("k", 3)]
     out = list(env.from_collection(data).key_by(lambda t: t[0]).process(TtlProbe())
                .execute_and_collect())
@@ -520,8 +520,9 @@ def test_execute_without_sinks_fails(env: StreamExecutionEnvironment) -> None:
 def test_source_parallelism_sets_the_number_of_splits(env: Any) -> None:
     """``from_source(...).set_parallelism(n)`` reads the sequence in n splits (n tasks)."""
     ds = env.from_source(NumberSequenceSource(1, 100), None, "seq").set_parallelism(4)
-    out = ds.map(lambda x: x * 2).execute_and_collect()
-    assert sorted(out) == [2 * x for x in range(1, 101)]
-    master = env._last_master
-    (enum,) = master.enumerators.values()
+    ds.map(lambda x: x * 2).sink_to(sink := CollectSink())
+    client = env.execute_async("splits")
+    client.wait()
+    assert sorted(sink.collected) == [2 * x for x in range(1, 101)]
+    (enum,) = client.job_master.enumerators.values()
     assert len(enum.splits) == 4

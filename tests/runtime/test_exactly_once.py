@@ -10,7 +10,13 @@ import pytest
 
 from sparkpoint.common import RestartStrategies
 from sparkpoint.datastream import CheckpointingMode, FileSystemCheckpointStorage
-from sparkpoint.testing import FailureInjector, expected_keyed_count_output
+from sparkpoint.testing import (
+    EpochStart,
+    FailureInjector,
+    Faults,
+    expected_keyed_count_output,
+    local_state_dirs,
+)
 from tests.runtime.jobs import keyed_count_job, read_sink
 
 N_EVENTS = 6000
@@ -23,7 +29,7 @@ def _configure(env: Any, tmp_path: Any, mode: Any) -> None:
         FileSystemCheckpointStorage((tmp_path / "ckpt").as_uri())
     )
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 0))
-    env._configuration.set_string("sparkpoint.epoch.max-records-per-split", "700")
+    env.configure({"sparkpoint.epoch.max-records-per-split": "700"})
 
 
 def _check(out: list[tuple[Any, ...]], exact: bool) -> None:
@@ -131,13 +137,8 @@ def test_task_retried_after_its_local_commit_does_not_apply_the_epoch_twice(
     """A keyed task fails after it committed its state for the epoch (before Spark got its
     result); Spark's retry must undo that commit and redo the epoch, not apply it twice."""
     marker = FailureInjector(str(tmp_path / "after-commit"), at_record=3, times=1)
-
-    def fail_after_commit(operator_id: str, subtask: int, epoch: int) -> None:
-        if operator_id == "count" and subtask == 1:
-            marker.maybe_fail(epoch)
-
     _configure(env, tmp_path, CheckpointingMode.EXACTLY_ONCE)
-    env._after_local_commit = fail_after_commit
+    env.set_fault_injection(Faults().fail_after_local_commit(marker, "count", 1))
     out_dir = str(tmp_path / "out")
     keyed_count_job(env, out_dir, N_EVENTS, N_KEYS)
     result = env.execute("after-commit")
@@ -146,28 +147,62 @@ def test_task_retried_after_its_local_commit_does_not_apply_the_epoch_twice(
     _check(read_sink(out_dir), exact=True)
 
 
-@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
-def test_lost_local_state_is_detected_and_restored(env: Any, tmp_path: Any, backend: str) -> None:
-    """A subtask whose local state vanished (a lost worker) raises StateLostError; the job
-    restores every subtask from the latest checkpoint and the result stays exact."""
+def _lose_state_at(tmp_path: Any, epoch: int, lost: list[int]) -> Faults:
+    """Faults that delete subtask 0's local state of operator ``count`` before ``epoch``."""
     import shutil
 
+    def lose_state(event: EpochStart) -> None:
+        if event.epoch == epoch and not lost:
+            (found,) = local_state_dirs(str(tmp_path / "local-state"), event.job_id, "count", 0)
+            shutil.rmtree(found)
+            lost.append(event.epoch)
+
+    return Faults().on_epoch_start(lose_state)
+
+
+@pytest.mark.parametrize("interval", [10, 3_600_000], ids=["checkpoint", "changelog-only"])
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+def test_lost_local_state_restores_that_subtask_alone(
+    env: Any, tmp_path: Any, backend: str, interval: int
+) -> None:
+    """A subtask whose local state vanished (a lost worker) reports it; that subtask alone
+    restores the latest checkpoint (none with a one-hour interval) plus its changelog, the
+    epoch runs again, nothing else rolls back, and the result stays exact."""
     from sparkpoint.datastream import EmbeddedRocksDBStateBackend
 
     lost: list[int] = []
-
-    def lose_state(master: Any, epoch: int) -> None:
-        if epoch == 3 and not lost:
-            lost.append(epoch)
-            shutil.rmtree(tmp_path / "local-state" / master.job_id / "count" / "0")
-
     _configure(env, tmp_path, CheckpointingMode.EXACTLY_ONCE)
+    env.enable_checkpointing(interval)
     if backend == "rocksdb":
         env.set_state_backend(EmbeddedRocksDBStateBackend(True))
-    env._before_epoch = lose_state
+    env.set_fault_injection(_lose_state_at(tmp_path, 4, lost))
     out_dir = str(tmp_path / "out")
     keyed_count_job(env, out_dir, N_EVENTS, N_KEYS)
     result = env.execute("lost-state")
+    assert lost == [4]
+    assert result.restarts == 0 and result.failovers == ()
+    (restore,) = result.subtask_restores
+    assert (restore.epoch, restore.operator_id, restore.subtask) == (4, "count", 0)
+    assert restore.cause.startswith("state lost")
+    if interval > 10:  # no checkpoint yet: epochs 1-3 come from the changelog
+        assert restore.changelog_entries == 3
+    (epoch4,) = [e for e in result.epoch_reports if e.epoch == 4]
+    assert epoch4.runs == 2
+    _check(read_sink(out_dir), exact=True)
+
+
+def test_lost_local_state_without_changelog_fails_over(env: Any, tmp_path: Any) -> None:
+    """With the changelog off, the same loss rolls the whole job back to the latest
+    checkpoint, and the job reports a failover instead of a subtask restore."""
+    lost: list[int] = []
+    _configure(env, tmp_path, CheckpointingMode.EXACTLY_ONCE)
+    env.configure({"sparkpoint.state.changelog.enabled": "false"})
+    env.set_fault_injection(_lose_state_at(tmp_path, 3, lost))
+    out_dir = str(tmp_path / "out")
+    keyed_count_job(env, out_dir, N_EVENTS, N_KEYS)
+    result = env.execute("lost-state-failover")
     assert lost == [3]
-    assert result.restarts == 1
+    assert result.restarts == 1 and result.subtask_restores == ()
+    (failover,) = result.failovers
+    assert failover.epoch == 3 and "found no local state" in failover.cause
     _check(read_sink(out_dir), exact=True)

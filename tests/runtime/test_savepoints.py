@@ -37,7 +37,7 @@ def _env(spark: Any, tmp_path: Any, parallelism: int, restore: str | None = None
 
 def _stop_after(env: Any, epochs: int) -> str:
     client = env.execute_async("savepoints")
-    master = env._last_master
+    master = client.job_master
     while master.epochs_run < epochs:
         assert not client.get_job_execution_result().done(), "job ended before the stop"
         time.sleep(0.05)
@@ -77,7 +77,7 @@ def test_trigger_savepoint_and_cancel(spark: Any, tmp_path: Any) -> None:
     )
     keyed_count_job(env, str(tmp_path / "out"), N_EVENTS * 10, N_KEYS)
     client = env.execute_async("cancel-me")
-    master = env._last_master
+    master = client.job_master
     while master.epochs_run < 3:
         time.sleep(0.05)
     path = client.trigger_savepoint(str(tmp_path / "sp2")).result(timeout=120)
@@ -100,7 +100,7 @@ def test_sixteen_subtasks_small_state_is_one_file(spark: Any, tmp_path: Any) -> 
     )
     keyed_count_job(env, str(tmp_path / "out"), 160_000, 64)
     client = env.execute_async("sixteen")
-    master = env._last_master
+    master = client.job_master
     while not [s for s in client.get_checkpoint_statistics() if s.status == "COMPLETED"]:
         assert not client.get_job_execution_result().done()
         time.sleep(0.05)
@@ -122,7 +122,7 @@ def test_stop_with_savepoint_and_drain_fires_event_time_timers(spark: Any, tmp_p
     env = _env(spark, tmp_path, 2)
     keyed_count_job(env, out, N_EVENTS * 10, N_KEYS)
     client = env.execute_async("drain")
-    master = env._last_master
+    master = client.job_master
     while master.epochs_run < 3:
         time.sleep(0.05)
     assert client.get_job_status().result() == "RUNNING"

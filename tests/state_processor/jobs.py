@@ -126,7 +126,7 @@ def stateful_job(env: StreamExecutionEnvironment, out_dir: str, n_events: int,
 def stop_with_savepoint_after(env: StreamExecutionEnvironment, epochs: int) -> str:
     """Run the job until ``epochs`` epochs ran, then stop it with a savepoint."""
     client = env.execute_async("state-processor")
-    master = env._last_master  # type: ignore[attr-defined]
+    master = client.job_master
     while master.epochs_run < epochs:
         assert not client.get_job_execution_result().done(), "job ended before the stop"
         time.sleep(0.05)

@@ -100,7 +100,7 @@ def test_retained_checkpoint_reads_as_dataframe(backend: str, spark: Any, tmp_pa
         ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
     jobs.stateful_job(env, os.path.join(tmp, "out"), N_EVENTS * 5, N_KEYS)
     client = env.execute_async("retained")
-    master = env._last_master
+    master = client.job_master
     while len([s for s in client.get_checkpoint_statistics() if s.status == "COMPLETED"]) < 3:
         assert not client.get_job_execution_result().done()
         time.sleep(0.05)

@@ -31,6 +31,7 @@ from typing import Any
 from sparkpoint.checkpoint.handles import KeyedStateHandle
 from sparkpoint.errors import RestoreError, StateLostError
 from sparkpoint.state.backend import KeyedStateBackendParameters
+from sparkpoint.state.changelog import decode_entry, encode_entry
 from sparkpoint.state.full_restore import PickleBlockSink
 from sparkpoint.state.heap.snapshot_view import HeapSnapshotView
 from sparkpoint.state.heap.table import HeapStateTable, PendingBlocks
@@ -72,6 +73,8 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         os.makedirs(self._dir, exist_ok=True)
         self._pending = PendingBlocks()
         self._marker: dict[str, Any] | None = self._read_marker()
+        self._tracking = False
+        self._changes: bytes | None = None
         self._open_local_state()
 
     # -- tables --------------------------------------------------------------------------
@@ -189,6 +192,8 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         token = uuid.uuid4().hex[:12]
         files = {k: v for k, v in prev_files.items() if int(k) not in dirty}
         names = list(tables)
+        # key group -> (block, state names) or None (now empty): the changelog entry
+        changed: dict[int, tuple[bytes, list[str | None]] | None] = {}
         for kg in sorted(dirty):
             raw = self._pending.names_of(kg)
             if raw is not None:  # never decoded: write the same bytes back
@@ -197,8 +202,10 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
                 present = [(i, tables[n].groups[kg]) for i, n in enumerate(names)
                            if tables[n].groups[kg]]
                 if not present:
+                    changed[kg] = None
                     continue
                 block, block_names = pickle.dumps(present, protocol=5), list(names)
+            changed[kg] = (block, block_names)
             fname = f"kg{kg}-{token}.pkl"
             with open(os.path.join(self._dir, fname), "wb") as f:
                 f.write(block)
@@ -222,6 +229,39 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
             t.mark_committed()
         self._force_dirty = False
         self._collect_garbage(marker)
+        if self._tracking:
+            self._changes = None if not changed else encode_entry("heap", pickle.dumps(
+                {"states": marker["states"], "groups": changed}, protocol=5))
+
+    # -- changelog -----------------------------------------------------------------------
+
+    def track_changes(self) -> bool:
+        self._tracking = True
+        return True
+
+    def take_changes(self) -> bytes | None:
+        changes, self._changes = self._changes, None
+        return changes
+
+    def apply_changes(self, entries: Sequence[bytes]) -> None:
+        """Replace every key group an entry names by the entry's block (or by nothing)."""
+        for n, raw in enumerate(entries):
+            data = pickle.loads(decode_entry(raw, "heap", f"#{n}"))
+            for meta_json in data["states"]:
+                meta = RegisteredStateMeta.from_json(meta_json)
+                if meta.name not in self._tables:
+                    self._tables[meta.name] = self._create_table(meta)
+            tables = self._heap_tables()
+            for kg, entry in data["groups"].items():
+                self._pending.blocks.pop(kg, None)
+                for table in tables.values():
+                    dict.pop(table.groups, kg, None)
+                if entry is not None:
+                    block, block_names = entry
+                    self._pending.add(kg, block, [tables.get(m) if m else None
+                                                  for m in block_names])
+        self._states.clear()
+        self._force_dirty = True
 
     def _write_marker(self, marker: dict[str, Any]) -> None:
         path = os.path.join(self._dir, MARKER)

@@ -35,12 +35,18 @@ from sparkpoint.checkpoint.streams import CheckpointStreamFactory
 from sparkpoint.config import RocksDBOptions
 from sparkpoint.errors import SparkpointError
 from sparkpoint.state.backend import KeyedStateBackendParameters, SnapshotType
+from sparkpoint.state.changelog import (
+    decode_entry,
+    decode_kv_changes,
+    encode_entry,
+    encode_kv_changes,
+)
 from sparkpoint.state.descriptors import StateKind
 from sparkpoint.state.keyed_backend import AbstractKeyedStateBackend, SnapshotView
 from sparkpoint.state.rocksdb.incremental import IncrementalMeta, upload_incremental
 from sparkpoint.state.rocksdb.incremental_restore import IncrementalRestoreOperation
 from sparkpoint.state.rocksdb.ledger import SstUploadLedger
-from sparkpoint.state.rocksdb.local_db import LocalRocksDB
+from sparkpoint.state.rocksdb.local_db import REGISTRY_END, REGISTRY_PREFIX, LocalRocksDB
 from sparkpoint.state.rocksdb.options import PredefinedOptions, build_db_options
 from sparkpoint.state.rocksdb.registry import next_state_id, read_registry, registry_record
 from sparkpoint.state.rocksdb.snapshot_view import CheckpointSnapshotView
@@ -107,6 +113,8 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         )
         self._ledger = SstUploadLedger.load(os.path.join(self.directory, "sst-ledger"))
         self._state_ids: dict[str, int] = {}
+        self._tracking = False
+        self._changes: bytes | None = None
         self._check_range()
         self._check_ledger()
         self._load_registry()
@@ -195,7 +203,34 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         return self._local.local_extra()
 
     def commit_local(self, epoch: int, extra: bytes = b"") -> None:
+        if self._tracking:
+            pending = self._local.pending_writes
+            # Registry records (some are written outside epochs) travel with every entry.
+            self._changes = None if not pending else encode_entry("rocksdb", encode_kv_changes(
+                [*self._local.scan(REGISTRY_PREFIX, REGISTRY_END), *pending.items()]))
         self._local.commit(epoch, extra)
+
+    # -- changelog -----------------------------------------------------------------------
+
+    def track_changes(self) -> bool:
+        self._tracking = True
+        return True
+
+    def take_changes(self) -> bytes | None:
+        changes, self._changes = self._changes, None
+        return changes
+
+    def apply_changes(self, entries: Sequence[bytes]) -> None:
+        """Write every entry's puts and deletes, in order, over the restored database."""
+        local = self._local
+        for n, raw in enumerate(entries):
+            for key, value in decode_kv_changes(decode_entry(raw, "rocksdb", f"#{n}")):
+                if value is None:
+                    local.delete(key)
+                else:
+                    local.put(key, value)
+        local.flush_pending_now()
+        self._load_registry()
 
     def revert_to(self, epoch: int) -> bool:
         reverted = self._local.revert(epoch)

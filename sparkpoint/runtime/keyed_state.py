@@ -1,0 +1,203 @@
+"""The keyed state of one subtask for one epoch: open (per the local-state decision table),
+restore when told, commit locally, snapshot, close."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sparkpoint.clock import Clock
+from sparkpoint.runtime.graph import Stage
+from sparkpoint.runtime.protocol import (
+    ChangelogAck,
+    EpochSpec,
+    SnapshotAck,
+    StateLost,
+    SubtaskRestored,
+)
+from sparkpoint.state.backend import KeyedStateBackendParameters
+from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
+from sparkpoint.state.local_recovery import (
+    LocalCommitMarker,
+    LocalStateAction,
+    decide_local_state,
+)
+
+__all__ = ["NO_TIMER", "SubtaskState"]
+
+NO_TIMER = 2**63  # timer index value: no timer registered (above the maximum watermark)
+_LOG = logging.getLogger("sparkpoint.task")
+
+
+class SubtaskState:
+    """The keyed backends of one subtask's keyed operators, opened for one epoch."""
+
+    def __init__(
+        self, spec: EpochSpec, stage: Stage, subtask: int, local_dir: Callable[[str], str],
+        clock: Clock,
+    ) -> None:
+        self.spec = spec
+        self.stage = stage
+        self.subtask = subtask
+        self.local_dir = local_dir
+        self.clock = clock
+        self.backends: dict[str, Any] = {}
+        # operator id -> [earliest event-time timer, earliest processing-time timer]; None
+        # means unknown (scan the timers state once), NO_TIMER means there is none.
+        self.timer_index: dict[str, list[int | None]] = {}
+        self.restored: list[SubtaskRestored] = []
+        self.lost: list[StateLost] = []
+        # Record each commit's changes when the job keeps a changelog and no snapshot of
+        # this epoch covers them.
+        self._changelog = spec.job.changelog_storage is not None and spec.checkpoint is None
+        self._tracked: set[str] = set()
+
+    # -- opening -------------------------------------------------------------------------
+    def open_all(self) -> bool:
+        """Open every keyed operator's state; False if some state is lost (then nothing is
+        open and the task must not process the epoch)."""
+        for node in self.stage.keyed_nodes:
+            self._open(node.operator_id)
+        if self.lost:
+            self.close()
+            return False
+        return True
+
+    def backend(self, operator_id: str) -> Any:
+        """The open backend of ``operator_id``."""
+        return self.backends[operator_id]
+
+    def _params(self, operator_id: str) -> KeyedStateBackendParameters:
+        stage = self.stage
+        return KeyedStateBackendParameters(
+            job_id=self.spec.job.job_id,
+            operator_id=operator_id,
+            subtask_index=self.subtask,
+            parallelism=stage.parallelism,
+            max_parallelism=stage.max_parallelism,
+            key_group_range=compute_key_group_range_for_operator_index(
+                stage.max_parallelism, stage.parallelism, self.subtask
+            ),
+            local_dir=self.local_dir(operator_id),
+            clock=self.clock,
+        )
+
+    def _open(self, operator_id: str) -> None:
+        spec = self.spec
+        params = self._params(operator_id)
+        factory = spec.job.state_backend
+        backend = factory.create_keyed_state_backend(params)
+        restore = spec.restore.get(operator_id, {}).get(self.subtask)
+        may_undo = True
+        while True:
+            local_epoch = backend.local_epoch()
+            marker = LocalCommitMarker.from_bytes(backend.local_extra())
+            action = decide_local_state(
+                local_epoch, marker, job_id=spec.job.job_id, incarnation=spec.incarnation,
+                epoch=spec.epoch, prev_run=spec.prev_run, can_restore=restore is not None,
+                may_undo=may_undo,
+            )
+            if action is LocalStateAction.UNDO_LAST_COMMIT:
+                may_undo = False
+                if backend.revert_to(spec.epoch - 1):
+                    continue
+                action = (
+                    LocalStateAction.RESTORE if restore is not None else LocalStateAction.LOST
+                )
+            break
+        if action is LocalStateAction.USE and marker is not None:
+            self.timer_index[operator_id] = list(marker.timers)
+        elif action is LocalStateAction.LOST:
+            backend.close()
+            self.lost.append(StateLost(
+                operator_id, self.subtask,
+                f"{'no' if local_epoch is None else 'stale'} local state for epoch "
+                f"{spec.epoch} (local epoch {local_epoch}, marker {marker}) in {params.local_dir}",
+            ))
+            return
+        elif action is LocalStateAction.RESTORE and restore is not None:
+            t0 = time.perf_counter()
+            backend.dispose()
+            backend = factory.create_keyed_state_backend(params)
+            backend.restore(list(restore.handles))
+            if restore.changelog:
+                backend.apply_changes([h.read_all() for h in restore.changelog])
+            # Restored timers are unknown to the index: the first firing scans them.
+            self.timer_index[operator_id] = (
+                [None, None] if restore.handles or restore.changelog else [NO_TIMER, NO_TIMER]
+            )
+            backend.commit_local(spec.epoch - 1, self._marker(operator_id, spec.prev_run))
+            self.restored.append(SubtaskRestored(
+                operator_id, self.subtask, restore.reason, len(restore.changelog),
+                time.perf_counter() - t0,
+            ))
+        if spec.notify_complete is not None:
+            backend.notify_checkpoint_complete(spec.notify_complete)
+        if self._changelog and backend.track_changes():
+            self._tracked.add(operator_id)
+        self.backends[operator_id] = backend
+
+    def _marker(self, operator_id: str, run: int | None) -> bytes:
+        spec = self.spec
+        timers = self.timer_index.get(operator_id, [None, None])
+        return LocalCommitMarker(
+            spec.job.job_id, spec.incarnation, run, (timers[0], timers[1])
+        ).to_bytes()
+
+    # -- end of the epoch ----------------------------------------------------------------
+    def commit_and_snapshot(self) -> tuple[list[SnapshotAck], list[ChangelogAck]]:
+        """Commit every backend locally for this epoch, then snapshot it when the epoch
+        carries a checkpoint, or store its changes when the job keeps a changelog; closes
+        the backends."""
+        spec = self.spec
+        acks: list[SnapshotAck] = []
+        changes: list[ChangelogAck] = []
+        factory = None
+        faults = spec.job.faults
+        try:
+            for operator_id, backend in self.backends.items():
+                backend.commit_local(spec.epoch, self._marker(operator_id, spec.run))
+                if faults is not None:
+                    faults.after_local_commit(operator_id, self.subtask, spec.epoch)
+                if operator_id in self._tracked:
+                    entry = backend.take_changes()
+                    if entry is not None:
+                        changes.append(self._store_changes(operator_id, entry))
+                cp = spec.checkpoint
+                if cp is not None:
+                    if factory is None:
+                        access = cp.storage.create_checkpoint_storage(spec.job.job_id)
+                        factory = access.resolve_checkpoint_storage_location(
+                            cp.checkpoint_id, cp.location_reference
+                        )
+                    upload = backend.snapshot(cp.checkpoint_id, factory, cp.snapshot_type)
+                    handle = upload()
+                    size = handle.state_size if handle is not None else 0
+                    acks.append(SnapshotAck(operator_id, self.subtask, handle, size))
+        finally:
+            self.close()
+        return acks, changes
+
+    def _store_changes(self, operator_id: str, entry: bytes) -> ChangelogAck:
+        """Write a changelog entry as task-owned state (inline when small); a failure is
+        reported as an entry without a handle (the driver then cannot restore subtasks
+        alone until the next checkpoint)."""
+        spec = self.spec
+        try:
+            access = spec.job.changelog_storage.create_checkpoint_storage(spec.job.job_id)
+            with access.create_task_owned_state_stream() as out:
+                out.write(entry)
+                handle = out.close_and_get_handle()
+        except Exception as exc:  # any storage failure: no changelog entry
+            _LOG.warning("Changelog entry of %s#%d for epoch %d not stored: %r",
+                         operator_id, self.subtask, spec.epoch, exc)
+            handle = None
+        return ChangelogAck(operator_id, self.subtask, spec.epoch, handle, len(entry))
+
+    def close(self) -> None:
+        """Close every open backend (local state stays on disk)."""
+        for backend in self.backends.values():
+            backend.close()
+        self.backends = {}

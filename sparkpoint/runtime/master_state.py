@@ -1,0 +1,65 @@
+"""``JobMasterState``: what a checkpoint records of the driver (source positions,
+watermarks, sink output not yet committed), stored as the ``sparkpoint.job`` master state."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkpoint.checkpoint.metadata import CheckpointMetadata, MasterState
+
+__all__ = ["MASTER_STATE_NAME", "JobMasterState"]
+
+MASTER_STATE_NAME = "sparkpoint.job"
+
+
+@dataclass(frozen=True)
+class JobMasterState:
+    """The job master's part of a checkpoint (JSON inside ``_metadata``)."""
+
+    job_id: str
+    job_name: str
+    epoch: int
+    sources: Mapping[str, Any] = field(default_factory=dict)  # enumerator snapshots
+    watermarks: Mapping[str, int] = field(default_factory=dict)
+    generators: Mapping[str, int] = field(default_factory=dict)  # max timestamp per operator
+    pending_sink_commits: tuple[tuple[str, list[Any]], ...] = ()
+    # What the job went through since the previous checkpoint (epoch reports) and its
+    # latest whole-job failovers: shown by ``sparkpoint checkpoints inspect``, never read
+    # back by a restore.
+    recovery: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_master_state(self) -> MasterState:
+        """The master state written into ``_metadata``."""
+        return MasterState.from_json(
+            MASTER_STATE_NAME,
+            {
+                "job_id": self.job_id,
+                "job_name": self.job_name,
+                "epoch": self.epoch,
+                "sources": dict(self.sources),
+                "watermarks": dict(self.watermarks),
+                "generators": dict(self.generators),
+                "pending_sink_commits": [[op, c] for op, c in self.pending_sink_commits],
+                "recovery": dict(self.recovery),
+            },
+        )
+
+    @staticmethod
+    def from_metadata(metadata: CheckpointMetadata | None) -> JobMasterState | None:
+        """The job master state of a checkpoint, if it has one."""
+        found = metadata.get_master_state(MASTER_STATE_NAME) if metadata else None
+        if found is None:
+            return None
+        data = found.to_json()
+        return JobMasterState(
+            job_id=data["job_id"],
+            job_name=data["job_name"],
+            epoch=int(data["epoch"]),
+            sources=data["sources"],
+            watermarks=data["watermarks"],
+            generators=data["generators"],
+            pending_sink_commits=tuple((op, c) for op, c in data["pending_sink_commits"]),
+            recovery=data.get("recovery", {}),
+        )

@@ -1,0 +1,195 @@
+"""The messages between the job master (driver) and the stage tasks (executors).
+
+Downwards, once per epoch, every task gets the same ``EpochSpec`` (with the job's constant
+``JobSpec``): what to read, the watermark, the processing time, the checkpoint to snapshot
+into and, for subtasks without usable local state, what to restore from. Upwards, every
+task sends one ``TaskReport``: where it ran, snapshot and changelog acknowledgements, sink
+output, watermarks, statistics and what it restored or found missing. Everything here is
+picklable and holds no Spark object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+__all__ = [
+    "ChangelogAck",
+    "CheckpointRequest",
+    "EpochSpec",
+    "ExecutorIdentity",
+    "JobSpec",
+    "RestoreReason",
+    "SinkOutput",
+    "SnapshotAck",
+    "StateLost",
+    "SubtaskRestore",
+    "SubtaskRestored",
+    "TaskFaultHooks",
+    "TaskReport",
+]
+
+
+class RestoreReason:
+    """Why a keyed subtask restores its state instead of using its local state."""
+
+    START = "start"  # first epoch of the job (empty state or a savepoint/checkpoint)
+    FAILOVER = "failover"  # whole-job rollback to the latest completed checkpoint
+    SUBTASK = "subtask"  # this subtask alone: its local state is gone or unusable
+
+
+@dataclass(frozen=True)
+class CheckpointRequest:
+    """A checkpoint (or savepoint) the tasks of this epoch snapshot into."""
+
+    checkpoint_id: int
+    storage: Any  # CheckpointStorage (configuration, picklable)
+    location_reference: Any  # CheckpointStorageLocationReference
+    snapshot_type: str
+
+
+@dataclass(frozen=True)
+class SubtaskRestore:
+    """What one keyed subtask restores when its local state is not usable: the keyed
+    handles of a completed checkpoint cut to its key groups, then the durable changes of
+    every later epoch (oldest first)."""
+
+    handles: tuple[Any, ...]
+    changelog: tuple[Any, ...] = ()
+    reason: str = RestoreReason.START
+
+
+class TaskFaultHooks(Protocol):
+    """Task-side fault injection (``sparkpoint.testing.Faults``); must be picklable."""
+
+    def after_local_commit(self, operator_id: str, subtask: int, epoch: int) -> None:
+        """Called after a keyed subtask committed its state locally, before it reports."""
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What every task of every epoch of one job run shares."""
+
+    job_id: str
+    job_name: str
+    application_id: str  # Spark's: local state lives per application and executor
+    state_backend: Any  # StateBackendFactory
+    batch_mode: bool
+    # None: the executor's own Spark local directory; else sparkpoint.local-state.dir.
+    local_state_dir: str | None
+    job_parameters: Mapping[str, str] = field(default_factory=dict)
+    final_stage_ids: frozenset[int] = frozenset()
+    next_parallelism: Mapping[int, int] = field(default_factory=dict)
+    next_router: Mapping[int, Any] = field(default_factory=dict)  # stage -> (selector, P, maxP)
+    fs_options: Mapping[str, str] = field(default_factory=dict)
+    # Where keyed subtasks write the durable changes of each epoch (None: they do not).
+    changelog_storage: Any = None
+    faults: TaskFaultHooks | None = None
+
+
+@dataclass(frozen=True)
+class EpochSpec:
+    """Everything the tasks of one run of one epoch need (pickled into the Spark job).
+
+    ``run`` numbers the Spark jobs of a job run; a local commit records it, so a task
+    accepts local state only if it was committed by ``prev_run``, the run whose results the
+    driver accepted for the previous epoch.
+    """
+
+    job: JobSpec
+    epoch: int
+    run: int
+    prev_run: int | None
+    incarnation: int
+    end_of_input: bool
+    watermarks: Mapping[str, int]
+    generator_state: Mapping[str, int]
+    source_ranges: Mapping[int, list[Any]]  # stage id -> one SplitRange per partition
+    # Processing time of this epoch in every task (timers, TTL): the driver's clock, read
+    # once when the epoch was planned, so all tasks and retries see the same time.
+    processing_time_ms: int
+    checkpoint: CheckpointRequest | None = None
+    # operator id -> subtask -> what to restore when the local state is not usable
+    restore: Mapping[str, Mapping[int, SubtaskRestore]] = field(default_factory=dict)
+    notify_complete: int | None = None
+
+
+@dataclass(frozen=True)
+class ExecutorIdentity:
+    """Where a task ran: the Spark executor id and host, and the Python worker's pid."""
+
+    executor_id: str
+    host: str
+    pid: int
+
+
+@dataclass(frozen=True)
+class SnapshotAck:
+    """A keyed subtask's snapshot for the epoch's checkpoint."""
+
+    operator_id: str
+    subtask: int
+    handle: Any  # KeyedStateHandle | None
+    state_size: int
+
+
+@dataclass(frozen=True)
+class ChangelogAck:
+    """The durable record of what one epoch changed in a keyed subtask's state."""
+
+    operator_id: str
+    subtask: int
+    epoch: int
+    handle: Any  # StreamStateHandle
+    size: int
+
+
+@dataclass(frozen=True)
+class SinkOutput:
+    """What a sink writer staged (transactional) or produced (collect, print) in a task."""
+
+    operator_id: str
+    subtask: int
+    committables: tuple[Any, ...]
+    transactional: bool
+
+
+@dataclass(frozen=True)
+class SubtaskRestored:
+    """A keyed subtask replaced its local state by restored state in this task."""
+
+    operator_id: str
+    subtask: int
+    reason: str
+    changelog_entries: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class StateLost:
+    """A keyed subtask found no usable local state and had nothing to restore from: it did
+    not process the epoch (the driver discards the run and runs the epoch again)."""
+
+    operator_id: str
+    subtask: int
+    detail: str
+
+
+@dataclass(frozen=True)
+class TaskReport:
+    """Everything one task tells the driver about its run of an epoch."""
+
+    stage: int
+    subtask: int
+    attempt: int
+    executor: ExecutorIdentity
+    records_in: int = 0
+    seconds: float = 0.0
+    snapshots: tuple[SnapshotAck, ...] = ()
+    changelogs: tuple[ChangelogAck, ...] = ()
+    sink_outputs: tuple[SinkOutput, ...] = ()
+    watermarks: Mapping[str, int] = field(default_factory=dict)
+    max_timestamps: Mapping[str, int | None] = field(default_factory=dict)
+    restored: tuple[SubtaskRestored, ...] = ()
+    lost: tuple[StateLost, ...] = ()

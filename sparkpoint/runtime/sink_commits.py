@@ -1,0 +1,77 @@
+"""The driver's bookkeeping of sink output: staged per epoch, committed when a checkpoint
+covering the epoch completes (or at once without checkpointing), aborted on rollback."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from sparkpoint.runtime.protocol import SinkOutput
+
+__all__ = ["SinkCommits"]
+
+
+class SinkCommits:
+    """Committables of transactional sinks per epoch; the one place that commits them."""
+
+    def __init__(self, sinks: Mapping[str, Any]) -> None:
+        self.sinks = dict(sinks)
+        self._pending: list[tuple[int, str, list[Any]]] = []
+
+    def absorb(self, epoch: int, outputs: Iterable[SinkOutput]) -> None:
+        """Take a finished epoch's sink output: transactional output waits for its commit,
+        collected records (print, collect) are emitted now."""
+        for out in outputs:
+            if out.transactional:
+                self._pending.append((epoch, out.operator_id, list(out.committables)))
+            else:
+                self.sinks[out.operator_id].commit(list(out.committables))
+
+    def pending_up_to(self, epoch: int) -> list[tuple[str, list[Any]]]:
+        """``(sink, committables)`` staged in epochs up to ``epoch`` (for ``_metadata``)."""
+        return [(op, c) for e, op, c in self._pending if e <= epoch]
+
+    def commit_up_to(self, epoch: int) -> None:
+        """Commit everything staged in epochs up to ``epoch``."""
+        due = self.pending_up_to(epoch)
+        self._pending = [p for p in self._pending if p[0] > epoch]
+        self._apply(due, commit=True)
+
+    def abort_all(self) -> None:
+        """Abort everything staged and not committed (rollback, cancel, failure)."""
+        due = [(op, c) for _e, op, c in self._pending]
+        self._pending = []
+        self._apply(due, commit=False)
+
+    def discard(self, outputs: Iterable[SinkOutput]) -> None:
+        """Abort the staged output of a run whose results are not used."""
+        self._apply(
+            [(o.operator_id, list(o.committables)) for o in outputs if o.transactional],
+            commit=False,
+        )
+
+    def recommit(self, pending: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        """Commit again what a restored checkpoint recorded as pending (idempotent)."""
+        self._apply(
+            [(op, [tuple(c) if isinstance(c, list) else c for c in committables])
+             for op, committables in pending if op in self.sinks],
+            commit=True,
+        )
+
+    def cleanup_job(self, job_id: str) -> None:
+        """Let every sink remove what the job left (e.g. in-progress directories)."""
+        for sink in self.sinks.values():
+            cleanup = getattr(sink, "cleanup_job", None)
+            if cleanup is not None:
+                cleanup(job_id)
+
+    def _apply(self, items: Sequence[tuple[str, list[Any]]], *, commit: bool) -> None:
+        by_sink: dict[str, list[Any]] = {}
+        for op, committables in items:
+            by_sink.setdefault(op, []).extend(committables)
+        for op, committables in by_sink.items():
+            sink = self.sinks[op]
+            if commit:
+                sink.commit(committables)
+            else:
+                sink.abort(committables)

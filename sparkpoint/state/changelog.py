@@ -1,0 +1,80 @@
+"""The durable changelog of a keyed subtask: what each epoch's local commit changed.
+
+A backend that tracks changes (``KeyedStateBackend.track_changes``) hands the runtime the
+changes of every local commit as bytes in its own terms (the heap backend: the key-group
+blocks it rewrote; RocksDB: the key/value writes and deletes). The runtime stores them
+beside the checkpoints, one entry per epoch, and a subtask that lost its local state
+restores the latest completed checkpoint and applies every later entry in order (Flink's
+changelog state backend and Spark's RocksDB changelog checkpointing do the same). Entries
+up to a completed checkpoint are deleted.
+
+An entry is ``MAGIC + version + backend name + payload``, so a heap entry is never applied
+to RocksDB state or the other way round.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+
+import pyarrow as pa
+
+from sparkpoint.errors import RestoreError
+
+__all__ = [
+    "decode_entry",
+    "decode_kv_changes",
+    "encode_entry",
+    "encode_kv_changes",
+]
+
+_MAGIC = b"SPCL"
+_VERSION = 1
+
+
+def encode_entry(backend: str, payload: bytes) -> bytes:
+    """One changelog entry of ``backend`` holding ``payload``."""
+    name = backend.encode()
+    return _MAGIC + struct.pack(">BB", _VERSION, len(name)) + name + payload
+
+
+def decode_entry(raw: bytes, backend: str, where: str) -> memoryview:
+    """The payload of a changelog entry written by ``backend`` (``where`` names it in
+    errors); raises ``RestoreError`` for anything else."""
+    view = memoryview(raw)
+    if bytes(view[:4]) != _MAGIC or len(view) < 6:
+        raise RestoreError(f"Changelog entry {where} is not a sparkpoint changelog entry")
+    version, size = struct.unpack(">BB", view[4:6])
+    if version != _VERSION:
+        raise RestoreError(f"Changelog entry {where} has version {version}; this sparkpoint "
+                           f"reads version {_VERSION}")
+    name = bytes(view[6 : 6 + size]).decode()
+    if name != backend:
+        raise RestoreError(f"Changelog entry {where} was written by the {name} backend and "
+                           f"cannot be applied to {backend} state")
+    return view[6 + size :]
+
+
+def encode_kv_changes(items: Iterable[tuple[bytes, bytes | None]]) -> bytes:
+    """Key/value writes (``None``: delete) as one Arrow IPC stream."""
+    keys: list[bytes] = []
+    values: list[bytes | None] = []
+    for key, value in items:
+        keys.append(key)
+        values.append(value)
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array(keys, pa.binary()), pa.array(values, pa.binary())], names=["k", "v"]
+    )
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
+
+
+def decode_kv_changes(payload: memoryview | bytes) -> list[tuple[bytes, bytes | None]]:
+    """The writes of ``encode_kv_changes``, in order."""
+    out: list[tuple[bytes, bytes | None]] = []
+    with pa.ipc.open_stream(pa.py_buffer(payload)) as reader:
+        for batch in reader:
+            out.extend(zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()))
+    return out

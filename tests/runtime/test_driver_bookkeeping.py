@@ -1,0 +1,66 @@
+"""Driver bookkeeping without Spark: sink commits, the job master state, fault hooks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparkpoint.checkpoint.metadata import CheckpointMetadata
+from sparkpoint.runtime.master_state import JobMasterState
+from sparkpoint.runtime.protocol import SinkOutput
+from sparkpoint.runtime.reports import EpochStart
+from sparkpoint.runtime.sink_commits import SinkCommits
+from sparkpoint.testing import Faults
+
+
+class RecordingSink:
+    transactional = True
+
+    def __init__(self) -> None:
+        self.committed: list[Any] = []
+        self.aborted: list[Any] = []
+
+    def commit(self, committables: list[Any]) -> None:
+        self.committed.extend(committables)
+
+    def abort(self, committables: list[Any]) -> None:
+        self.aborted.extend(committables)
+
+
+def test_sink_output_waits_for_its_epoch_commit_and_collect_output_is_immediate() -> None:
+    files, printed = RecordingSink(), RecordingSink()
+    commits = SinkCommits({"files": files, "print": printed})
+    commits.absorb(1, [SinkOutput("files", 0, ("a",), True), SinkOutput("print", 0, ("p",), False)])
+    commits.absorb(2, [SinkOutput("files", 1, ("b",), True)])
+    assert printed.committed == ["p"] and files.committed == []
+    assert commits.pending_up_to(1) == [("files", ["a"])]
+    commits.commit_up_to(1)
+    assert files.committed == ["a"]
+    commits.discard([SinkOutput("files", 0, ("c",), True), SinkOutput("print", 0, ("q",), False)])
+    assert files.aborted == ["c"] and printed.aborted == []
+    commits.abort_all()
+    assert files.aborted == ["c", "b"] and commits.pending_up_to(10) == []
+    commits.recommit([("files", [["d", 1]]), ("gone", ["x"])])
+    assert files.committed == ["a", ("d", 1)]
+
+
+def test_job_master_state_round_trips_through_metadata() -> None:
+    state = JobMasterState(
+        "job", "name", 7, {"src": {"a": 1}}, {"w@0": 5}, {"ts": 9}, (("files", ["x"]),)
+    )
+    metadata = CheckpointMetadata(3, (), (state.to_master_state(),))
+    assert JobMasterState.from_metadata(metadata) == state
+    assert JobMasterState.from_metadata(CheckpointMetadata(3)) is None
+    assert JobMasterState.from_metadata(None) is None
+
+
+def test_faults_call_driver_and_task_callbacks() -> None:
+    seen: list[Any] = []
+    faults = Faults().on_epoch_start(lambda e: seen.append(("epoch", e.epoch)))
+    assert faults.task_hooks() is None
+    faults.on_local_commit(lambda op, sub, epoch: seen.append((op, sub, epoch)))
+    faults.before_epoch(EpochStart("job", 4, 5))
+    hooks = faults.task_hooks()
+    assert hooks is not None
+    hooks.after_local_commit("count", 1, 4)
+    assert seen == [("epoch", 4), ("count", 1, 4)]
+    assert [e.epoch for e in faults.epochs_seen] == [4]
