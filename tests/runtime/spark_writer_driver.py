@@ -1,0 +1,62 @@
+"""A job run as its own driver process by test_spark_writer.py: it may SIGKILL itself at a
+commit step of its SparkWriterSink, and is then started again from the retained checkpoint.
+
+Arguments: target (``parquet`` or a JDBC URL), output (path or table), staging path,
+checkpoint dir, restore pointer (``-`` for none), fault dir (``-`` for none), commit step.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+N_EVENTS = 3000
+N_KEYS = 7
+
+
+def main() -> None:
+    target, out, staging, ckpt, restore, fault_dir, step = sys.argv[1:8]
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [os.path.dirname(os.path.abspath(__file__)), sys.path[0], os.environ.get("PYTHONPATH", "")]
+    )
+    from sparkpoint.common import Configuration
+    from sparkpoint.connectors.spark_writer import SparkWriterSink
+    from sparkpoint.datastream import (
+        CheckpointingMode,
+        ExternalizedCheckpointRetention,
+        FileSystemCheckpointStorage,
+        StreamExecutionEnvironment,
+    )
+    from sparkpoint.runtime.session import get_spark_session
+    from tests.fixtures.postgres import JDBC_JAR
+    from tests.runtime.spark_writer_jobs import SCHEMA, CommitStepFault, writer_job
+
+    conf = Configuration()
+    conf.set_string("sparkpoint.epoch.max-records-per-split", "400")
+    conf.set_string("sparkpoint.local-state.dir", os.path.join(os.path.dirname(ckpt), "ls"))
+    if restore != "-":
+        conf.set_string("execution.savepoint.path", restore)
+    spark = get_spark_session("local[2,4]", {"spark.jars": JDBC_JAR})
+    env = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
+    env.set_parallelism(2)
+    env.enable_checkpointing(10, CheckpointingMode.EXACTLY_ONCE)
+    cc = env.get_checkpoint_config()
+    cc.set_checkpoint_storage(FileSystemCheckpointStorage(ckpt))
+    cc.set_externalized_checkpoint_retention(ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
+    cc.set_num_retained_checkpoints(2)
+    if target == "parquet":
+        sink = SparkWriterSink.parquet(out, SCHEMA)
+    else:
+        sink = SparkWriterSink.jdbc(target, out, SCHEMA, staging, {"user": "sparkpoint"})
+    if fault_dir != "-":
+        # The third commit: the job is well under way when the driver dies.
+        sink.on_commit_step = CommitStepFault(fault_dir, step, mode="kill", skip=2)
+    writer_job(env, sink, N_EVENTS, N_KEYS)
+    env.execute("spark-writer-driver")
+    print("JOB FINISHED", flush=True)
+
+
+if __name__ == "__main__":
+    main()
