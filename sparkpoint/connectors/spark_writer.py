@@ -169,16 +169,38 @@ class JdbcTarget(WriterTarget):
         """The staging table of commit ``cid``."""
         return f"{self.table}_sp_{cid.replace('-', '_')}"
 
+    def _resolve_driver(self, spark: Any) -> str:
+        """The JDBC driver class: the ``driver`` property, or the one on Spark's classpath
+        that accepts the URL (then set as ``driver``, which Spark's writer needs too: jars
+        of spark.jars are on the context class loader, which DriverManager does not see)."""
+        name = self.properties.get("driver")
+        if name:
+            return name
+        jvm = spark._jvm
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        found = jvm.java.util.ServiceLoader.load(
+            jvm.java.lang.Class.forName("java.sql.Driver"), loader
+        ).iterator()
+        while found.hasNext():
+            candidate = found.next()
+            if candidate.acceptsURL(self.url):
+                name = str(candidate.getClass().getName())
+                self.properties["driver"] = name
+                return name
+        raise ValueError(
+            f"no JDBC driver on Spark's classpath accepts the URL {self.url!r}: add its jar "
+            "to spark.jars (or name its class in the 'driver' property)"
+        )
+
     def _connect(self, spark: Any) -> Any:
         jvm = spark._jvm
+        name = self._resolve_driver(spark)
         props = jvm.java.util.Properties()
         for k, v in self.properties.items():
             if k != "driver":
                 props.setProperty(k, v)
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-        name = self.properties.get("driver") or jvm.java.sql.DriverManager.getDriver(
-            self.url).getClass().getName()
-        driver = loader.loadClass(name).getDeclaredConstructor().newInstance()
+        driver = loader.loadClass(name).newInstance()
         conn = driver.connect(self.url, props)
         if conn is None:
             raise ValueError(f"JDBC driver {name} does not accept the URL {self.url!r}")
@@ -188,6 +210,7 @@ class JdbcTarget(WriterTarget):
         """Create the commit table and (through Spark, from the schema) the target table."""
         if self._prepared:
             return
+        self._resolve_driver(spark)
         df.drop(ROW_ID).limit(0).write.jdbc(self.url, self.table, "append", self.properties)
         conn = self._connect(spark)
         try:

@@ -31,7 +31,7 @@ N_EVENTS = N_FILES * PER_FILE
 
 def make_env(spark: Any, tmp_path: Any) -> Any:
     """Parallelism 2, a checkpoint after every epoch."""
-    from sparkpoint.common import Configuration
+    from sparkpoint.common import Configuration, RestartStrategies
     from sparkpoint.datastream import (
         CheckpointingMode,
         FileSystemCheckpointStorage,
@@ -42,6 +42,7 @@ def make_env(spark: Any, tmp_path: Any) -> Any:
     conf.set_string("sparkpoint.local-state.dir", str(tmp_path / "local-state"))
     env = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
     env.set_parallelism(2)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(6, 100))
     env.enable_checkpointing(10, CheckpointingMode.EXACTLY_ONCE)
     env.get_checkpoint_config().set_checkpoint_storage(
         FileSystemCheckpointStorage((tmp_path / "ckpt").as_uri())
@@ -64,14 +65,15 @@ def test_file_stream_exactly_once_after_failover(spark: Any, tmp_path: Any) -> N
         str(tmp_path / "spark-ckpt"), trigger_interval="100 milliseconds",
         end_batch=N_FILES - 1, max_batches_per_epoch=2,
     )
-    injector = FailureInjector(str(tmp_path / "fault"), N_EVENTS // 2)
+    # Four failures: every attempt Spark makes of the task fails, so the job fails over.
+    injector = FailureInjector(str(tmp_path / "fault"), N_EVENTS // 2, times=4)
     env = make_env(spark, tmp_path)
     source_job(env, source, str(tmp_path / "out"), N_KEYS, injector)
     try:
         result = env.execute("spark-file-stream")
     finally:
         source.stop()
-    assert injector.fired() == 1 and result.restarts == 1
+    assert injector.fired() == 4 and result.restarts == 1
     assert_exact(str(tmp_path / "out"), N_EVENTS)
 
 

@@ -70,7 +70,7 @@ def commit_count(target: str, sink: SparkWriterSink, tmp_path: Any,
 
 def make_env(spark: Any, tmp_path: Any) -> Any:
     """Parallelism 2, small epochs, a checkpoint after every epoch."""
-    from sparkpoint.common import Configuration
+    from sparkpoint.common import Configuration, RestartStrategies
     from sparkpoint.datastream import (
         CheckpointingMode,
         FileSystemCheckpointStorage,
@@ -82,6 +82,7 @@ def make_env(spark: Any, tmp_path: Any) -> Any:
     conf.set_string("sparkpoint.epoch.max-records-per-split", "400")
     env = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
     env.set_parallelism(2)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(6, 100))
     env.enable_checkpointing(10, CheckpointingMode.EXACTLY_ONCE)
     env.get_checkpoint_config().set_checkpoint_storage(
         FileSystemCheckpointStorage((tmp_path / "ckpt").as_uri())
