@@ -374,6 +374,12 @@ class SparkWriterSink(Sink):
         cid = commit_id(items)
         self._step("before-write", cid)
         if not self.target.is_committed(spark, cid):
+            missing = [c[3] for c in items if not get_filesystem(str(c[3])).exists(str(c[3]))]
+            if missing:
+                raise FileNotFoundError(
+                    f"SparkWriterSink: commit {cid} is not published and its staged files "
+                    f"are gone (removed by hand or by a failed job's cleanup): {missing[:5]}"
+                )
             df = spark.read.schema(self.schema).parquet(*[c[3] for c in items])
             if self.transform is not None:
                 df = self.transform(df)

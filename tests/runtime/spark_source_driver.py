@@ -20,30 +20,14 @@ def main() -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [os.path.dirname(os.path.abspath(__file__)), sys.path[0], os.environ.get("PYTHONPATH", "")]
     )
-    from sparkpoint.common import Configuration
     from sparkpoint.connectors.spark_source import SparkStreamSource
-    from sparkpoint.datastream import (
-        CheckpointingMode,
-        ExternalizedCheckpointRetention,
-        FileSystemCheckpointStorage,
-        StreamExecutionEnvironment,
-    )
     from sparkpoint.runtime.session import get_spark_session
     from sparkpoint.testing import FailureInjector
+    from tests.runtime.driver_process import checkpointed_env
     from tests.runtime.spark_source_jobs import N_FILES, N_KEYS, file_stream, source_job
 
-    conf = Configuration()
-    conf.set_string("sparkpoint.local-state.dir", os.path.join(os.path.dirname(ckpt), "ls"))
-    if restore != "-":
-        conf.set_string("execution.savepoint.path", restore)
     spark = get_spark_session("local[2,4]")
-    env = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
-    env.set_parallelism(2)
-    env.enable_checkpointing(10, CheckpointingMode.EXACTLY_ONCE)
-    cc = env.get_checkpoint_config()
-    cc.set_checkpoint_storage(FileSystemCheckpointStorage(ckpt))
-    cc.set_externalized_checkpoint_retention(ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
-    cc.set_num_retained_checkpoints(2)
+    env = checkpointed_env(spark, ckpt, restore, {})
     source = SparkStreamSource(file_stream(spark, in_dir), staging, spark_ckpt,
                                trigger_interval="300 milliseconds", end_batch=N_FILES - 1,
                                max_batches_per_epoch=1)

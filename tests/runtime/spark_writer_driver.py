@@ -21,31 +21,16 @@ def main() -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [os.path.dirname(os.path.abspath(__file__)), sys.path[0], os.environ.get("PYTHONPATH", "")]
     )
-    from sparkpoint.common import Configuration
     from sparkpoint.connectors.spark_writer import SparkWriterSink
-    from sparkpoint.datastream import (
-        CheckpointingMode,
-        ExternalizedCheckpointRetention,
-        FileSystemCheckpointStorage,
-        StreamExecutionEnvironment,
-    )
     from sparkpoint.runtime.session import get_spark_session
     from tests.fixtures.postgres import JDBC_JAR
+    from tests.runtime.driver_process import checkpointed_env
     from tests.runtime.spark_writer_jobs import SCHEMA, CommitStepFault, writer_job
 
-    conf = Configuration()
-    conf.set_string("sparkpoint.epoch.max-records-per-split", "400")
-    conf.set_string("sparkpoint.local-state.dir", os.path.join(os.path.dirname(ckpt), "ls"))
-    if restore != "-":
-        conf.set_string("execution.savepoint.path", restore)
     spark = get_spark_session("local[2,4]", {"spark.jars": JDBC_JAR})
-    env = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
-    env.set_parallelism(2)
-    env.enable_checkpointing(10, CheckpointingMode.EXACTLY_ONCE)
-    cc = env.get_checkpoint_config()
-    cc.set_checkpoint_storage(FileSystemCheckpointStorage(ckpt))
-    cc.set_externalized_checkpoint_retention(ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
-    cc.set_num_retained_checkpoints(2)
+    env = checkpointed_env(
+        spark, ckpt, restore, {"sparkpoint.epoch.max-records-per-split": "400"}
+    )
     if target == "parquet":
         sink = SparkWriterSink.parquet(out, SCHEMA)
     else:

@@ -4,12 +4,8 @@ before the write, after the write before the commit record, after the commit rec
 
 from __future__ import annotations
 
-import contextlib
-import glob
 import os
 import signal
-import subprocess
-import sys
 import uuid
 from typing import Any
 
@@ -18,6 +14,7 @@ import pytest
 from sparkpoint.connectors.spark_writer import SparkWriterSink
 from sparkpoint.testing import FailureInjector
 from tests.fixtures.postgres import PostgresServer
+from tests.runtime.driver_process import checkpointed_env, latest_checkpoint, run_driver
 from tests.runtime.spark_writer_jobs import (
     SCHEMA,
     CommitFaults,
@@ -30,6 +27,7 @@ from tests.runtime.spark_writer_jobs import (
 
 N_EVENTS = 3000
 N_KEYS = 7
+CONF = {"sparkpoint.epoch.max-records-per-split": "400"}
 
 
 def make_sink(target: str, tmp_path: Any, request: pytest.FixtureRequest) -> SparkWriterSink:
@@ -68,33 +66,11 @@ def commit_count(target: str, sink: SparkWriterSink, tmp_path: Any,
     return int(out.strip())
 
 
-def make_env(spark: Any, tmp_path: Any) -> Any:
-    """Parallelism 2, small epochs, a checkpoint after every epoch."""
-    from sparkpoint.common import Configuration, RestartStrategies
-    from sparkpoint.datastream import (
-        CheckpointingMode,
-        FileSystemCheckpointStorage,
-        StreamExecutionEnvironment,
-    )
-
-    conf = Configuration()
-    conf.set_string("sparkpoint.local-state.dir", str(tmp_path / "local-state"))
-    conf.set_string("sparkpoint.epoch.max-records-per-split", "400")
-    env = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
-    env.set_parallelism(2)
-    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(6, 100))
-    env.enable_checkpointing(10, CheckpointingMode.EXACTLY_ONCE)
-    env.get_checkpoint_config().set_checkpoint_storage(
-        FileSystemCheckpointStorage((tmp_path / "ckpt").as_uri())
-    )
-    return env
-
-
 @pytest.mark.parametrize("target", ["parquet", "postgres"])
 def test_exactly_once_after_faults_at_every_commit_step(
     spark: Any, tmp_path: Any, target: str, request: pytest.FixtureRequest
 ) -> None:
-    env = make_env(spark, tmp_path)
+    env = checkpointed_env(spark, str(tmp_path / "ckpt"), "-", CONF)
 
     sink = make_sink(target, tmp_path, request)
     faults = tmp_path / "faults"
@@ -123,30 +99,6 @@ def test_exactly_once_after_faults_at_every_commit_step(
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spark_writer_driver.py")
 
 
-def _run_driver(args: list[str], log_path: Any) -> int:
-    """Run the driver script to its end (or its self-inflicted SIGKILL); kill its group."""
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, SCRIPT, *args], stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, env=env,
-        )
-        try:
-            return proc.wait(timeout=400)
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)  # the Spark JVM it started
-
-
-def _latest_checkpoint(ckpt: Any) -> str:
-    done = sorted(
-        (os.path.dirname(p) for p in glob.glob(os.path.join(ckpt, "*", "chk-*", "_metadata"))),
-        key=lambda d: int(d.rsplit("-", 1)[1]),
-    )
-    assert done, "no completed checkpoint"
-    return done[-1]
-
-
 @pytest.mark.spark
 @pytest.mark.parametrize("target", ["parquet", "postgres"])
 def test_driver_killed_between_write_and_commit_record(
@@ -164,7 +116,7 @@ def test_driver_killed_between_write_and_commit_record(
         url, out = server.url, f"out_{uuid.uuid4().hex[:8]}"
         sink = SparkWriterSink.jdbc(url, out, SCHEMA, str(tmp_path / "staging"))
     ckpt, staging, faults = str(tmp_path / "ckpt"), str(tmp_path / "staging"), tmp_path / "f"
-    code = _run_driver([url, out, staging, ckpt, "-", str(faults), "after-write"],
+    code = run_driver(SCRIPT, [url, out, staging, ckpt, "-", str(faults), "after-write"],
                        tmp_path / "run1.log")
     log1 = (tmp_path / "run1.log").read_text()
     assert code == -signal.SIGKILL, log1[-3000:]
@@ -173,7 +125,7 @@ def test_driver_killed_between_write_and_commit_record(
     before = written_rows(target, sink, spark, tmp_path, request)
     assert len(before) < len(expected_rows(job.N_EVENTS, job.N_KEYS))
 
-    code = _run_driver([url, out, staging, ckpt, _latest_checkpoint(ckpt), "-", "-"],
+    code = run_driver(SCRIPT, [url, out, staging, ckpt, latest_checkpoint(ckpt), "-", "-"],
                        tmp_path / "run2.log")
     log2 = (tmp_path / "run2.log").read_text()
     assert code == 0 and "JOB FINISHED" in log2, log2[-3000:]
