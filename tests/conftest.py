@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest_plugins = ["tests.fixtures.s3", "tests.fixtures.recording_fs"]
+pytest_plugins = ["tests.fixtures.s3", "tests.fixtures.recording_fs", "tests.fixtures.postgres"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -233,7 +233,7 @@ class JobMaster:
                 except CancelledByRequest:
                     break
                 except Exception as exc:
-                    self._failover(exc)
+                    self._failover_until_restored(exc)
                     continue
                 if finished:
                     self._finish()
@@ -668,6 +668,18 @@ class JobMaster:
         self.watermarks = dict(master.watermarks)
         self.generators = dict(master.generators)
         self.sink_commits.recommit(master.pending_sink_commits)
+
+    def _failover_until_restored(self, exc: BaseException) -> None:
+        """Fail over; a failure while restoring (a sink's redone commit, say) is one more
+        failure the restart strategy judges, not the end of the job."""
+        while True:
+            try:
+                self._failover(exc)
+                return
+            except JobExecutionError:
+                raise
+            except Exception as again:
+                exc = again
 
     def _failover(self, exc: BaseException) -> None:
         _LOG.warning("Job %s epoch %d failed: %s", self.job_id, self.epoch, _short(exc))

@@ -21,8 +21,12 @@ def spark() -> Iterator[Any]:
     extra = [here, root, os.environ.get("PYTHONPATH", "")]
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in extra if p)
     from sparkpoint.runtime.session import get_spark_session
+    from tests.fixtures.postgres import JDBC_JAR
 
-    session = get_spark_session("local[2,4]")
+    # PostgreSQL's JDBC driver for test_spark_writer.py: a local jar on the classpath costs
+    # no start-up time; without it the PostgreSQL fixture fails with the install command.
+    conf = {"spark.jars": JDBC_JAR} if os.path.exists(JDBC_JAR) else {}
+    session = get_spark_session("local[2,4]", conf)
     yield session
     session.stop()
 
