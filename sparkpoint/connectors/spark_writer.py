@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -97,23 +98,23 @@ class _StagingWriter(SinkWriter):
         return [(job_id, epoch, subtask, path, table.num_rows)]
 
 
-class WriterTarget:
+class WriterTarget(ABC):
     """Where a commit's DataFrame goes: written under a commit id, then published once."""
 
+    @abstractmethod
     def is_committed(self, spark: Any, cid: str) -> bool:
         """Whether commit ``cid`` was published already."""
-        raise NotImplementedError
 
+    @abstractmethod
     def write(self, spark: Any, df: Any, cid: str) -> None:
         """Write ``df`` where readers do not see it yet (idempotent: overwrites)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def publish(self, spark: Any, cid: str, info: Mapping[str, Any]) -> None:
         """Make the write of ``cid`` visible, at most once."""
-        raise NotImplementedError
 
-    def cleanup(self, spark: Any, cid: str) -> None:
-        """Remove what a published or abandoned write of ``cid`` left."""
+    def cleanup(self, spark: Any, cid: str) -> None:  # noqa: B027
+        """Remove what a published or abandoned write of ``cid`` left (nothing by default)."""
 
 
 class FileTarget(WriterTarget):

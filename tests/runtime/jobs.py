@@ -12,6 +12,31 @@ from sparkpoint.datastream.connectors.file_system import FileSink
 from sparkpoint.testing import CountAndEcho, FailureInjector
 
 
+def counted_pairs(
+    env: Any,
+    n_events: int,
+    n_keys: int,
+    injector: FailureInjector | None = None,
+    map_injector: FailureInjector | None = None,
+) -> Any:
+    """numbers -> (x % keys, x) -> key_by -> CountAndEcho: the stream the sink tests write."""
+
+    def to_pair(x: int) -> tuple[int, int]:
+        if map_injector is not None:
+            map_injector.maybe_fail(x)
+        return (x % n_keys, x)
+
+    return (
+        env.from_source(NumberSequenceSource(0, n_events - 1), None, "numbers")
+        .uid("numbers")
+        .map(to_pair)
+        .uid("to-pair")
+        .key_by(lambda p: p[0])
+        .process(CountAndEcho(injector))
+        .uid("count")
+    )
+
+
 def keyed_count_job(
     env: Any,
     out_dir: str,
@@ -21,20 +46,8 @@ def keyed_count_job(
     map_injector: FailureInjector | None = None,
 ) -> None:
     """numbers -> (x % keys, x) -> key_by -> CountAndEcho -> exactly-once FileSink."""
-
-    def to_pair(x: int) -> tuple[int, int]:
-        if map_injector is not None:
-            map_injector.maybe_fail(x)
-        return (x % n_keys, x)
-
     (
-        env.from_source(NumberSequenceSource(0, n_events - 1), None, "numbers")
-        .uid("numbers")
-        .map(to_pair)
-        .uid("to-pair")
-        .key_by(lambda p: p[0])
-        .process(CountAndEcho(injector))
-        .uid("count")
+        counted_pairs(env, n_events, n_keys, injector, map_injector)
         .sink_to(FileSink.for_row_format(out_dir, Encoder.simple_string_encoder()).build())
         .uid("sink")
     )

@@ -6,9 +6,9 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from sparkpoint.connectors.number_seq import NumberSequenceSource
 from sparkpoint.connectors.spark_writer import SparkWriterSink
-from sparkpoint.testing import CountAndEcho, FailureInjector
+from sparkpoint.testing import FailureInjector
+from tests.runtime.jobs import counted_pairs
 
 SCHEMA = "kind STRING, k BIGINT, a BIGINT, b BIGINT"
 
@@ -21,20 +21,8 @@ def pad(record: tuple[Any, ...]) -> tuple[Any, ...]:
 def writer_job(env: Any, sink: SparkWriterSink, n_events: int, n_keys: int,
                map_injector: FailureInjector | None = None) -> None:
     """numbers -> (x % keys, x) -> key_by -> CountAndEcho -> pad -> ``sink``."""
-
-    def to_pair(x: int) -> tuple[int, int]:
-        if map_injector is not None:
-            map_injector.maybe_fail(x)
-        return (x % n_keys, x)
-
     (
-        env.from_source(NumberSequenceSource(0, n_events - 1), None, "numbers")
-        .uid("numbers")
-        .map(to_pair)
-        .uid("to-pair")
-        .key_by(lambda p: p[0])
-        .process(CountAndEcho())
-        .uid("count")
+        counted_pairs(env, n_events, n_keys, map_injector=map_injector)
         .map(pad)
         .uid("pad")
         .sink_to(sink)
