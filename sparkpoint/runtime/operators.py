@@ -2,8 +2,9 @@
 
 Operators form a tree per stage: ``push(values, timestamps)`` processes a batch and pushes
 the result to every child. Side outputs are a second kind of edge: ``side_children[tag_id]``
-receive what a function yields as ``(output_tag, value)`` (``emit_to_tag``). ``end_epoch()`` runs after all input: keyed operators fire due
-timers there, and leaves (routers, sinks) emit their output rows. User functions arrive
+receive what a function yields as ``(output_tag, value)`` (``emit_to_tag``).
+``end_epoch()`` runs after all input: keyed operators fire due timers there, and leaves
+(routers, sinks) emit their output rows. User functions arrive
 already wrapped (``map``/``flat_map``/``filter``/``process_element`` methods) by the API layer.
 """
 
