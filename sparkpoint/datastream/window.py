@@ -52,6 +52,7 @@ MIN_LONG_VALUE = -(2**63)
 
 T = TypeVar("T")
 W = TypeVar("W")
+MW = TypeVar("MW")  # the window type of a MergeCallback
 
 
 def _long_to_int_with_bit_mixing(x: int) -> int:
@@ -166,7 +167,7 @@ class CountWindow(Window):
 
     __slots__ = ("id",)
 
-    def __init__(self, id: int) -> None:  # noqa: A002 - PyFlink's parameter name
+    def __init__(self, id: int) -> None:
         self.id = id
 
     def max_timestamp(self) -> int:
@@ -599,11 +600,11 @@ class WindowAssigner(ABC, Generic[T, W]):
 class MergingWindowAssigner(WindowAssigner[T, W]):
     """An assigner whose windows merge (sessions)."""
 
-    class MergeCallback(ABC, Generic[W]):
+    class MergeCallback(ABC, Generic[MW]):
         """Receives each group of windows to merge and its result."""
 
         @abstractmethod
-        def merge(self, to_be_merged: Iterable[W], merge_result: W) -> None: ...
+        def merge(self, to_be_merged: Iterable[MW], merge_result: MW) -> None: ...
 
     @abstractmethod
     def merge_windows(self, windows: Iterable[W], callback: Any) -> None:

@@ -28,6 +28,7 @@ IN = TypeVar("IN")
 OUT = TypeVar("OUT")
 KEY = TypeVar("KEY")
 W = TypeVar("W")
+CW = TypeVar("CW")  # the window type of a Context
 
 
 class WindowFunction(Function, Generic[IN, OUT, KEY, W]):
@@ -50,7 +51,7 @@ class ProcessWindowFunction(Function, Generic[IN, OUT, KEY, W]):
     """Evaluates a window of a keyed stream with a context: the window, time, and state per
     window (``window_state``) and per key (``global_state``)."""
 
-    class Context(ABC, Generic[W]):
+    class Context(ABC, Generic[CW]):
         """Valid only during one call."""
 
         @abstractmethod
@@ -75,7 +76,7 @@ class ProcessWindowFunction(Function, Generic[IN, OUT, KEY, W]):
     def process(self, key: KEY, context: Any, elements: Iterable[IN]) -> Iterable[OUT]:
         """Output zero or more elements for the window's contents."""
 
-    def clear(self, context: Any) -> None:  # noqa: B027 - optional hook
+    def clear(self, context: Any) -> None:
         """The window is removed: clear what ``window_state()`` holds for it."""
 
 
@@ -88,7 +89,7 @@ class ProcessAllWindowFunction(Function, Generic[IN, OUT, W]):
     def process(self, context: Any, elements: Iterable[IN]) -> Iterable[OUT]:
         """Output zero or more elements for the window's contents."""
 
-    def clear(self, context: Any) -> None:  # noqa: B027 - optional hook
+    def clear(self, context: Any) -> None:
         """The window is removed: clear what ``window_state()`` holds for it."""
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkpoint.runtime.context import MAX_WATERMARK, OperatorEnv
-from sparkpoint.runtime.operators import _KeyedOperator, _extend_outputs
+from sparkpoint.runtime.operators import KeyedOperator, collect_outputs
 from sparkpoint.runtime.time_domain import TimeDomain
 from sparkpoint.runtime.window_state import WindowedState, WindowScope, windowed_state
 from sparkpoint.state.descriptors import (
@@ -214,7 +214,7 @@ class _AssignerContext:
         return self._op.runtime_context
 
 
-class WindowOperator(_KeyedOperator):
+class WindowOperator(KeyedOperator):
     """``window(...)``/``window_all(...)`` followed by reduce/aggregate/apply/process."""
 
     def __init__(self, operator_id: str, name: str, spec: WindowSpec, key_selector: Any) -> (
@@ -227,7 +227,6 @@ class WindowOperator(_KeyedOperator):
         self.merging = callable(getattr(spec.assigner, "merge_windows", None))
         self.event_time = bool(spec.assigner.is_event_time())
         self.allowed_lateness = spec.allowed_lateness
-        self.late_records: list[tuple[Any, int | None]] = []
         self.num_late_records_dropped = 0
 
     def open(self, env: OperatorEnv) -> None:
@@ -315,8 +314,9 @@ class WindowOperator(_KeyedOperator):
     # -- elements -------------------------------------------------------------------------
     def process(self, values, timestamps):  # type: ignore[no-untyped-def]
         keys, set_key = self._keys(values)
-        self._out_v = out_v = []
-        self._out_t = out_t = []
+        out_v: list[Any] = []
+        out_t: list[int | None] = []
+        self._out_v, self._out_t = out_v, out_t
         assign = self.assigner.assign_windows
         for i, value in enumerate(values):
             key = keys[i]
@@ -333,10 +333,17 @@ class WindowOperator(_KeyedOperator):
         return out_v, out_t
 
     def _late(self, value: Any, ts: int | None) -> None:
-        if self.spec.late_tag is not None:
-            self.late_records.append((value, ts))
-        else:
+        """A record too late for every window: to the late-data side output, or dropped."""
+        tag = self.spec.late_tag
+        if tag is None:
             self.num_late_records_dropped += 1
+            return
+        buf = self.side_buffer.get(tag.tag_id)
+        if buf is None:
+            buf = self.side_buffer[tag.tag_id] = ([], [])
+        buf[0].append(value)
+        assert buf[1] is not None
+        buf[1].append(ts)
 
     def _process_windows(self, value: Any, ts: int | None, windows: Iterable[Any]) -> bool:
         skipped = True
@@ -421,7 +428,7 @@ class WindowOperator(_KeyedOperator):
             contents = [stored]
         self.window_ctx.set_window(window)
         out = self.function.process(self.current_key, window, self.window_ctx, contents)
-        _extend_outputs(out, window.max_timestamp(), self._out_v, self._out_t)
+        collect_outputs(out, window.max_timestamp(), self._out_v, self._out_t, self.side_buffer)
 
     def fire_timers(self) -> None:
         """One pass over the timers due at this epoch's watermark and processing time."""
@@ -442,6 +449,8 @@ class WindowOperator(_KeyedOperator):
                 self._on_timer(window, ts, domain)
         if self._out_v:
             self.emit(self._out_v, self._out_t)
+        if self.side_buffer:
+            self.flush_side_outputs()
 
     def _on_timer(self, window: Any, ts: int, domain: TimeDomain) -> None:
         merging_set = None
