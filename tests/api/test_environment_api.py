@@ -200,7 +200,7 @@ def test_parallelism_setters() -> None:
     env.get_config().set_parallelism(7)
     assert env.get_parallelism() == 7
     for bad in (0, -3):
-        with pytest.raises(ValueError, match="for .parallelism.: expected an integer >= 1"):
+        with pytest.raises(ValueError, match="for 'parallelism': expected an integer >= 1"):
             env.set_parallelism(bad)
     assert env.get_parallelism() == 7
 
