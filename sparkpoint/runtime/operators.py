@@ -248,8 +248,9 @@ class _KeyedOperator(_UserFunctionOperator):
                 return
             out_v: list[Any] = []
             out_t: list[int | None] = []
-            for ts, domain, key in due:
-                self.backend.set_current_key(key)
+            set_key = self.backend.set_current_key_and_group
+            for ts, domain, key, kg in due:
+                set_key(key, kg)
                 self.ctx.enter_timer(ts, domain, key)
                 if on_timer is not None:
                     # Output of processing-time timers carries no timestamp (as Flink).
