@@ -26,6 +26,7 @@ from sparkpoint.datastream.functions import (
     ReduceFunction,
     RuntimeContext,
 )
+from sparkpoint.datastream.output_tag import OutputTag
 from sparkpoint.datastream.state_backend import (
     CustomStateBackend,
     EmbeddedRocksDBStateBackend,
@@ -69,6 +70,7 @@ __all__ = [
     "KeyedStream",
     "MapFunction",
     "MemoryStateBackend",
+    "OutputTag",
     "PredefinedOptions",
     "ProcessFunction",
     "ReduceFunction",

@@ -24,6 +24,7 @@ from sparkpoint.datastream.functions import (
     ReduceFunction,
     ReduceFunctionWrapper,
 )
+from sparkpoint.datastream.output_tag import OutputTag
 from sparkpoint.runtime.graph import Node
 
 if TYPE_CHECKING:
@@ -162,6 +163,18 @@ class DataStream:
         node = self._env._add_node(
             "union", "Union", [self._node, *(s._node for s in streams)],
             output_type=self._node.output_type,
+        )
+        return DataStream(self._env, node)
+
+    def get_side_output(self, output_tag: OutputTag) -> DataStream:
+        """The records this operator's function yielded as ``(output_tag, value)``."""
+        if not isinstance(output_tag, OutputTag):
+            raise TypeError(
+                f"get_side_output() takes an OutputTag, got {type(output_tag).__name__}"
+            )
+        node = self._add(
+            "side_output", f"SideOutput:{output_tag.tag_id}", output_tag.type_info,
+            tag_id=output_tag.tag_id,
         )
         return DataStream(self._env, node)
 

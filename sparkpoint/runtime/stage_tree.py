@@ -147,7 +147,7 @@ def _build_operator(node: Node, batch_mode: bool, outputs: list[SinkOutput]) -> 
         return ReduceOperator(oid, name, node.function, node.inputs[0].key_selector, batch_mode)
     if k == "sink":
         return SinkOperator(node, outputs)
-    # source, union and key_by pass records through
+    # source, union, key_by and side_output pass records through
     return Operator(oid, name)
 
 
@@ -171,7 +171,12 @@ def build_tree(
             continue
         for inp in node.inputs:
             src = inp.inputs[0] if inp.kind == "key_by" else inp
-            if src.id in ops:
+            if src.id not in ops:
+                continue
+            if node.kind == "side_output":
+                assert node.tag_id is not None
+                ops[src.id].side_children.setdefault(node.tag_id, []).append(ops[node.id])
+            else:
                 ops[src.id].children.append(ops[node.id])
     if stage.exit is not None:
         ops[stage.exit.id].children.append(Router(router, out))
