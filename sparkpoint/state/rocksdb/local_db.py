@@ -346,7 +346,9 @@ class LocalRocksDB:
         unknown = [k for k in keys if k not in known]
         if unknown:
             unknown.sort()  # a sorted multi-get reads each block once
-            known.update(zip(unknown, db.get(unknown)))
+            olds = cast(list[bytes | None], db.get(cast(list[str | int | float | bytes | bool],
+                                                        unknown)))
+            known.update(zip(unknown, olds))
         prev_epoch = _NONE_EPOCH if previous is None else _decode_epoch(previous)
         undo = pickle.dumps(
             (epoch, prev_epoch, keys, [known[k] for k in keys]), protocol=pickle.HIGHEST_PROTOCOL
