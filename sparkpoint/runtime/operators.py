@@ -25,6 +25,7 @@ from sparkpoint.state.key_groups import int64_key_groups
 __all__ = [
     "FilterOperator",
     "FlatMapOperator",
+    "KeyedOperator",
     "KeyedProcessOperator",
     "MapOperator",
     "Operator",
@@ -264,7 +265,7 @@ class TimestampsOperator(Operator):
         super().end_epoch()
 
 
-class _KeyedOperator(_UserFunctionOperator):
+class KeyedOperator(_UserFunctionOperator):
     """Base of operators after a ``key_by``: one keyed state backend per operator."""
 
     def __init__(self, operator_id: str, name: str, function: Any, key_selector: Any) -> None:
@@ -324,7 +325,7 @@ class _KeyedOperator(_UserFunctionOperator):
                 self.flush_side_outputs()
 
 
-class KeyedProcessOperator(_KeyedOperator):
+class KeyedProcessOperator(KeyedOperator):
     """``process`` on a keyed stream (``KeyedProcessFunction``), and keyed map/flat_map/filter."""
 
     def __init__(
@@ -355,7 +356,7 @@ class KeyedProcessOperator(_KeyedOperator):
         return out_v, out_t
 
 
-class ReduceOperator(_KeyedOperator):
+class ReduceOperator(KeyedOperator):
     """``reduce``/``sum``/``min``/``max`` on a keyed stream: a rolling aggregate per key.
 
     In STREAMING mode every update is emitted; in BATCH mode only the final value per key,

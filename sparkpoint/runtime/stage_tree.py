@@ -21,6 +21,7 @@ from sparkpoint.runtime.operators import (
 )
 from sparkpoint.runtime.protocol import SinkOutput
 from sparkpoint.runtime.records import KIND_DATA, encode_data
+from sparkpoint.runtime.window_operator import WindowOperator
 from sparkpoint.state.key_groups import assign_to_key_group, int64_key_groups
 
 __all__ = ["GROUP_TARGET", "Router", "SinkOperator", "build_tree"]
@@ -145,6 +146,8 @@ def _build_operator(node: Node, batch_mode: bool, outputs: list[SinkOutput]) -> 
         )
     if k == "reduce":
         return ReduceOperator(oid, name, node.function, node.inputs[0].key_selector, batch_mode)
+    if k == "window":
+        return WindowOperator(oid, name, node.function, node.inputs[0].key_selector)
     if k == "sink":
         return SinkOperator(node, outputs)
     # source, union, key_by and side_output pass records through
