@@ -228,7 +228,12 @@ class KeyedContext:
         self._timers().remove((TimeDomain.PROCESSING_TIME.value, int(timestamp)))
 
     # -- firing ----------------------------------------------------------------------------
-    def due_timers(self) -> list[tuple[int, TimeDomain, Any, int]]:
+    def due_timers(self) -> list[tuple[int, TimeDomain, Any]]:
+        """Remove and return ``(timestamp, domain, key)`` of every due timer, oldest first
+        (``pop_due_timers`` without the key groups)."""
+        return [(ts, domain, key) for ts, domain, key, _kg in self.pop_due_timers()]
+
+    def pop_due_timers(self) -> list[tuple[int, TimeDomain, Any, int]]:
         """Remove and return ``(timestamp, domain, key, key group)`` of every due timer, in
         timestamp order (event time before processing time at equal timestamps).
 

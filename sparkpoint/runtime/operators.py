@@ -304,7 +304,7 @@ class KeyedOperator(_UserFunctionOperator):
         on_timer = getattr(self.function, "on_timer", None)
         # Timers registered while firing may be due too: fire until none is (bounded).
         for _round in range(1000):
-            due = self.ctx.due_timers()
+            due = self.ctx.pop_due_timers()
             if not due:
                 return
             out_v: list[Any] = []
