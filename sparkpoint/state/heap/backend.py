@@ -315,11 +315,11 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
                     self._pending.add(kg, block, [tables.get(m) if m else None
                                                   for m in block_names])
             if data.get("deltas"):
-                for kg, entries in pickle.loads(data["deltas"]).items():
-                    for name, updates, deleted in entries:
-                        table = tables.get(name)
-                        if table is not None:
-                            self._pending.add_delta(kg, table, updates, deleted)
+                for kg, kg_deltas in pickle.loads(data["deltas"]).items():
+                    for state_name, updates, deleted in kg_deltas:
+                        target = tables.get(state_name)
+                        if target is not None:
+                            self._pending.add_delta(kg, target, updates, deleted)
         self._states.clear()
         self._force_dirty = True
 
