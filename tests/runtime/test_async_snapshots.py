@@ -5,6 +5,7 @@ checkpoints overlap, and a backend without asynchronous snapshots uploads in the
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from pathlib import Path
@@ -96,7 +97,7 @@ def test_checkpoints_complete_when_their_background_uploads_end(
     assert sum(r.uploads_completed or 0 for r in reports.values()) >= 2 * len(completed)
     # One checkpoint at a time (max concurrent 1): no epoch triggers right after another.
     triggers = sorted(r.epoch for r in reports.values() if r.checkpoint_id is not None)
-    assert all(b - a >= 2 for a, b in zip(triggers, triggers[1:]))
+    assert all(b - a >= 2 for a, b in itertools.pairwise(triggers))
 
 
 def test_the_timeout_aborts_a_running_upload(env: Any, tmp_path: Path) -> None:
@@ -139,7 +140,7 @@ def test_concurrent_checkpoints_overlap(env: Any, tmp_path: Path) -> None:
     result = env.execute("concurrent")
     _check_output(tmp_path)
     triggers = sorted(r.epoch for r in result.epoch_reports if r.checkpoint_id is not None)
-    assert any(b - a == 1 for a, b in zip(triggers, triggers[1:]))
+    assert any(b - a == 1 for a, b in itertools.pairwise(triggers))
     completed = [s.checkpoint_id for s in result.checkpoints if s.status == "COMPLETED"]
     assert len(completed) >= 3 and completed == sorted(completed)
 
@@ -158,4 +159,4 @@ def test_a_backend_without_asynchronous_snapshots_uploads_within_the_epoch(
     assert all(not r.uploads_in_flight and not r.uploads_completed for r in result.epoch_reports)
     # One checkpoint each epoch it is due: consecutive epochs trigger.
     triggers = sorted(r.epoch for r in result.epoch_reports if r.checkpoint_id is not None)
-    assert any(b - a == 1 for a, b in zip(triggers, triggers[1:]))
+    assert any(b - a == 1 for a, b in itertools.pairwise(triggers))
