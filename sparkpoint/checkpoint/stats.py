@@ -10,6 +10,7 @@ measured again from its handles (``measure``), its timings are unknown.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,6 +97,10 @@ class CheckpointStats:
     epoch: int = 0
     checkpointed_size: int = 0
     subtasks: list[SubtaskStats] = field(default_factory=list)
+
+    def copy(self) -> CheckpointStats:
+        """A copy that stays as it is (the coordinator completes statistics in place)."""
+        return dataclasses.replace(self, subtasks=list(self.subtasks))
 
     def add_measurement(self, operator_states: Sequence[OperatorState]) -> None:
         """Set the sizes (total and per subtask) from the states the subtasks handed in."""

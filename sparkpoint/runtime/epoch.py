@@ -69,9 +69,9 @@ def routing(plan: Plan) -> tuple[dict[int, int], dict[int, Any]]:
     return next_p, router
 
 
-def job_group(job: JobSpec) -> str:
-    """The Spark job group of every Spark job a sparkpoint job runs."""
-    return f"sparkpoint-{job.job_id}"
+def job_group(job_id: str) -> str:
+    """The Spark job group of every Spark job the sparkpoint job ``job_id`` runs."""
+    return f"sparkpoint-{job_id}"
 
 
 def epoch_description(spec: EpochSpec) -> str:
@@ -198,7 +198,7 @@ class EpochRunner:
     def _collect(self, rdd: Any, spec: EpochSpec, watch: set[str]) -> list[Any]:
         group = f"sparkpoint-{spec.job.job_id}-{spec.run}-{uuid.uuid4().hex[:6]}"
         previous = self.cluster.tag_jobs(group)
-        described = self.cluster.describe_jobs(job_group(spec.job), epoch_description(spec))
+        described = self.cluster.describe_jobs(job_group(spec.job.job_id), epoch_description(spec))
         lost: list[str] = []
         done = threading.Event()
 
@@ -247,7 +247,7 @@ class EpochRunner:
         base: Any = RDD(pinned, self.cluster.sc, NoOpSerializer())
         rdd = base.mapPartitionsWithIndex(remove)
         described = self.cluster.describe_jobs(
-            job_group(job), f"sparkpoint {job.job_name} local state cleanup"
+            job_group(job.job_id), f"sparkpoint {job.job_name} local state cleanup"
         )
         try:
             return int(sum(rdd.collect()))
