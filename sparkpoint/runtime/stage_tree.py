@@ -21,6 +21,7 @@ from sparkpoint.runtime.operators import (
 )
 from sparkpoint.runtime.protocol import SinkOutput
 from sparkpoint.runtime.records import KIND_DATA, encode_data
+from sparkpoint.runtime.window_operator import WindowOperator
 from sparkpoint.state.key_groups import assign_to_key_group, int64_key_groups
 
 __all__ = ["GROUP_TARGET", "Router", "SinkOperator", "build_tree"]
@@ -145,9 +146,11 @@ def _build_operator(node: Node, batch_mode: bool, outputs: list[SinkOutput]) -> 
         )
     if k == "reduce":
         return ReduceOperator(oid, name, node.function, node.inputs[0].key_selector, batch_mode)
+    if k == "window":
+        return WindowOperator(oid, name, node.function, node.inputs[0].key_selector)
     if k == "sink":
         return SinkOperator(node, outputs)
-    # source, union and key_by pass records through
+    # source, union, key_by and side_output pass records through
     return Operator(oid, name)
 
 
@@ -171,7 +174,12 @@ def build_tree(
             continue
         for inp in node.inputs:
             src = inp.inputs[0] if inp.kind == "key_by" else inp
-            if src.id in ops:
+            if src.id not in ops:
+                continue
+            if node.kind == "side_output":
+                assert node.tag_id is not None
+                ops[src.id].side_children.setdefault(node.tag_id, []).append(ops[node.id])
+            else:
                 ops[src.id].children.append(ops[node.id])
     if stage.exit is not None:
         ops[stage.exit.id].children.append(Router(router, out))
