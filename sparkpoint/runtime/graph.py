@@ -12,7 +12,7 @@ from typing import Any
 
 __all__ = ["Node", "Plan", "Stage", "build_plan"]
 
-KEYED = {"keyed_process", "reduce"}
+KEYED = {"keyed_process", "reduce", "window"}
 
 
 @dataclass(eq=False)
@@ -21,7 +21,7 @@ class Node:
 
     id: int
     kind: str  # source | map | flat_map | filter | process | timestamps | key_by | keyed_process
-    #          | reduce | union | sink
+    #          | reduce | window | union | side_output | sink
     name: str
     inputs: list[Node] = field(default_factory=list)
     function: Any = None
@@ -34,6 +34,7 @@ class Node:
     max_parallelism: int | None = None
     uid: str | None = None
     call: Any = None  # keyed map/flat_map/filter adapter (see DataStream)
+    tag_id: str | None = None  # side_output: the OutputTag id read from the input operator
 
     @property
     def operator_id(self) -> str:

@@ -1,8 +1,10 @@
 """Chained operators that run inside one Spark task, batch at a time.
 
 Operators form a tree per stage: ``push(values, timestamps)`` processes a batch and pushes
-the result to every child. ``end_epoch()`` runs after all input: keyed operators fire due
-timers there, and leaves (routers, sinks) emit their output rows. User functions arrive
+the result to every child. Side outputs are a second kind of edge: ``side_children[tag_id]``
+receive what a function yields as ``(output_tag, value)`` (``emit_to_tag``).
+``end_epoch()`` runs after all input: keyed operators fire due timers there, and leaves
+(routers, sinks) emit their output rows. User functions arrive
 already wrapped (``map``/``flat_map``/``filter``/``process_element`` methods) by the API layer.
 """
 
@@ -23,12 +25,14 @@ from sparkpoint.state.key_groups import int64_key_groups
 __all__ = [
     "FilterOperator",
     "FlatMapOperator",
+    "KeyedOperator",
     "KeyedProcessOperator",
     "MapOperator",
     "Operator",
     "ProcessOperator",
     "ReduceOperator",
     "TimestampsOperator",
+    "collect_outputs",
 ]
 
 
@@ -39,11 +43,22 @@ class Operator:
         self.operator_id = operator_id
         self.name = name
         self.children: list[Operator] = []
+        # Side outputs: tag id -> the operators reading ``get_side_output(tag)``.
+        self.side_children: dict[str, list[Operator]] = {}
+        # Side output records of the batch being processed, emitted after its main output.
+        self.side_buffer: dict[str, tuple[list[Any], list[int | None] | None]] = {}
+
+    def all_children(self) -> list[Operator]:
+        """Main and side output children."""
+        out = list(self.children)
+        for side in self.side_children.values():
+            out.extend(side)
+        return out
 
     def open(self, env: OperatorEnv) -> None:
         """Called once per task before the first batch."""
         self.env = env
-        for child in self.children:
+        for child in self.all_children():
             child.open(env)
 
     def push(self, values: list[Any], timestamps: list[int | None] | None) -> None:
@@ -51,6 +66,8 @@ class Operator:
         out_values, out_ts = self.process(values, timestamps)
         if out_values:
             self.emit(out_values, out_ts)
+        if self.side_buffer:
+            self.flush_side_outputs()
 
     def process(
         self, values: list[Any], timestamps: list[int | None] | None
@@ -63,14 +80,28 @@ class Operator:
         for child in self.children:
             child.push(values, timestamps)
 
+    def emit_to_tag(
+        self, tag_id: str, values: list[Any], timestamps: list[int | None] | None
+    ) -> None:
+        """Push a batch to the side output ``tag_id`` (dropped when nothing reads it, as in
+        Flink). Operators that produce side outputs themselves (late window data) call it."""
+        for child in self.side_children.get(tag_id, ()):
+            child.push(values, timestamps)
+
+    def flush_side_outputs(self) -> None:
+        """Emit what ``collect_outputs`` gathered for side outputs."""
+        buffered, self.side_buffer = self.side_buffer, {}
+        for tag_id, (values, timestamps) in buffered.items():
+            self.emit_to_tag(tag_id, values, timestamps)
+
     def end_epoch(self) -> None:
         """All input of the epoch was pushed: flush, fire timers, then let children finish."""
-        for child in self.children:
+        for child in self.all_children():
             child.end_epoch()
 
     def close(self) -> None:
         """Release resources of this operator and its children."""
-        for child in self.children:
+        for child in self.all_children():
             child.close()
 
 
@@ -85,7 +116,7 @@ class _UserFunctionOperator(Operator):
         self.env = env
         self.runtime_context = StreamRuntimeContext(env, self.name, None)
         _call_open(self.function, self.runtime_context)
-        for child in self.children:
+        for child in self.all_children():
             child.open(env)
 
     def close(self) -> None:
@@ -134,6 +165,36 @@ def _extend_outputs(
             out_t.append(ts)
 
 
+def collect_outputs(
+    result: Iterable[Any] | None,
+    ts: int | None,
+    out_v: list[Any],
+    out_t: list[int | None] | None,
+    side: dict[str, tuple[list[Any], list[int | None] | None]],
+) -> None:
+    """Append a process function's output: ``(output_tag, value)`` pairs go to ``side``
+    (per tag id), everything else to the main output."""
+    if result is None:
+        return
+    for item in result:
+        if (
+            type(item) is tuple
+            and len(item) == 2
+            and getattr(type(item[0]), "is_output_tag", False)
+        ):
+            tag_id = item[0].tag_id
+            buf = side.get(tag_id)
+            if buf is None:
+                buf = side[tag_id] = ([], None if out_t is None else [])
+            buf[0].append(item[1])
+            if buf[1] is not None:
+                buf[1].append(ts)
+            continue
+        out_v.append(item)
+        if out_t is not None:
+            out_t.append(ts)
+
+
 class FlatMapOperator(_UserFunctionOperator):
     """``flat_map``: zero or more outputs per input (a generator or any iterable)."""
 
@@ -163,7 +224,7 @@ class ProcessOperator(_UserFunctionOperator):
         for i, v in enumerate(values):
             ts = None if timestamps is None else timestamps[i]
             ctx.current_timestamp = ts
-            _extend_outputs(f(v, ctx), ts, out_v, out_t)
+            collect_outputs(f(v, ctx), ts, out_v, out_t, self.side_buffer)
         return out_v, out_t
 
 
@@ -204,7 +265,7 @@ class TimestampsOperator(Operator):
         super().end_epoch()
 
 
-class _KeyedOperator(_UserFunctionOperator):
+class KeyedOperator(_UserFunctionOperator):
     """Base of operators after a ``key_by``: one keyed state backend per operator."""
 
     def __init__(self, operator_id: str, name: str, function: Any, key_selector: Any) -> None:
@@ -217,7 +278,7 @@ class _KeyedOperator(_UserFunctionOperator):
         self.ctx = KeyedContext(env, self.backend, self.operator_id)
         self.runtime_context = StreamRuntimeContext(env, self.name, self.backend)
         _call_open(self.function, self.runtime_context)
-        for child in self.children:
+        for child in self.all_children():
             child.open(env)
 
     def end_epoch(self) -> None:
@@ -254,13 +315,16 @@ class _KeyedOperator(_UserFunctionOperator):
                 if on_timer is not None:
                     # Output of processing-time timers carries no timestamp (as Flink).
                     out_ts = ts if domain is TimeDomain.EVENT_TIME else None
-                    _extend_outputs(on_timer(ts, self.ctx), out_ts, out_v, out_t)
+                    collect_outputs(on_timer(ts, self.ctx), out_ts, out_v, out_t,
+                                    self.side_buffer)
             self.ctx.leave_timer()
             if out_v:
                 self.emit(out_v, out_t)
+            if self.side_buffer:
+                self.flush_side_outputs()
 
 
-class KeyedProcessOperator(_KeyedOperator):
+class KeyedProcessOperator(KeyedOperator):
     """``process`` on a keyed stream (``KeyedProcessFunction``), and keyed map/flat_map/filter."""
 
     def __init__(
@@ -287,11 +351,11 @@ class KeyedProcessOperator(_KeyedOperator):
             ts = None if timestamps is None else timestamps[i]
             ctx.current_key = key
             ctx.current_timestamp = ts
-            _extend_outputs(call(fn, v, ctx), ts, out_v, out_t)
+            collect_outputs(call(fn, v, ctx), ts, out_v, out_t, self.side_buffer)
         return out_v, out_t
 
 
-class ReduceOperator(_KeyedOperator):
+class ReduceOperator(KeyedOperator):
     """``reduce``/``sum``/``min``/``max`` on a keyed stream: a rolling aggregate per key.
 
     In STREAMING mode every update is emitted; in BATCH mode only the final value per key,

@@ -22,6 +22,7 @@ from sparkpoint.runtime.operators import (
 from sparkpoint.runtime.protocol import SinkOutput
 from sparkpoint.runtime.records import KIND_DATA, encode_data
 from sparkpoint.runtime.type_crossing import TypedSourceOperator, crossing_converter
+from sparkpoint.runtime.window_operator import WindowOperator
 from sparkpoint.state.key_groups import assign_to_key_group, int64_key_groups
 
 __all__ = ["GROUP_TARGET", "Router", "SinkOperator", "build_tree"]
@@ -152,13 +153,15 @@ def _build_operator(node: Node, batch_mode: bool, outputs: list[SinkOutput]) -> 
         )
     if k == "reduce":
         return ReduceOperator(oid, name, node.function, node.inputs[0].key_selector, batch_mode)
+    if k == "window":
+        return WindowOperator(oid, name, node.function, node.inputs[0].key_selector)
     if k == "sink":
         return SinkOperator(node, outputs)
     if k == "source":
         convert = crossing_converter(node.output_type)
         if convert is not None:
             return TypedSourceOperator(oid, name, convert)
-    # source, union and key_by pass records through
+    # source, union, key_by and side_output pass records through
     return Operator(oid, name)
 
 
@@ -182,7 +185,12 @@ def build_tree(
             continue
         for inp in node.inputs:
             src = inp.inputs[0] if inp.kind == "key_by" else inp
-            if src in ops:
+            if src not in ops:
+                continue
+            if node.kind == "side_output":
+                assert node.tag_id is not None
+                ops[src].side_children.setdefault(node.tag_id, []).append(ops[node])
+            else:
                 ops[src].children.append(ops[node])
     if stage.exit is not None:
         ops[stage.exit].children.append(Router(router, out, stage.exit.output_type))
