@@ -13,17 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sparkpoint.checkpoint.handles import (
-    ByteStreamStateHandle,
-    IncrementalRemoteKeyedStateHandle,
-    KeyGroupsStateHandle,
-    PlaceholderStreamStateHandle,
-    StateObject,
-    StreamStateHandle,
-)
+from sparkpoint.checkpoint.handles import StateObject
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, MasterState, OperatorState
 from sparkpoint.checkpoint.metadata_format import write_metadata
 from sparkpoint.checkpoint.properties import CheckpointProperties
+from sparkpoint.checkpoint.stats import CheckpointStats
 from sparkpoint.checkpoint.storage import CheckpointStorageAccess, CheckpointStorageLocation
 from sparkpoint.checkpoint.store import CompletedCheckpoint, CompletedCheckpointStore
 from sparkpoint.clock import SYSTEM_CLOCK, Clock
@@ -73,42 +67,8 @@ class PendingCheckpoint:
     epoch: int
 
 
-@dataclass
-class CheckpointStats:
-    """What happened to one checkpoint (also logged)."""
-
-    checkpoint_id: int
-    is_savepoint: bool
-    trigger_timestamp_ms: int
-    status: str = "IN_PROGRESS"
-    duration_ms: int = 0
-    state_size: int = 0
-    inline_bytes: int = 0
-    files_written: int = 0
-    external_pointer: str | None = None
-    failure: str | None = None
-    epoch: int = 0
-
-
 class TolerableFailuresExceeded(CheckpointException):
     """More consecutive checkpoint failures than tolerated: the job must fail over."""
-
-
-def _count_handle(handle: StateObject | None, stats: CheckpointStats) -> None:
-    if handle is None:
-        return
-    if isinstance(handle, KeyGroupsStateHandle):
-        _count_handle(handle.delegate, stats)
-    elif isinstance(handle, IncrementalRemoteKeyedStateHandle):
-        _count_handle(handle.meta_state_handle, stats)
-        for part in (*handle.shared_state, *handle.private_state):
-            _count_handle(part.handle, stats)
-    elif isinstance(handle, ByteStreamStateHandle):
-        stats.inline_bytes += handle.state_size
-    elif isinstance(handle, PlaceholderStreamStateHandle):
-        return
-    elif isinstance(handle, StreamStateHandle):
-        stats.files_written += 1
 
 
 def _handles(operator_states: Sequence[OperatorState]) -> list[StateObject]:
@@ -217,7 +177,11 @@ class CheckpointCoordinator:
             raise CheckpointException(
                 CheckpointFailureReason.CHECKPOINT_EXPIRED, checkpoint_id=pending.checkpoint_id
             )
-        submitted = operator_states  # before placeholders are resolved (for the statistics)
+        # Measured before placeholders are resolved (they count as state, not as uploads)
+        # and stored in _metadata, so the history on storage equals the live figures.
+        stats.add_measurement(operator_states)
+        stats.duration_ms = int(self.clock.monotonic_ms() - pending.trigger_monotonic_ms)
+        master_states = (*master_states, stats.to_master_state())
         try:
             # Registration swaps placeholders for the registered shared handles; it must
             # happen before _metadata is written, which refuses placeholders.
@@ -261,16 +225,7 @@ class CheckpointCoordinator:
             self.consecutive_failures = 0
             self._counted_ids.clear()
         stats.status = "COMPLETED"
-        stats.duration_ms = int(self.clock.monotonic_ms() - pending.trigger_monotonic_ms)
         stats.external_pointer = completed_location.external_pointer
-        for op in submitted:
-            for sub in op.subtask_states.values():
-                for keyed in sub.managed_keyed_state:
-                    stats.state_size += keyed.state_size
-                    _count_handle(keyed, stats)
-                for non_keyed in sub.managed_operator_state:
-                    stats.state_size += non_keyed.state_size
-                    _count_handle(non_keyed.delegate, stats)
         _LOG.info(
             "%s %d completed in %d ms: state %d bytes (%d inline), %d state files, at %s",
             "Savepoint" if stats.is_savepoint else "Checkpoint",

@@ -129,6 +129,7 @@ class JobSettings:
     job_parameters: dict[str, str] = field(default_factory=dict)
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     faults: JobFaultHooks | None = None  # fault injection (sparkpoint.testing)
+    dashboard: Any = None  # DashboardSettings: serve the job's dashboard (None: don't)
 
 
 @dataclass
