@@ -304,13 +304,14 @@ class KeyedOperator(_UserFunctionOperator):
         on_timer = getattr(self.function, "on_timer", None)
         # Timers registered while firing may be due too: fire until none is (bounded).
         for _round in range(1000):
-            due = self.ctx.due_timers()
+            due = self.ctx.pop_due_timers()
             if not due:
                 return
             out_v: list[Any] = []
             out_t: list[int | None] = []
-            for ts, domain, key in due:
-                self.backend.set_current_key(key)
+            set_key = self.backend.set_current_key_and_group
+            for ts, domain, key, kg in due:
+                set_key(key, kg)
                 self.ctx.enter_timer(ts, domain, key)
                 if on_timer is not None:
                     # Output of processing-time timers carries no timestamp (as Flink).
