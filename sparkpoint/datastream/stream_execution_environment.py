@@ -12,6 +12,7 @@ from sparkpoint.checkpoint.storage_policies import validate_path
 from sparkpoint.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.common.execution_config import ExecutionConfig
+from sparkpoint.common.ingestion_time import IngestionTimeStrategy
 from sparkpoint.common.restart_strategy import RestartStrategies
 from sparkpoint.config import (
     CheckpointingOptions,
@@ -267,6 +268,8 @@ class StreamExecutionEnvironment:
         return self._time_characteristic
 
     def set_buffer_timeout(self, timeout_millis: int) -> StreamExecutionEnvironment:
+        """Recorded for ``get_buffer_timeout``; no counterpart: records move between stages
+        once per epoch (docs/architecture.md, Limitations)."""
         self._buffer_timeout = parse_int(timeout_millis, "timeout_millis", minimum=-1)
         return self
 
@@ -274,6 +277,8 @@ class StreamExecutionEnvironment:
         return self._buffer_timeout
 
     def disable_operator_chaining(self) -> StreamExecutionEnvironment:
+        """Recorded for ``is_chaining_enabled``; no counterpart: a stage's operators run in
+        one Python task over record batches, and unchaining would not change results."""
         self._chaining = False
         return self
 
@@ -288,6 +293,8 @@ class StreamExecutionEnvironment:
         return self._config
 
     def register_type(self, type_class_name: Any) -> None:
+        """Recorded in the ExecutionConfig; no counterpart: records are pickled Python objects
+        (the same holds for the Kryo serializer registrations below)."""
         self._config.register_kryo_type(type_class_name)
 
     def register_type_with_kryo_serializer(
@@ -320,9 +327,23 @@ class StreamExecutionEnvironment:
             )
         from sparkpoint.state.key_groups import compute_default_max_parallelism
 
+        self._stamp_ingestion_time()
         p = self.get_parallelism()
         maxp = self._max_parallelism or compute_default_max_parallelism(p)
         return build_plan(list(self._sinks), p, maxp)
+
+    def _stamp_ingestion_time(self) -> None:
+        """Under IngestionTime every source stamps its records with processing time, unless
+        the program gives them timestamps itself (``assign_timestamps_and_watermarks`` right
+        behind the source: the program's strategy decides, as in Flink)."""
+        ingestion = self._time_characteristic is TimeCharacteristic.IngestionTime
+        strategy = IngestionTimeStrategy(self._config.get_auto_watermark_interval())
+        for source in [n for n in self._nodes if n.kind == "source"]:
+            stamped = any(
+                n.kind == "timestamps" and any(i is source for i in n.inputs)
+                for n in self._nodes
+            )
+            source.watermark_strategy = strategy if ingestion and not stamped else None
 
     def _job_request(self) -> JobRequest:
         """The configuration with everything set through the API, and the API's objects."""

@@ -374,7 +374,8 @@ class JobMaster:
                 self.recovery.checkpoint_completed(completed, self.epoch)
             else:
                 self.recovery.checkpoint_failed()
-        elif not self.s.policy.enabled:
+        if not self.s.policy.enabled or self.s.policy.at_least_once:
+            # AT_LEAST_ONCE publishes every epoch's output now, checkpoint or not.
             self.sink_commits.commit_up_to(self.epoch)
         if isinstance(stop_request, _Request) and stop_request.kind == "stop":
             self._terminate(JobStatus.FINISHED, commit=True)
