@@ -6,6 +6,7 @@ are grouped as Flink groups them (``CheckpointingOptions``, ``StateBackendOption
 """
 
 from sparkpoint.config.checkpointing import CheckpointingOptions
+from sparkpoint.config.dashboard import DashboardOptions
 from sparkpoint.config.engine import SparkpointOptions
 from sparkpoint.config.execution import (
     CoreOptions,
@@ -69,6 +70,7 @@ __all__ = [
     "CheckpointingOptions",
     "ConfigOption",
     "CoreOptions",
+    "DashboardOptions",
     "ExecutionOptions",
     "FileSystemOptions",
     "OptionGroup",

@@ -15,6 +15,7 @@ from sparkpoint.datastream.externalized_checkpoint_retention import (
 )
 from sparkpoint.datastream.functions import (
     AggregateFunction,
+    AllWindowFunction,
     CoFlatMapFunction,
     CoMapFunction,
     FilterFunction,
@@ -22,9 +23,12 @@ from sparkpoint.datastream.functions import (
     KeyedProcessFunction,
     KeySelector,
     MapFunction,
+    ProcessAllWindowFunction,
     ProcessFunction,
+    ProcessWindowFunction,
     ReduceFunction,
     RuntimeContext,
+    WindowFunction,
 )
 from sparkpoint.datastream.output_tag import OutputTag
 from sparkpoint.datastream.state_backend import (
@@ -44,14 +48,28 @@ from sparkpoint.datastream.stream_execution_environment import (
 from sparkpoint.datastream.time_characteristic import TimeCharacteristic
 from sparkpoint.datastream.time_domain import TimeDomain
 from sparkpoint.datastream.timerservice import TimerService
+from sparkpoint.datastream.window import (
+    CountWindow,
+    GlobalWindow,
+    MergingWindowAssigner,
+    TimeWindow,
+    Trigger,
+    TriggerResult,
+    Window,
+    WindowAssigner,
+)
+from sparkpoint.datastream.windowed_stream import AllWindowedStream, WindowedStream
 
 __all__ = [
     "AggregateFunction",
+    "AllWindowFunction",
+    "AllWindowedStream",
     "CheckpointConfig",
     "CheckpointStorage",
     "CheckpointingMode",
     "CoFlatMapFunction",
     "CoMapFunction",
+    "CountWindow",
     "CustomCheckpointStorage",
     "CustomStateBackend",
     "DataStream",
@@ -63,6 +81,7 @@ __all__ = [
     "FilterFunction",
     "FlatMapFunction",
     "FsStateBackend",
+    "GlobalWindow",
     "HashMapStateBackend",
     "JobManagerCheckpointStorage",
     "KeySelector",
@@ -70,9 +89,12 @@ __all__ = [
     "KeyedStream",
     "MapFunction",
     "MemoryStateBackend",
+    "MergingWindowAssigner",
     "OutputTag",
     "PredefinedOptions",
+    "ProcessAllWindowFunction",
     "ProcessFunction",
+    "ProcessWindowFunction",
     "ReduceFunction",
     "RocksDBStateBackend",
     "RuntimeContext",
@@ -81,5 +103,12 @@ __all__ = [
     "StreamExecutionEnvironment",
     "TimeCharacteristic",
     "TimeDomain",
+    "TimeWindow",
     "TimerService",
+    "Trigger",
+    "TriggerResult",
+    "Window",
+    "WindowAssigner",
+    "WindowFunction",
+    "WindowedStream",
 ]

@@ -33,7 +33,7 @@ from sparkpoint.datastream.execution_mode import RuntimeExecutionMode
 from sparkpoint.datastream.state_backend_loader import load_state_backend
 from sparkpoint.datastream.time_characteristic import TimeCharacteristic
 from sparkpoint.runtime.graph import Node, build_plan
-from sparkpoint.runtime.job_client import JobClient, JobExecutionResult, result_of
+from sparkpoint.runtime.job_client import JobClient, JobExecutionResult, run_job
 from sparkpoint.runtime.job_master import JobMaster, JobSettings
 from sparkpoint.runtime.settings import JobRequest, build_job_settings, check_configuration
 
@@ -393,8 +393,7 @@ class StreamExecutionEnvironment:
 
     def execute(self, job_name: str | None = None) -> JobExecutionResult:
         """Run the job to its end (bounded sources) and return its result."""
-        master = self._create_master(job_name or "Flink Streaming Job")
-        return result_of(master, master.run())
+        return run_job(self._create_master(job_name or "Flink Streaming Job"))
 
     def execute_async(self, job_name: str | None = None) -> JobClient:
         """Start the job in the background; the client controls it."""
