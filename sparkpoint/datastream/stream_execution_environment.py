@@ -30,8 +30,10 @@ from sparkpoint.datastream.checkpoint_config import CheckpointConfig
 from sparkpoint.datastream.checkpointing_mode import CheckpointingMode
 from sparkpoint.datastream.data_stream import DataStream
 from sparkpoint.datastream.execution_mode import RuntimeExecutionMode
+from sparkpoint.datastream.functions import SourceFunction
 from sparkpoint.datastream.state_backend_loader import load_state_backend
 from sparkpoint.datastream.time_characteristic import TimeCharacteristic
+from sparkpoint.errors import JavaFunctionError
 from sparkpoint.runtime.graph import Node, build_plan
 from sparkpoint.runtime.job_client import JobClient, JobExecutionResult, run_job
 from sparkpoint.runtime.job_master import JobMaster, JobSettings
@@ -157,6 +159,22 @@ class StreamExecutionEnvironment:
         if watermark_strategy is not None and watermark_strategy.generates_watermarks():
             stream = stream.assign_timestamps_and_watermarks(watermark_strategy)
         return stream
+
+    def add_source(
+        self, source_func: Any, source_name: str = "Custom Source", type_info: Any = None
+    ) -> DataStream:
+        """PyFlink's legacy ``add_source`` takes a ``SourceFunction`` (a Java class): refused
+        with the replacement, ``from_source`` with a sparkpoint ``Source``."""
+        if isinstance(source_func, Source):
+            return self.from_source(source_func, None, source_name, type_info)
+        what = (f"a SourceFunction wrapping the Java class {source_func.source_func!r}"
+                if isinstance(source_func, SourceFunction) else f"{source_func!r}")
+        raise JavaFunctionError(
+            f"add_source() got {what}: sparkpoint runs no JVM user code. Use "
+            "from_source() with a sparkpoint Source: NumberSequenceSource, FileSource, "
+            "SparkStreamSource (any spark.readStream source such as Kafka; "
+            "docs/spark-sources.md), or from_collection()."
+        )
 
     def read_text_file(self, file_path: str, charset_name: str = "UTF-8") -> DataStream:
         """The lines of a text file (or of the files of a directory)."""
