@@ -250,8 +250,11 @@ class MemoryStateBackend(HashMapStateBackend):
         return self._max_state_size
 
     def is_using_asynchronous_snapshots(self) -> bool:
-        """The flag given at construction (default true). It is recorded only: sparkpoint
-        uploads every snapshot synchronously at the end of the task's epoch."""
+        """The flag given at construction (default true): whether checkpoint uploads run in
+        the background on the executor while later epochs run, or within the epoch."""
+        return self._async
+
+    def asynchronous_snapshots(self) -> bool:
         return self._async
 
     def get_checkpoint_path(self) -> str | None:
@@ -324,8 +327,11 @@ class FsStateBackend(HashMapStateBackend):
         return self._storage.get_write_buffer_size()
 
     def is_using_asynchronous_snapshots(self) -> bool:
-        """The flag given at construction (default true). It is recorded only: sparkpoint
-        uploads every snapshot synchronously at the end of the task's epoch."""
+        """The flag given at construction (default true): whether checkpoint uploads run in
+        the background on the executor while later epochs run, or within the epoch."""
+        return self._async
+
+    def asynchronous_snapshots(self) -> bool:
         return self._async
 
     def __repr__(self) -> str:

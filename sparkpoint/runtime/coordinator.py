@@ -9,8 +9,9 @@ epoch boundary is a barrier across all tasks, every checkpoint is aligned by con
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sparkpoint.checkpoint.handles import StateObject
@@ -33,6 +34,7 @@ __all__ = [
 ]
 
 _LOG = logging.getLogger("sparkpoint.checkpoint")
+_KEPT_ABORTED = 64  # aborted checkpoint ids remembered for executors (late uploads)
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,12 @@ class CheckpointPolicy:
 
 @dataclass
 class PendingCheckpoint:
-    """A triggered checkpoint waiting for its epoch's snapshots."""
+    """A triggered checkpoint waiting for its epoch's snapshots.
+
+    An asynchronous checkpoint outlives its epoch: ``master_state`` is the job's state as
+    of ``epoch`` (taken when the epoch ended), ``acks`` the snapshots received so far and
+    ``awaiting`` the (operator id, subtask) pairs whose background upload has not ended.
+    """
 
     checkpoint_id: int
     timestamp_ms: int
@@ -65,6 +72,18 @@ class PendingCheckpoint:
     location: CheckpointStorageLocation
     properties: CheckpointProperties
     epoch: int
+    asynchronous: bool = False
+    master_state: Any = None
+    acks: list[Any] = field(default_factory=list)
+    awaiting: set[tuple[str, int]] = field(default_factory=set)
+
+    def acks_handles(self) -> list[StateObject]:
+        """The state handles received so far (discarded when the checkpoint is aborted)."""
+        return [a.handle for a in self.acks if a.handle is not None]
+
+    def expired(self, now_monotonic_ms: int, timeout_ms: int) -> bool:
+        """Whether the checkpoint has been running longer than ``timeout_ms``."""
+        return now_monotonic_ms - self.trigger_monotonic_ms > timeout_ms
 
 
 class TolerableFailuresExceeded(CheckpointException):
@@ -101,6 +120,9 @@ class CheckpointCoordinator:
         self.clock = clock
         self.next_checkpoint_id = first_checkpoint_id
         self.pending: list[PendingCheckpoint] = []
+        # Ids of the latest aborted checkpoints: an upload that ends after its checkpoint
+        # was aborted deletes its own files when its executor learns of the abort.
+        self.recently_aborted: deque[int] = deque(maxlen=_KEPT_ABORTED)
         self.stats: list[CheckpointStats] = []
         self.consecutive_failures = 0
         self._counted_ids: set[int] = set()
@@ -252,6 +274,7 @@ class CheckpointCoordinator:
         """
         if pending in self.pending:
             self.pending.remove(pending)
+        self.recently_aborted.append(pending.checkpoint_id)
         self._discard(pending, states)
         stats = self._stats(pending.checkpoint_id)
         stats.status = "FAILED"
@@ -279,7 +302,8 @@ class CheckpointCoordinator:
         """Abort every pending checkpoint without counting failures (job restart/stop)."""
         for pending in list(self.pending):
             self.pending.remove(pending)
-            self._discard(pending, ())
+            self.recently_aborted.append(pending.checkpoint_id)
+            self._discard(pending, pending.acks_handles())
             stats = self._stats(pending.checkpoint_id)
             stats.status = "FAILED"
             stats.failure = reason.name

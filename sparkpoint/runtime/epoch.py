@@ -226,9 +226,12 @@ class EpochRunner:
             self.cluster.untag_jobs(group, previous)
             self.cluster.restore_description(described)
 
-    def cleanup(self, job: JobSpec, executors: Mapping[str, str]) -> int:
+    def cleanup(
+        self, job: JobSpec, executors: Mapping[str, str], aborted: frozenset[int] = frozenset()
+    ) -> int:
         """Delete the job's local state on every executor in ``executors`` (id -> preferred
-        location), one pinned task each; returns how many executors had some."""
+        location), one pinned task each, after stopping its snapshot uploads (deleting what
+        uploads of the ``aborted`` checkpoints wrote); returns how many executors had some."""
         from pyspark import RDD
         from pyspark.serializers import NoOpSerializer
 
@@ -237,10 +240,12 @@ class EpochRunner:
         app, override, job_id = job.application_id, job.local_state_dir, job.job_id
 
         def remove(_partition: int, items: Iterator[Any]) -> Iterator[int]:
-            from sparkpoint.runtime.local_dirs import remove_job
+            from sparkpoint.runtime.async_upload import end_job_uploads
+            from sparkpoint.runtime.local_dirs import job_dir, remove_job
 
             for _ in items:
                 pass
+            end_job_uploads(job_dir(app, override, job_id), aborted)
             yield int(remove_job(app, override, job_id))
 
         pinned = self.cluster.pinned_rdd(list(executors.values()), 1)
