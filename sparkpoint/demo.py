@@ -279,7 +279,7 @@ def _run(args: argparse.Namespace, multi: bool, work: str, out: TextIO, log_path
     try:
         result = client.wait()
     except Exception as exc:
-        logging.getLogger("sparkpoint.demo").error("The job failed", exc_info=exc)
+        logging.getLogger(__name__).error("The job failed", exc_info=exc)
         print(f"Job failed: {str(exc).splitlines()[0][:300]} (details in {log_path})", file=out)
         return 1
 
