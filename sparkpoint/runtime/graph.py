@@ -115,21 +115,25 @@ def _key_input(node: Node) -> Node:
 def build_plan(sinks: list[Node], default_parallelism: int, max_parallelism: int) -> Plan:
     """Cut the dataflow that reaches ``sinks`` into stages."""
     nodes: list[Node] = []
-    seen: set[int] = set()
+    seen: set[Node] = set()
 
     def visit(n: Node) -> None:
-        if n.id in seen:
+        if n in seen:
             return
-        seen.add(n.id)
+        seen.add(n)
         for i in n.inputs:
             visit(i)
         nodes.append(n)
 
     for s in sinks:
         visit(s)
-    nodes.sort(key=lambda n: n.id)
+    by_id = sorted(nodes, key=lambda n: n.id)
+    # Nodes kept from an earlier job's dataflow (a stream reused after execute()) keep their
+    # ids, which may then repeat or not follow the edges: the visit order is topological.
+    if _topological(by_id):
+        nodes = by_id
     stages: list[Stage] = []
-    stage_of: dict[int, Stage] = {}
+    stage_of: dict[Node, Stage] = {}
 
     def new_stage(roots: list[Node], inputs: list[Stage], parallelism: int, **kw: Any) -> Stage:
         st = Stage(len(stages), roots, inputs, parallelism, **kw)
@@ -140,12 +144,12 @@ def build_plan(sinks: list[Node], default_parallelism: int, max_parallelism: int
         if n.kind == "source":
             st = new_stage([n], [], 0, source=n)
             st.members.append(n)
-            stage_of[n.id] = st
+            stage_of[n] = st
         elif n.kind == "key_by":
-            stage_of[n.id] = stage_of[n.inputs[0].id]  # cut happens at the keyed consumer
+            stage_of[n] = stage_of[n.inputs[0]]  # cut happens at the keyed consumer
         elif n.kind in KEYED:
             kb = _key_input(n)
-            up = stage_of[kb.inputs[0].id]
+            up = stage_of[kb.inputs[0]]
             p = n.parallelism or default_parallelism
             mp = n.max_parallelism or max_parallelism
             existing = next(
@@ -155,26 +159,36 @@ def build_plan(sinks: list[Node], default_parallelism: int, max_parallelism: int
             if existing is not None and existing.parallelism == p:
                 existing.roots.append(n)
                 existing.members.append(n)
-                stage_of[n.id] = existing
+                stage_of[n] = existing
                 continue
             _set_exit(up, kb.inputs[0])
             st = new_stage([n], [up], p, key_selector=kb.key_selector, max_parallelism=mp)
             st.members.append(n)
-            stage_of[n.id] = st
+            stage_of[n] = st
         elif n.kind == "union":
             ups = []
             for i in n.inputs:
-                up = stage_of[i.id]
+                up = stage_of[i]
                 _set_exit(up, i)
                 ups.append(up)
             st = new_stage([n], ups, 0)
             st.members.append(n)
-            stage_of[n.id] = st
+            stage_of[n] = st
         else:
-            st = stage_of[n.inputs[0].id]
+            st = stage_of[n.inputs[0]]
             st.members.append(n)
-            stage_of[n.id] = st
+            stage_of[n] = st
     return Plan(stages, [n for n in nodes if n.kind == "source"], sinks, nodes)
+
+
+def _topological(nodes: list[Node]) -> bool:
+    """Whether every node comes after its inputs (and no node appears twice)."""
+    placed: set[Node] = set()
+    for n in nodes:
+        if n in placed or any(i not in placed for i in n.inputs):
+            return False
+        placed.add(n)
+    return True
 
 
 def _set_exit(stage: Stage, node: Node) -> None:

@@ -21,6 +21,7 @@ from sparkpoint.runtime.operators import (
 )
 from sparkpoint.runtime.protocol import SinkOutput
 from sparkpoint.runtime.records import KIND_DATA, encode_data
+from sparkpoint.runtime.type_crossing import TypedSourceOperator, crossing_converter
 from sparkpoint.runtime.window_operator import WindowOperator
 from sparkpoint.state.key_groups import assign_to_key_group, int64_key_groups
 
@@ -32,9 +33,13 @@ GROUP_TARGET = 8192  # records per data row before it is flushed
 class Router(Operator):
     """The exit of a stage: groups records by the next stage's subtask."""
 
-    def __init__(self, router: Any, out: list[tuple[int, int, bytes]]) -> None:
+    def __init__(
+        self, router: Any, out: list[tuple[int, int, bytes]], output_type: Any = None
+    ) -> None:
         super().__init__("router", "router")
         self.out = out
+        # Records leaving the stage cross to another task: converted by their declared type.
+        self.convert = crossing_converter(output_type)
         self.key_selector = router[0] if router else None
         self.parallelism = router[1] if router else 1
         self.max_parallelism = router[2] if router else 1
@@ -42,6 +47,8 @@ class Router(Operator):
         self._cache: dict[Any, int] = {}
 
     def push(self, values: list[Any], timestamps: list[int | None] | None) -> None:
+        if self.convert is not None:
+            values = self.convert(values)
         if self.key_selector is None:
             self._add(self.env.subtask_index % max(self.parallelism, 1), values, timestamps)
             return
@@ -150,6 +157,10 @@ def _build_operator(node: Node, batch_mode: bool, outputs: list[SinkOutput]) -> 
         return WindowOperator(oid, name, node.function, node.inputs[0].key_selector)
     if k == "sink":
         return SinkOperator(node, outputs)
+    if k == "source":
+        convert = crossing_converter(node.output_type)
+        if convert is not None:
+            return TypedSourceOperator(oid, name, convert)
     # source, union, key_by and side_output pass records through
     return Operator(oid, name)
 
@@ -163,24 +174,24 @@ def build_tree(
 ) -> list[Operator]:
     """The stage's operators wired into trees; returns the roots (fed by the stage input).
     ``router`` is the next stage's ``(key selector, parallelism, max parallelism)``."""
-    ops: dict[int, Operator] = {}
+    ops: dict[Node, Operator] = {}
     for node in stage.members:
         if node.kind == "key_by":
             continue
-        ops[node.id] = _build_operator(node, batch_mode, sink_outputs)
-    roots = {r.id for r in stage.roots}
+        ops[node] = _build_operator(node, batch_mode, sink_outputs)
+    roots = set(stage.roots)
     for node in stage.members:
-        if node.id not in ops or node.id in roots:
+        if node not in ops or node in roots:
             continue
         for inp in node.inputs:
             src = inp.inputs[0] if inp.kind == "key_by" else inp
-            if src.id not in ops:
+            if src not in ops:
                 continue
             if node.kind == "side_output":
                 assert node.tag_id is not None
-                ops[src.id].side_children.setdefault(node.tag_id, []).append(ops[node.id])
+                ops[src].side_children.setdefault(node.tag_id, []).append(ops[node])
             else:
-                ops[src.id].children.append(ops[node.id])
+                ops[src].children.append(ops[node])
     if stage.exit is not None:
-        ops[stage.exit.id].children.append(Router(router, out))
-    return [ops[r.id] for r in stage.roots]
+        ops[stage.exit].children.append(Router(router, out, stage.exit.output_type))
+    return [ops[r] for r in stage.roots]
