@@ -52,6 +52,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from sparkpoint.common.watermark_strategy import TimestampAssigner
 from sparkpoint.datastream.functions import KeyedProcessFunction
 from sparkpoint.runtime.context import MAX_WATERMARK
 
@@ -80,7 +81,7 @@ def emit(record: dict[str, Any]) -> None:
     print(json.dumps(record), flush=True)
 
 
-class EventTimeIsX:
+class EventTimeIsX(TimestampAssigner):
     """Timestamp assigner of the windowed variant: the record's number is its event time."""
 
     def extract_timestamp(self, value: Any, record_timestamp: int) -> int:
