@@ -8,6 +8,7 @@ from sparkpoint.datastream.checkpoint_storage import (
     JobManagerCheckpointStorage,
 )
 from sparkpoint.datastream.checkpointing_mode import CheckpointingMode
+from sparkpoint.datastream.connected_streams import ConnectedStreams
 from sparkpoint.datastream.data_stream import DataStream, DataStreamSink, KeyedStream
 from sparkpoint.datastream.externalized_checkpoint_retention import (
     ExternalizedCheckpointCleanup,
@@ -17,8 +18,10 @@ from sparkpoint.datastream.functions import (
     AggregateFunction,
     CoFlatMapFunction,
     CoMapFunction,
+    CoProcessFunction,
     FilterFunction,
     FlatMapFunction,
+    KeyedCoProcessFunction,
     KeyedProcessFunction,
     KeySelector,
     MapFunction,
@@ -52,6 +55,8 @@ __all__ = [
     "CheckpointingMode",
     "CoFlatMapFunction",
     "CoMapFunction",
+    "CoProcessFunction",
+    "ConnectedStreams",
     "CustomCheckpointStorage",
     "CustomStateBackend",
     "DataStream",
@@ -66,6 +71,7 @@ __all__ = [
     "HashMapStateBackend",
     "JobManagerCheckpointStorage",
     "KeySelector",
+    "KeyedCoProcessFunction",
     "KeyedProcessFunction",
     "KeyedStream",
     "MapFunction",
