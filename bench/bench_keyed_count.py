@@ -17,6 +17,23 @@ local state of their own: the same two cores), ``sparkpoint_ckpt`` again, with i
 failovers, subtask restores and keyed tasks that ran away from their state, and the
 cluster / local[2] throughput ratio. Every result is one JSON line on stdout; counts are
 checked to be exact.
+
+``--cases`` adds (each measured in the same session as the standard runs):
+
+- ``floor``: the same user functions (map, key selector, ``process_element`` on a
+  dict-backed state and timer service) in a plain Python loop, per core: what the runtime
+  costs on top of the user's code;
+- ``timers``: N records that each update state and emit, against N records that each
+  register an event-time timer whose firing reads the state and emits (the extra cost of N
+  timers, registered and fired, against the cost of N records);
+- ``large``: RocksDB, ``--large-keys`` keys (10,000,000) and ``--large-events`` events,
+  incremental checkpoints every second (all retained): throughput, checkpoint duration,
+  bytes uploaded per checkpoint against the state size, a full restore (a failure injected
+  after the last data epoch's commit makes the job restore every subtask from its latest
+  checkpoint: that epoch's seconds), peak RSS of the executor's Python workers;
+- ``parallelism``: the keyed count at ``--parallelism`` (128) against the two-stage Spark
+  floor of the same shape (``mapInArrow`` -> ``repartition(P)`` -> ``mapInArrow``) run in
+  the same session: per-epoch cost ratio.
 """
 
 from __future__ import annotations
@@ -61,7 +78,9 @@ def emit(record: dict[str, Any]) -> None:
 
 
 def run_sparkpoint(
-    spark: Any, n: int, keys: int, backend: str, checkpoint: bool, work: str, records_per_split: int
+    spark: Any, n: int, keys: int, backend: str, checkpoint: bool, work: str,
+    records_per_split: int, parallelism: int = 2, function: Any = None,
+    retain_all: bool = False, faults: Any = None,
 ) -> dict[str, Any]:
     from sparkpoint.common import Configuration
     from sparkpoint.connectors.sink import CollectSink
@@ -77,7 +96,9 @@ def run_sparkpoint(
     conf = Configuration()
     conf.set_string("sparkpoint.epoch.max-records-per-split", str(records_per_split))
     env = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
-    env.set_parallelism(2)
+    env.set_parallelism(parallelism)
+    if faults is not None:
+        env.set_fault_injection(faults)
     env.set_state_backend(
         EmbeddedRocksDBStateBackend(True) if backend == "rocksdb" else HashMapStateBackend()
     )
@@ -86,20 +107,26 @@ def run_sparkpoint(
         env.get_checkpoint_config().set_checkpoint_storage(
             FileSystemCheckpointStorage(os.path.join(work, "ckpt"))
         )
+        if retain_all:
+            env.get_checkpoint_config().set_num_retained_checkpoints(10_000)
     k = keys
     sink = CollectSink()
+    mapper = (lambda x: (x % k, 1)) if function is None else (lambda x: (x % k, 1, x))
     (
         env.from_source(NumberSequenceSource(0, n - 1), None, "numbers")
-        .map(lambda x: (x % k, 1))
+        .map(mapper)
         .key_by(lambda t: t[0])
-        .process(CountPerKey())
+        .process(function if function is not None else CountPerKey())
         .sink_to(sink)
     )
     t0 = time.perf_counter()
     result = env.execute("bench")
     seconds = time.perf_counter() - t0
     out = sink.collected
-    ok = len(out) == keys and sum(c for _, c in out) == n
+    if function is None:
+        ok = len(out) == keys and sum(c for _, c in out) == n
+    else:
+        ok = len(out) == n and len({v for _, v in out}) == n
     stats = [s for s in result.checkpoints if s.status == "COMPLETED"]
     epochs = [e.seconds for e in result.epoch_reports]
     return {
@@ -117,7 +144,243 @@ def run_sparkpoint(
         "keyed_tasks_elsewhere": sum(
             e.keyed_tasks - e.on_preferred_executor for e in result.epoch_reports
         ),
+        "_result": result,
     }
+
+
+def public(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` without the fields that are not JSON (the job result)."""
+    return {k: v for k, v in record.items() if not k.startswith("_")}
+
+
+class EmitPerRecord(KeyedProcessFunction):
+    """Timers case, records side: counts per key and emits (key, record) per record."""
+
+    def open(self, runtime_context: Any) -> None:
+        from sparkpoint.common.typeinfo import Types
+        from sparkpoint.datastream.state import ValueStateDescriptor
+
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        c = self.count.value() or 0
+        self.count.update(c + 1)
+        yield value[0], value[2]
+
+
+class EmitPerTimer(EmitPerRecord):
+    """Timers case, timers side: counts per key, registers one event-time timer per record
+    (its number), and emits (key, timer) when the timer fires."""
+
+    def process_element(self, value: Any, ctx: Any) -> None:
+        c = self.count.value() or 0
+        self.count.update(c + 1)
+        ctx.timer_service().register_event_time_timer(value[2])
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Any:
+        if self.count.value():
+            yield ctx.get_current_key(), timestamp
+
+
+class _DictValueState:
+    def __init__(self, ctx: _FloorContext) -> None:
+        self.ctx = ctx
+        self.data: dict[Any, Any] = {}
+
+    def value(self) -> Any:
+        return self.data.get(self.ctx.key)
+
+    def update(self, v: Any) -> None:
+        self.data[self.ctx.key] = v
+
+
+class _FloorContext:
+    """A dict-backed runtime context, keyed context and timer service for the floor."""
+
+    def __init__(self) -> None:
+        self.key: Any = None
+        self.timers: dict[Any, set[int]] = {}
+
+    def get_state(self, descriptor: Any) -> _DictValueState:
+        return _DictValueState(self)
+
+    def timer_service(self) -> _FloorContext:
+        return self
+
+    def register_event_time_timer(self, ts: int) -> None:
+        self.timers.setdefault(self.key, set()).add(ts)
+
+    def get_current_key(self) -> Any:
+        return self.key
+
+
+def run_python_floor(n: int, keys: int) -> dict[str, Any]:
+    """The user functions of the keyed count in a plain loop on one core (no runtime)."""
+    ctx = _FloorContext()
+    fn = CountPerKey()
+    fn.open(ctx)
+    k = keys
+    mapper = lambda x: (x % k, 1)  # noqa: E731 - the job's own lambdas
+    key_of = lambda t: t[0]  # noqa: E731
+    t0 = time.perf_counter()
+    for x in range(n):
+        v = mapper(x)
+        ctx.key = key_of(v)
+        fn.process_element(v, ctx)
+    out = []
+    for key in ctx.timers:
+        ctx.key = key
+        out.extend(fn.on_timer(MAX_WATERMARK, ctx))
+    seconds = time.perf_counter() - t0
+    ok = len(out) == keys and sum(c for _, c in out) == n
+    return {"seconds": round(seconds, 3), "events_per_s_per_core": round(n / seconds),
+            "exact": ok}
+
+
+def run_timers_case(
+    spark: Any, n: int, keys: int, backend: str, work: str, records_per_split: int
+) -> dict[str, Any]:
+    """N records emitting per record vs N records emitting per fired timer."""
+    records = run_sparkpoint(spark, n, keys, backend, False, os.path.join(work, "rec"),
+                             records_per_split, function=EmitPerRecord())
+    timers = run_sparkpoint(spark, n, keys, backend, False, os.path.join(work, "tim"),
+                            records_per_split, function=EmitPerTimer())
+    extra = timers["seconds"] - records["seconds"]
+    return {
+        "records_seconds": records["seconds"], "timers_seconds": timers["seconds"],
+        "exact": records["exact"] and timers["exact"],
+        "timer_extra_seconds": round(extra, 3),
+        "timer_cost_over_record_cost": round(extra / records["seconds"], 3),
+    }
+
+
+class _RssSampler:
+    """Peak resident memory of this machine's Spark Python workers (sampled from /proc)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.peak_worker = 0
+        self.peak_workers_total = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        me = os.getpid()
+        while not self._stop.wait(0.5):
+            total = 0
+            for pid in os.listdir("/proc"):
+                if not pid.isdigit() or int(pid) == me:
+                    continue
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        cmd = f.read()
+                    if b"pyspark.daemon" not in cmd and b"pyspark/worker" not in cmd:
+                        continue
+                    with open(f"/proc/{pid}/statm") as f:
+                        rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+                except (OSError, ValueError, IndexError):
+                    continue
+                total += rss
+                self.peak_worker = max(self.peak_worker, rss)
+            self.peak_workers_total = max(self.peak_workers_total, total)
+
+    def stop(self) -> dict[str, int]:
+        self._stop.set()
+        self._thread.join()
+        return {"peak_rss_python_worker_bytes": self.peak_worker,
+                "peak_rss_python_workers_total_bytes": self.peak_workers_total}
+
+
+def _uploaded_per_checkpoint(ckpt_root: str) -> list[int]:
+    """Bytes each retained checkpoint wrote: its own ``chk-N`` files plus the ``shared/``
+    files first written before its ``_metadata`` (every checkpoint is retained)."""
+    chks: list[tuple[float, str]] = []
+    shared: list[tuple[float, int]] = []
+    for root, _dirs, files in os.walk(ckpt_root):
+        for name in files:
+            path = os.path.join(root, name)
+            st = os.stat(path)
+            part = os.path.basename(root)
+            if name == "_metadata" and part.startswith("chk-"):
+                chks.append((st.st_mtime, root))
+            elif os.sep + "shared" in root:
+                shared.append((st.st_mtime, st.st_size))
+    chks.sort()
+    out: list[int] = []
+    prev = float("-inf")
+    for mtime, root in chks:
+        own = sum(os.path.getsize(os.path.join(root, f)) for f in os.listdir(root))
+        out.append(own + sum(size for t, size in shared if prev < t <= mtime))
+        prev = mtime
+    return out
+
+
+def run_large_case(
+    spark: Any, n: int, keys: int, work: str, records_per_split: int, touched_keys: int
+) -> dict[str, Any]:
+    """RocksDB at ``keys`` keys with incremental checkpoints; see the module docstring."""
+    from sparkpoint.testing import FailureInjector, Faults
+
+    epochs = -(-n // (2 * records_per_split))
+    injector = FailureInjector(os.path.join(work, "inject"), at_record=epochs, times=1)
+    faults = Faults().on_local_commit(
+        lambda op, sub, epoch: injector.maybe_fail(epoch) if sub == 0 else None)
+    sampler = _RssSampler()
+    try:
+        res = run_sparkpoint(spark, n, keys, "rocksdb", True, os.path.join(work, "large"),
+                             records_per_split, retain_all=True, faults=faults)
+    finally:
+        rss = sampler.stop()
+    result = res.pop("_result")
+    uploads = _uploaded_per_checkpoint(os.path.join(work, "large", "ckpt"))
+    stats = [s for s in result.checkpoints if s.status == "COMPLETED"]
+    restore_epochs = [e.seconds for e in result.epoch_reports if e.failover is not None]
+    normal = [e.seconds for e in result.epoch_reports if e.failover is None]
+    sizes = [s.state_size for s in stats]
+    return {
+        **res, **rss,
+        "injected_failures": injector.fired(),
+        "checkpoint_ms_max": max((s.duration_ms for s in stats), default=0),
+        "checkpoint_state_bytes_max": max(sizes, default=0),
+        "uploaded_bytes_per_checkpoint": uploads,
+        "uploaded_over_state_last": round(uploads[-1] / sizes[-1], 4) if uploads and sizes
+        else None,
+        "keys_touched_per_epoch_share": round(touched_keys / keys, 4),
+        "full_restore_epoch_seconds": restore_epochs,
+        "normal_epoch_seconds_avg": round(sum(normal) / max(1, len(normal)), 3),
+    }
+
+
+def run_spark_two_stage_floor(spark: Any, rows: int, parallelism: int, jobs: int) -> float:
+    """Seconds per job of ``mapInArrow -> repartition(P) -> mapInArrow`` (no state)."""
+    import pyarrow as pa
+
+    def ident(batches: Any) -> Any:
+        for b in batches:
+            yield pa.RecordBatch.from_pydict({"id": b.column(0)})
+
+    times = []
+    for _ in range(jobs):
+        t0 = time.perf_counter()
+        (spark.range(0, rows, 1, 2).mapInArrow(ident, "id long").repartition(parallelism)
+         .mapInArrow(ident, "id long").count())
+        times.append(time.perf_counter() - t0)
+    return sum(times) / len(times)
+
+
+def run_parallelism_case(
+    spark: Any, n: int, keys: int, work: str, parallelism: int, epochs: int
+) -> dict[str, Any]:
+    """The keyed count (heap) at ``parallelism`` in about ``epochs`` epochs vs the floor."""
+    per_split = max(1, -(-n // (parallelism * epochs)))
+    floor = run_spark_two_stage_floor(spark, n // epochs, parallelism, epochs)
+    res = run_sparkpoint(spark, n, keys, "hashmap", True, os.path.join(work, "par"),
+                         per_split, parallelism=parallelism)
+    res.pop("_result")
+    return {**res, "spark_floor_job_ms": round(1000 * floor, 1),
+            "epoch_over_floor": round(res["epoch_ms_avg"] / (1000 * floor), 2)}
 
 
 def run_spark_groupby(spark: Any, n: int, keys: int) -> dict[str, Any]:
@@ -180,6 +443,17 @@ def main() -> None:
         "--cluster", default="local-cluster[2,1,1024]",
         help="multi-executor master compared with local[2] ('' to skip)",
     )
+    parser.add_argument(
+        "--cases", nargs="*", default=["standard", "floor", "timers"],
+        choices=["standard", "floor", "timers", "large", "parallelism"],
+        help="what to run on local[2] (see the module docstring)",
+    )
+    parser.add_argument("--timer-events", type=int, default=1_000_000)
+    parser.add_argument("--large-keys", type=int, default=10_000_000)
+    parser.add_argument("--large-events", type=int, default=20_000_000)
+    parser.add_argument("--parallelism", type=int, default=128)
+    parser.add_argument("--parallelism-events", type=int, default=400_000)
+    parser.add_argument("--parallelism-epochs", type=int, default=4)
     args = parser.parse_args()
 
     work = tempfile.mkdtemp(prefix="sparkpoint-bench-")
@@ -193,7 +467,9 @@ def main() -> None:
         run_sparkpoint(spark, 20_000, 10, "hashmap", False, os.path.join(work, "warm"), 10_000)
         floor = empty_job_ms(spark)
         emit({"bench": "empty_spark_job", "master": master, "ms_median": floor})
-        for keys in args.keys:
+        if local:
+            run_cases(spark, args, work)
+        for keys in (args.keys if "standard" in args.cases or not local else []):
             base = run_spark_groupby(spark, args.events, keys) if local else None
             if base is not None:
                 emit({"bench": "spark_groupby", "events": args.events, "keys": keys, **base})
@@ -204,10 +480,10 @@ def main() -> None:
                 if local:
                     no = run_sparkpoint(spark, args.events, keys, backend, False,
                                         os.path.join(work, "no"), args.records_per_split)
-                    emit({"bench": "sparkpoint_nockpt", **common, **no})
+                    emit({"bench": "sparkpoint_nockpt", **common, **public(no)})
                 ck = run_sparkpoint(spark, args.events, keys, backend, True,
                                     os.path.join(work, "ck"), args.records_per_split)
-                emit({"bench": "sparkpoint_ckpt", **common, **ck})
+                emit({"bench": "sparkpoint_ckpt", **common, **public(ck)})
                 checkpointed[(master, keys, backend)] = ck
                 if no is not None and base is not None:
                     emit({
@@ -222,7 +498,7 @@ def main() -> None:
                         "epoch_latency_over_empty_job": round(ck["epoch_ms_avg"] / floor, 1),
                     })
         spark.stop()
-    if args.cluster:
+    if args.cluster and "standard" in args.cases:
         for keys in args.keys:
             for backend in args.backends:
                 ck_local = checkpointed[("local[2]", keys, backend)]
@@ -240,6 +516,34 @@ def main() -> None:
                     "cluster_keyed_tasks_elsewhere": ck_cluster["keyed_tasks_elsewhere"],
                 })
     shutil.rmtree(work, ignore_errors=True)
+
+
+def run_cases(spark: Any, args: Any, work: str) -> None:
+    """The optional cases on local[2] (floor, timers, large, parallelism)."""
+    if "floor" in args.cases:
+        for keys in args.keys:
+            floor = run_python_floor(args.events // 2, keys)
+            emit({"bench": "python_floor", "events": args.events // 2, "keys": keys, **floor,
+                  "two_cores_events_per_s": 2 * floor["events_per_s_per_core"]})
+    if "timers" in args.cases:
+        for backend in args.backends:
+            res = run_timers_case(spark, args.timer_events, args.timer_events // 10, backend,
+                                  os.path.join(work, "timers"), args.records_per_split)
+            emit({"bench": "timers_vs_records", "backend": backend,
+                  "events": args.timer_events, "keys": args.timer_events // 10, **res})
+    if "large" in args.cases:
+        # 2 splits of records-per-split per epoch touch at most that many keys
+        touched = 2 * args.records_per_split
+        res = run_large_case(spark, args.large_events, args.large_keys,
+                             os.path.join(work, "lg"), args.records_per_split, touched)
+        emit({"bench": "large_state", "backend": "rocksdb", "events": args.large_events,
+              "keys": args.large_keys, **res})
+    if "parallelism" in args.cases:
+        res = run_parallelism_case(spark, args.parallelism_events, 1_000,
+                                   os.path.join(work, "par"), args.parallelism,
+                                   args.parallelism_epochs)
+        emit({"bench": "parallelism", "parallelism": args.parallelism,
+              "events": args.parallelism_events, "keys": 1_000, **res})
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ EXIT_ERROR = 2
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every subcommand (``checkpoints``, ``savepoint``, ``demo``)."""
-    from sparkpoint.cli import checkpoints, savepoints
+    from sparkpoint.cli import checkpoints, history, savepoints
 
     parser = argparse.ArgumentParser(
         prog="sparkpoint",
@@ -29,9 +29,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    chk = commands.add_parser("checkpoints", help="list, find and inspect checkpoints")
+    chk = commands.add_parser("checkpoints", help="list, inspect checkpoints, their history")
     chk_commands = chk.add_subparsers(dest="action", metavar="ACTION", required=True)
     checkpoints.add_arguments(chk_commands)
+    history.add_arguments(chk_commands)
 
     sp = commands.add_parser("savepoint", help="work with savepoints")
     sp_commands = sp.add_subparsers(dest="action", metavar="ACTION", required=True)

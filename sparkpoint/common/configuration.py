@@ -9,10 +9,12 @@ dict of Flink keys is accepted.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
 
+from sparkpoint.checkpoint.storage_policies import check_scheme
 from sparkpoint.config import (
+    PATH,
     STRING,
     ConfigOption,
     find_option,
@@ -35,7 +37,15 @@ def _to_string(key: str, value: object) -> str:
     if option is None or value is None:
         return format_value(value)
     typed = option.parse(value, key)
+    if option.type is PATH and isinstance(typed, str):
+        check_scheme(typed, key)
     return value if isinstance(value, str) else option.format(typed)
+
+
+def _checked(key: str, value: object, parse: Callable[[object, str], object]) -> object:
+    """``value`` as given when an option of the table reads ``key`` (its own parser checks
+    it), else parsed by the typed setter's ``parse``."""
+    return value if find_option(key) is not None else parse(value, key)
 
 
 class Configuration(Mapping[str, str]):
@@ -76,7 +86,7 @@ class Configuration(Mapping[str, str]):
 
     def set_integer(self, key: str, value: int) -> Configuration:
         """Set ``key`` to the integer ``value``."""
-        self._data[key] = _to_string(key, int(value))
+        self._data[key] = _to_string(key, _checked(key, value, parse_int))
         return self
 
     def get_boolean(self, key: str, default_value: bool) -> bool:
@@ -86,7 +96,7 @@ class Configuration(Mapping[str, str]):
 
     def set_boolean(self, key: str, value: bool) -> Configuration:
         """Set ``key`` to the boolean ``value``."""
-        self._data[key] = _to_string(key, bool(value))
+        self._data[key] = _to_string(key, _checked(key, value, parse_bool))
         return self
 
     def get_float(self, key: str, default_value: float) -> float:
@@ -96,7 +106,7 @@ class Configuration(Mapping[str, str]):
 
     def set_float(self, key: str, value: float) -> Configuration:
         """Set ``key`` to the float ``value``."""
-        self._data[key] = _to_string(key, float(value))
+        self._data[key] = _to_string(key, _checked(key, value, parse_float))
         return self
 
     def get_duration_millis(self, key: str, default_value: int) -> int:

@@ -6,6 +6,7 @@ are grouped as Flink groups them (``CheckpointingOptions``, ``StateBackendOption
 """
 
 from sparkpoint.config.checkpointing import CheckpointingOptions
+from sparkpoint.config.dashboard import DashboardOptions
 from sparkpoint.config.engine import SparkpointOptions
 from sparkpoint.config.execution import (
     CoreOptions,
@@ -20,6 +21,7 @@ from sparkpoint.config.option import (
     LIST,
     MAP,
     MEMORY_SIZE,
+    PATH,
     STRING,
     ConfigOption,
     OptionGroup,
@@ -63,10 +65,12 @@ __all__ = [
     "MAP",
     "MEMORY_SIZE",
     "OPTION_GROUPS",
+    "PATH",
     "STRING",
     "CheckpointingOptions",
     "ConfigOption",
     "CoreOptions",
+    "DashboardOptions",
     "ExecutionOptions",
     "FileSystemOptions",
     "OptionGroup",

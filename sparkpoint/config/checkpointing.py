@@ -6,7 +6,7 @@ from sparkpoint.config.option import (
     BOOLEAN,
     DURATION,
     MEMORY_SIZE,
-    STRING,
+    PATH,
     ConfigOption,
     OptionGroup,
     enum_type,
@@ -77,12 +77,12 @@ class CheckpointingOptions(OptionGroup):
         "Force unaligned checkpoints despite non-checkpointable partitioners." + _NO_EFFECT,
     )
     CHECKPOINTS_DIRECTORY: ConfigOption[str | None] = ConfigOption(
-        "execution.checkpointing.dir", STRING, None,
+        "execution.checkpointing.dir", PATH, None,
         "Directory (path or URI) for checkpoint data and metadata; its scheme must be known.",
         ("state.checkpoints.dir",),
     )
     SAVEPOINT_DIRECTORY: ConfigOption[str | None] = ConfigOption(
-        "execution.checkpointing.savepoint-dir", STRING, None,
+        "execution.checkpointing.savepoint-dir", PATH, None,
         "Default directory for savepoints.",
         ("state.savepoints.dir",),
     )

@@ -7,7 +7,7 @@ from sparkpoint.config.option import (
     DURATION,
     LIST,
     MAP,
-    STRING,
+    PATH,
     ConfigOption,
     OptionGroup,
     enum_type,
@@ -85,7 +85,7 @@ class StateRecoveryOptions(OptionGroup):
     TITLE = "State recovery"
 
     SAVEPOINT_PATH: ConfigOption[str | None] = ConfigOption(
-        "execution.state-recovery.path", STRING, None,
+        "execution.state-recovery.path", PATH, None,
         "Checkpoint or savepoint (its directory or `_metadata` file) to start the job from.",
         ("execution.savepoint.path",),
     )

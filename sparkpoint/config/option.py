@@ -19,6 +19,7 @@ __all__ = [
     "LIST",
     "MAP",
     "MEMORY_SIZE",
+    "PATH",
     "STRING",
     "ConfigOption",
     "OptionGroup",
@@ -50,6 +51,8 @@ DURATION = OptionType("Duration", parsers.parse_duration_ms, parsers.format_dura
 MEMORY_SIZE = OptionType("MemorySize", parsers.parse_memory_size, parsers.format_memory_size)
 BOOLEAN = OptionType("Boolean", parsers.parse_bool)
 STRING = OptionType("String", parsers.parse_string)
+PATH = OptionType("Path", parsers.parse_string)
+"""A path or URI; ``Configuration`` refuses one whose filesystem scheme is unknown when set."""
 LIST = OptionType("List", parsers.parse_list, parsers.format_list)
 MAP = OptionType("Map", parsers.parse_map, parsers.format_map)
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sparkpoint.config.checkpointing import CheckpointingOptions
+from sparkpoint.config.dashboard import DashboardOptions
 from sparkpoint.config.engine import SparkpointOptions
 from sparkpoint.config.execution import (
     CoreOptions,
@@ -30,6 +31,7 @@ OPTION_GROUPS: tuple[type[OptionGroup], ...] = (
     StateBackendOptions,
     RocksDBOptions,
     SparkpointOptions,
+    DashboardOptions,
     FileSystemOptions,
 )
 """Every option group, in the order of ``docs/configuration.md``."""

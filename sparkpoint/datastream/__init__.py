@@ -16,6 +16,7 @@ from sparkpoint.datastream.externalized_checkpoint_retention import (
 )
 from sparkpoint.datastream.functions import (
     AggregateFunction,
+    AllWindowFunction,
     CoFlatMapFunction,
     CoMapFunction,
     CoProcessFunction,
@@ -25,9 +26,12 @@ from sparkpoint.datastream.functions import (
     KeyedProcessFunction,
     KeySelector,
     MapFunction,
+    ProcessAllWindowFunction,
     ProcessFunction,
+    ProcessWindowFunction,
     ReduceFunction,
     RuntimeContext,
+    WindowFunction,
 )
 from sparkpoint.datastream.output_tag import OutputTag
 from sparkpoint.datastream.state_backend import (
@@ -47,9 +51,22 @@ from sparkpoint.datastream.stream_execution_environment import (
 from sparkpoint.datastream.time_characteristic import TimeCharacteristic
 from sparkpoint.datastream.time_domain import TimeDomain
 from sparkpoint.datastream.timerservice import TimerService
+from sparkpoint.datastream.window import (
+    CountWindow,
+    GlobalWindow,
+    MergingWindowAssigner,
+    TimeWindow,
+    Trigger,
+    TriggerResult,
+    Window,
+    WindowAssigner,
+)
+from sparkpoint.datastream.windowed_stream import AllWindowedStream, WindowedStream
 
 __all__ = [
     "AggregateFunction",
+    "AllWindowFunction",
+    "AllWindowedStream",
     "CheckpointConfig",
     "CheckpointStorage",
     "CheckpointingMode",
@@ -57,6 +74,7 @@ __all__ = [
     "CoMapFunction",
     "CoProcessFunction",
     "ConnectedStreams",
+    "CountWindow",
     "CustomCheckpointStorage",
     "CustomStateBackend",
     "DataStream",
@@ -68,6 +86,7 @@ __all__ = [
     "FilterFunction",
     "FlatMapFunction",
     "FsStateBackend",
+    "GlobalWindow",
     "HashMapStateBackend",
     "JobManagerCheckpointStorage",
     "KeySelector",
@@ -76,9 +95,12 @@ __all__ = [
     "KeyedStream",
     "MapFunction",
     "MemoryStateBackend",
+    "MergingWindowAssigner",
     "OutputTag",
     "PredefinedOptions",
+    "ProcessAllWindowFunction",
     "ProcessFunction",
+    "ProcessWindowFunction",
     "ReduceFunction",
     "RocksDBStateBackend",
     "RuntimeContext",
@@ -87,5 +109,12 @@ __all__ = [
     "StreamExecutionEnvironment",
     "TimeCharacteristic",
     "TimeDomain",
+    "TimeWindow",
     "TimerService",
+    "Trigger",
+    "TriggerResult",
+    "Window",
+    "WindowAssigner",
+    "WindowFunction",
+    "WindowedStream",
 ]

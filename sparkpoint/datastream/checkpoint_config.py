@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkpoint.common.time import Duration, Time, to_millis
 from sparkpoint.config import CheckpointingOptions as Opt
-from sparkpoint.config import ConfigOption, apply_options
+from sparkpoint.config import ConfigOption, apply_options, parse_bool
 from sparkpoint.config import StateRecoveryOptions as Recovery
 from sparkpoint.datastream.checkpointing_mode import CheckpointingMode
 from sparkpoint.datastream.externalized_checkpoint_retention import (
@@ -207,7 +207,8 @@ class CheckpointConfig:
     ) -> CheckpointConfig:
         """True: tolerate no checkpoint failure (0); False: tolerate any (2147483647)."""
         unlimited = UNLIMITED_TOLERABLE_FAILURE_NUMBER
-        self._tolerable = 0 if fail_on_checkpointing_errors else unlimited
+        fail = parse_bool(fail_on_checkpointing_errors, "fail_on_checkpointing_errors")
+        self._tolerable = 0 if fail else unlimited
         return self
 
     def get_tolerable_checkpoint_failure_number(self) -> int:
@@ -289,8 +290,9 @@ class CheckpointConfig:
 
     def enable_unaligned_checkpoints(self, enabled: bool = True) -> CheckpointConfig:
         """Enable (or disable) unaligned checkpoints; EXACTLY_ONCE and one concurrent only."""
-        _check_unaligned(bool(enabled), self._mode, self._max_concurrent)
-        self._unaligned = bool(enabled)
+        enabled = parse_bool(enabled, "enabled")
+        _check_unaligned(enabled, self._mode, self._max_concurrent)
+        self._unaligned = enabled
         return self
 
     def set_unaligned_checkpoints_enabled(self, enabled: bool) -> CheckpointConfig:
@@ -326,7 +328,9 @@ class CheckpointConfig:
         self, force_unaligned_checkpoints: bool = True
     ) -> CheckpointConfig:
         """Force unaligned checkpoints despite non-checkpointable partitioners."""
-        self._force_unaligned = bool(force_unaligned_checkpoints)
+        self._force_unaligned = parse_bool(
+            force_unaligned_checkpoints, "force_unaligned_checkpoints"
+        )
         return self
 
     def is_force_unaligned_checkpoints(self) -> bool:

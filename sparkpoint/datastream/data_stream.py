@@ -21,6 +21,7 @@ from sparkpoint.datastream.functions import (
     KeySelectorFunctionWrapper,
     MapFunction,
     MapFunctionWrapper,
+    NullByteKeySelector,
     Partitioner,
     PartitionerFunctionWrapper,
     ProcessFunction,
@@ -32,6 +33,7 @@ from sparkpoint.runtime.graph import Node, Partitioning
 
 if TYPE_CHECKING:
     from sparkpoint.datastream.stream_execution_environment import StreamExecutionEnvironment
+    from sparkpoint.datastream.windowed_stream import AllWindowedStream, WindowedStream
 
 __all__ = ["CloseableIterator", "DataStream", "DataStreamSink", "KeyedStream"]
 
@@ -184,6 +186,13 @@ class DataStream:
         node = self._add("key_by", "KeyBy", self._node.output_type, key_selector=ks)
         return KeyedStream(self._env, node)
 
+    def window_all(self, window_assigner: Any) -> AllWindowedStream:
+        """All records cut into windows by ``window_assigner``, evaluated by one task."""
+        from sparkpoint.datastream.windowed_stream import AllWindowedStream
+
+        keyed = self.key_by(NullByteKeySelector())
+        return AllWindowedStream(keyed, window_assigner)
+
     def union(self, *streams: DataStream) -> DataStream:
         if not streams:
             return self
@@ -320,6 +329,24 @@ class KeyedStream(DataStream):
         return self._keyed(
             "keyed_process", "Filter", self._node.output_type, function=fn, call=_call_filter
         )
+
+    def window(self, window_assigner: Any) -> WindowedStream:
+        """This stream's records cut into windows per key by ``window_assigner``."""
+        from sparkpoint.datastream.windowed_stream import WindowedStream
+
+        return WindowedStream(self, window_assigner)
+
+    def count_window(self, size: int, slide: int = 0) -> WindowedStream:
+        """Windows of ``size`` records per key, every ``slide`` records when given
+        (PyFlink's count windows: a window fires once, when full)."""
+        from sparkpoint.datastream.window import (
+            CountSlidingWindowAssigner,
+            CountTumblingWindowAssigner,
+        )
+
+        if slide == 0:
+            return self.window(CountTumblingWindowAssigner(size))
+        return self.window(CountSlidingWindowAssigner(size, slide))
 
     def reduce(self, func: Callable[[Any, Any], Any] | ReduceFunction) -> DataStream:
         fn = _wrap(func, ReduceFunction, ReduceFunctionWrapper, "reduce function")

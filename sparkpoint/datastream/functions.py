@@ -18,6 +18,12 @@ from typing import Any
 
 from sparkpoint.datastream.time_domain import TimeDomain
 from sparkpoint.datastream.timerservice import TimerService
+from sparkpoint.datastream.window_functions import (
+    AllWindowFunction,
+    ProcessAllWindowFunction,
+    ProcessWindowFunction,
+    WindowFunction,
+)
 from sparkpoint.state.descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
@@ -29,6 +35,7 @@ from sparkpoint.state.functions import AggregateFunction, Function, ReduceFuncti
 
 __all__ = [
     "AggregateFunction",
+    "AllWindowFunction",
     "CoFlatMapFunction",
     "CoMapFunction",
     "CoProcessFunction",
@@ -52,13 +59,16 @@ __all__ = [
     "NullByteKeySelector",
     "Partitioner",
     "PartitionerFunctionWrapper",
+    "ProcessAllWindowFunction",
     "ProcessFunction",
+    "ProcessWindowFunction",
     "ReduceFunction",
     "ReduceFunctionWrapper",
     "RuntimeContext",
     "SinkFunction",
     "SourceFunction",
     "TimerService",
+    "WindowFunction",
 ]
 
 

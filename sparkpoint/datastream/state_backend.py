@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sparkpoint.checkpoint.handles import OperatorStateHandle
-from sparkpoint.config import CheckpointingOptions, RocksDBOptions
+from sparkpoint.config import CheckpointingOptions, RocksDBOptions, parse_bool
 from sparkpoint.datastream.checkpoint_storage import (
     CheckpointStorage,
     FileSystemCheckpointStorage,
@@ -80,7 +80,10 @@ class EmbeddedRocksDBStateBackend(StateBackend):
     """Working state in a local RocksDB per subtask (rocksdict); full or incremental."""
 
     def __init__(self, enable_incremental_checkpointing: bool | None = None) -> None:
-        self._incremental = enable_incremental_checkpointing
+        self._incremental = (
+            None if enable_incremental_checkpointing is None
+            else parse_bool(enable_incremental_checkpointing, "enable_incremental_checkpointing")
+        )
         self._db_storage_paths: list[str] | None = None
         self._predefined_options = PredefinedOptions.DEFAULT
         self._options: Any = None
@@ -247,8 +250,11 @@ class MemoryStateBackend(HashMapStateBackend):
         return self._max_state_size
 
     def is_using_asynchronous_snapshots(self) -> bool:
-        """The flag given at construction (default true). It is recorded only: sparkpoint
-        uploads every snapshot synchronously at the end of the task's epoch."""
+        """The flag given at construction (default true): whether checkpoint uploads run in
+        the background on the executor while later epochs run, or within the epoch."""
+        return self._async
+
+    def asynchronous_snapshots(self) -> bool:
         return self._async
 
     def get_checkpoint_path(self) -> str | None:
@@ -321,8 +327,11 @@ class FsStateBackend(HashMapStateBackend):
         return self._storage.get_write_buffer_size()
 
     def is_using_asynchronous_snapshots(self) -> bool:
-        """The flag given at construction (default true). It is recorded only: sparkpoint
-        uploads every snapshot synchronously at the end of the task's epoch."""
+        """The flag given at construction (default true): whether checkpoint uploads run in
+        the background on the executor while later epochs run, or within the epoch."""
+        return self._async
+
+    def asynchronous_snapshots(self) -> bool:
         return self._async
 
     def __repr__(self) -> str:
@@ -347,6 +356,10 @@ class RocksDBStateBackend(EmbeddedRocksDBStateBackend):
                     "RocksDBStateBackend needs a checkpoint_data_uri or a "
                     "checkpoint_stream_backend")
             checkpoint_stream_backend = FsStateBackend(checkpoint_data_uri)
+        elif not isinstance(checkpoint_stream_backend, StateBackend):
+            raise TypeError(
+                f"checkpoint_stream_backend must be a StateBackend (MemoryStateBackend or "
+                f"FsStateBackend), got {checkpoint_stream_backend!r}")
         elif checkpoint_stream_backend.get_checkpoint_storage() is None:
             raise ValueError(
                 f"checkpoint_stream_backend {checkpoint_stream_backend!r} has no checkpoint "

@@ -21,6 +21,7 @@ from sparkpoint.config import (
     RestartStrategyOptions,
     StateBackendOptions,
     apply_options,
+    parse_int,
 )
 from sparkpoint.connectors.collection import CollectionSource
 from sparkpoint.connectors.source import Source
@@ -31,7 +32,7 @@ from sparkpoint.datastream.execution_mode import RuntimeExecutionMode
 from sparkpoint.datastream.state_backend_loader import load_state_backend
 from sparkpoint.datastream.time_characteristic import TimeCharacteristic
 from sparkpoint.runtime.graph import Node, build_plan
-from sparkpoint.runtime.job_client import JobClient, JobExecutionResult, result_of
+from sparkpoint.runtime.job_client import JobClient, JobExecutionResult, run_job
 from sparkpoint.runtime.job_master import JobMaster, JobSettings
 from sparkpoint.runtime.settings import JobRequest, build_job_settings, check_configuration
 
@@ -218,9 +219,7 @@ class StreamExecutionEnvironment:
         return self._config.get_restart_strategy()
 
     def set_parallelism(self, parallelism: int) -> StreamExecutionEnvironment:
-        if not isinstance(parallelism, int) or parallelism < 1:
-            raise ValueError(f"The parallelism must be at least 1, got {parallelism}")
-        self._config.set_parallelism(parallelism)
+        self._config.set_parallelism(parse_int(parallelism, "parallelism", minimum=1))
         return self
 
     def get_parallelism(self) -> int:
@@ -243,9 +242,7 @@ class StreamExecutionEnvironment:
         return self._config.get_max_parallelism()
 
     def set_default_local_parallelism(self, parallelism: int) -> StreamExecutionEnvironment:
-        if parallelism < 1:
-            raise ValueError("The parallelism must be at least 1")
-        self._default_local_parallelism = parallelism
+        self._default_local_parallelism = parse_int(parallelism, "parallelism", minimum=1)
         return self
 
     def get_default_local_parallelism(self) -> int:
@@ -270,9 +267,7 @@ class StreamExecutionEnvironment:
         return self._time_characteristic
 
     def set_buffer_timeout(self, timeout_millis: int) -> StreamExecutionEnvironment:
-        if timeout_millis < -1:
-            raise ValueError("Timeout of buffer must be non-negative or -1")
-        self._buffer_timeout = timeout_millis
+        self._buffer_timeout = parse_int(timeout_millis, "timeout_millis", minimum=-1)
         return self
 
     def get_buffer_timeout(self) -> int:
@@ -377,8 +372,7 @@ class StreamExecutionEnvironment:
 
     def execute(self, job_name: str | None = None) -> JobExecutionResult:
         """Run the job to its end (bounded sources) and return its result."""
-        master = self._create_master(job_name or "Flink Streaming Job")
-        return result_of(master, master.run())
+        return run_job(self._create_master(job_name or "Flink Streaming Job"))
 
     def execute_async(self, job_name: str | None = None) -> JobClient:
         """Start the job in the background; the client controls it."""

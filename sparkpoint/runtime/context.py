@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from sparkpoint.clock import SYSTEM_CLOCK, Clock
@@ -228,31 +229,41 @@ class KeyedContext:
 
     # -- firing ----------------------------------------------------------------------------
     def due_timers(self) -> list[tuple[int, TimeDomain, Any]]:
-        """Remove and return ``(timestamp, domain, key)`` of every due timer, oldest first.
+        """Remove and return ``(timestamp, domain, key)`` of every due timer, oldest first
+        (``pop_due_timers`` without the key groups)."""
+        return [(ts, domain, key) for ts, domain, key, _kg in self.pop_due_timers()]
+
+    def pop_due_timers(self) -> list[tuple[int, TimeDomain, Any, int]]:
+        """Remove and return ``(timestamp, domain, key, key group)`` of every due timer, in
+        timestamp order (event time before processing time at equal timestamps).
 
         The timers state is scanned only when the index says a timer may be due (or does
-        not know): an epoch with nothing to fire costs no scan over the keys.
+        not know): an epoch with nothing to fire costs no scan. The scan is one pass over
+        the timers' entries (no current key set per key), so a timer costs about a record.
         """
         watermark = self._env.watermark
         now = self._env.clock.now_ms()
         ev, proc = self._index
         if ev is not None and proc is not None and ev > watermark and proc > now:
             return []
-        timers = self._timers()
-        due: list[tuple[int, TimeDomain, Any]] = []
+        self._timers()  # registers the timers state if this task has not yet
         earliest = [MAX_WATERMARK + 1, MAX_WATERMARK + 1]
-        limits = [watermark, now]  # indexed by TimeDomain value
-        for key in list(self._backend.get_keys(TIMERS_STATE)):
-            self._backend.set_current_key(key)
-            for domain, ts in list(timers.keys()):
-                if ts <= limits[domain]:
-                    due.append((ts, TimeDomain(domain), key))
-                    timers.remove((domain, ts))
-                elif ts < earliest[domain]:
-                    earliest[domain] = ts
+        limits = (watermark, now)  # indexed by TimeDomain value
+
+        def is_due(user_key: tuple[int, int]) -> bool:
+            domain, ts = user_key
+            if ts <= limits[domain]:
+                return True
+            if ts < earliest[domain]:
+                earliest[domain] = ts
+            return False
+
+        popped = self._backend.pop_map_entries(TIMERS_STATE, is_due)
         self._index[:] = earliest
-        due.sort(key=lambda t: (t[0], t[1].value))
-        return due
+        domains = (TimeDomain(0), TimeDomain(1))
+        due = [(uk[1], uk[0], key, kg) for kg, key, uk in popped]
+        due.sort(key=itemgetter(0, 1))  # stable: key-group order among equal timers
+        return [(ts, domains[d], key, kg) for ts, d, key, kg in due]
 
     def enter_timer(self, timestamp: int, domain: TimeDomain, key: Any) -> None:
         self.current_key = key

@@ -9,21 +9,16 @@ epoch boundary is a barrier across all tasks, every checkpoint is aligned by con
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from sparkpoint.checkpoint.handles import (
-    ByteStreamStateHandle,
-    IncrementalRemoteKeyedStateHandle,
-    KeyGroupsStateHandle,
-    PlaceholderStreamStateHandle,
-    StateObject,
-    StreamStateHandle,
-)
+from sparkpoint.checkpoint.handles import StateObject
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, MasterState, OperatorState
 from sparkpoint.checkpoint.metadata_format import write_metadata
 from sparkpoint.checkpoint.properties import CheckpointProperties
+from sparkpoint.checkpoint.stats import CheckpointStats
 from sparkpoint.checkpoint.storage import CheckpointStorageAccess, CheckpointStorageLocation
 from sparkpoint.checkpoint.store import CompletedCheckpoint, CompletedCheckpointStore
 from sparkpoint.clock import SYSTEM_CLOCK, Clock
@@ -39,6 +34,7 @@ __all__ = [
 ]
 
 _LOG = logging.getLogger("sparkpoint.checkpoint")
+_KEPT_ABORTED = 64  # aborted checkpoint ids remembered for executors (late uploads)
 
 
 @dataclass(frozen=True)
@@ -63,7 +59,12 @@ class CheckpointPolicy:
 
 @dataclass
 class PendingCheckpoint:
-    """A triggered checkpoint waiting for its epoch's snapshots."""
+    """A triggered checkpoint waiting for its epoch's snapshots.
+
+    An asynchronous checkpoint outlives its epoch: ``master_state`` is the job's state as
+    of ``epoch`` (taken when the epoch ended), ``acks`` the snapshots received so far and
+    ``awaiting`` the (operator id, subtask) pairs whose background upload has not ended.
+    """
 
     checkpoint_id: int
     timestamp_ms: int
@@ -71,44 +72,22 @@ class PendingCheckpoint:
     location: CheckpointStorageLocation
     properties: CheckpointProperties
     epoch: int
+    asynchronous: bool = False
+    master_state: Any = None
+    acks: list[Any] = field(default_factory=list)
+    awaiting: set[tuple[str, int]] = field(default_factory=set)
 
+    def acks_handles(self) -> list[StateObject]:
+        """The state handles received so far (discarded when the checkpoint is aborted)."""
+        return [a.handle for a in self.acks if a.handle is not None]
 
-@dataclass
-class CheckpointStats:
-    """What happened to one checkpoint (also logged)."""
-
-    checkpoint_id: int
-    is_savepoint: bool
-    trigger_timestamp_ms: int
-    status: str = "IN_PROGRESS"
-    duration_ms: int = 0
-    state_size: int = 0
-    inline_bytes: int = 0
-    files_written: int = 0
-    external_pointer: str | None = None
-    failure: str | None = None
-    epoch: int = 0
+    def expired(self, now_monotonic_ms: int, timeout_ms: int) -> bool:
+        """Whether the checkpoint has been running longer than ``timeout_ms``."""
+        return now_monotonic_ms - self.trigger_monotonic_ms > timeout_ms
 
 
 class TolerableFailuresExceeded(CheckpointException):
     """More consecutive checkpoint failures than tolerated: the job must fail over."""
-
-
-def _count_handle(handle: StateObject | None, stats: CheckpointStats) -> None:
-    if handle is None:
-        return
-    if isinstance(handle, KeyGroupsStateHandle):
-        _count_handle(handle.delegate, stats)
-    elif isinstance(handle, IncrementalRemoteKeyedStateHandle):
-        _count_handle(handle.meta_state_handle, stats)
-        for part in (*handle.shared_state, *handle.private_state):
-            _count_handle(part.handle, stats)
-    elif isinstance(handle, ByteStreamStateHandle):
-        stats.inline_bytes += handle.state_size
-    elif isinstance(handle, PlaceholderStreamStateHandle):
-        return
-    elif isinstance(handle, StreamStateHandle):
-        stats.files_written += 1
 
 
 def _handles(operator_states: Sequence[OperatorState]) -> list[StateObject]:
@@ -141,6 +120,9 @@ class CheckpointCoordinator:
         self.clock = clock
         self.next_checkpoint_id = first_checkpoint_id
         self.pending: list[PendingCheckpoint] = []
+        # Ids of the latest aborted checkpoints: an upload that ends after its checkpoint
+        # was aborted deletes its own files when its executor learns of the abort.
+        self.recently_aborted: deque[int] = deque(maxlen=_KEPT_ABORTED)
         self.stats: list[CheckpointStats] = []
         self.consecutive_failures = 0
         self._counted_ids: set[int] = set()
@@ -217,7 +199,11 @@ class CheckpointCoordinator:
             raise CheckpointException(
                 CheckpointFailureReason.CHECKPOINT_EXPIRED, checkpoint_id=pending.checkpoint_id
             )
-        submitted = operator_states  # before placeholders are resolved (for the statistics)
+        # Measured before placeholders are resolved (they count as state, not as uploads)
+        # and stored in _metadata, so the history on storage equals the live figures.
+        stats.add_measurement(operator_states)
+        stats.duration_ms = int(self.clock.monotonic_ms() - pending.trigger_monotonic_ms)
+        master_states = (*master_states, stats.to_master_state())
         try:
             # Registration swaps placeholders for the registered shared handles; it must
             # happen before _metadata is written, which refuses placeholders.
@@ -261,16 +247,7 @@ class CheckpointCoordinator:
             self.consecutive_failures = 0
             self._counted_ids.clear()
         stats.status = "COMPLETED"
-        stats.duration_ms = int(self.clock.monotonic_ms() - pending.trigger_monotonic_ms)
         stats.external_pointer = completed_location.external_pointer
-        for op in submitted:
-            for sub in op.subtask_states.values():
-                for keyed in sub.managed_keyed_state:
-                    stats.state_size += keyed.state_size
-                    _count_handle(keyed, stats)
-                for non_keyed in sub.managed_operator_state:
-                    stats.state_size += non_keyed.state_size
-                    _count_handle(non_keyed.delegate, stats)
         _LOG.info(
             "%s %d completed in %d ms: state %d bytes (%d inline), %d state files, at %s",
             "Savepoint" if stats.is_savepoint else "Checkpoint",
@@ -297,6 +274,7 @@ class CheckpointCoordinator:
         """
         if pending in self.pending:
             self.pending.remove(pending)
+        self.recently_aborted.append(pending.checkpoint_id)
         self._discard(pending, states)
         stats = self._stats(pending.checkpoint_id)
         stats.status = "FAILED"
@@ -324,7 +302,8 @@ class CheckpointCoordinator:
         """Abort every pending checkpoint without counting failures (job restart/stop)."""
         for pending in list(self.pending):
             self.pending.remove(pending)
-            self._discard(pending, ())
+            self.recently_aborted.append(pending.checkpoint_id)
+            self._discard(pending, pending.acks_handles())
             stats = self._stats(pending.checkpoint_id)
             stats.status = "FAILED"
             stats.failure = reason.name

@@ -34,8 +34,16 @@ from sparkpoint.runtime.protocol import (
 )
 from sparkpoint.runtime.records import KIND_REPORT
 from sparkpoint.runtime.spark_cluster import SparkCluster
+from sparkpoint.state.backend import SnapshotType
 
-__all__ = ["EpochRunner", "ExecutorsLost", "final_stage_ids", "routing"]
+__all__ = [
+    "EpochRunner",
+    "ExecutorsLost",
+    "epoch_description",
+    "final_stage_ids",
+    "job_group",
+    "routing",
+]
 
 _WATCH_INTERVAL_S = 0.25
 
@@ -79,6 +87,22 @@ def routing(plan: Plan) -> dict[int, StageRoutes]:
             ex.channels, outputs, meta, first.channel_offset, first.parallelism
         )
     return routes
+
+
+def job_group(job_id: str) -> str:
+    """The Spark job group of every Spark job the sparkpoint job ``job_id`` runs."""
+    return f"sparkpoint-{job_id}"
+
+
+def epoch_description(spec: EpochSpec) -> str:
+    """``sparkpoint <job name> epoch N [checkpoint M]``: the Spark description of an epoch's
+    jobs (a savepoint is named as one)."""
+    text = f"sparkpoint {spec.job.job_name} epoch {spec.epoch}"
+    request = spec.checkpoint
+    if request is not None:
+        kind = "savepoint" if request.snapshot_type == SnapshotType.SAVEPOINT else "checkpoint"
+        text += f" {kind} {request.checkpoint_id}"
+    return text
 
 
 def stage_partitions(plan: Plan, spec: EpochSpec) -> dict[int, int]:
@@ -222,6 +246,7 @@ class EpochRunner:
     def _collect(self, rdd: Any, spec: EpochSpec, watch: set[str]) -> list[Any]:
         group = f"sparkpoint-{spec.job.job_id}-{spec.run}-{uuid.uuid4().hex[:6]}"
         previous = self.cluster.tag_jobs(group)
+        described = self.cluster.describe_jobs(job_group(spec.job.job_id), epoch_description(spec))
         lost: list[str] = []
         done = threading.Event()
 
@@ -247,10 +272,14 @@ class EpochRunner:
             if watch:
                 watcher.join()
             self.cluster.untag_jobs(group, previous)
+            self.cluster.restore_description(described)
 
-    def cleanup(self, job: JobSpec, executors: Mapping[str, str]) -> int:
+    def cleanup(
+        self, job: JobSpec, executors: Mapping[str, str], aborted: frozenset[int] = frozenset()
+    ) -> int:
         """Delete the job's local state on every executor in ``executors`` (id -> preferred
-        location), one pinned task each; returns how many executors had some."""
+        location), one pinned task each, after stopping its snapshot uploads (deleting what
+        uploads of the ``aborted`` checkpoints wrote); returns how many executors had some."""
         from pyspark import RDD
         from pyspark.serializers import NoOpSerializer
 
@@ -259,13 +288,21 @@ class EpochRunner:
         app, override, job_id = job.application_id, job.local_state_dir, job.job_id
 
         def remove(_partition: int, items: Iterator[Any]) -> Iterator[int]:
-            from sparkpoint.runtime.local_dirs import remove_job
+            from sparkpoint.runtime.async_upload import end_job_uploads
+            from sparkpoint.runtime.local_dirs import job_dir, remove_job
 
             for _ in items:
                 pass
+            end_job_uploads(job_dir(app, override, job_id), aborted)
             yield int(remove_job(app, override, job_id))
 
         pinned = self.cluster.pinned_rdd(list(executors.values()), 1)
         base: Any = RDD(pinned, self.cluster.sc, NoOpSerializer())
         rdd = base.mapPartitionsWithIndex(remove)
-        return int(sum(rdd.collect()))
+        described = self.cluster.describe_jobs(
+            job_group(job.job_id), f"sparkpoint {job.job_name} local state cleanup"
+        )
+        try:
+            return int(sum(rdd.collect()))
+        finally:
+            self.cluster.restore_description(described)

@@ -13,7 +13,13 @@ import socket
 
 from sparkpoint.runtime.protocol import ExecutorIdentity
 
-__all__ = ["DRIVER_EXECUTOR_ID", "current_executor", "executor_jvm"]
+__all__ = [
+    "DRIVER_EXECUTOR_ID",
+    "current_executor",
+    "executor_jvm",
+    "process_alive",
+    "process_start_time",
+]
 
 DRIVER_EXECUTOR_ID = "driver"
 _MAX_DEPTH = 8
@@ -30,6 +36,19 @@ def _stat(pid: int) -> tuple[int, int]:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return int(fields[1]), int(fields[19])
+
+
+def process_start_time(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot), or None if it is gone or unknown."""
+    try:
+        return _stat(pid)[1]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def process_alive(pid: int, start: int) -> bool:
+    """Whether the process ``pid`` that started at ``start`` still runs (not a reused pid)."""
+    return process_start_time(pid) == start
 
 
 def _arg(cmd: list[bytes], name: bytes) -> str | None:

@@ -32,7 +32,7 @@ __all__ = [
     "build_plan",
 ]
 
-KEYED = {"keyed_process", "reduce", "keyed_co_process"}
+KEYED = {"keyed_process", "reduce", "window", "keyed_co_process"}
 TWO_INPUT = {"co_map", "co_flat_map", "co_process", "keyed_co_process"}
 VIRTUAL = {"key_by", "union", "partition"}
 PARTITIONINGS = (
@@ -66,8 +66,8 @@ class Node:
 
     id: int
     kind: str  # source | map | flat_map | filter | process | timestamps | key_by | keyed_process
-    #          | reduce | union | partition | side_output | co_map | co_flat_map | co_process
-    #          | keyed_co_process | sink
+    #          | reduce | window | union | partition | side_output | co_map | co_flat_map
+    #          | co_process | keyed_co_process | sink
     name: str
     inputs: list[Node] = field(default_factory=list)
     function: Any = None

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkpoint.runtime.coordinator import CheckpointStats
+from sparkpoint.runtime.dashboard import start_dashboard
 from sparkpoint.runtime.job_master import JobMaster
 from sparkpoint.runtime.reports import EpochReport, FailoverEvent, SubtaskRestoreEvent
 
-__all__ = ["JobClient", "JobExecutionResult"]
+__all__ = ["JobClient", "JobExecutionResult", "run_job"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class JobClient:
     def __init__(self, master: JobMaster) -> None:
         self._master = master
         self._result: Future[JobExecutionResult] = Future()
+        self._dashboard = start_dashboard(master)
         self._thread = threading.Thread(
             target=self._run, name=f"sparkpoint-{master.job_id}", daemon=True
         )
@@ -66,9 +68,23 @@ class JobClient:
     def _run(self) -> None:
         try:
             out = self._master.run()
-            self._result.set_result(result_of(self._master, out))
+            result = result_of(self._master, out)
         except BaseException as exc:
+            self._stop_dashboard()
             self._result.set_exception(exc)
+        else:
+            self._stop_dashboard()
+            self._result.set_result(result)
+
+    def _stop_dashboard(self) -> None:
+        dashboard, self._dashboard = self._dashboard, None
+        if dashboard is not None:
+            dashboard.stop()
+
+    def get_dashboard_url(self) -> str | None:
+        """sparkpoint: the URL of the job's dashboard while the job runs
+        (``sparkpoint.dashboard.enabled``), else None."""
+        return self._dashboard.url if self._dashboard is not None else None
 
     @property
     def job_master(self) -> JobMaster:
@@ -110,8 +126,9 @@ class JobClient:
         return fut
 
     def get_checkpoint_statistics(self) -> list[CheckpointStats]:
-        """Per checkpoint: id, trigger time, duration, state size, inline bytes, files."""
-        return list(self._master.coordinator.stats)
+        """Per checkpoint: id, trigger time, duration, sizes, inline bytes, files and the
+        size of every subtask's state (copies: they do not change afterwards)."""
+        return [s.copy() for s in list(self._master.coordinator.stats)]
 
     def get_epoch_reports(self) -> list[EpochReport]:
         """sparkpoint: per finished epoch, where keyed tasks ran and what recovered."""
@@ -129,6 +146,16 @@ class JobClient:
         return self._result.result(timeout)
 
 
+def run_job(master: JobMaster) -> JobExecutionResult:
+    """Run ``master``'s job to its end in this thread (serving its dashboard meanwhile)."""
+    dashboard = start_dashboard(master)
+    try:
+        return result_of(master, master.run())
+    finally:
+        if dashboard is not None:
+            dashboard.stop()
+
+
 def result_of(master: JobMaster, out: dict[str, Any]) -> JobExecutionResult:
     """The execution result of a finished master run."""
     return JobExecutionResult(
@@ -137,7 +164,7 @@ def result_of(master: JobMaster, out: dict[str, Any]) -> JobExecutionResult:
         epochs=out["epochs"],
         restarts=out["restarts"],
         records_in=out["records_in"],
-        checkpoints=tuple(master.coordinator.stats),
+        checkpoints=tuple(s.copy() for s in master.coordinator.stats),
         epoch_reports=tuple(master.epoch_reports),
         failovers=tuple(master.failovers),
     )

@@ -58,6 +58,7 @@ from sparkpoint.runtime.protocol import (
     SubtaskRestore,
     TaskFaultHooks,
     TaskReport,
+    UploadStatus,
 )
 from sparkpoint.runtime.reports import (
     EpochReport,
@@ -129,6 +130,7 @@ class JobSettings:
     job_parameters: dict[str, str] = field(default_factory=dict)
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     faults: JobFaultHooks | None = None  # fault injection (sparkpoint.testing)
+    dashboard: Any = None  # DashboardSettings: serve the job's dashboard (None: don't)
 
 
 @dataclass
@@ -306,15 +308,19 @@ class JobMaster:
     def _checkpoint_request(self, pending: Any) -> CheckpointRequest | None:
         if pending is None:
             return None
+        savepoint = pending.properties.is_savepoint
+        # Savepoints upload within their epoch (stop-with-savepoint ends the job with it).
+        pending.asynchronous = not savepoint and self.s.state_backend.asynchronous_snapshots()
         return CheckpointRequest(
             pending.checkpoint_id,
             self.s.checkpoint_storage,
             pending.location.get_location_reference(),
             SnapshotType.SAVEPOINT
-            if pending.properties.is_savepoint
+            if savepoint
             else SnapshotType.FULL_CHECKPOINT
             if self.store.forces_full_snapshot
             else SnapshotType.CHECKPOINT,
+            asynchronous=pending.asynchronous,
         )
 
     def _run_one_epoch(self, stop_request: Any) -> bool:
@@ -348,8 +354,9 @@ class JobMaster:
             except ExecutorsLost as exc:
                 _LOG.warning("Job %s epoch %d: %s; running it again", self.job_id,
                              self.epoch, exc)
-                if pending is not None:
-                    self.coordinator.abort_all(CheckpointFailureReason.TASK_FAILURE)
+                if pending is not None and pending in self.coordinator.pending:
+                    self.coordinator.abort(pending, CheckpointFailureReason.TASK_FAILURE,
+                                           str(exc))
                 if runs > _MAX_RUNS_PER_EPOCH:
                     self._requeue(stop_request)
                     raise
@@ -366,14 +373,22 @@ class JobMaster:
         acks = self._absorb(reports, ranges)
         self.recovery.accept(a for r in reports for a in r.changelogs)
         self.restore_spec = {}
-        self._record_epoch(reports, preferred, seconds, runs, pending)
         if pending is not None:
+            pending.master_state = self._master_state(self.epoch)
+            if pending.asynchronous:
+                pending.acks = list(acks)
+                pending.awaiting = self._keyed_subtasks() - {
+                    (a.operator_id, a.subtask) for a in acks
+                }
+        uploads = self._advance_uploads(reports)
+        self._record_epoch(reports, preferred, seconds, runs, pending, uploads)
+        if pending is not None and not pending.asynchronous:
             completed = self._complete_checkpoint(pending, acks, stop_request)
             if completed is not None:
                 self.recovery.checkpoint_completed(completed, self.epoch)
             else:
                 self.recovery.checkpoint_failed()
-        elif not self.s.policy.enabled:
+        elif pending is None and not self.s.policy.enabled:
             self.sink_commits.commit_up_to(self.epoch)
         if isinstance(stop_request, _Request) and stop_request.kind == "stop":
             self._terminate(JobStatus.FINISHED, commit=True)
@@ -425,6 +440,8 @@ class JobMaster:
             checkpoint=self._checkpoint_request(pending),
             restore=self.restore_spec,
             notify_complete=self.notify_complete,
+            pending_checkpoints=frozenset(p.checkpoint_id for p in self.coordinator.pending),
+            aborted_checkpoints=frozenset(self.coordinator.recently_aborted),
         )
         preferred = {
             (stage, sub): self.placement.executor_of(stage, sub)
@@ -522,6 +539,7 @@ class JobMaster:
         seconds: float,
         runs: int,
         pending: PendingCheckpoint | None,
+        uploads: tuple[int, int] = (0, 0),
     ) -> None:
         keyed = [r for r in reports if r.stage in self.keyed_stages]
         on_preferred = 0
@@ -557,12 +575,80 @@ class JobMaster:
             subtask_restores=restores,
             failover=self._last_failover,
             checkpoint_id=pending.checkpoint_id if pending is not None else None,
+            uploads_in_flight=uploads[0],
+            uploads_completed=uploads[1],
         )
         self._last_failover = None
         self.epoch_reports.append(report)
         _LOG.info("Job %s %s", self.job_id, report.describe())
 
     # -- checkpoints -----------------------------------------------------------------------
+    def _keyed_subtasks(self) -> set[tuple[str, int]]:
+        """(operator id, subtask) of every keyed subtask of the job."""
+        return {
+            (node.operator_id, i)
+            for st in self.plan.stages
+            for node in st.keyed_nodes
+            for i in range(st.parallelism)
+        }
+
+    def _advance_uploads(self, reports: list[TaskReport]) -> tuple[int, int]:
+        """Take the upload statuses of an accepted run: complete the asynchronous
+        checkpoints whose uploads all ended (oldest first; a completed one subsumes older
+        pending ones), abort those whose upload failed, was lost or timed out. Returns the
+        uploads (still running, completed in this epoch)."""
+        statuses = {
+            (s.checkpoint_id, s.operator_id, s.subtask): s for r in reports for s in r.uploads
+        }
+        running = completed_now = 0
+        waiting = sorted(
+            (p for p in self.coordinator.pending if p.asynchronous and p.master_state),
+            key=lambda p: p.checkpoint_id,
+        )
+        for pending in waiting:
+            if pending not in self.coordinator.pending:
+                continue  # subsumed by a newer one completed in this loop
+            failure: tuple[CheckpointFailureReason, str] | None = None
+            for op, sub in sorted(pending.awaiting):
+                status = statuses.get((pending.checkpoint_id, op, sub))
+                if status is None or status.state == UploadStatus.LOST:
+                    detail = status.detail if status is not None else "no record of it"
+                    failure = (CheckpointFailureReason.TASK_FAILURE,
+                               f"upload of {op}#{sub} lost: {detail}")
+                elif status.state == UploadStatus.FAILED:
+                    failure = (CheckpointFailureReason.CHECKPOINT_ASYNC_EXCEPTION,
+                               f"upload of {op}#{sub} failed: {status.detail}")
+                elif status.state == UploadStatus.DONE:
+                    pending.acks.append(SnapshotAck(op, sub, status.handle, status.state_size))
+                    pending.awaiting.discard((op, sub))
+                    completed_now += 1
+                else:
+                    running += 1
+                if failure is not None:
+                    break
+            if failure is None and pending.expired(
+                self.clock.monotonic_ms(), self.s.policy.timeout_ms
+            ):
+                failure = (CheckpointFailureReason.CHECKPOINT_EXPIRED,
+                           f"uploads still running after {self.s.policy.timeout_ms} ms")
+            if failure is not None:
+                self.coordinator.abort(pending, failure[0], failure[1],
+                                       states=pending.acks_handles())
+                continue
+            if pending.awaiting:
+                continue
+            completed = self._complete_checkpoint(pending, pending.acks, None)
+            if completed is None:
+                continue
+            self.recovery.checkpoint_completed(completed, pending.epoch)
+            for older in list(self.coordinator.pending):
+                if older.checkpoint_id < pending.checkpoint_id and not (
+                    older.properties.is_savepoint
+                ):
+                    self.coordinator.abort(older, CheckpointFailureReason.CHECKPOINT_SUBSUMED,
+                                           states=older.acks_handles())
+        return running, completed_now
+
     def _operator_states(self, acks: list[SnapshotAck]) -> list[OperatorState]:
         by_op: dict[str, dict[int, OperatorSubtaskState]] = {}
         for ack in acks:
@@ -608,7 +694,7 @@ class JobMaster:
         try:
             op_states = self._operator_states(acks)
             completed = self.coordinator.complete(
-                pending, op_states, [self._master_state(self.epoch).to_master_state()]
+                pending, op_states, [pending.master_state.to_master_state()]
             )
         except CheckpointException as exc:
             failure: CheckpointException = exc
@@ -624,8 +710,8 @@ class JobMaster:
                 raise failure from exc  # the job fails over (restart strategy applies)
             return None
         self.notify_complete = completed.checkpoint_id
-        self._checkpointed_epoch = self.epoch
-        self.sink_commits.commit_up_to(self.epoch)
+        self._checkpointed_epoch = pending.epoch
+        self.sink_commits.commit_up_to(pending.epoch)
         if isinstance(stop_request, _Request):
             stop_request.future.set_result(completed.external_pointer)
         return completed
@@ -762,7 +848,8 @@ class JobMaster:
         try:
             executors = self.runner.cluster.live_executors()
             self.runner.cleanup(
-                self._job_spec(), {e: slot.location for e, slot in executors.items()}
+                self._job_spec(), {e: slot.location for e, slot in executors.items()},
+                frozenset(self.coordinator.recently_aborted),
             )
         except Exception:  # the job's outcome stands; dead executors' roots get swept
             _LOG.warning("Job %s: could not remove local state", self.job_id, exc_info=True)

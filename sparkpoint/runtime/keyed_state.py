@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sparkpoint.clock import Clock
+from sparkpoint.runtime.async_upload import SubtaskUploads, worker_is_reused
 from sparkpoint.runtime.graph import Stage
 from sparkpoint.runtime.protocol import (
     ChangelogAck,
@@ -16,6 +17,7 @@ from sparkpoint.runtime.protocol import (
     SnapshotAck,
     StateLost,
     SubtaskRestored,
+    UploadStatus,
 )
 from sparkpoint.state.backend import KeyedStateBackendParameters
 from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
@@ -43,15 +45,27 @@ class SubtaskState:
         self.subtask = subtask
         self.local_dir = local_dir
         self.clock = clock
+        # operator id -> the subtask's asynchronous upload records on this executor (beside
+        # its local state, which a restore deletes)
+        self.uploads = {
+            node.operator_id: SubtaskUploads(
+                local_dir(node.operator_id) + ".uploads", node.operator_id, subtask
+            )
+            for node in stage.keyed_nodes
+        }
         self.backends: dict[str, Any] = {}
         # operator id -> [earliest event-time timer, earliest processing-time timer]; None
         # means unknown (scan the timers state once), NO_TIMER means there is none.
         self.timer_index: dict[str, list[int | None]] = {}
         self.restored: list[SubtaskRestored] = []
         self.lost: list[StateLost] = []
-        # Record each commit's changes when the job keeps a changelog and no snapshot of
-        # this epoch covers them.
-        self._changelog = spec.job.changelog_storage is not None and spec.checkpoint is None
+        cp = spec.checkpoint
+        self._async = cp is not None and cp.asynchronous and worker_is_reused()
+        # Record each commit's changes when the job keeps a changelog and no snapshot
+        # completed with this epoch will cover them (an asynchronous one completes later).
+        self._changelog = spec.job.changelog_storage is not None and (
+            cp is None or cp.asynchronous
+        )
         self._tracked: set[str] = set()
 
     # -- opening -------------------------------------------------------------------------
@@ -149,8 +163,8 @@ class SubtaskState:
     # -- end of the epoch ----------------------------------------------------------------
     def commit_and_snapshot(self) -> tuple[list[SnapshotAck], list[ChangelogAck]]:
         """Commit every backend locally for this epoch, then snapshot it when the epoch
-        carries a checkpoint, or store its changes when the job keeps a changelog; closes
-        the backends."""
+        carries a checkpoint (uploading in the task, or starting a background upload), and
+        store its changes when the job keeps a changelog; closes the backends."""
         spec = self.spec
         acks: list[SnapshotAck] = []
         changes: list[ChangelogAck] = []
@@ -166,19 +180,50 @@ class SubtaskState:
                     if entry is not None:
                         changes.append(self._store_changes(operator_id, entry))
                 cp = spec.checkpoint
-                if cp is not None:
-                    if factory is None:
-                        access = cp.storage.create_checkpoint_storage(spec.job.job_id)
-                        factory = access.resolve_checkpoint_storage_location(
-                            cp.checkpoint_id, cp.location_reference
-                        )
-                    upload = backend.snapshot(cp.checkpoint_id, factory, cp.snapshot_type)
-                    handle = upload()
-                    size = handle.state_size if handle is not None else 0
-                    acks.append(SnapshotAck(operator_id, self.subtask, handle, size))
+                if cp is None:
+                    continue
+                if factory is None:
+                    access = cp.storage.create_checkpoint_storage(spec.job.job_id)
+                    factory = access.resolve_checkpoint_storage_location(
+                        cp.checkpoint_id, cp.location_reference
+                    )
+                if self._async:
+                    self._start_upload(operator_id, backend, factory)
+                    continue
+                upload = backend.snapshot(cp.checkpoint_id, factory, cp.snapshot_type)
+                handle = upload()
+                size = handle.state_size if handle is not None else 0
+                acks.append(SnapshotAck(operator_id, self.subtask, handle, size))
         finally:
             self.close()
         return acks, changes
+
+    def _start_upload(self, operator_id: str, backend: Any, factory: Any) -> None:
+        """Take the snapshot's synchronous part now and upload it in the background."""
+        cp = self.spec.checkpoint
+        assert cp is not None
+        uploads = self.uploads[operator_id]
+        wrapped = uploads.stream_factory(cp.checkpoint_id, factory)
+        upload = backend.snapshot(cp.checkpoint_id, wrapped, cp.snapshot_type)
+        faults = self.spec.job.faults
+        before = None
+        if faults is not None:
+            def before() -> None:
+                faults.before_upload(operator_id, self.subtask, cp.checkpoint_id)
+        uploads.start(cp.checkpoint_id, upload, before)
+
+    def settle_uploads(self) -> None:
+        """Forget (and cancel) uploads of checkpoints the driver no longer waits for."""
+        spec = self.spec
+        for uploads in self.uploads.values():
+            uploads.settle(spec.pending_checkpoints, spec.aborted_checkpoints)
+
+    def upload_statuses(self) -> list[UploadStatus]:
+        """Where every upload of a checkpoint the driver waits for stands."""
+        pending = self.spec.pending_checkpoints
+        if not pending:
+            return []
+        return [s for u in self.uploads.values() for s in u.statuses(pending)]
 
     def _store_changes(self, operator_id: str, entry: bytes) -> ChangelogAck:
         """Write a changelog entry as task-owned state (inline when small); a failure is

@@ -22,7 +22,7 @@ import shutil
 import tempfile
 import uuid
 
-from sparkpoint.runtime.executor import current_executor, executor_jvm
+from sparkpoint.runtime.executor import current_executor, executor_jvm, process_alive
 
 __all__ = ["executor_root", "remove_job", "sweep_dead_roots"]
 
@@ -74,15 +74,6 @@ def _register(root: str) -> None:
     os.replace(tmp, path)
 
 
-def _alive(pid: int, start: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[19]) == start
-    except (OSError, ValueError, IndexError):
-        return False
-
-
 def sweep_dead_roots() -> list[str]:
     """Delete the local-state roots whose executor JVM no longer runs on this host;
     returns the roots deleted."""
@@ -102,7 +93,7 @@ def sweep_dead_roots() -> list[str]:
             root, pid, start = str(owner["root"]), int(owner["pid"]), int(owner["start"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if _alive(pid, start):
+        if process_alive(pid, start):
             continue
         shutil.rmtree(root, ignore_errors=True)
         try:
@@ -113,9 +104,14 @@ def sweep_dead_roots() -> list[str]:
     return removed
 
 
+def job_dir(application_id: str, override: str | None, job_id: str) -> str:
+    """This executor's local directory of ``job_id``."""
+    return os.path.join(executor_root(application_id, override), job_id)
+
+
 def remove_job(application_id: str, override: str | None, job_id: str) -> bool:
     """Delete this executor's local state of ``job_id``; returns whether there was any."""
-    path = os.path.join(executor_root(application_id, override), job_id)
+    path = job_dir(application_id, override, job_id)
     existed = os.path.isdir(path)
     shutil.rmtree(path, ignore_errors=True)
     return existed

@@ -25,6 +25,7 @@ from sparkpoint.state.key_groups import int64_key_groups
 __all__ = [
     "FilterOperator",
     "FlatMapOperator",
+    "KeyedOperator",
     "KeyedProcessOperator",
     "MapOperator",
     "Operator",
@@ -271,7 +272,7 @@ class TimestampsOperator(Operator):
         super().end_epoch()
 
 
-class _KeyedOperator(UserFunctionOperator):
+class KeyedOperator(UserFunctionOperator):
     """Base of operators after a ``key_by``: one keyed state backend per operator."""
 
     def __init__(self, operator_id: str, name: str, function: Any, key_selector: Any) -> None:
@@ -310,13 +311,14 @@ class _KeyedOperator(UserFunctionOperator):
         on_timer = getattr(self.function, "on_timer", None)
         # Timers registered while firing may be due too: fire until none is (bounded).
         for _round in range(1000):
-            due = self.ctx.due_timers()
+            due = self.ctx.pop_due_timers()
             if not due:
                 return
             out_v: list[Any] = []
             out_t: list[int | None] = []
-            for ts, domain, key in due:
-                self.backend.set_current_key(key)
+            set_key = self.backend.set_current_key_and_group
+            for ts, domain, key, kg in due:
+                set_key(key, kg)
                 self.ctx.enter_timer(ts, domain, key)
                 if on_timer is not None:
                     # Output of processing-time timers carries no timestamp (as Flink).
@@ -330,7 +332,7 @@ class _KeyedOperator(UserFunctionOperator):
                 self.flush_side_outputs()
 
 
-class KeyedProcessOperator(_KeyedOperator):
+class KeyedProcessOperator(KeyedOperator):
     """``process`` on a keyed stream (``KeyedProcessFunction``), and keyed map/flat_map/filter."""
 
     def __init__(
@@ -361,7 +363,7 @@ class KeyedProcessOperator(_KeyedOperator):
         return out_v, out_t
 
 
-class ReduceOperator(_KeyedOperator):
+class ReduceOperator(KeyedOperator):
     """``reduce``/``sum``/``min``/``max`` on a keyed stream: a rolling aggregate per key.
 
     In STREAMING mode every update is emitted; in BATCH mode only the final value per key,

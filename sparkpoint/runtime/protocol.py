@@ -30,6 +30,7 @@ __all__ = [
     "SubtaskRestored",
     "TaskFaultHooks",
     "TaskReport",
+    "UploadStatus",
 ]
 
 
@@ -49,6 +50,9 @@ class CheckpointRequest:
     storage: Any  # CheckpointStorage (configuration, picklable)
     location_reference: Any  # CheckpointStorageLocationReference
     snapshot_type: str
+    # Upload in the background on the executor (acknowledged in later epochs' reports)
+    # instead of within the task; savepoints and synchronous backends upload in the task.
+    asynchronous: bool = False
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,9 @@ class TaskFaultHooks(Protocol):
 
     def after_local_commit(self, operator_id: str, subtask: int, epoch: int) -> None:
         """Called after a keyed subtask committed its state locally, before it reports."""
+
+    def before_upload(self, operator_id: str, subtask: int, checkpoint_id: int) -> None:
+        """Called in the upload thread before an asynchronous snapshot upload starts."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +147,10 @@ class EpochSpec:
     # operator id -> subtask -> what to restore when the local state is not usable
     restore: Mapping[str, Mapping[int, SubtaskRestore]] = field(default_factory=dict)
     notify_complete: int | None = None
+    # Asynchronous uploads: checkpoints still waiting for them (this epoch's included), and
+    # recently aborted ones (an upload that finishes after its abort deletes its files).
+    pending_checkpoints: frozenset[int] = frozenset()
+    aborted_checkpoints: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -159,6 +170,26 @@ class SnapshotAck:
     subtask: int
     handle: Any  # KeyedStateHandle | None
     state_size: int
+
+
+@dataclass(frozen=True)
+class UploadStatus:
+    """Where a keyed subtask's asynchronous upload for one checkpoint stands (``state`` is
+    ``running``, ``done`` with the handle, ``failed`` with the error, or ``lost``: its
+    Python worker died before it finished)."""
+
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    LOST = "lost"
+
+    operator_id: str
+    subtask: int
+    checkpoint_id: int
+    state: str
+    handle: Any = None  # KeyedStateHandle | None, when done
+    state_size: int = 0
+    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -220,3 +251,6 @@ class TaskReport:
     max_timestamps: Mapping[str, int | None] = field(default_factory=dict)
     restored: tuple[SubtaskRestored, ...] = ()
     lost: tuple[StateLost, ...] = ()
+    # Every asynchronous upload record of this task's keyed subtasks, for the checkpoints
+    # the driver still waits for.
+    uploads: tuple[UploadStatus, ...] = ()

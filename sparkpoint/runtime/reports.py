@@ -56,7 +56,8 @@ class EpochReport:
     ``runs`` counts the Spark jobs the epoch took (more than one when a run was discarded
     because a subtask had lost its state). ``keyed_tasks`` counts keyed subtasks of the
     accepted run and ``on_preferred_executor`` those that ran where the driver placed them.
-    The upload counters stay ``None`` while snapshots are uploaded within the epoch.
+    ``uploads_in_flight`` counts asynchronous snapshot uploads still running when the epoch
+    ended, ``uploads_completed`` those whose end it learnt of (``None``: not counted).
     """
 
     epoch: int
@@ -96,6 +97,11 @@ class EpochReport:
             text += f", {self.runs} runs"
         if self.checkpoint_id is not None:
             text += f", checkpoint {self.checkpoint_id}"
+        if self.uploads_in_flight or self.uploads_completed:
+            text += (
+                f", uploads: {self.uploads_in_flight or 0} running, "
+                f"{self.uploads_completed or 0} done"
+            )
         if self.failover is not None:
             f = self.failover
             source = f"checkpoint {f.checkpoint_id}" if f.checkpoint_id else "the start"

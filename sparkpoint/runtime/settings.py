@@ -20,6 +20,7 @@ from sparkpoint.checkpoint.storage_policies import (
 from sparkpoint.config import (
     CheckpointingOptions,
     CoreOptions,
+    DashboardOptions,
     ExecutionOptions,
     PipelineOptions,
     SparkpointOptions,
@@ -27,6 +28,7 @@ from sparkpoint.config import (
     validate,
 )
 from sparkpoint.runtime.coordinator import CheckpointPolicy
+from sparkpoint.runtime.dashboard import DashboardSettings
 from sparkpoint.runtime.job_master import JobSettings
 from sparkpoint.state.key_groups import compute_default_max_parallelism
 
@@ -115,4 +117,10 @@ def build_job_settings(job_name: str, request: JobRequest) -> JobSettings:
         faults=request.faults,
     )
     settings.local_state_dir = SparkpointOptions.LOCAL_STATE_DIR.read(config)
+    if DashboardOptions.ENABLED.read(config):
+        settings.dashboard = DashboardSettings(
+            DashboardOptions.HOST.read(config),
+            DashboardOptions.PORT.read(config),
+            DashboardOptions.REFRESH_INTERVAL.read(config),
+        )
     return settings

@@ -20,6 +20,8 @@ __all__ = ["SparkCluster"]
 
 _SEP = "\x1f"
 _INTERRUPT = "spark.job.interruptOnCancel"
+_GROUP = "spark.jobGroup.id"
+_DESCRIPTION = "spark.job.description"
 
 
 class SparkCluster:
@@ -130,6 +132,20 @@ class SparkCluster:
         """Undo ``tag_jobs`` for this thread."""
         self.sc.removeJobTag(tag)
         self.sc.setLocalProperty(_INTERRUPT, previous_interrupt)  # type: ignore[arg-type]
+
+    def describe_jobs(self, group: str, description: str) -> tuple[str | None, str | None]:
+        """Give the Spark jobs this thread starts from now on a job group and a description
+        (shown by Spark's UI, status store and event log); returns the previous ones for
+        ``restore_description``."""
+        previous = (self.sc.getLocalProperty(_GROUP), self.sc.getLocalProperty(_DESCRIPTION))
+        self.sc.setLocalProperty(_GROUP, group)
+        self.sc.setLocalProperty(_DESCRIPTION, description)
+        return previous
+
+    def restore_description(self, previous: tuple[str | None, str | None]) -> None:
+        """Undo ``describe_jobs`` for this thread."""
+        self.sc.setLocalProperty(_GROUP, previous[0])  # type: ignore[arg-type]
+        self.sc.setLocalProperty(_DESCRIPTION, previous[1])  # type: ignore[arg-type]
 
     def cancel_tagged(self, tag: str) -> None:
         """Cancel the running Spark jobs tagged ``tag`` (from any thread)."""

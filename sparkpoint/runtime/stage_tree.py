@@ -20,6 +20,7 @@ from sparkpoint.runtime.operators import (
 from sparkpoint.runtime.protocol import SinkOutput, StageRoutes
 from sparkpoint.runtime.router import Router
 from sparkpoint.runtime.two_input import CALLS, CoOperator, KeyedCoProcessOperator
+from sparkpoint.runtime.window_operator import WindowOperator
 
 __all__ = ["SinkOperator", "StageTree", "build_tree"]
 
@@ -75,6 +76,8 @@ def _build_operator(node: Node, batch_mode: bool, outputs: list[SinkOutput]) -> 
         return KeyedCoProcessOperator(oid, name, node.function, selectors, node.call or k)
     if k in CALLS:
         return CoOperator(oid, name, node.function, k)
+    if k == "window":
+        return WindowOperator(oid, name, node.function, node.inputs[0].key_selector)
     if k == "sink":
         return SinkOperator(node, outputs)
     # source, union, key_by and side_output pass records through

@@ -114,6 +114,7 @@ class StageTask:
         t0 = time.perf_counter()
         spec = self.spec
         passthrough: list[tuple[int, int, Any]] = []
+        self.state.settle_uploads()
         if not self.state.open_all():
             for _ in rows:  # drain the input so Spark can reuse the worker
                 pass
@@ -181,6 +182,7 @@ class StageTask:
             max_timestamps=dict(self.reported_max),
             restored=tuple(self.state.restored),
             lost=tuple(self.state.lost),
+            uploads=tuple(self.state.upload_statuses()),
         )
         report_channel = self._report_channel()
         out.append((report_channel, KIND_REPORT, report))

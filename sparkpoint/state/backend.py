@@ -71,8 +71,8 @@ class KeyedStateBackend(abc.ABC):
         backend.set_current_key(k); backend.get_partitioned_state(desc).update(v) ...
         backend.commit_local(epoch)         # atomic: all changes of the epoch + marker
         async_part = backend.snapshot(checkpoint_id, factory)   # when a checkpoint is due
-        handle = async_part()               # upload; returns KeyedStateHandle | None
         backend.close()
+        handle = async_part()               # upload (may run in another thread)
 
     Local commits make a task retried by Spark safe: ``local_epoch()`` tells which epoch the
     local state reflects, and ``revert_to(epoch - 1)`` undoes the last commit once.
@@ -205,3 +205,8 @@ class StateBackendFactory(abc.ABC):
     def supports_incremental_checkpoints(self) -> bool:
         """Whether snapshots may reference earlier checkpoints' shared files."""
         return False
+
+    def asynchronous_snapshots(self) -> bool:
+        """Whether checkpoint uploads run in the background after the synchronous part
+        (Flink's backends always do; the legacy ones let the user turn it off)."""
+        return True

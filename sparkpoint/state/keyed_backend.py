@@ -191,6 +191,18 @@ class AbstractKeyedStateBackend(KeyedStateBackend):
         table = self._tables.get(state_name)
         return [] if table is None else list(table.keys())
 
+    def pop_map_entries(
+        self, state_name: str, select: Callable[[Any], bool]
+    ) -> list[tuple[int, Any, Any]]:
+        """Remove every entry of MAP state ``state_name`` whose user key ``select`` accepts;
+        returns ``(key group, key, user key)`` of each, key group by key group."""
+        table = self._tables.get(state_name)
+        if table is None:
+            return []
+        if table.meta.kind is not StateKind.MAP:
+            raise ValueError(f"State {state_name!r} is {table.meta.kind.value}, not MAP")
+        return table.pop_map_entries(self._range, select)
+
     def registered_state_names(self) -> list[str]:
         """Names of every state with a table (registered or restored)."""
         return list(self._tables)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import abc
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -265,6 +265,23 @@ class StateTable(abc.ABC):
     def map_is_empty(self, key_group: int, key: Any) -> bool:
         """Whether ``key`` has no map entry."""
         return not self.map_entries(key_group, key)
+
+    def pop_map_entries(
+        self, key_groups: Iterable[int], select: Callable[[Any], bool]
+    ) -> list[tuple[int, Any, Any]]:
+        """MAP: remove every entry whose user key ``select`` accepts, in ``key_groups``;
+        returns their ``(key group, key, user key)``. One pass over the entries, without
+        setting a current key per key (timers fire through this)."""
+        meta = self.meta
+        hits: list[tuple[int, Any, Any]] = []
+        for kg in key_groups:
+            for kb, ukb, _v in list(self.iter_entries_bytes(kg)):
+                uk = meta.decode_user_key(ukb)  # type: ignore[arg-type]
+                if select(uk):
+                    hits.append((kg, meta.decode_key(kb), uk))
+        for kg, key, uk in hits:
+            self.map_remove(kg, key, uk)
+        return hits
 
     # -- enumeration and canonical bytes -----------------------------------------------
 

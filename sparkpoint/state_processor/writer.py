@@ -44,6 +44,7 @@ from sparkpoint.checkpoint.metadata import (
 )
 from sparkpoint.checkpoint.metadata_format import write_metadata
 from sparkpoint.checkpoint.properties import CheckpointProperties
+from sparkpoint.checkpoint.stats import STATS_MASTER_STATE
 from sparkpoint.config import CheckpointingOptions
 from sparkpoint.errors import StorageError
 from sparkpoint.fs import get_filesystem
@@ -270,7 +271,13 @@ class SavepointWriter:
         return target.path
 
     def _master_states(self) -> tuple[MasterState, ...]:
-        return self._existing.metadata.master_states if self._existing is not None else ()
+        """The existing snapshot's master states, less its statistics (they describe it,
+        not the savepoint written here)."""
+        if self._existing is None:
+            return ()
+        return tuple(
+            m for m in self._existing.metadata.master_states if m.name != STATS_MASTER_STATE
+        )
 
     def _renamed(self, op: OperatorState) -> OperatorState:
         new = self._renames.get(op.operator_id)

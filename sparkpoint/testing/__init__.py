@@ -37,17 +37,25 @@ __all__ = [
 ]
 
 CommitCallback = Callable[[str, int, int], None]
+UploadCallback = Callable[[str, int, int], None]
 
 
 class _TaskFaults:
     """The part of ``Faults`` that is pickled into every task."""
 
-    def __init__(self, after_commit: list[CommitCallback]) -> None:
+    def __init__(
+        self, after_commit: list[CommitCallback], before_upload: list[UploadCallback]
+    ) -> None:
         self._after_commit = after_commit
+        self._before_upload = before_upload
 
     def after_local_commit(self, operator_id: str, subtask: int, epoch: int) -> None:
         for callback in self._after_commit:
             callback(operator_id, subtask, epoch)
+
+    def before_upload(self, operator_id: str, subtask: int, checkpoint_id: int) -> None:
+        for callback in self._before_upload:
+            callback(operator_id, subtask, checkpoint_id)
 
 
 class Faults:
@@ -58,12 +66,15 @@ class Faults:
     runs ``callback(operator_id, subtask, epoch)`` inside a task right after a keyed
     subtask committed its state locally and before the task reports success (so raising
     there tests Spark's task retries); it is pickled into every task, so keep it small and
-    count what it does with ``FailureInjector``.
+    count what it does with ``FailureInjector``. ``on_upload(callback)`` runs
+    ``callback(operator_id, subtask, checkpoint_id)`` in the background thread of an
+    asynchronous snapshot upload before it starts (delay it, fail it, kill its worker).
     """
 
     def __init__(self) -> None:
         self._epoch_start: list[Callable[[EpochStart], None]] = []
         self._after_commit: list[CommitCallback] = []
+        self._before_upload: list[UploadCallback] = []
         self.epochs_seen: list[EpochStart] = []
 
     def on_epoch_start(self, callback: Callable[[EpochStart], None]) -> Faults:
@@ -74,6 +85,12 @@ class Faults:
     def on_local_commit(self, callback: CommitCallback) -> Faults:
         """Call ``callback(operator_id, subtask, epoch)`` in tasks after local commits."""
         self._after_commit.append(callback)
+        return self
+
+    def on_upload(self, callback: UploadCallback) -> Faults:
+        """Call ``callback(operator_id, subtask, checkpoint_id)`` in the upload thread
+        before each asynchronous snapshot upload."""
+        self._before_upload.append(callback)
         return self
 
     def fail_after_local_commit(
@@ -97,7 +114,9 @@ class Faults:
 
     def task_hooks(self) -> _TaskFaults | None:
         """Runtime hook: the picklable part for tasks (None when there is none)."""
-        return _TaskFaults(list(self._after_commit)) if self._after_commit else None
+        if not self._after_commit and not self._before_upload:
+            return None
+        return _TaskFaults(list(self._after_commit), list(self._before_upload))
 
 
 def executor_pids(application_id: str) -> dict[str, int]:

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from sparkpoint.common import Configuration
+from sparkpoint.common import Configuration, Duration, Time
 from sparkpoint.datastream import (
     CheckpointConfig,
+    EmbeddedRocksDBStateBackend,
     FileSystemCheckpointStorage,
     FsStateBackend,
     RocksDBStateBackend,
@@ -102,14 +103,26 @@ UNKNOWN_SCHEME = (
 )
 
 
-@pytest.mark.parametrize("key", ["execution.checkpointing.dir", "state.checkpoints.dir"])
-def test_unknown_scheme_of_the_checkpoint_directory_in_the_configuration(key: str) -> None:
-    conf = Configuration().set_string(key, "bogus://bucket/checkpoints")
+@pytest.mark.parametrize(
+    "key",
+    ["execution.checkpointing.dir", "state.checkpoints.dir",
+     "execution.checkpointing.savepoint-dir", "state.savepoints.dir",
+     "execution.state-recovery.path", "execution.savepoint.path"],
+)
+def test_unknown_scheme_of_a_directory_in_the_configuration(key: str) -> None:
+    """Refused when set on a ``Configuration``, and when a plain mapping reaches the
+    environment or a ``CheckpointConfig``: long before any ``_metadata`` is written."""
+    conf = Configuration()
     with pytest.raises(ConfigurationError) as info:
-        StreamExecutionEnvironment(conf)
+        conf.set_string(key, "bogus://bucket/checkpoints")
     assert _message(info).startswith(UNKNOWN_SCHEME.format(key=key))
-    with pytest.raises(ConfigurationError, match="scheme 'bogus' is unknown"):
-        CheckpointConfig(conf)
+    assert key not in conf
+    with pytest.raises(ConfigurationError) as info:
+        StreamExecutionEnvironment({key: "bogus://bucket/checkpoints"})  # type: ignore[arg-type]
+    assert _message(info).startswith(UNKNOWN_SCHEME.format(key=key))
+    if "checkpoints.dir" in key or key == "execution.checkpointing.dir":
+        with pytest.raises(ConfigurationError, match="scheme 'bogus' is unknown"):
+            CheckpointConfig({key: "bogus://bucket/checkpoints"})
 
 
 @pytest.mark.parametrize(
@@ -161,3 +174,63 @@ def test_time_characteristic_is_checked_when_set() -> None:
     assert env.get_stream_time_characteristic() is TimeCharacteristic.ProcessingTime
     env.set_stream_time_characteristic("IngestionTime")
     assert env.get_stream_time_characteristic() is TimeCharacteristic.IngestionTime
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: Configuration().set_integer("parallelism.default", "abc"), PARALLELISM_ERROR),
+        (lambda: Configuration().set_integer("any.int", "abc"),
+         "Could not parse value 'abc' for 'any.int': expected an integer"),
+        (lambda: Configuration().set_boolean("execution.checkpointing.unaligned.enabled", "x"),
+         "Could not parse value 'x' for 'execution.checkpointing.unaligned.enabled': expected "
+         "'true' or 'false'"),
+        (lambda: Configuration().set_float("any.float", "many"),
+         "Could not parse value 'many' for 'any.float': expected a number"),
+        (lambda: StreamExecutionEnvironment().set_parallelism("x"),
+         "Could not parse value 'x' for 'parallelism': expected an integer >= 1"),
+        (lambda: StreamExecutionEnvironment().set_parallelism(0),
+         "Could not parse value 0 for 'parallelism': expected an integer >= 1"),
+        (lambda: StreamExecutionEnvironment().set_default_local_parallelism(0),
+         "Could not parse value 0 for 'parallelism': expected an integer >= 1"),
+        (lambda: StreamExecutionEnvironment().set_buffer_timeout("x"),
+         "Could not parse value 'x' for 'timeout_millis': expected an integer >= -1"),
+        (lambda: StreamExecutionEnvironment().set_buffer_timeout(-2),
+         "Could not parse value -2 for 'timeout_millis': expected an integer >= -1"),
+        (lambda: CheckpointConfig().set_fail_on_checkpointing_errors("x"),
+         "Could not parse value 'x' for 'fail_on_checkpointing_errors': expected 'true' or "
+         "'false'"),
+        (lambda: CheckpointConfig().enable_unaligned_checkpoints("x"),
+         "Could not parse value 'x' for 'enabled': expected 'true' or 'false'"),
+        (lambda: CheckpointConfig().set_force_unaligned_checkpoints("x"),
+         "Could not parse value 'x' for 'force_unaligned_checkpoints': expected 'true' or "
+         "'false'"),
+        (lambda: EmbeddedRocksDBStateBackend("x"),
+         "Could not parse value 'x' for 'enable_incremental_checkpointing': expected 'true' or "
+         "'false'"),
+    ],
+)
+def test_setter_refuses_a_bad_value(call: Any, message: str) -> None:
+    """Setters that used to raise Python's own ``int()``/comparison errors, or to take any
+    truthy value as ``True``, name the parameter, the value and what is allowed."""
+    with pytest.raises(ConfigurationError) as info:
+        call()
+    assert _message(info) == message
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: RocksDBStateBackend(checkpoint_stream_backend="file:///tmp/c"),
+         "checkpoint_stream_backend must be a StateBackend (MemoryStateBackend or "
+         "FsStateBackend), got 'file:///tmp/c'"),
+        (lambda: Time.seconds("x"), "expected a whole number of seconds, got 'x'"),
+        (lambda: Duration.of_minutes(1.5), "expected a whole number of minutes, got 1.5"),
+    ],
+)
+def test_wrong_type_is_a_clear_type_error(call: Any, message: str) -> None:
+    """Was ``AttributeError: 'str' object has no attribute 'get_checkpoint_storage'``, and a
+    message holding the string repeated 1000 times."""
+    with pytest.raises(TypeError) as info:
+        call()
+    assert str(info.value) == message

@@ -200,7 +200,7 @@ def test_parallelism_setters() -> None:
     env.get_config().set_parallelism(7)
     assert env.get_parallelism() == 7
     for bad in (0, -3):
-        with pytest.raises(ValueError, match="at least 1"):
+        with pytest.raises(ValueError, match="for 'parallelism': expected an integer >= 1"):
             env.set_parallelism(bad)
     assert env.get_parallelism() == 7
 
@@ -224,7 +224,7 @@ def test_buffer_timeout_chaining_time_characteristic() -> None:
     for value in (0, -1, 250):
         assert env.set_buffer_timeout(value) is env
         assert env.get_buffer_timeout() == value
-    with pytest.raises(ValueError, match="non-negative or -1"):
+    with pytest.raises(ValueError, match="expected an integer >= -1"):
         env.set_buffer_timeout(-2)
     assert env.disable_operator_chaining() is env
     assert env.is_chaining_enabled() is False

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,9 +28,14 @@ def spark() -> Iterator[Any]:
     # PostgreSQL's JDBC driver for test_spark_writer.py: a local jar on the classpath costs
     # no start-up time; without it the PostgreSQL fixture fails with the install command.
     conf = {"spark.jars": JDBC_JAR} if os.path.exists(JDBC_JAR) else {}
+    # Spark's event log, read by test_observing.py (every epoch's jobs are described).
+    event_log = tempfile.mkdtemp(prefix="sparkpoint-eventlog-")
+    conf.update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": event_log,
+                 "spark.eventLog.compress": "false"})
     session = get_spark_session("local[2,4]", conf)
     yield session
     session.stop()
+    shutil.rmtree(event_log, ignore_errors=True)
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ def main() -> None:
 
     spark = get_spark_session("local[2,4]", {"spark.jars": JDBC_JAR})
     env = checkpointed_env(
-        spark, ckpt, restore, {"sparkpoint.epoch.max-records-per-split": "400"}
+        spark, ckpt, restore, {"sparkpoint.epoch.max-records-per-split": "150"}
     )
     if target == "parquet":
         sink = SparkWriterSink.parquet(out, SCHEMA)

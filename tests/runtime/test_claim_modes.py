@@ -48,6 +48,8 @@ def _env(spark: Any, tmp_path: Path, name: str, retained: int = 3,
     env.set_state_backend(EmbeddedRocksDBStateBackend(True))
     env.enable_checkpointing(10)
     config = env.get_checkpoint_config()
+    # Asynchronous uploads end in a later epoch: two checkpoints may be in flight at once.
+    config.set_max_concurrent_checkpoints(2)
     # every state file is a file (no inline state): SSTs land in shared/
     config.set_checkpoint_storage(
         FileSystemCheckpointStorage(str(tmp_path / name), file_state_size_threshold=0)

@@ -275,3 +275,30 @@ def test_failed_bulk_load_ingests_nothing(tmp_path) -> None:
         assert not (tmp_path / "bulk").exists()
     finally:
         local.close()
+
+
+def test_a_commit_writes_one_undo_record_not_one_per_key(db) -> None:
+    p = data_prefix(5, 1)
+    for i in range(100):
+        db.put(p + bytes([i]), b"v")
+    db.commit(1, b"")
+    for i in range(100):
+        db.put(p + bytes([i]), b"w")  # old values never read: fetched at commit
+    db.commit(2, b"")
+    meta = [k for k in db.db.keys(from_key=b"\xff")]
+    assert meta == [b"\xff\x00epoch", b"\xff\x00extra", b"\xff\x00undo-record"]
+    assert db.revert(1) is True
+    assert dict(db.scan_prefix(p)) == {p + bytes([i]): b"v" for i in range(100)}
+
+
+def test_deletes_of_scanned_entries_revert_to_the_scanned_values(db) -> None:
+    p = data_prefix(6, 1)
+    db.put(p + b"a", b"1")
+    db.put(p + b"b", b"2")
+    db.commit(1, b"")
+    db.put(p + b"c", b"3")  # pending: its undo is a delete
+    db.delete_scanned(list(db.scan_prefix(p)))
+    assert list(db.scan_prefix(p)) == []
+    db.commit(2, b"")
+    assert db.revert(1) is True
+    assert dict(db.scan_prefix(p)) == {p + b"a": b"1", p + b"b": b"2"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pickle
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -288,6 +288,19 @@ class HeapStateTable(StateTable):
 
     def map_is_empty(self, key_group: int, key: Any) -> bool:
         return not self.groups[key_group].get(key)
+
+    def pop_map_entries(
+        self, key_groups: Iterable[int], select: Callable[[Any], bool]
+    ) -> list[tuple[int, Any, Any]]:
+        hits: list[tuple[int, Any, Any]] = []
+        for kg in key_groups:
+            group = self.groups[kg]
+            found = [(kg, key, uk) for key, entries in group.items() for uk in entries
+                     if select(uk)]
+            for _kg, key, uk in found:
+                self.map_remove(kg, key, uk)
+            hits.extend(found)
+        return hits
 
     # -- enumeration and bytes -----------------------------------------------------------
 

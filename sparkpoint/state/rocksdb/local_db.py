@@ -6,10 +6,12 @@ Key layout (raw bytes, so key-group iteration is a range scan):
 * state data: ``key_group (2 bytes, big endian) + state_id (2 bytes) + rest``
 * meta data: ``0xFF`` + tag (key groups never exceed 0x7FFF, so meta sorts after all data)
 
-Writes of an epoch stay in memory until ``commit`` writes them, the epoch marker, the extra
-bytes and an undo record of every old value in one ``WriteBatch``: the local state is always at
-an epoch boundary, and ``revert`` can undo the last commit once (a task retried by Spark never
-applies an epoch twice).
+Writes of an epoch stay in memory (a write-back cache: one final value per key) until
+``commit`` writes them, the epoch marker, the extra bytes and one undo record in one
+``WriteBatch``: the local state is always at an epoch boundary, and ``revert`` can undo the
+last commit once (a task retried by Spark never applies an epoch twice). The undo record is a
+single value holding the old value of every key the commit changed (one put, not one per key);
+old values read during the epoch are reused, the others are fetched with one multi-get.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import bisect
 import contextlib
 import logging
 import os
+import pickle
 import shutil
 import struct
 import time
@@ -43,9 +46,9 @@ REGISTRY_PREFIX = b"\xff\x02"
 REGISTRY_END = b"\xff\x03"
 _EPOCH_KEY = b"\xff\x00epoch"
 _EXTRA_KEY = b"\xff\x00extra"
-_UNDO_META_KEY = b"\xff\x00undo"
-_UNDO_PREFIX = b"\xff\x01"
-_UNDO_END = b"\xff\x02"
+_UNDO_KEY = b"\xff\x00undo-record"
+# Per-key undo records of earlier versions (only ever deleted now).
+_LEGACY_UNDO = (b"\xff\x00undo", b"\xff\x01", b"\xff\x02")
 _NONE_EPOCH = -(1 << 63)
 _OPEN_RETRY_SECONDS = 10.0
 _LOG = logging.getLogger(__name__)
@@ -189,6 +192,17 @@ class LocalRocksDB:
             self._first_write(key)
         self._pending[key] = None
 
+    def delete_scanned(self, entries: Iterable[tuple[bytes, bytes]]) -> None:
+        """Delete keys just read by ``scan`` with their values (the undo needs no lookup)."""
+        pending = self._pending
+        old = self._old
+        unsorted = self._unsorted
+        for key, value in entries:
+            if key not in pending:
+                unsorted.append(key)
+                old[key] = value  # not pending: the scan read the committed value
+            pending[key] = None
+
     @property
     def pending_writes(self) -> dict[bytes, bytes | None]:
         """This epoch's writes (None = delete); the dict object lives as long as the DB."""
@@ -323,20 +337,29 @@ class LocalRocksDB:
         """Atomically write pending writes, marker, extra and the undo record of this commit."""
         db = self.db
         previous = db.get(_EPOCH_KEY)
-        self._pending[_EPOCH_KEY] = _encode_epoch(epoch)
-        self._pending[_EXTRA_KEY] = bytes(extra)
-        batch = rocksdict.WriteBatch(raw_mode=True)
-        batch.delete_range(_UNDO_PREFIX, _UNDO_END)
+        pending = self._pending
+        pending[_EPOCH_KEY] = _encode_epoch(epoch)
+        pending[_EXTRA_KEY] = bytes(extra)
         known = self._old
-        for key, value in self._pending.items():
-            old = known[key] if key in known else db.get(key)
-            batch.put(_UNDO_PREFIX + key, b"\x00" if old is None else b"\x01" + old)
+        known[_EPOCH_KEY] = previous
+        keys = list(pending)
+        unknown = [k for k in keys if k not in known]
+        if unknown:
+            unknown.sort()  # a sorted multi-get reads each block once
+            olds = cast(list[bytes | None], db.get(cast(list[str | int | float | bytes | bool],
+                                                        unknown)))
+            known.update(zip(unknown, olds))
+        prev_epoch = _NONE_EPOCH if previous is None else _decode_epoch(previous)
+        undo = pickle.dumps(
+            (epoch, prev_epoch, keys, [known[k] for k in keys]), protocol=pickle.HIGHEST_PROTOCOL
+        )
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        for key, value in pending.items():
             if value is None:
                 batch.delete(key)
             else:
                 batch.put(key, value)
-        prev_epoch = _NONE_EPOCH if previous is None else _decode_epoch(previous)
-        batch.put(_UNDO_META_KEY, struct.pack(">qq", epoch, prev_epoch))
+        batch.put(_UNDO_KEY, undo)
         db.write(batch)
         self._clear_pending()
 
@@ -346,21 +369,19 @@ class LocalRocksDB:
         db = self.db
         if self.local_epoch() == epoch:
             return True
-        undo_meta = db.get(_UNDO_META_KEY)
-        if undo_meta is None:
+        raw = db.get(_UNDO_KEY)
+        if raw is None:
             return False
-        committed, prev_epoch = struct.unpack(">qq", undo_meta)
+        committed, prev_epoch, keys, olds = pickle.loads(raw)
         if committed != self.local_epoch() or prev_epoch != epoch:
             return False
         batch = rocksdict.WriteBatch(raw_mode=True)
-        for undo_key, old in _raw_iter(db, _UNDO_PREFIX, _UNDO_END):
-            key = undo_key[len(_UNDO_PREFIX) :]
-            if old[:1] == b"\x00":
+        for key, old in zip(keys, olds):
+            if old is None:
                 batch.delete(key)
             else:
-                batch.put(key, old[1:])
-        batch.delete_range(_UNDO_PREFIX, _UNDO_END)
-        batch.delete(_UNDO_META_KEY)
+                batch.put(key, old)
+        batch.delete(_UNDO_KEY)
         db.write(batch)
         return True
 
@@ -368,8 +389,9 @@ class LocalRocksDB:
         """Forget the marker, extra and undo record (after a restore replaced the state)."""
         self._clear_pending()
         batch = rocksdict.WriteBatch(raw_mode=True)
-        batch.delete_range(_UNDO_PREFIX, _UNDO_END)
-        batch.delete(_UNDO_META_KEY)
+        batch.delete(_UNDO_KEY)
+        batch.delete(_LEGACY_UNDO[0])
+        batch.delete_range(_LEGACY_UNDO[1], _LEGACY_UNDO[2])
         batch.delete(_EPOCH_KEY)
         batch.delete(_EXTRA_KEY)
         self.db.write(batch)

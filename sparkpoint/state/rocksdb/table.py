@@ -8,7 +8,7 @@ prefix-free, so all map entries of one key are one contiguous prefix range.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
@@ -141,6 +141,33 @@ class RocksDBStateTable(StateTable):
         for _ in self._db.scan_prefix(self._key_prefix(key_group, key)):
             return False
         return True
+
+    def pop_map_entries(
+        self, key_groups: Iterable[int], select: Callable[[Any], bool]
+    ) -> list[tuple[int, Any, Any]]:
+        """Scan every key group first, then delete the hits (no write between scans keeps
+        the pending keys' sort intact); the scanned values serve as the undo values."""
+        decode_uk = self.meta.decode_user_key
+        scanned: list[tuple[int, bytes, bytes, Any, bytes]] = []
+        for kg in key_groups:
+            prefix = self._prefixes.get(kg)
+            if prefix is None:
+                continue
+            for raw_key, value in self._db.scan_prefix(prefix):
+                kb, ukb = split_entry_key(raw_key)
+                uk = decode_uk(ukb)
+                if select(uk):
+                    scanned.append((kg, raw_key, kb, uk, value))
+        self._db.delete_scanned([(raw_key, value) for _kg, raw_key, _kb, _uk, value in scanned])
+        decode_key = self.meta.decode_key
+        hits: list[tuple[int, Any, Any]] = []
+        last_kb: bytes | None = None
+        key: Any = None
+        for kg, _raw, kb, uk, _value in scanned:
+            if kb != last_kb:
+                last_kb, key = kb, decode_key(kb)
+            hits.append((kg, key, uk))
+        return hits
 
     # -- enumeration and canonical bytes -----------------------------------------------
 

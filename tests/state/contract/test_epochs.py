@@ -106,3 +106,46 @@ def test_revert_after_reopen(harness) -> None:
     again = harness.create(local_dir=local_dir)
     assert again.revert_to(1) is True
     assert _read(again, "a") == (1, [1], {"1": 1})
+
+
+def test_pop_map_entries_removes_exactly_the_selected_and_reverts(harness) -> None:
+    """Timers fire through ``pop_map_entries``: committed, pending and new entries, over
+    every key group; a popped entry comes back when its commit is reverted."""
+    b = harness.create()
+    keys = [f"k{i}" for i in range(40)]
+    for i, key in enumerate(keys):
+        b.set_current_key(key)
+        b.get_partitioned_state(M).put(str(i), i)
+        b.get_partitioned_state(M).put("x" + str(i), -i)
+    b.commit_local(1)
+    b.set_current_key("k3")
+    b.get_partitioned_state(M).put("3", 300)  # pending overwrite of a committed entry
+    b.set_current_key("new")
+    b.get_partitioned_state(M).put("7", 7)  # a pending-only entry
+    seen: list[str] = []
+
+    def select(user_key: str) -> bool:
+        seen.append(user_key)
+        return not user_key.startswith("x") and int(user_key) % 2 == 1
+
+    popped = b.pop_map_entries("m", select)
+    expected = {(f"k{i}", str(i)) for i in range(1, 40, 2)} | {("new", "7")}
+    assert {(key, uk) for _kg, key, uk in popped} == expected
+    assert len(popped) == len(expected)  # each once
+    assert len(seen) == 81  # every entry was looked at once
+    for kg, key, _uk in popped:
+        b.set_current_key(key)
+        assert b.current_key_group == kg
+    b.set_current_key("k3")
+    assert dict(b.get_partitioned_state(M).items()) == {"x3": -3}
+    b.set_current_key("new")
+    assert dict(b.get_partitioned_state(M).items()) == {}
+    assert b.pop_map_entries("m", select) == []
+    b.commit_local(2)
+    assert b.revert_to(1) is True
+    for i, key in enumerate(keys):
+        b.set_current_key(key)
+        assert dict(b.get_partitioned_state(M).items()) == {str(i): i, "x" + str(i): -i}
+    b.set_current_key("new")
+    assert dict(b.get_partitioned_state(M).items()) == {}
+    assert b.pop_map_entries("absent", select) == []

@@ -1,0 +1,202 @@
+"""``CheckpointStats``: what one checkpoint took and wrote, overall and per subtask.
+
+The coordinator measures a checkpoint when every snapshot is in and stores the figures in
+the checkpoint's own ``_metadata`` (the ``sparkpoint.checkpoint-stats`` master state), so
+the history of retained checkpoints can be read from storage after the job is gone
+(``sparkpoint checkpoints history``) and equals what the job client showed live. A
+``_metadata`` written before these figures existed has no such master state: its sizes are
+measured again from its handles (``measure``), its timings are unknown.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkpoint.checkpoint.handles import (
+    ByteStreamStateHandle,
+    IncrementalRemoteKeyedStateHandle,
+    KeyGroupsStateHandle,
+    OperatorStateHandle,
+    PlaceholderStreamStateHandle,
+    StateObject,
+    StreamStateHandle,
+)
+from sparkpoint.checkpoint.metadata import CheckpointMetadata, MasterState, OperatorState
+
+__all__ = [
+    "STATS_MASTER_STATE",
+    "CheckpointStats",
+    "SubtaskStats",
+    "measure",
+    "stats_from_metadata",
+]
+
+STATS_MASTER_STATE = "sparkpoint.checkpoint-stats"
+
+
+@dataclass
+class SubtaskStats:
+    """The state one subtask of one operator wrote into a checkpoint."""
+
+    operator_id: str
+    subtask: int
+    state_size: int = 0
+    checkpointed_size: int = 0
+    inline_bytes: int = 0
+    files_written: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The figures as JSON (stored in ``_metadata``, printed by the history command)."""
+        return {
+            "operator_id": self.operator_id,
+            "subtask": self.subtask,
+            "state_size": self.state_size,
+            "checkpointed_size": self.checkpointed_size,
+            "inline_bytes": self.inline_bytes,
+            "files": self.files_written,
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> SubtaskStats:
+        """Read back ``to_json``."""
+        return SubtaskStats(
+            str(data["operator_id"]),
+            int(data["subtask"]),
+            int(data.get("state_size", 0)),
+            int(data.get("checkpointed_size", 0)),
+            int(data.get("inline_bytes", 0)),
+            int(data.get("files", 0)),
+        )
+
+
+@dataclass
+class CheckpointStats:
+    """What happened to one checkpoint (also logged; failed ones exist only live).
+
+    ``state_size`` is the full size of the state the checkpoint references (Flink's "full
+    checkpoint data size"); ``checkpointed_size`` the bytes written for this checkpoint
+    (smaller for an incremental RocksDB checkpoint, which references earlier uploads);
+    ``inline_bytes`` the part stored inside ``_metadata``; ``files_written`` the state
+    files written. ``duration_ms`` runs from the trigger to
+    the moment ``_metadata`` is written (the epoch's Spark job included).
+    """
+
+    checkpoint_id: int
+    is_savepoint: bool
+    trigger_timestamp_ms: int
+    status: str = "IN_PROGRESS"
+    duration_ms: int = 0
+    state_size: int = 0
+    inline_bytes: int = 0
+    files_written: int = 0
+    external_pointer: str | None = None
+    failure: str | None = None
+    epoch: int = 0
+    checkpointed_size: int = 0
+    subtasks: list[SubtaskStats] = field(default_factory=list)
+
+    def copy(self) -> CheckpointStats:
+        """A copy that stays as it is (the coordinator completes statistics in place)."""
+        return dataclasses.replace(self, subtasks=list(self.subtasks))
+
+    def add_measurement(self, operator_states: Sequence[OperatorState]) -> None:
+        """Set the sizes (total and per subtask) from the states the subtasks handed in."""
+        self.subtasks = measure(operator_states)
+        self.state_size = sum(s.state_size for s in self.subtasks)
+        self.checkpointed_size = sum(s.checkpointed_size for s in self.subtasks)
+        self.inline_bytes = sum(s.inline_bytes for s in self.subtasks)
+        self.files_written = sum(s.files_written for s in self.subtasks)
+
+    def to_json(self) -> dict[str, Any]:
+        """One checkpoint as JSON (``sparkpoint checkpoints history --json``, the dashboard)."""
+        return {
+            "id": self.checkpoint_id,
+            "savepoint": self.is_savepoint,
+            "status": self.status,
+            "epoch": self.epoch,
+            "trigger_timestamp_ms": self.trigger_timestamp_ms,
+            "duration_ms": self.duration_ms,
+            "state_size": self.state_size,
+            "checkpointed_size": self.checkpointed_size,
+            "inline_bytes": self.inline_bytes,
+            "files": self.files_written,
+            "external_pointer": self.external_pointer,
+            "failure": self.failure,
+            "subtasks": [s.to_json() for s in self.subtasks],
+        }
+
+    def to_master_state(self) -> MasterState:
+        """The figures stored in ``_metadata`` (no status or pointer: both follow from the
+        file's existence and place)."""
+        data = self.to_json()
+        for volatile in ("status", "external_pointer", "failure"):
+            del data[volatile]
+        return MasterState.from_json(STATS_MASTER_STATE, data)
+
+
+def _count(handle: StateObject | None, into: SubtaskStats) -> None:
+    """Add the bytes written this time (inline or in files) and the files of ``handle``."""
+    if handle is None:
+        return
+    if isinstance(handle, KeyGroupsStateHandle | OperatorStateHandle):
+        _count(handle.delegate, into)
+    elif isinstance(handle, IncrementalRemoteKeyedStateHandle):
+        _count(handle.meta_state_handle, into)
+        for part in (*handle.shared_state, *handle.private_state):
+            _count(part.handle, into)
+    elif isinstance(handle, PlaceholderStreamStateHandle):
+        return  # uploaded by an earlier checkpoint
+    elif isinstance(handle, ByteStreamStateHandle):
+        into.checkpointed_size += handle.state_size
+        into.inline_bytes += handle.state_size
+    elif isinstance(handle, StreamStateHandle):
+        into.checkpointed_size += handle.state_size
+        into.files_written += 1
+
+
+def measure(operator_states: Iterable[OperatorState]) -> list[SubtaskStats]:
+    """Per subtask of every operator: bytes, inline bytes and files of its handles."""
+    out: list[SubtaskStats] = []
+    for op in operator_states:
+        for index in sorted(op.subtask_states):
+            sub = op.subtask_states[index]
+            one = SubtaskStats(op.operator_id, index)
+            for handle in (*sub.managed_keyed_state, *sub.managed_operator_state):
+                one.state_size += handle.state_size
+                _count(handle, one)
+            out.append(one)
+    return out
+
+
+def stats_from_metadata(
+    metadata: CheckpointMetadata, external_pointer: str | None = None
+) -> CheckpointStats:
+    """The statistics a completed checkpoint's ``_metadata`` records (sizes measured from
+    its handles when it predates stored statistics; then the trigger time and duration
+    are -1: unknown)."""
+    props = metadata.properties
+    is_savepoint = bool(props is not None and props.is_savepoint)
+    stored = metadata.get_master_state(STATS_MASTER_STATE)
+    if stored is None:
+        stats = CheckpointStats(metadata.checkpoint_id, is_savepoint, -1, "COMPLETED", -1)
+        stats.add_measurement(metadata.operator_states)
+        stats.external_pointer = external_pointer
+        return stats
+    data = stored.to_json()
+    return CheckpointStats(
+        checkpoint_id=metadata.checkpoint_id,
+        is_savepoint=bool(data.get("savepoint", is_savepoint)),
+        trigger_timestamp_ms=int(data.get("trigger_timestamp_ms", -1)),
+        status="COMPLETED",
+        duration_ms=int(data.get("duration_ms", -1)),
+        state_size=int(data.get("state_size", 0)),
+        inline_bytes=int(data.get("inline_bytes", 0)),
+        files_written=int(data.get("files", 0)),
+        external_pointer=external_pointer,
+        epoch=int(data.get("epoch", 0)),
+        checkpointed_size=int(data.get("checkpointed_size", 0)),
+        subtasks=[SubtaskStats.from_json(s) for s in data.get("subtasks", [])],
+    )

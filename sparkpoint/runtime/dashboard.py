@@ -1,0 +1,137 @@
+"""The dashboard server: a read-only web page of one job, served by the driver while the
+job runs (``sparkpoint.dashboard.*`` options).
+
+Standard library ``http.server`` on a background thread. It answers GET (and HEAD) only —
+``/`` the page, ``/api/job`` the same figures as JSON — and every other method with 405:
+nothing on it changes the job. It binds to 127.0.0.1 unless configured otherwise; port 0
+takes any free port, and the URL is logged and given by the job client.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from sparkpoint.runtime.dashboard_page import render_page
+from sparkpoint.runtime.dashboard_view import RateMeter, job_view
+
+__all__ = ["Dashboard", "DashboardSettings", "start_dashboard"]
+
+_LOG = logging.getLogger("sparkpoint.job")
+
+
+@dataclass(frozen=True)
+class DashboardSettings:
+    """Where to serve a job's dashboard."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    refresh_ms: int = 2000
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def do_GET(self) -> None:
+        self._answer(body=True)
+
+    def do_HEAD(self) -> None:
+        self._answer(body=False)
+
+    def _refuse(self) -> None:
+        self.send_response(405)
+        self.send_header("Allow", "GET, HEAD")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = _refuse
+
+    def _answer(self, body: bool) -> None:
+        path = self.path.split("?", 1)[0]
+        dashboard = self.server.dashboard
+        if path in ("/", "/index.html"):
+            data = render_page(dashboard.view()).encode("utf-8")
+            kind = "text/html; charset=utf-8"
+        elif path == "/api/job":
+            data = json.dumps(dashboard.view().to_json(), indent=1).encode("utf-8")
+            kind = "application/json"
+        else:
+            self.send_error(404, "Not found")
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header(
+            "Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'"
+        )
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.end_headers()
+        if body:
+            self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        _LOG.debug("dashboard: " + format, *args)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    dashboard: Dashboard
+
+
+class Dashboard:
+    """Serves the dashboard of ``master`` (a ``JobMaster``) until ``stop``."""
+
+    def __init__(self, master: Any, settings: DashboardSettings) -> None:
+        self.master = master
+        self.settings = settings
+        self._meter = RateMeter()
+        self._lock = threading.Lock()
+        self._started = time.monotonic()
+        self._server = _Server((settings.host, settings.port), _Handler)
+        self._server.dashboard = self
+        host, port = str(self._server.server_address[0]), int(self._server.server_address[1])
+        shown = f"[{host}]" if ":" in host else host
+        self.url = f"http://{shown}:{port}/"
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name=f"sparkpoint-dashboard-{port}", daemon=True
+        )
+        self._thread.start()
+        self._stopped = threading.Event()
+        self._sampler = threading.Thread(
+            target=self._sample, name=f"sparkpoint-dashboard-rates-{port}", daemon=True
+        )
+        self._sampler.start()
+        _LOG.info("Job %s (%s): dashboard at %s", master.job_id, master.s.job_name, self.url)
+
+    def view(self) -> Any:
+        """The job now (one view per request; the rate meter is shared)."""
+        with self._lock:
+            return job_view(self.master, self._started, self._meter, self.settings.refresh_ms)
+
+    def _sample(self) -> None:
+        """Feed the rate meter every second, so rates need no earlier page load."""
+        while True:
+            with self._lock:
+                self._meter.sample(int(self.master.epochs_run), int(self.master.records_in))
+            if self._stopped.wait(1.0):
+                return
+
+    def stop(self) -> None:
+        """Stop serving (the port is released)."""
+        self._stopped.set()
+        self._sampler.join()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
+def start_dashboard(master: Any) -> Dashboard | None:
+    """The dashboard of ``master`` if its settings ask for one (else None)."""
+    settings = getattr(master.s, "dashboard", None)
+    return Dashboard(master, settings) if settings is not None else None

@@ -1,0 +1,162 @@
+"""Asynchronous snapshots on local Spark: uploads run in the background while later
+epochs run, checkpoints complete when every upload is acknowledged, the timeout aborts a
+running upload, a Python worker killed mid-upload costs that checkpoint only, concurrent
+checkpoints overlap, and a backend without asynchronous snapshots uploads in the epoch."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkpoint.datastream import (
+    EmbeddedRocksDBStateBackend,
+    FileSystemCheckpointStorage,
+    FsStateBackend,
+    HashMapStateBackend,
+)
+from sparkpoint.testing import FailureInjector, Faults, expected_keyed_count_output
+from tests.runtime.jobs import keyed_count_job, read_sink
+
+N_EVENTS = 6000
+N_KEYS = 17
+
+
+class Delay:
+    """Upload hook: wait before uploading (picklable, runs in the upload thread)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __call__(self, operator_id: str, subtask: int, checkpoint_id: int) -> None:
+        time.sleep(self.seconds)
+
+
+class KillUpload:
+    """Upload hook: SIGKILL the uploading Python worker at ``injector.at_record`` (the
+    checkpoint id), once."""
+
+    def __init__(self, injector: FailureInjector) -> None:
+        self.injector = injector
+
+    def __call__(self, operator_id: str, subtask: int, checkpoint_id: int) -> None:
+        self.injector.maybe_fail(checkpoint_id)
+
+
+def _configure(env: Any, tmp_path: Path, backend: Any = None, records: int = 300) -> str:
+    ckpt = tmp_path / "ckpt"
+    env.enable_checkpointing(10)
+    # Every snapshot is a file (none inline), so leftovers would show on disk.
+    env.get_checkpoint_config().set_checkpoint_storage(
+        FileSystemCheckpointStorage(ckpt.as_uri(), file_state_size_threshold=0)
+    )
+    if backend is not None:
+        env.set_state_backend(backend)
+    env.configure({"sparkpoint.epoch.max-records-per-split": str(records)})
+    keyed_count_job(env, str(tmp_path / "out"), N_EVENTS, N_KEYS)
+    return str(ckpt)
+
+
+def _check_output(tmp_path: Path) -> None:
+    recs, finals = expected_keyed_count_output(N_EVENTS, N_KEYS)
+    out = read_sink(str(tmp_path / "out"))
+    echoed = [o for o in out if o[0] == "rec"]
+    assert len(echoed) == N_EVENTS and set(echoed) == recs
+    assert {o[1]: (o[2], o[3]) for o in out if o[0] == "final"} == finals
+
+
+def _state_files(ckpt: str) -> list[str]:
+    """Files in chk-*/ and shared/ of every job under ``ckpt`` (not ``_metadata``)."""
+    found = []
+    for d, _, files in os.walk(ckpt):
+        found.extend(os.path.join(d, f) for f in files if f != "_metadata")
+    return found
+
+
+@pytest.mark.parametrize("backend", ["heap", "rocksdb"])
+def test_checkpoints_complete_when_their_background_uploads_end(
+    env: Any, tmp_path: Path, backend: str
+) -> None:
+    state = HashMapStateBackend() if backend == "heap" else EmbeddedRocksDBStateBackend(True)
+    _configure(env, tmp_path, state)
+    env.set_fault_injection(Faults().on_upload(Delay(0.3)))
+    result = env.execute("async")
+    _check_output(tmp_path)
+    completed = [s for s in result.checkpoints if s.status == "COMPLETED"]
+    assert len(completed) >= 3 and result.restarts == 0
+    reports = {r.epoch: r for r in result.epoch_reports}
+    for stats in completed:
+        trigger = reports[stats.epoch]
+        assert trigger.checkpoint_id == stats.checkpoint_id
+        # Uploads were still running when the triggering epoch ended.
+        assert trigger.uploads_in_flight == 2
+    assert sum(r.uploads_completed or 0 for r in reports.values()) >= 2 * len(completed)
+    # One checkpoint at a time (max concurrent 1): no epoch triggers right after another.
+    triggers = sorted(r.epoch for r in reports.values() if r.checkpoint_id is not None)
+    assert all(b - a >= 2 for a, b in itertools.pairwise(triggers))
+
+
+def test_the_timeout_aborts_a_running_upload(env: Any, tmp_path: Path) -> None:
+    ckpt = _configure(env, tmp_path)
+    config = env.get_checkpoint_config()
+    config.set_checkpoint_timeout(100)
+    config.set_tolerable_checkpoint_failure_number(1000)
+    env.set_fault_injection(Faults().on_upload(Delay(1.5)))
+    result = env.execute("timeout")
+    _check_output(tmp_path)
+    failed = [s for s in result.checkpoints if s.status == "FAILED"]
+    assert failed and all("CHECKPOINT_EXPIRED" in (s.failure or "") for s in failed)
+    assert not [s for s in result.checkpoints if s.status == "COMPLETED"]
+    assert result.restarts == 0
+    # Expired uploads were stopped or their files deleted: nothing is left behind.
+    assert _state_files(ckpt) == []
+
+
+def test_a_python_worker_killed_while_uploading_costs_that_checkpoint_only(
+    env: Any, tmp_path: Path
+) -> None:
+    ckpt = _configure(env, tmp_path)
+    injector = FailureInjector(str(tmp_path / "inj"), at_record=2, times=1, mode="kill")
+    env.set_fault_injection(Faults().on_upload(Delay(0.2)).on_upload(KillUpload(injector)))
+    result = env.execute("killed-upload")
+    assert injector.fired() == 1
+    _check_output(tmp_path)
+    [second] = [s for s in result.checkpoints if s.checkpoint_id == 2]
+    assert second.status == "FAILED" and "TASK_FAILURE" in (second.failure or "")
+    assert "lost" in (second.failure or "")
+    assert any(s.status == "COMPLETED" and s.checkpoint_id > 2 for s in result.checkpoints)
+    assert result.restarts == 0  # a lost upload is no tolerable-failure count, no failover
+    assert not any(f"chk-2{os.sep}" in f for f in _state_files(ckpt))
+
+
+def test_concurrent_checkpoints_overlap(env: Any, tmp_path: Path) -> None:
+    _configure(env, tmp_path, EmbeddedRocksDBStateBackend(True))
+    env.get_checkpoint_config().set_max_concurrent_checkpoints(2)
+    env.set_fault_injection(Faults().on_upload(Delay(0.3)))
+    result = env.execute("concurrent")
+    _check_output(tmp_path)
+    triggers = sorted(r.epoch for r in result.epoch_reports if r.checkpoint_id is not None)
+    assert any(b - a == 1 for a, b in itertools.pairwise(triggers))
+    completed = [s.checkpoint_id for s in result.checkpoints if s.status == "COMPLETED"]
+    assert len(completed) >= 3 and completed == sorted(completed)
+
+
+def test_a_backend_without_asynchronous_snapshots_uploads_within_the_epoch(
+    env: Any, tmp_path: Path
+) -> None:
+    backend = FsStateBackend((tmp_path / "ckpt").as_uri(), using_asynchronous_snapshots=False)
+    assert backend.is_using_asynchronous_snapshots() is False
+    _configure(env, tmp_path, backend)
+    env.set_fault_injection(Faults().on_upload(Delay(5.0)))  # never called
+    result = env.execute("sync")
+    _check_output(tmp_path)
+    completed = [s for s in result.checkpoints if s.status == "COMPLETED"]
+    assert len(completed) >= 3
+    assert all(not r.uploads_in_flight and not r.uploads_completed for r in result.epoch_reports)
+    # One checkpoint each epoch it is due: consecutive epochs trigger.
+    triggers = sorted(r.epoch for r in result.epoch_reports if r.checkpoint_id is not None)
+    assert any(b - a == 1 for a, b in itertools.pairwise(triggers))
