@@ -21,6 +21,10 @@ class RowKind(enum.Enum):
         """Flink's short form: +I, -U, +U, -D."""
         return _SHORT[self]
 
+    def __str__(self) -> str:
+        """The short form, as PyFlink's ``str(row.get_row_kind())`` gives it."""
+        return _SHORT[self]
+
     def to_byte_value(self) -> int:
         """The byte Flink writes for this kind."""
         return self.value
@@ -154,9 +158,9 @@ class Row(tuple):  # type: ignore[type-arg]
     def __repr__(self) -> str:
         if self._fields is not None:
             body = ", ".join(f"{k}={v!r}" for k, v in zip(self._fields, self))
-        else:
-            body = ", ".join(repr(v) for v in self)
-        return f"Row({body})"
+            return f"Row({body})"
+        # PyFlink spells a row without field names in angle brackets.
+        return f"<Row({', '.join(repr(v) for v in self)})>"
 
 
 def _make_row(values: tuple[Any, ...], fields: tuple[str, ...] | None, kind: int) -> Row:

@@ -9,13 +9,25 @@ Commits are idempotent, so a driver that dies between checkpoint and commit can 
 from __future__ import annotations
 
 import abc
+import base64
+import pickle
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from sparkpoint.connectors import java_format
+from sparkpoint.state.type_conversion import batch_converter, convert_value
 from sparkpoint.types import Row, RowKind
 
-__all__ = ["CollectSink", "PrintSink", "Sink", "SinkWriter", "format_value", "java_string"]
+__all__ = [
+    "CollectSink",
+    "PrintSink",
+    "Sink",
+    "SinkWriter",
+    "format_value",
+    "format_values",
+    "java_string",
+]
 
 
 class SinkWriter(abc.ABC):
@@ -51,47 +63,41 @@ class Sink(abc.ABC):
 
 
 def format_value(value: Any, type_info: Any = None) -> str:
-    """How PyFlink's ``print()`` shows a record: a declared ``Types.ROW`` as ``+I[a,1]``
-    (PyFlink formats rows in Python), a declared ``Types.TUPLE`` as Java's ``(a,1)``, and
-    anything else (pickled records) as Python's ``str``."""
-    from sparkpoint.state.typeinfo import RowTypeInfo, TupleTypeInfo
+    """How PyFlink's ``print()`` shows a record (see ``format_values``)."""
+    return format_values([value], type_info)[0]
 
-    if isinstance(type_info, RowTypeInfo) and isinstance(value, tuple):
-        kind = value.get_row_kind() if isinstance(value, Row) else RowKind.INSERT
-        return f"{kind.short_string()}[{','.join(str(v) for v in value)}]"
-    if isinstance(type_info, TupleTypeInfo) and isinstance(value, tuple):
-        return _java_string(value)
-    return str(value)
+
+def format_values(values: list[Any], type_info: Any = None) -> list[str]:
+    """How PyFlink's ``print()`` shows records: untyped (pickled) ones with Python's ``str``;
+    a declared ``Types.ROW`` as ``+I[a,1]`` with Python's ``str`` of the fields (PyFlink
+    formats rows in Python, before they reach Java); any other declared type converted as
+    the trip to Java's print sink converts it, then spelled by Java's ``toString``
+    (``1.0E-5``, ``true``, ``(a,1)``, ``{k=v}``)."""
+    from sparkpoint.state.typeinfo import BasicTypeInfo, RowTypeInfo
+
+    if isinstance(type_info, RowTypeInfo):
+        return [_python_row_string(v) if isinstance(v, tuple) else str(v) for v in values]
+    convert = batch_converter(type_info)
+    if convert is None and not (
+        isinstance(type_info, BasicTypeInfo) and type_info.type_name != "STRING"
+    ):
+        return [v if isinstance(v, str) else str(v) for v in values]
+    if convert is not None:
+        values = convert(values)
+    return [java_format.java_string(v, type_info) for v in values]
+
+
+def _python_row_string(value: tuple[Any, ...]) -> str:
+    kind = value.get_row_kind() if isinstance(value, Row) else RowKind.INSERT
+    return f"{kind.short_string()}[{','.join(str(v) for v in value)}]"
 
 
 def java_string(value: Any, type_info: Any = None) -> str:
-    """What Java's ``toString`` gives for a record of a declared ``Types.ROW``/``Types.TUPLE``
-    (``+I[a, 1]``, ``(a,1)``), as a file sink's string encoder writes it; else ``str``."""
-    from sparkpoint.state.typeinfo import RowTypeInfo, TupleTypeInfo
-
-    if isinstance(type_info, RowTypeInfo) and isinstance(value, tuple) and not isinstance(
-        value, Row
-    ):
-        value = Row(*value)
-    if isinstance(type_info, (RowTypeInfo, TupleTypeInfo)) and isinstance(value, tuple):
-        return _java_string(value)
-    return str(value)
-
-
-def _java_string(value: Any) -> str:
-    """Java's ``toString`` of a field: null, true/false, ``+I[a, b]``, ``(a,b)``, ``[a, b]``."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, Row):
-        kind = value.get_row_kind().short_string()
-        return f"{kind}[{', '.join(_java_string(v) for v in value)}]"
-    if isinstance(value, tuple):
-        return "(" + ",".join(_java_string(v) for v in value) + ")"
-    if isinstance(value, list):
-        return "[" + ", ".join(_java_string(v) for v in value) + "]"
-    return str(value)
+    """What Java's ``toString`` gives for a record of the declared type (``+I[a, 1]``,
+    ``(a,1)``, ``1.0E-5``), as a file sink's string encoder writes it; ``str`` if untyped."""
+    if type_info is None:
+        return str(value)
+    return java_format.java_string(convert_value(value, type_info), type_info)
 
 
 class _ListWriter(SinkWriter):
@@ -122,7 +128,7 @@ class PrintSink(Sink):
     ) -> SinkWriter:
         prefix = _print_prefix(self.sink_identifier, subtask_index, parallelism)
         ti = self.type_info
-        return _ListWriter(lambda vs: [prefix + format_value(v, ti) for v in vs])
+        return _ListWriter(lambda vs: [prefix + line for line in format_values(vs, ti)])
 
     def commit(self, committables: Sequence[Any]) -> None:
         out = self.out or sys.stdout
@@ -141,7 +147,12 @@ def _print_prefix(sink_identifier: str | None, subtask_index: int, parallelism: 
 
 
 class CollectSink(Sink):
-    """``execute_and_collect``: records returned to the driver, exactly once."""
+    """``execute_and_collect``: records returned to the driver, exactly once.
+
+    A committable is the epoch's records of one subtask pickled in one go and base64-encoded:
+    checkpoints keep uncommitted committables in the ``_metadata`` JSON, which could hold
+    neither ``bytes``, NaN nor the difference between tuples and lists.
+    """
 
     def __init__(self) -> None:
         self.collected: list[Any] = []
@@ -149,8 +160,22 @@ class CollectSink(Sink):
     def create_writer(
         self, job_id: str, epoch: int, subtask_index: int, parallelism: int, attempt: int
     ) -> SinkWriter:
-        return _ListWriter(list)
+        return _PickledListWriter()
 
     def commit(self, committables: Sequence[Any]) -> None:
-        for items in committables:
-            self.collected.extend(items)
+        for packed in committables:
+            self.collected.extend(pickle.loads(base64.b64decode(packed)))
+
+
+class _PickledListWriter(SinkWriter):
+    def __init__(self) -> None:
+        self._items: list[Any] = []
+
+    def write(self, values: list[Any]) -> None:
+        self._items.extend(values)
+
+    def prepare_commit(self) -> list[Any]:
+        if not self._items:
+            return []
+        data = pickle.dumps(self._items, protocol=pickle.HIGHEST_PROTOCOL)
+        return [base64.b64encode(data).decode("ascii")]

@@ -31,6 +31,8 @@ from sparkpoint.datastream.functions import (
     ProcessWindowFunction,
     ReduceFunction,
     RuntimeContext,
+    SinkFunction,
+    SourceFunction,
     WindowFunction,
 )
 from sparkpoint.datastream.output_tag import OutputTag
@@ -105,6 +107,8 @@ __all__ = [
     "RocksDBStateBackend",
     "RuntimeContext",
     "RuntimeExecutionMode",
+    "SinkFunction",
+    "SourceFunction",
     "StateBackend",
     "StreamExecutionEnvironment",
     "TimeCharacteristic",

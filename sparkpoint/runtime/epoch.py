@@ -73,7 +73,7 @@ def routing(plan: Plan) -> dict[int, StageRoutes]:
         ex = plan.exchanges[st.outputs[0].down.exchange or 0]
         outputs = tuple(
             OutputRoute(
-                e.exit.id, e.index, e.partitioning, e.down.channel_offset,
+                st.members.index(e.exit), e.index, e.partitioning, e.down.channel_offset,
                 e.down.parallelism, e.down.max_parallelism,
             )
             for e in st.outputs

@@ -152,17 +152,17 @@ class Plan:
 
     def to_json(self, default_parallelism: int = 1) -> str:
         """Flink-style execution plan JSON (``get_execution_plan``)."""
-        stage_of = {n.id: s for s in self.stages for n in s.members}
-        strategy: dict[tuple[int, int], str] = {}
+        stage_of = {n: s for s in self.stages for n in s.members}
+        strategy: dict[tuple[Node, Node], str] = {}
         for st in self.stages:
             for e in st.inputs:
                 for root, _side in e.targets:
-                    strategy[(e.exit.id, root.id)] = e.partitioning.ship_strategy
+                    strategy[(e.exit, root)] = e.partitioning.ship_strategy
         out = []
         for n in self.nodes:
             if n.kind in VIRTUAL:
                 continue
-            s = stage_of.get(n.id)
+            s = stage_of.get(n)
             entry: dict[str, Any] = {
                 "id": n.id,
                 "type": n.kind,
@@ -180,7 +180,7 @@ class Plan:
                 for producer, _part in _resolve(inp, None):
                     preds.append({
                         "id": producer.id,
-                        "ship_strategy": strategy.get((producer.id, n.id), "FORWARD"),
+                        "ship_strategy": strategy.get((producer, n), "FORWARD"),
                         "side": "second" if side else "first",
                     })
             if preds:
@@ -216,33 +216,37 @@ def _key_input(node: Node, side: int = 0) -> Node:
 def build_plan(sinks: list[Node], default_parallelism: int, max_parallelism: int) -> Plan:
     """Cut the dataflow that reaches ``sinks`` into stages, edges and exchanges."""
     nodes: list[Node] = []
-    seen: set[int] = set()
+    seen: set[Node] = set()
 
     def visit(n: Node) -> None:
-        if n.id in seen:
+        if n in seen:
             return
-        seen.add(n.id)
+        seen.add(n)
         for i in n.inputs:
             visit(i)
         nodes.append(n)
 
     for s in sinks:
         visit(s)
-    nodes.sort(key=lambda n: n.id)
+    by_id = sorted(nodes, key=lambda n: n.id)
+    # Nodes kept from an earlier job's dataflow (a stream reused after execute()) keep their
+    # ids, which may then repeat or not follow the edges: the visit order is topological.
+    if _topological(by_id):
+        nodes = by_id
     stages: list[Stage] = []
-    stage_of: dict[int, Stage] = {}
-    keyed_stage: dict[tuple[int, int], Stage] = {}  # (key_by node, parallelism) -> stage
+    stage_of: dict[Node, Stage] = {}
+    keyed_stage: dict[tuple[Node, int], Stage] = {}  # (key_by node, parallelism) -> stage
 
     def new_stage(root: Node, parallelism: int, **kw: Any) -> Stage:
         st = Stage(len(stages), [root], parallelism, **kw)
         st.members.append(root)
         stages.append(st)
-        stage_of[root.id] = st
+        stage_of[root] = st
         return st
 
     def connect(st: Stage, root: Node, side: int, producers: list[Any]) -> None:
         for producer, part in producers:
-            up = stage_of[producer.id]
+            up = stage_of[producer]
             if part is None or (part.kind == "forward" and up.parallelism != st.parallelism):
                 same = up.parallelism == st.parallelism
                 part = Partitioning("forward" if same else "rebalance")
@@ -260,15 +264,15 @@ def build_plan(sinks: list[Node], default_parallelism: int, max_parallelism: int
         if n.kind in KEYED and n.kind not in TWO_INPUT:
             kb = _key_input(n)
             p = n.parallelism or default_parallelism
-            existing = keyed_stage.get((kb.id, p))
+            existing = keyed_stage.get((kb, p))
             if existing is not None:
                 existing.roots.append(n)
                 existing.members.append(n)
                 existing.inputs[0].targets.append((n, 0))
-                stage_of[n.id] = existing
+                stage_of[n] = existing
                 continue
             st = new_stage(n, p, max_parallelism=mp)
-            keyed_stage[(kb.id, p)] = st
+            keyed_stage[(kb, p)] = st
             connect(st, n, 0, _resolve(kb, None))
             continue
         if n.kind in TWO_INPUT:
@@ -281,23 +285,33 @@ def build_plan(sinks: list[Node], default_parallelism: int, max_parallelism: int
             continue
         producers = _resolve(n.inputs[0], None)
         if len(producers) == 1 and producers[0][1] is None:
-            up = stage_of[producers[0][0].id]
+            up = stage_of[producers[0][0]]
             if n.parallelism is None or n.parallelism == up.parallelism:
                 up.members.append(n)
-                stage_of[n.id] = up
+                stage_of[n] = up
                 continue
         if len(producers) == 1 and producers[0][1] is not None \
                 and producers[0][1].kind == "forward":
-            up = stage_of[producers[0][0].id]
+            up = stage_of[producers[0][0]]
             if n.parallelism is None or n.parallelism == up.parallelism:
                 up.members.append(n)
-                stage_of[n.id] = up
+                stage_of[n] = up
                 continue
         st = new_stage(n, n.parallelism or default_parallelism, max_parallelism=mp)
         connect(st, n, 0, producers)
     exchanges = _exchanges(stages)
     _check_acyclic(stages, exchanges)
     return Plan(stages, [n for n in nodes if n.kind == "source"], sinks, nodes, exchanges)
+
+
+def _topological(nodes: list[Node]) -> bool:
+    """Whether every node comes after its inputs (and no node appears twice)."""
+    placed: set[Node] = set()
+    for n in nodes:
+        if n in placed or any(i not in placed for i in n.inputs):
+            return False
+        placed.add(n)
+    return True
 
 
 def _exchanges(stages: list[Stage]) -> list[Exchange]:

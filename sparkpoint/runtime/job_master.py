@@ -390,6 +390,9 @@ class JobMaster:
                 self.recovery.checkpoint_failed()
         elif pending is None and not self.s.policy.enabled:
             self.sink_commits.commit_up_to(self.epoch)
+        if self.s.policy.enabled and self.s.policy.at_least_once:
+            # AT_LEAST_ONCE publishes every epoch's output now, checkpoint or not.
+            self.sink_commits.commit_up_to(self.epoch)
         if isinstance(stop_request, _Request) and stop_request.kind == "stop":
             self._terminate(JobStatus.FINISHED, commit=True)
             raise CancelledByRequest()
@@ -768,6 +771,8 @@ class JobMaster:
 
     def _failover(self, exc: BaseException) -> None:
         _LOG.warning("Job %s epoch %d failed: %s", self.job_id, self.epoch, _short(exc))
+        _LOG.debug("Job %s epoch %d failed; the whole error:", self.job_id, self.epoch,
+                   exc_info=exc)
         self.restart.notify_failure(exc)
         if not self.restart.can_restart():
             self._terminate(JobStatus.FAILED)

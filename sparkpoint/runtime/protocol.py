@@ -78,11 +78,11 @@ class TaskFaultHooks(Protocol):
 
 @dataclass(frozen=True)
 class OutputRoute:
-    """One output edge of a stage: records of node ``exit_id`` go to the consumer whose
+    """One output edge of a stage: records of its member ``exit_index`` go to the consumer whose
     subtasks are channels ``[offset, offset + parallelism)`` of the stage's exchange, as
     its input ``input_index``, partitioned by ``partitioning`` (``graph.Partitioning``)."""
 
-    exit_id: int
+    exit_index: int  # position in ``Stage.members`` (node ids may repeat across jobs)
     input_index: int
     partitioning: Any
     offset: int

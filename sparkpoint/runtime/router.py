@@ -20,6 +20,7 @@ from sparkpoint.runtime.context import OperatorEnv
 from sparkpoint.runtime.operators import Operator
 from sparkpoint.runtime.protocol import OutputRoute
 from sparkpoint.runtime.records import KIND_DATA, encode_data
+from sparkpoint.runtime.type_crossing import crossing_converter
 from sparkpoint.state.key_groups import assign_to_key_group, int64_key_groups
 
 __all__ = ["GROUP_TARGET", "Router", "rescale_targets"]
@@ -43,10 +44,14 @@ def rescale_targets(subtask: int, upstream: int, downstream: int) -> list[int]:
 class Router(Operator):
     """One output edge of a stage."""
 
-    def __init__(self, route: OutputRoute, out: list[tuple[int, int, Any]]) -> None:
+    def __init__(
+        self, route: OutputRoute, out: list[tuple[int, int, Any]], output_type: Any = None
+    ) -> None:
         super().__init__("router", "router")
         self.route = route
         self.out = out
+        # Records leaving the stage cross to another task: converted by their declared type.
+        self.convert = crossing_converter(output_type)
         part = route.partitioning
         self.kind = part.kind
         self.key_selector = part.key_selector
@@ -65,6 +70,8 @@ class Router(Operator):
         self._local_next = 0
 
     def push(self, values: list[Any], timestamps: list[int | None] | None) -> None:
+        if self.convert is not None:
+            values = self.convert(values)
         kind, p = self.kind, self.parallelism
         if kind == "hash":
             if p == 1:

@@ -20,6 +20,7 @@ from sparkpoint.runtime.operators import (
 from sparkpoint.runtime.protocol import SinkOutput, StageRoutes
 from sparkpoint.runtime.router import Router
 from sparkpoint.runtime.two_input import CALLS, CoOperator, KeyedCoProcessOperator
+from sparkpoint.runtime.type_crossing import TypedSourceOperator, crossing_converter
 from sparkpoint.runtime.window_operator import WindowOperator
 
 __all__ = ["SinkOperator", "StageTree", "build_tree"]
@@ -63,7 +64,8 @@ def _build_operator(node: Node, batch_mode: bool, outputs: list[SinkOutput]) -> 
         return FilterOperator(oid, name, node.function)
     if k == "process":
         return ProcessOperator(oid, name, node.function)
-    if k == "timestamps":
+    if k == "timestamps" or (k == "source" and node.watermark_strategy is not None):
+        # A source carries a strategy only under IngestionTime (StreamExecutionEnvironment).
         return TimestampsOperator(oid, name, node.watermark_strategy)
     if k == "keyed_process":
         return KeyedProcessOperator(
@@ -80,6 +82,10 @@ def _build_operator(node: Node, batch_mode: bool, outputs: list[SinkOutput]) -> 
         return WindowOperator(oid, name, node.function, node.inputs[0].key_selector)
     if k == "sink":
         return SinkOperator(node, outputs)
+    if k == "source":
+        convert = crossing_converter(node.output_type)
+        if convert is not None:
+            return TypedSourceOperator(oid, name, convert)
     # source, union, key_by and side_output pass records through
     return Operator(oid, name)
 
@@ -108,27 +114,28 @@ def build_tree(
     sink_outputs: list[SinkOutput],
 ) -> StageTree:
     """The stage's operators wired into trees, with a router behind every exit."""
-    ops: dict[int, Operator] = {}
+    ops: dict[Node, Operator] = {}
     for node in stage.members:
-        ops[node.id] = _build_operator(node, batch_mode, sink_outputs)
-    roots = {r.id for r in stage.roots}
+        ops[node] = _build_operator(node, batch_mode, sink_outputs)
+    roots = set(stage.roots)
     for node in stage.members:
-        if node.id in roots:
+        if node in roots:
             continue
         src = node.inputs[0]  # a chained node has one input: a node of this stage, or a
         while src.kind in VIRTUAL:  # forward partitioning in front of one
             src = src.inputs[0]
         if node.kind == "side_output":
             assert node.tag_id is not None
-            ops[src.id].side_children.setdefault(node.tag_id, []).append(ops[node.id])
+            ops[src].side_children.setdefault(node.tag_id, []).append(ops[node])
         else:
-            ops[src.id].children.append(ops[node.id])
+            ops[src].children.append(ops[node])
     if routes is not None:
         for route in routes.outputs:
-            ops[route.exit_id].children.append(Router(route, out))
+            exit_node = stage.members[route.exit_index]
+            ops[exit_node].children.append(Router(route, out, exit_node.output_type))
     entries: dict[int, list[tuple[Operator, int]]] = {}
     if stage.source is not None:
-        entries[-1] = [(ops[stage.source.id], 0)]
+        entries[-1] = [(ops[stage.source], 0)]
     for edge in stage.inputs:
-        entries[edge.index] = [(ops[root.id], side) for root, side in edge.targets]
-    return StageTree([ops[r.id] for r in stage.roots], entries)
+        entries[edge.index] = [(ops[root], side) for root, side in edge.targets]
+    return StageTree([ops[r] for r in stage.roots], entries)

@@ -11,7 +11,7 @@ from sparkpoint.connectors.number_seq import NumberSequenceSource
 from sparkpoint.datastream import KeyedCoProcessFunction, OutputTag
 from sparkpoint.datastream.connectors.file_system import FileSink
 from sparkpoint.datastream.state import ValueStateDescriptor
-from sparkpoint.testing import CountAndEcho, FailureInjector
+from sparkpoint.testing import CountAndEcho, FailureInjector, expected_keyed_count_output
 
 SECOND_SIDE = OutputTag("second")
 END_OF_INPUT = 2**62  # an event-time timer that fires when the input ends
@@ -138,3 +138,13 @@ def expected_two_input_output(
         c, s = finals[x % n_keys]
         finals[x % n_keys] = (c, s + x)
     return echoed, finals
+
+
+def check_keyed_count_output(out_dir: str, n_events: int, n_keys: int) -> None:
+    """Assert that a keyed count job's sink holds every record once and every key's exact
+    final count and sum."""
+    recs, finals = expected_keyed_count_output(n_events, n_keys)
+    out = read_sink(out_dir)
+    echoed = [o for o in out if o[0] == "rec"]
+    assert len(echoed) == n_events and set(echoed) == recs
+    assert {o[1]: (o[2], o[3]) for o in out if o[0] == "final"} == finals
