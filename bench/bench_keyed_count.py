@@ -33,7 +33,10 @@ checked to be exact.
   checkpoint: that epoch's seconds), peak RSS of the executor's Python workers;
 - ``parallelism``: the keyed count at ``--parallelism`` (128) against the two-stage Spark
   floor of the same shape (``mapInArrow`` -> ``repartition(P)`` -> ``mapInArrow``) run in
-  the same session: per-epoch cost ratio.
+  the same session: per-epoch cost ratio;
+- ``typed``: the keyed count without checkpoints, its map declared
+  ``output_type=Types.TUPLE([Types.LONG(), Types.LONG()])`` (records converted and range
+  checked at the shuffle, as PyFlink's coder does), beside the untyped (pickled) run.
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ def emit(record: dict[str, Any]) -> None:
 def run_sparkpoint(
     spark: Any, n: int, keys: int, backend: str, checkpoint: bool, work: str,
     records_per_split: int, parallelism: int = 2, function: Any = None,
-    retain_all: bool = False, faults: Any = None,
+    retain_all: bool = False, faults: Any = None, output_type: Any = None,
 ) -> dict[str, Any]:
     from sparkpoint.common import Configuration
     from sparkpoint.connectors.sink import CollectSink
@@ -114,7 +117,7 @@ def run_sparkpoint(
     mapper = (lambda x: (x % k, 1)) if function is None else (lambda x: (x % k, 1, x))
     (
         env.from_source(NumberSequenceSource(0, n - 1), None, "numbers")
-        .map(mapper)
+        .map(mapper, output_type=output_type)
         .key_by(lambda t: t[0])
         .process(function if function is not None else CountPerKey())
         .sink_to(sink)
@@ -445,7 +448,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--cases", nargs="*", default=["standard", "floor", "timers"],
-        choices=["standard", "floor", "timers", "large", "parallelism"],
+        choices=["standard", "floor", "timers", "large", "parallelism", "typed"],
         help="what to run on local[2] (see the module docstring)",
     )
     parser.add_argument("--timer-events", type=int, default=1_000_000)
@@ -538,6 +541,24 @@ def run_cases(spark: Any, args: Any, work: str) -> None:
                              os.path.join(work, "lg"), args.records_per_split, touched)
         emit({"bench": "large_state", "backend": "rocksdb", "events": args.large_events,
               "keys": args.large_keys, **res})
+    if "typed" in args.cases:
+        from sparkpoint.common.typeinfo import Types
+
+        pair = Types.TUPLE([Types.LONG(), Types.LONG()])
+        for keys in args.keys:
+            for backend in args.backends:
+                runs = {
+                    name: run_sparkpoint(spark, args.events, keys, backend, False,
+                                         os.path.join(work, "typed"), args.records_per_split,
+                                         output_type=out_type)
+                    for name, out_type in (("untyped", None), ("typed", pair))
+                }
+                emit({"bench": "typed_records", "backend": backend, "events": args.events,
+                      "keys": keys, "exact": all(r["exact"] for r in runs.values()),
+                      **{f"{name}_events_per_s": r["events_per_s"]
+                         for name, r in runs.items()},
+                      "typed_over_untyped": round(runs["typed"]["events_per_s"]
+                                                  / runs["untyped"]["events_per_s"], 3)})
     if "parallelism" in args.cases:
         res = run_parallelism_case(spark, args.parallelism_events, 1_000,
                                    os.path.join(work, "par"), args.parallelism,
