@@ -11,7 +11,9 @@ passed and ``--faults`` faults have fired. Every round draws random faults:
 - ``worker-kill``: a Python worker SIGKILLs itself at a chosen record;
 - ``commit-failure``: a task fails right after a keyed subtask committed its state locally;
 - ``executor-kill``: the driver SIGKILLs the executor JVM holding a random keyed subtask,
-  in the middle of an epoch.
+  in the middle of an epoch;
+- ``upload-kill``: the Python worker uploading a checkpoint in the background SIGKILLs
+  itself (the checkpoint is aborted; the job goes on).
 
 Each round's output is checked record by record; the script prints one JSON line per round
 and a summary: how often each fault fired and each kind of recovery happened. Not run by CI.
@@ -137,6 +139,7 @@ def run_round(spark: Any, work: str, rng: random.Random, index: int) -> dict[str
         keyed_faults[record] = injector("worker-kill", record, 1, "kill")
     commit_epochs = rng.sample(range(2, 50), 2)
     commit = [injector("commit-failure", e, 1, "raise") for e in commit_epochs]
+    uploads = [injector("upload-kill", c, 1, "kill") for c in rng.sample(range(2, 12), 1)]
     kill_epochs = sorted(rng.sample(range(5, 55), 2))
     if abs(kill_epochs[0] - kill_epochs[1]) < 10:
         kill_epochs = kill_epochs[:1]
@@ -172,13 +175,15 @@ def run_round(spark: Any, work: str, rng: random.Random, index: int) -> dict[str
     faults = Faults().on_epoch_start(kill_some_executor)
     for inj, epoch in zip(commit, commit_epochs):
         faults.fail_after_local_commit(inj, "count", epoch % 3)
+    for inj in uploads:
+        faults.fail_upload(inj)
     env.set_fault_injection(faults)
     out1, out2 = os.path.join(round_dir, "out1"), os.path.join(round_dir, "out2")
     build_job(env, out1, out2, Chaos(map_faults), Chaos(keyed_faults))
     t0 = time.monotonic()
     result = env.execute(f"chaos-{index}")
     fired: Counter[str] = Counter()
-    for inj in [*map_faults.values(), *keyed_faults.values(), *commit]:
+    for inj in [*map_faults.values(), *keyed_faults.values(), *commit, *uploads]:
         if inj.fired():
             fired[kinds[inj.directory]] += 1
     fired["executor-kill"] += len(killed)
@@ -192,6 +197,8 @@ def run_round(spark: Any, work: str, rng: random.Random, index: int) -> dict[str
         "failovers": len(result.failovers),
         "subtask_restores": len(result.subtask_restores),
         "epochs_run_again": sum(1 for e in result.epoch_reports if e.runs > 1),
+        "checkpoints_completed": sum(1 for c in result.checkpoints if c.status == "COMPLETED"),
+        "checkpoints_aborted": sum(1 for c in result.checkpoints if c.status == "FAILED"),
         "exact": exact,
     }
     shutil.rmtree(round_dir, ignore_errors=True)
@@ -235,7 +242,8 @@ def main() -> int:
             print(json.dumps(summary), flush=True)
             totals.update(summary["faults"])
             recoveries.update({k: summary[k] for k in
-                               ("failovers", "subtask_restores", "epochs_run_again")})
+                               ("failovers", "subtask_restores", "epochs_run_again",
+                                "checkpoints_completed", "checkpoints_aborted")})
             exact = exact and summary["exact"]
         spark.stop()
     finally:

@@ -60,6 +60,11 @@ class JobExecutionError(SparkpointError):
     """The job failed and its restart strategy allows no further attempt."""
 
 
+class JavaFunctionError(SparkpointError, TypeError):
+    """A PyFlink wrapper of a Java class (``SourceFunction``, ``SinkFunction``) was used: there
+    is no JVM user code in sparkpoint; the message names the replacement."""
+
+
 class CheckpointFailureReason(enum.Enum):
     """Why a checkpoint failed; ``pre_flight`` failures never count as tolerable failures."""
 

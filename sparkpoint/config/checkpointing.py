@@ -30,7 +30,10 @@ class CheckpointingOptions(OptionGroup):
     CHECKPOINTING_CONSISTENCY_MODE = ConfigOption(
         "execution.checkpointing.mode", enum_type("EXACTLY_ONCE", "AT_LEAST_ONCE"),
         "EXACTLY_ONCE",
-        "Consistency guarantee of checkpoints (AT_LEAST_ONCE currently behaves as EXACTLY_ONCE).",
+        "Consistency guarantee. AT_LEAST_ONCE: transactional sinks publish each epoch's output "
+        "when the epoch ends instead of when a checkpoint covering it completes (lower "
+        "latency; after a failover the output since the last checkpoint is published again). "
+        "State is exactly-once in both modes (epochs are barriers).",
     )
     CHECKPOINTING_TIMEOUT = ConfigOption(
         "execution.checkpointing.timeout", DURATION, 600_000,

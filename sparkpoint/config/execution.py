@@ -40,12 +40,14 @@ class PipelineOptions(OptionGroup):
     AUTO_WATERMARK_INTERVAL = ConfigOption(
         "pipeline.auto-watermark-interval", DURATION, 200,
         "Interval of periodic watermarks (ExecutionConfig.get_auto_watermark_interval). "
-        "Recorded only: watermarks advance once per epoch.",
+        "Watermarks advance once per epoch (the epoch is the period); under IngestionTime "
+        "the watermark is processing time aligned down to a multiple of this interval.",
     )
     OPERATOR_CHAINING = ConfigOption(
         "pipeline.operator-chaining.enabled", BOOLEAN, True,
-        "Whether operators are chained (is_chaining_enabled). Recorded only: stateless "
-        "operators always run in the stage they are chained into.",
+        "Whether operators are chained (is_chaining_enabled). No counterpart: a stage's "
+        "operators run in one Python task over record batches; unchaining would only add "
+        "Spark stages, never change results.",
         ("pipeline.operator-chaining",),
     )
     GLOBAL_JOB_PARAMETERS: ConfigOption[dict[str, str] | None] = ConfigOption(
@@ -54,11 +56,13 @@ class PipelineOptions(OptionGroup):
     )
     REGISTERED_KRYO_TYPES: ConfigOption[list[str] | None] = ConfigOption(
         "pipeline.registered-kryo-types", LIST, None,
-        "Type names registered as with ExecutionConfig.register_kryo_type. Recorded only.",
+        "Type names registered as with ExecutionConfig.register_kryo_type. No counterpart: "
+        "records are Python objects, pickled (or Arrow) between stages; Kryo is Java's.",
     )
     REGISTERED_POJO_TYPES: ConfigOption[list[str] | None] = ConfigOption(
         "pipeline.registered-pojo-types", LIST, None,
-        "Type names registered as with ExecutionConfig.register_pojo_type. Recorded only.",
+        "Type names registered as with ExecutionConfig.register_pojo_type. No counterpart: "
+        "there are no Java POJOs in a Python job.",
     )
 
 
@@ -74,8 +78,9 @@ class ExecutionOptions(OptionGroup):
     )
     BUFFER_TIMEOUT = ConfigOption(
         "execution.buffer-timeout", DURATION, 100,
-        "Most time output buffers wait before they are flushed (get_buffer_timeout). Recorded "
-        "only: records move between stages once per epoch.",
+        "Most time output buffers wait before they are flushed (get_buffer_timeout). No "
+        "counterpart: records move between stages once per epoch; "
+        "sparkpoint.epoch.max-records-per-split bounds an epoch instead.",
     )
 
 

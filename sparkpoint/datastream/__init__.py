@@ -28,6 +28,8 @@ from sparkpoint.datastream.functions import (
     ProcessWindowFunction,
     ReduceFunction,
     RuntimeContext,
+    SinkFunction,
+    SourceFunction,
     WindowFunction,
 )
 from sparkpoint.datastream.output_tag import OutputTag
@@ -99,6 +101,8 @@ __all__ = [
     "RocksDBStateBackend",
     "RuntimeContext",
     "RuntimeExecutionMode",
+    "SinkFunction",
+    "SourceFunction",
     "StateBackend",
     "StreamExecutionEnvironment",
     "TimeCharacteristic",

@@ -24,8 +24,10 @@ from sparkpoint.datastream.functions import (
     ProcessFunction,
     ReduceFunction,
     ReduceFunctionWrapper,
+    SinkFunction,
 )
 from sparkpoint.datastream.output_tag import OutputTag
+from sparkpoint.errors import JavaFunctionError
 from sparkpoint.runtime.graph import Node
 
 if TYPE_CHECKING:
@@ -208,8 +210,17 @@ class DataStream:
         self._env._sinks.append(node)
         return DataStreamSink(node)
 
-    def add_sink(self, sink: Sink) -> DataStreamSink:
-        return self.sink_to(sink)
+    def add_sink(self, sink_func: Sink) -> DataStreamSink:
+        """A sparkpoint ``Sink`` is added as ``sink_to`` adds it; PyFlink's ``SinkFunction``
+        (a Java class) is refused with the replacement."""
+        if isinstance(sink_func, SinkFunction):
+            raise JavaFunctionError(
+                f"add_sink() got a SinkFunction wrapping the Java class "
+                f"{sink_func.sink_func!r}: sparkpoint runs no JVM user code. Use "
+                "sink_to() with a sparkpoint Sink: FileSink, SparkWriterSink (any Spark batch "
+                "writer: Parquet, JDBC, Delta, ...; docs/spark-writers.md) or print()."
+            )
+        return self.sink_to(sink_func)
 
     @overload
     def execute_and_collect(

@@ -441,23 +441,25 @@ class KeyedCoProcessFunction(Function):
 
 
 class SourceFunction(Function):
-    """Legacy source shape (Flink's ``SourceFunction``): ``run`` emits through ``ctx``."""
+    """PyFlink's ``SourceFunction``: a wrapper of a Java source class (its name or object).
 
-    @abstractmethod
-    def run(self, ctx: Any) -> None:
-        """Emit elements through ``ctx.collect(element)`` until done or cancelled."""
+    Accepted so programs import and build; ``add_source`` refuses it with the replacement to
+    use (``from_source`` with a sparkpoint ``Source``, see ``docs/spark-sources.md``).
+    """
 
-    @abstractmethod
-    def cancel(self) -> None:
-        """Make ``run`` return as soon as possible."""
+    def __init__(self, source_func: Any) -> None:
+        self.source_func = source_func
 
 
 class SinkFunction(Function):
-    """Legacy sink shape (Flink's ``SinkFunction``): ``invoke`` is called per element."""
+    """PyFlink's ``SinkFunction``: a wrapper of a Java sink class (its name or object).
 
-    @abstractmethod
-    def invoke(self, value: Any, context: Any) -> None:
-        """Write one element."""
+    Accepted so programs import and build; ``add_sink`` refuses it with the replacement to
+    use (``sink_to`` with a sparkpoint ``Sink``, see ``docs/spark-writers.md``).
+    """
+
+    def __init__(self, sink_func: Any) -> None:
+        self.sink_func = sink_func
 
 
 # ---- wrappers for plain callables -----------------------------------------------------------

@@ -12,6 +12,7 @@ from sparkpoint.checkpoint.storage_policies import validate_path
 from sparkpoint.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.common.execution_config import ExecutionConfig
+from sparkpoint.common.ingestion_time import IngestionTimeStrategy
 from sparkpoint.common.restart_strategy import RestartStrategies
 from sparkpoint.config import (
     CheckpointingOptions,
@@ -29,8 +30,10 @@ from sparkpoint.datastream.checkpoint_config import CheckpointConfig
 from sparkpoint.datastream.checkpointing_mode import CheckpointingMode
 from sparkpoint.datastream.data_stream import DataStream
 from sparkpoint.datastream.execution_mode import RuntimeExecutionMode
+from sparkpoint.datastream.functions import SourceFunction
 from sparkpoint.datastream.state_backend_loader import load_state_backend
 from sparkpoint.datastream.time_characteristic import TimeCharacteristic
+from sparkpoint.errors import JavaFunctionError
 from sparkpoint.runtime.graph import Node, build_plan
 from sparkpoint.runtime.job_client import JobClient, JobExecutionResult, run_job
 from sparkpoint.runtime.job_master import JobMaster, JobSettings
@@ -157,6 +160,22 @@ class StreamExecutionEnvironment:
             stream = stream.assign_timestamps_and_watermarks(watermark_strategy)
         return stream
 
+    def add_source(
+        self, source_func: Any, source_name: str = "Custom Source", type_info: Any = None
+    ) -> DataStream:
+        """PyFlink's legacy ``add_source`` takes a ``SourceFunction`` (a Java class): refused
+        with the replacement, ``from_source`` with a sparkpoint ``Source``."""
+        if isinstance(source_func, Source):
+            return self.from_source(source_func, None, source_name, type_info)
+        what = (f"a SourceFunction wrapping the Java class {source_func.source_func!r}"
+                if isinstance(source_func, SourceFunction) else f"{source_func!r}")
+        raise JavaFunctionError(
+            f"add_source() got {what}: sparkpoint runs no JVM user code. Use "
+            "from_source() with a sparkpoint Source: NumberSequenceSource, FileSource, "
+            "SparkStreamSource (any spark.readStream source such as Kafka; "
+            "docs/spark-sources.md), or from_collection()."
+        )
+
     def read_text_file(self, file_path: str, charset_name: str = "UTF-8") -> DataStream:
         """The lines of a text file (or of the files of a directory)."""
         from sparkpoint.connectors.file_source import FileSource, StreamFormat
@@ -267,6 +286,8 @@ class StreamExecutionEnvironment:
         return self._time_characteristic
 
     def set_buffer_timeout(self, timeout_millis: int) -> StreamExecutionEnvironment:
+        """Recorded for ``get_buffer_timeout``; no counterpart: records move between stages
+        once per epoch (docs/architecture.md, Limitations)."""
         self._buffer_timeout = parse_int(timeout_millis, "timeout_millis", minimum=-1)
         return self
 
@@ -274,6 +295,8 @@ class StreamExecutionEnvironment:
         return self._buffer_timeout
 
     def disable_operator_chaining(self) -> StreamExecutionEnvironment:
+        """Recorded for ``is_chaining_enabled``; no counterpart: a stage's operators run in
+        one Python task over record batches, and unchaining would not change results."""
         self._chaining = False
         return self
 
@@ -288,6 +311,8 @@ class StreamExecutionEnvironment:
         return self._config
 
     def register_type(self, type_class_name: Any) -> None:
+        """Recorded in the ExecutionConfig; no counterpart: records are pickled Python objects
+        (the same holds for the Kryo serializer registrations below)."""
         self._config.register_kryo_type(type_class_name)
 
     def register_type_with_kryo_serializer(
@@ -320,9 +345,23 @@ class StreamExecutionEnvironment:
             )
         from sparkpoint.state.key_groups import compute_default_max_parallelism
 
+        self._stamp_ingestion_time()
         p = self.get_parallelism()
         maxp = self._max_parallelism or compute_default_max_parallelism(p)
         return build_plan(list(self._sinks), p, maxp)
+
+    def _stamp_ingestion_time(self) -> None:
+        """Under IngestionTime every source stamps its records with processing time, unless
+        the program gives them timestamps itself (``assign_timestamps_and_watermarks`` right
+        behind the source: the program's strategy decides, as in Flink)."""
+        ingestion = self._time_characteristic is TimeCharacteristic.IngestionTime
+        strategy = IngestionTimeStrategy(self._config.get_auto_watermark_interval())
+        for source in [n for n in self._nodes if n.kind == "source"]:
+            stamped = any(
+                n.kind == "timestamps" and any(i is source for i in n.inputs)
+                for n in self._nodes
+            )
+            source.watermark_strategy = strategy if ingestion and not stamped else None
 
     def _job_request(self) -> JobRequest:
         """The configuration with everything set through the API, and the API's objects."""

@@ -50,6 +50,8 @@ class CheckpointPolicy:
     prefer_checkpoint_for_recovery: bool = (
         CheckpointingOptions.PREFER_CHECKPOINT_FOR_RECOVERY.default
     )
+    at_least_once: bool = False
+    """AT_LEAST_ONCE: sinks publish when an epoch ends, not when its checkpoint completes."""
 
     @property
     def enabled(self) -> bool:

@@ -391,6 +391,9 @@ class JobMaster:
                 self.recovery.checkpoint_failed()
         elif pending is None and not self.s.policy.enabled:
             self.sink_commits.commit_up_to(self.epoch)
+        if self.s.policy.enabled and self.s.policy.at_least_once:
+            # AT_LEAST_ONCE publishes every epoch's output now, checkpoint or not.
+            self.sink_commits.commit_up_to(self.epoch)
         if isinstance(stop_request, _Request) and stop_request.kind == "stop":
             self._terminate(JobStatus.FINISHED, commit=True)
             raise CancelledByRequest()

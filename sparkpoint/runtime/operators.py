@@ -235,6 +235,8 @@ class TimestampsOperator(Operator):
         super().__init__(operator_id, name)
         self.strategy = watermark_strategy
         self.assigner = watermark_strategy.get_timestamp_assigner()
+        # IngestionTime (common/ingestion_time.py): stamp with the epoch's processing time.
+        self.ingestion = getattr(watermark_strategy, "assigns_ingestion_time", False)
 
     def open(self, env: OperatorEnv) -> None:
         self.generator = self.strategy.create_watermark_generator()
@@ -245,6 +247,8 @@ class TimestampsOperator(Operator):
         super().open(env)
 
     def process(self, values, timestamps):  # type: ignore[no-untyped-def]
+        if self.ingestion:
+            return values, [self.env.clock.now_ms()] * len(values)
         assign = self.assigner.extract_timestamp if self.assigner is not None else None
         out_t: list[int | None] = []
         gen = self.generator
@@ -261,6 +265,10 @@ class TimestampsOperator(Operator):
         return values, out_t
 
     def end_epoch(self) -> None:
+        if self.ingestion:  # processing time moved on, with or without records
+            now = self.env.clock.now_ms()
+            self.generator.on_event(now)
+            self.max_ts = now if self.max_ts is None else max(self.max_ts, now)
         self.env.report_watermark(self.operator_id, self.generator.current_watermark(), self.max_ts)
         super().end_epoch()
 

@@ -85,6 +85,8 @@ class EpochReport:
                 for r in self.subtask_restores
             ],
             "failover": None if self.failover is None else dataclasses.asdict(self.failover),
+            "uploads_in_flight": self.uploads_in_flight,
+            "uploads_completed": self.uploads_completed,
         }
 
     def describe(self) -> str:

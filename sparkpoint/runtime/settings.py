@@ -75,6 +75,7 @@ def _checkpoint_policy(config: Mapping[str, Any]) -> CheckpointPolicy:
         tolerable_failures=_CKPT.TOLERABLE_FAILURE_NUMBER.read(config),
         retention=_CKPT.EXTERNALIZED_CHECKPOINT_RETENTION.read(config),
         prefer_checkpoint_for_recovery=_CKPT.PREFER_CHECKPOINT_FOR_RECOVERY.read(config),
+        at_least_once=_CKPT.CHECKPOINTING_CONSISTENCY_MODE.read(config) == "AT_LEAST_ONCE",
     )
 
 

@@ -145,7 +145,8 @@ def _build_operator(node: Node, batch_mode: bool, outputs: list[SinkOutput]) -> 
         return FilterOperator(oid, name, node.function)
     if k == "process":
         return ProcessOperator(oid, name, node.function)
-    if k == "timestamps":
+    if k == "timestamps" or (k == "source" and node.watermark_strategy is not None):
+        # A source carries a strategy only under IngestionTime (StreamExecutionEnvironment).
         return TimestampsOperator(oid, name, node.watermark_strategy)
     if k == "keyed_process":
         return KeyedProcessOperator(

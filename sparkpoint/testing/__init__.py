@@ -93,6 +93,15 @@ class Faults:
         self._before_upload.append(callback)
         return self
 
+    def fail_upload(self, injector: FailureInjector) -> Faults:
+        """Fail (per ``injector``: raise or SIGKILL the Python worker) the asynchronous
+        upload of checkpoint ``injector.at_record``, in its background thread."""
+
+        def fail(_op: str, _sub: int, checkpoint_id: int) -> None:
+            injector.maybe_fail(checkpoint_id)
+
+        return self.on_upload(fail)
+
     def fail_after_local_commit(
         self, injector: FailureInjector, operator_id: str, subtask: int
     ) -> Faults:

@@ -32,8 +32,6 @@ from sparkpoint.datastream.functions import (
     ReduceFunction,
     ReduceFunctionWrapper,
     RuntimeContext,
-    SinkFunction,
-    SourceFunction,
 )
 from sparkpoint.datastream.time_characteristic import TimeCharacteristic
 from sparkpoint.datastream.time_domain import TimeDomain
@@ -169,8 +167,6 @@ def test_wrapper_rejects_wrong_function_type_and_non_callables() -> None:
         KeyedProcessFunction,
         CoProcessFunction,
         KeyedCoProcessFunction,
-        SourceFunction,
-        SinkFunction,
         RuntimeContext,
         TimerService,
         ProcessFunction.Context,

@@ -1,4 +1,4 @@
-"""The retention soak (``scripts/retention_soak.py``) in small: 50 incremental RocksDB
+"""The retention soak (``scripts/retention_soak.py``) in small: 25 incremental RocksDB
 checkpoints with retention 3 leave exactly the files the retained ``_metadata`` reference."""
 
 from __future__ import annotations
@@ -11,25 +11,25 @@ from sparkpoint.checkpoint.paths import comparable_path
 from sparkpoint.fs import get_filesystem
 
 
-def test_fifty_checkpoints_leave_exactly_the_referenced_files(
+def test_twenty_five_checkpoints_leave_exactly_the_referenced_files(
     storage_base: str, tmp_path: Path
 ) -> None:
     lines: list[dict[str, object]] = []
     result = run_soak(
-        f"{storage_base}/checkpoints", str(tmp_path / "local"), checkpoints=50, retained=3,
-        keys=5000, updates_per_epoch=300, audit_every=10, abort_every=7, report=lines.append,
+        f"{storage_base}/checkpoints", str(tmp_path / "local"), checkpoints=25, retained=3,
+        keys=5000, updates_per_epoch=300, audit_every=5, abort_every=7, report=lines.append,
     )
-    assert result.checkpoints == 50
-    assert result.aborted == 8  # checkpoints 7, 14, ..., 56
-    assert [line["completed_checkpoints"] for line in lines] == [10, 20, 30, 40, 50]
+    assert result.checkpoints == 25
+    assert result.aborted == 4  # checkpoints 7, 14, 21, 28
+    assert [line["completed_checkpoints"] for line in lines] == [5, 10, 15, 20, 25]
     for audit in result.audits:
         assert audit.unreferenced == frozenset()
         assert audit.missing == frozenset()
         assert len(audit.checkpoint_ids) == 3
         # shared SSTs, private files and _metadata: far more than the 3 metadata files
         assert len(audit.files) > 8
-    assert result.audits[-1].checkpoint_ids == (55, 57, 58)  # 56 was aborted
-    assert result.restored_keys > 4000
+    assert result.audits[-1].checkpoint_ids == (26, 27, 29)  # 28 was aborted
+    assert result.restored_keys > 3000
     assert result.wrong_keys == 0
 
 

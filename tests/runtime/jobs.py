@@ -9,7 +9,7 @@ from typing import Any
 from sparkpoint.common import Encoder
 from sparkpoint.connectors.number_seq import NumberSequenceSource
 from sparkpoint.datastream.connectors.file_system import FileSink
-from sparkpoint.testing import CountAndEcho, FailureInjector
+from sparkpoint.testing import CountAndEcho, FailureInjector, expected_keyed_count_output
 
 
 def counted_pairs(
@@ -65,3 +65,13 @@ def read_sink(out_dir: str) -> list[tuple[Any, ...]]:
         with open(path) as f:
             lines.extend(ast.literal_eval(line) for line in f if line.strip())
     return lines
+
+
+def check_keyed_count_output(out_dir: str, n_events: int, n_keys: int) -> None:
+    """Assert that a keyed count job's sink holds every record once and every key's exact
+    final count and sum."""
+    recs, finals = expected_keyed_count_output(n_events, n_keys)
+    out = read_sink(out_dir)
+    echoed = [o for o in out if o[0] == "rec"]
+    assert len(echoed) == n_events and set(echoed) == recs
+    assert {o[1]: (o[2], o[3]) for o in out if o[0] == "final"} == finals

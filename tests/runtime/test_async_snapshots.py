@@ -19,8 +19,8 @@ from sparkpoint.datastream import (
     FsStateBackend,
     HashMapStateBackend,
 )
-from sparkpoint.testing import FailureInjector, Faults, expected_keyed_count_output
-from tests.runtime.jobs import keyed_count_job, read_sink
+from sparkpoint.testing import FailureInjector, Faults
+from tests.runtime.jobs import check_keyed_count_output, keyed_count_job
 
 N_EVENTS = 6000
 N_KEYS = 17
@@ -34,17 +34,6 @@ class Delay:
 
     def __call__(self, operator_id: str, subtask: int, checkpoint_id: int) -> None:
         time.sleep(self.seconds)
-
-
-class KillUpload:
-    """Upload hook: SIGKILL the uploading Python worker at ``injector.at_record`` (the
-    checkpoint id), once."""
-
-    def __init__(self, injector: FailureInjector) -> None:
-        self.injector = injector
-
-    def __call__(self, operator_id: str, subtask: int, checkpoint_id: int) -> None:
-        self.injector.maybe_fail(checkpoint_id)
 
 
 def _configure(env: Any, tmp_path: Path, backend: Any = None, records: int = 300) -> str:
@@ -62,11 +51,7 @@ def _configure(env: Any, tmp_path: Path, backend: Any = None, records: int = 300
 
 
 def _check_output(tmp_path: Path) -> None:
-    recs, finals = expected_keyed_count_output(N_EVENTS, N_KEYS)
-    out = read_sink(str(tmp_path / "out"))
-    echoed = [o for o in out if o[0] == "rec"]
-    assert len(echoed) == N_EVENTS and set(echoed) == recs
-    assert {o[1]: (o[2], o[3]) for o in out if o[0] == "final"} == finals
+    check_keyed_count_output(str(tmp_path / "out"), N_EVENTS, N_KEYS)
 
 
 def _state_files(ckpt: str) -> list[str]:
@@ -121,7 +106,7 @@ def test_a_python_worker_killed_while_uploading_costs_that_checkpoint_only(
 ) -> None:
     ckpt = _configure(env, tmp_path)
     injector = FailureInjector(str(tmp_path / "inj"), at_record=2, times=1, mode="kill")
-    env.set_fault_injection(Faults().on_upload(Delay(0.2)).on_upload(KillUpload(injector)))
+    env.set_fault_injection(Faults().on_upload(Delay(0.2)).fail_upload(injector))
     result = env.execute("killed-upload")
     assert injector.fired() == 1
     _check_output(tmp_path)

@@ -26,8 +26,7 @@ from sparkpoint.datastream import (
     StreamExecutionEnvironment,
 )
 from sparkpoint.errors import UnsafeStatePathError
-from sparkpoint.testing import expected_keyed_count_output
-from tests.runtime.jobs import keyed_count_job, read_sink
+from tests.runtime.jobs import check_keyed_count_output, keyed_count_job
 
 N_EVENTS = 40_000
 N_KEYS = 17
@@ -85,11 +84,7 @@ def _files(directory: str) -> set[str]:
 
 
 def _check_output(tmp_path: Path) -> None:
-    recs, finals = expected_keyed_count_output(N_EVENTS, N_KEYS)
-    out = read_sink(str(tmp_path / "out"))
-    echoed = [o for o in out if o[0] == "rec"]
-    assert len(echoed) == N_EVENTS and set(echoed) == recs
-    assert {o[1]: (o[2], o[3]) for o in out if o[0] == "final"} == finals
+    check_keyed_count_output(str(tmp_path / "out"), N_EVENTS, N_KEYS)
 
 
 @pytest.mark.parametrize("claim_mode", ["NO_CLAIM", "CLAIM"])

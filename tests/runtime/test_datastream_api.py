@@ -499,7 +499,7 @@ def test_api_errors(env: StreamExecutionEnvironment) -> None:
         ds.sink_to(lambda x: x)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="map function must be a callable"):
         ds.map(42)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="at least 1"):
+    with pytest.raises(ValueError, match="expected an integer >= 1"):
         env.set_parallelism(0)
     with pytest.raises(ValueError, match="at least 1"):
         ds.map(lambda x: x).set_parallelism(0)

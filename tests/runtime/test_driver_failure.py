@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from sparkpoint.testing import expected_keyed_count_output
-from tests.runtime.jobs import read_sink
+from tests.runtime.jobs import check_keyed_count_output, read_sink
 
 pytestmark = pytest.mark.spark  # the driver runs in a subprocess, not on the spark fixture
 
@@ -64,8 +63,4 @@ def test_driver_killed_and_resumed_from_retained_checkpoint(tmp_path: Any) -> No
         proc = _start([ckpt, out, latest, "3", str(N_EVENTS), str(N_KEYS)], log)
         assert proc.wait(timeout=400) == 0, (tmp_path / "run2.log").read_text()[-3000:]
     assert "JOB FINISHED" in (tmp_path / "run2.log").read_text()
-    out_all = read_sink(out)
-    recs, finals = expected_keyed_count_output(N_EVENTS, N_KEYS)
-    echoed = [o for o in out_all if o[0] == "rec"]
-    assert len(echoed) == N_EVENTS and set(echoed) == recs
-    assert {o[1]: (o[2], o[3]) for o in out_all if o[0] == "final"} == finals
+    check_keyed_count_output(out, N_EVENTS, N_KEYS)

@@ -13,8 +13,7 @@ from sparkpoint.datastream import (
     FileSystemCheckpointStorage,
     StreamExecutionEnvironment,
 )
-from sparkpoint.testing import expected_keyed_count_output
-from tests.runtime.jobs import keyed_count_job, read_sink
+from tests.runtime.jobs import check_keyed_count_output, keyed_count_job, read_sink
 
 N_EVENTS = 30_000
 N_KEYS = 11
@@ -63,11 +62,7 @@ def test_savepoint_resume_with_parallelism_2_3_1(spark: Any, tmp_path: Any) -> N
     keyed_count_job(env, out, N_EVENTS, N_KEYS)
     env.execute("savepoints-final")
 
-    recs, finals = expected_keyed_count_output(N_EVENTS, N_KEYS)
-    all_out = read_sink(out)
-    echoed = [o for o in all_out if o[0] == "rec"]
-    assert len(echoed) == N_EVENTS and set(echoed) == recs
-    assert {o[1]: (o[2], o[3]) for o in all_out if o[0] == "final"} == finals
+    check_keyed_count_output(out, N_EVENTS, N_KEYS)
 
 
 def test_trigger_savepoint_and_cancel(spark: Any, tmp_path: Any) -> None:

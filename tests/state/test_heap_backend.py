@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -209,7 +210,7 @@ def test_local_commit_revert_and_cache(tmp_path) -> None:
     assert "MARKER.json" in files
 
 
-def test_commit_rewrites_only_changed_key_groups(tmp_path) -> None:
+def test_commit_writes_only_the_changed_keys(tmp_path) -> None:
     b = make(tmp_path)
     v = b.get_partitioned_state(ValueStateDescriptor("v", Types.LONG()))
     for k in range(500):
@@ -222,7 +223,95 @@ def test_commit_rewrites_only_changed_key_groups(tmp_path) -> None:
     v.update(-1)
     b.commit_local(2)
     new = set(os.listdir(heap_dir)) - before
-    assert new == {f"kg94-{b._marker['token']}.pkl"}  # key 0 lives in key group 94
+    assert new == {f"delta-{b._marker['token']}.pkl"}  # one delta, no key group rewritten
+    with open(os.path.join(heap_dir, f"delta-{b._marker['token']}.pkl"), "rb") as f:
+        assert pickle.loads(f.read()) == {94: [("v", {0: -1}, [])]}  # key 0: key group 94
+
+
+def _values(b, d, keys):  # type: ignore[no-untyped-def]
+    v = b.get_partitioned_state(d)
+    out = {}
+    for k in keys:
+        b.set_current_key(k)
+        out[k] = v.value()
+    return out
+
+
+def test_deltas_reload_revert_and_compact_into_whole_key_groups(tmp_path) -> None:
+    """Reopening without the worker cache applies the deltas over the key-group files in
+    order; a revert goes back one delta; deltas adding up to more keys than a key group
+    holds make the next commit rewrite it whole."""
+    d = ValueStateDescriptor("v", Types.LONG())
+    m = MapStateDescriptor("m", Types.LONG(), Types.LONG())
+    b = make(tmp_path)
+    keys = list(range(300))
+    model: dict[int, int | None] = {}
+    for k in keys:
+        b.set_current_key(k)
+        b.get_partitioned_state(d).update(k)
+        b.get_partitioned_state(m).put(k, k)
+        model[k] = k
+    b.commit_local(1)
+    heap_dir = os.path.join(str(tmp_path), "a", "heap")
+    history = [dict(model)]
+    for epoch in range(2, 9):
+        for k in keys[epoch::7]:
+            b.set_current_key(k)
+            if k % 5 == 0:
+                b.get_partitioned_state(d).clear()
+                b.get_partitioned_state(m).remove(k)
+                model[k] = None
+            else:
+                b.get_partitioned_state(d).update(k * epoch)
+                b.get_partitioned_state(m).put(k, k * epoch)
+                model[k] = k * epoch
+        b.commit_local(epoch)
+        history.append(dict(model))
+        b.close()
+        clear_heap_cache()  # reload from the files
+        b = make(tmp_path)
+        assert b.local_epoch() == epoch
+        assert _values(b, d, keys) == model
+        mv = b.get_partitioned_state(m)
+        for k in keys:
+            b.set_current_key(k)
+            assert mv.get(k) == model[k]
+    names = os.listdir(heap_dir)
+    assert any(n.startswith("delta-") for n in names)
+    assert b._marker["chain"]  # some key groups carry deltas
+    assert b.revert_to(7) is True
+    assert _values(b, d, keys) == history[-2]
+    b.close()
+    clear_heap_cache()
+    b = make(tmp_path)
+    assert b.local_epoch() == 7
+    assert _values(b, d, keys) == history[-2]
+    # files no marker references are gone
+    marker = b._marker
+    referenced = {"MARKER.json"}
+    for commit in (marker, marker.get("prev")):
+        if commit:
+            referenced |= {f for f, _ in commit["files"].values()}
+            referenced |= {f for f, _ in commit.get("deltas") or []}
+    assert set(os.listdir(heap_dir)) == referenced
+
+
+def test_heavy_changes_rewrite_key_groups_whole(tmp_path) -> None:
+    b = make(tmp_path)
+    v = b.get_partitioned_state(ValueStateDescriptor("v", Types.LONG()))
+    for k in range(200):
+        b.set_current_key(k)
+        v.update(k)
+    b.commit_local(1)
+    for epoch in (2, 3):
+        for k in range(200):  # every key, every epoch: deltas would outgrow the groups
+            b.set_current_key(k)
+            v.update(k + epoch)
+        b.commit_local(epoch)
+        if epoch == 2:
+            assert b._marker["deltas"] and b._marker["chain"]
+    assert b._marker["deltas"] == [] and b._marker["chain"] == {}
+    assert all(f.endswith(f"-{b._marker['token']}.pkl") for f, _ in b._marker["files"].values())
 
 
 def test_revert_same_epoch_drops_uncommitted(tmp_path) -> None:

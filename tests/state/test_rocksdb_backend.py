@@ -509,3 +509,42 @@ def test_failed_upload_leaves_no_shared_file(tmp_path, threads) -> None:
     b.notify_checkpoint_aborted(1)
     handle = _snap(b, 2, access.initialize_location_for_checkpoint(2))
     assert len(os.listdir(access.shared_state_directory)) == len(handle.shared_state)
+
+
+class _FailingMetaStream:
+    """A checkpoint stream that fails when it is handed an incremental meta stream."""
+
+    def __init__(self, inner, magic: bytes) -> None:
+        self.inner, self.magic = inner, magic
+
+    def write(self, data):
+        if bytes(data[: len(self.magic)]) == self.magic:
+            raise OSError("storage went away")
+        return self.inner.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_a_failed_meta_stream_leaves_no_file_in_shared(tmp_path) -> None:
+    """Every file is uploaded, then writing the meta stream fails (as when the checkpoint
+    was aborted meanwhile): nothing the upload wrote stays in ``shared/``."""
+    from sparkpoint.checkpoint.fs_storage import FsCheckpointStorageAccess
+    from sparkpoint.checkpoint.key_group_range import KeyGroupRange
+    from sparkpoint.state.rocksdb.incremental import IncrementalMeta
+
+    magic = IncrementalMeta(128, KeyGroupRange(0, 0), {}).to_bytes().split(b"{")[0]
+    access = FsCheckpointStorageAccess(str(tmp_path / "chk"), None, "a" * 32, file_size_threshold=0)
+    access.initialize_base_locations_for_checkpoint()
+    location = access.initialize_location_for_checkpoint(1)
+
+    class Factory(CheckpointStreamFactory):
+        def create_checkpoint_state_output_stream(self, scope=CheckpointedStateScope.EXCLUSIVE):
+            return _FailingMetaStream(location.create_checkpoint_state_output_stream(scope), magic)
+
+    b = _backend(tmp_path / "local")
+    _many_ssts(b)
+    with pytest.raises(OSError, match="storage went away"):
+        b.snapshot(1, Factory())()
+    assert os.listdir(access.shared_state_directory) == []
+    assert os.listdir(os.path.join(access.checkpoints_directory, "chk-1")) == []

@@ -1,10 +1,14 @@
 """``HeapKeyedStateBackend``: the working state of ``HashMapStateBackend``, on the heap.
 
-Local commits write one file per *changed* key group (``kg<N>-<token>.pkl``, the ``pickle``
-block of ``snapshot_format``), then publish a JSON marker atomically (temp name +
-``os.replace``). The marker names every key group's file with its state names, the epoch
-and the runtime's ``extra`` bytes, and keeps the previous commit so ``revert_to(epoch - 1)``
-works once. Files no marker references are deleted.
+Local commits cost what changed: the values of the keys written in the epoch go to one
+delta file (``delta-<token>.pkl``: per key group and state, the new values and the deleted
+keys); a changed key group is rewritten whole (``kg<N>-<token>.pkl``, the ``pickle`` block
+of ``snapshot_format``) only when it has no file yet, was changed in bulk, or its deltas
+since its last whole file add up to more keys than it holds. Then a JSON marker is
+published atomically (temp name + ``os.replace``): every key group's file with its state
+names, the deltas to apply over them in order, the epoch and the runtime's ``extra`` bytes;
+it keeps the previous commit so ``revert_to(epoch - 1)`` works once. Files no marker
+references are deleted.
 
 Reopening local state and restoring heap checkpoints read the blocks but decode a key group
 only when it is first touched (``PendingBlocks``); an untouched group is committed back as
@@ -160,17 +164,26 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
             meta = RegisteredStateMeta.from_json(meta_json)
             tables[meta.name] = self._create_table(meta)  # type: ignore[assignment]
         for kg_str, (fname, names) in commit["files"].items():
-            try:
-                with open(os.path.join(self._dir, fname), "rb") as f:
-                    block = f.read()
-            except FileNotFoundError as e:
-                raise StateLostError(f"Local heap state file {fname} is missing: {e}") from e
-            self._pending.add(int(kg_str), block, [tables.get(n) for n in names])
+            self._pending.add(int(kg_str), self._read_file(fname), [tables.get(n) for n in names])
+        for fname, kgs in commit.get("deltas", []):
+            delta = pickle.loads(self._read_file(fname))
+            for kg in kgs:
+                for name, updates, deleted in delta[kg]:
+                    table = tables.get(name)
+                    if table is not None:
+                        self._pending.add_delta(kg, table, updates, deleted)
         for t in tables.values():
             t.mark_committed()
         self._tables = dict(tables)
         self._states.clear()
         self._force_dirty = False
+
+    def _read_file(self, fname: str) -> bytes:
+        try:
+            with open(os.path.join(self._dir, fname), "rb") as f:
+                return f.read()
+        except FileNotFoundError as e:
+            raise StateLostError(f"Local heap state file {fname} is missing: {e}") from e
 
     def local_epoch(self) -> int | None:
         return None if self._marker is None else int(self._marker["epoch"])
@@ -182,7 +195,9 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
 
     def commit_local(self, epoch: int, extra: bytes = b"") -> None:
         tables = self._heap_tables()
-        prev_files: dict[str, Any] = {} if self._marker is None else dict(self._marker["files"])
+        prev = self._marker
+        prev_files: dict[str, Any] = {} if prev is None else dict(prev["files"])
+        chain: dict[str, int] = {} if prev is None else dict(prev.get("chain", {}))
         if self._force_dirty:
             dirty: set[int] = set(self._range)
         else:
@@ -190,11 +205,35 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
             for t in tables.values():
                 dirty |= t.dirty
         token = uuid.uuid4().hex[:12]
-        files = {k: v for k, v in prev_files.items() if int(k) not in dirty}
         names = list(tables)
+        whole: set[int] = set(self._range) if self._force_dirty else set()
+        for t in tables.values():
+            whole |= t.whole
+        # The delta of each dirty key group, unless it is cheaper (or needed) to rewrite it.
+        deltas: dict[int, list[tuple[str, dict[Any, Any], list[Any]]]] = {}
+        for kg in sorted(dirty - whole):
+            if str(kg) not in prev_files or self._pending.names_of(kg) is not None:
+                continue
+            entries = []
+            count = 0
+            for name, t in tables.items():
+                keys = t.touched[kg]
+                if not keys:
+                    continue
+                group = t.groups[kg]
+                updates = {k: group[k] for k in keys if k in group}
+                entries.append((name, updates, [k for k in keys if k not in group]))
+                count += len(keys)
+            size = sum(len(t.groups[kg]) for t in tables.values())
+            if chain.get(str(kg), 0) + count <= size:
+                deltas[kg] = entries
+                chain[str(kg)] = chain.get(str(kg), 0) + count
+        rewrite = dirty - set(deltas)
+        files = {k: v for k, v in prev_files.items() if int(k) not in rewrite}
         # key group -> (block, state names) or None (now empty): the changelog entry
         changed: dict[int, tuple[bytes, list[str | None]] | None] = {}
-        for kg in sorted(dirty):
+        for kg in sorted(rewrite):
+            chain.pop(str(kg), None)
             raw = self._pending.names_of(kg)
             if raw is not None:  # never decoded: write the same bytes back
                 block, block_names = raw
@@ -210,6 +249,17 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
             with open(os.path.join(self._dir, fname), "wb") as f:
                 f.write(block)
             files[str(kg)] = [fname, block_names]
+        # Earlier deltas of rewritten key groups no longer apply.
+        delta_files = [[fname, [kg for kg in kgs if kg not in rewrite]]
+                       for fname, kgs in ([] if prev is None else prev.get("deltas", []))]
+        delta_files = [d for d in delta_files if d[1]]
+        delta_block = b""
+        if deltas:
+            delta_block = pickle.dumps(deltas, protocol=5)
+            fname = f"delta-{token}.pkl"
+            with open(os.path.join(self._dir, fname), "wb") as f:
+                f.write(delta_block)
+            delta_files.append([fname, sorted(deltas)])
         p = self.params
         marker: dict[str, Any] = {
             "token": token,
@@ -221,8 +271,11 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
             "key_group_range": [self._range.start_key_group, self._range.end_key_group],
             "states": [t.meta.to_json() for t in tables.values()],
             "files": files,
-            "prev": None if self._marker is None else {
-                k: self._marker[k] for k in ("token", "epoch", "extra", "states", "files")},
+            "deltas": delta_files,
+            "chain": chain,
+            "prev": None if prev is None else {
+                k: prev.get(k) for k in ("token", "epoch", "extra", "states", "files", "deltas",
+                                         "chain")},
         }
         self._write_marker(marker)
         for t in tables.values():
@@ -230,8 +283,9 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         self._force_dirty = False
         self._collect_garbage(marker)
         if self._tracking:
-            self._changes = None if not changed else encode_entry("heap", pickle.dumps(
-                {"states": marker["states"], "groups": changed}, protocol=5))
+            self._changes = None if not changed and not deltas else encode_entry(
+                "heap", pickle.dumps({"states": marker["states"], "groups": changed,
+                                      "deltas": delta_block}, protocol=5))
 
     # -- changelog -----------------------------------------------------------------------
 
@@ -253,13 +307,19 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
                     self._tables[meta.name] = self._create_table(meta)
             tables = self._heap_tables()
             for kg, entry in data["groups"].items():
-                self._pending.blocks.pop(kg, None)
+                self._pending.drop(kg)
                 for table in tables.values():
                     dict.pop(table.groups, kg, None)
                 if entry is not None:
                     block, block_names = entry
                     self._pending.add(kg, block, [tables.get(m) if m else None
                                                   for m in block_names])
+            if data.get("deltas"):
+                for kg, kg_deltas in pickle.loads(data["deltas"]).items():
+                    for state_name, updates, deleted in kg_deltas:
+                        target = tables.get(state_name)
+                        if target is not None:
+                            self._pending.add_delta(kg, target, updates, deleted)
         self._states.clear()
         self._force_dirty = True
 
@@ -274,9 +334,11 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         self._marker = marker
 
     def _collect_garbage(self, marker: dict[str, Any]) -> None:
-        keep = {MARKER, *(f for f, _ in marker["files"].values())}
-        if marker.get("prev"):
-            keep |= {f for f, _ in marker["prev"]["files"].values()}
+        keep = {MARKER}
+        for commit in (marker, marker.get("prev")):
+            if commit:
+                keep |= {f for f, _ in commit["files"].values()}
+                keep |= {f for f, _ in commit.get("deltas") or []}
         for name in os.listdir(self._dir):
             if name not in keep and not name.startswith(MARKER):
                 try:

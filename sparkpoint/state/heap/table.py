@@ -36,6 +36,8 @@ class PendingBlocks:
     def __init__(self, origin: str = "local heap state",
                  error: type[Exception] = StateLostError) -> None:
         self.blocks: dict[int, tuple[bytes, list[HeapStateTable | None]]] = {}
+        # key group -> per-epoch deltas applied, in order, after its block is decoded
+        self.deltas: dict[int, list[tuple[HeapStateTable, dict[Any, Any], list[Any]]]] = {}
         self._lock = threading.Lock()
         self._origin = origin
         self._error = error
@@ -47,32 +49,60 @@ class PendingBlocks:
                 dict.pop(t.groups, key_group, None)
         self.blocks[key_group] = (block, tables)
 
+    def add_delta(self, key_group: int, table: HeapStateTable, updates: dict[Any, Any],
+                  deleted: list[Any]) -> None:
+        """Apply a delta of ``table`` in ``key_group`` after its pending block and deltas
+        (at once when nothing of the key group is pending and the table holds it)."""
+        pending = key_group in self.blocks or key_group in self.deltas
+        group = dict.get(table.groups, key_group)
+        if not pending and group is not None:
+            group.update(updates)
+            for key in deleted:
+                group.pop(key, None)
+            return
+        dict.pop(table.groups, key_group, None)  # the next access decodes and applies
+        self.deltas.setdefault(key_group, []).append((table, updates, deleted))
+
+    def drop(self, key_group: int) -> None:
+        """Forget the pending block and deltas of ``key_group``."""
+        self.blocks.pop(key_group, None)
+        self.deltas.pop(key_group, None)
+
     def load(self, key_group: int) -> None:
-        """Decode the block of ``key_group`` (if still pending) into its tables."""
+        """Decode the block of ``key_group`` (if still pending) into its tables, then apply
+        its deltas."""
         with self._lock:
             entry = self.blocks.pop(key_group, None)
-            if entry is None:
-                return
-            block, tables = entry
-            try:
-                decoded = pickle.loads(block)
-            except Exception as e:  # any decode failure means corrupt bytes
-                raise self._error(
-                    f"The {self._origin} of key group {key_group} is corrupt: {e!r}") from e
-            for state_id, objects in decoded:
-                table = tables[state_id]
-                if table is not None:
-                    dict.__setitem__(table.groups, key_group, objects)
+            deltas = self.deltas.pop(key_group, None)
+            if entry is not None:
+                block, tables = entry
+                try:
+                    decoded = pickle.loads(block)
+                except Exception as e:  # any decode failure means corrupt bytes
+                    raise self._error(
+                        f"The {self._origin} of key group {key_group} is corrupt: {e!r}") from e
+                for state_id, objects in decoded:
+                    table = tables[state_id]
+                    if table is not None:
+                        dict.__setitem__(table.groups, key_group, objects)
+            for table, updates, deleted in deltas or ():
+                group = dict.get(table.groups, key_group)
+                if group is None:
+                    group = {}
+                    dict.__setitem__(table.groups, key_group, group)
+                group.update(updates)
+                for key in deleted:
+                    group.pop(key, None)
 
     def load_all(self) -> None:
-        """Decode every pending block."""
-        for kg in list(self.blocks):
+        """Decode every pending block (and apply every pending delta)."""
+        for kg in [*self.blocks, *self.deltas]:
             self.load(kg)
 
     def names_of(self, key_group: int) -> tuple[bytes, list[str | None]] | None:
         """The raw block of a pending key group and its state names by id (else None)."""
         entry = self.blocks.get(key_group)
-        if entry is None:
+        if entry is None or key_group in self.deltas:
             return None
         block, tables = entry
         return block, [None if t is None else t.meta.name for t in tables]
@@ -115,6 +145,10 @@ class HeapStateTable(StateTable):
         self.groups = KeyGroups(key_group_range)
         self._range = key_group_range
         self.dirty: set[int] = set()
+        # Per key group, the keys written since the last commit (a local commit writes only
+        # their values: a delta); ``whole``: key groups changed in bulk (rewritten whole).
+        self.touched: dict[int, set[Any]] = {kg: set() for kg in key_group_range}
+        self.whole: set[int] = set()
         # Key groups whose next write takes the slow path: not yet dirty, or pinned.
         self._watch: set[int] = set(key_group_range)
         self._pinned: set[int] = set()
@@ -173,7 +207,10 @@ class HeapStateTable(StateTable):
 
     def mark_committed(self) -> None:
         """Every change is persisted: start tracking dirty groups afresh."""
+        for kg in self.dirty:
+            self.touched[kg].clear()
         self.dirty.clear()
+        self.whole.clear()
         self._watch.update(self._range)
 
     def value_accessors(
@@ -181,6 +218,7 @@ class HeapStateTable(StateTable):
     ) -> tuple[Callable[[], Any], Callable[[Any], None]]:
         """Fast ``value()``/``update(v)`` of a ValueState without TTL over this table."""
         groups, watch, group_w, delete = self.groups, self._watch, self._group_w, self.delete
+        touched = self.touched
 
         def value() -> Any:
             return groups[ctx.current_key_group].get(ctx.current_key)
@@ -191,8 +229,10 @@ class HeapStateTable(StateTable):
                 delete(kg, ctx.current_key)
             elif kg in watch:
                 group_w(kg)[ctx.current_key] = v
+                touched[kg].add(ctx.current_key)
             else:
                 groups[kg][ctx.current_key] = v
+                touched[kg].add(ctx.current_key)
 
         return value, update
 
@@ -246,12 +286,15 @@ class HeapStateTable(StateTable):
             self._group_w(key_group)[key] = stored
         else:
             self.groups[key_group][key] = stored
+        self.touched[key_group].add(key)
 
     def delete(self, key_group: int, key: Any) -> None:
         if key in self.groups[key_group]:
             del self._group_w(key_group)[key]
+            self.touched[key_group].add(key)
 
     def append(self, key_group: int, key: Any, elements: list[Any]) -> None:
+        self.touched[key_group].add(key)
         group = self._group_w(key_group)
         current = group.get(key)
         if current is None:
@@ -271,11 +314,13 @@ class HeapStateTable(StateTable):
 
     def map_put(self, key_group: int, key: Any, user_key: Any, stored: Any) -> None:
         self._container_w(self._group_w(key_group), key, dict)[user_key] = stored
+        self.touched[key_group].add(key)
 
     def map_remove(self, key_group: int, key: Any, user_key: Any) -> None:
         entries = self.groups[key_group].get(key)
         if entries is None or user_key not in entries:
             return
+        self.touched[key_group].add(key)
         group = self._group_w(key_group)
         if len(entries) == 1:
             del group[key]
@@ -331,6 +376,7 @@ class HeapStateTable(StateTable):
             super().put_entries_bytes(key_group, keys, user_keys, values)
             return
         group = self._group_w(key_group)
+        self.whole.add(key_group)
         kdec, vdec = meta.decode_key, meta.decode_value
         group.update(zip(map(kdec, keys), map(vdec, values)))
 
@@ -347,9 +393,11 @@ class HeapStateTable(StateTable):
         else:
             decoded = [meta.decode_value(v) for v in values.to_pylist()]
         self._group_w(key_group).update(zip(decoded_keys, decoded))
+        self.whole.add(key_group)
 
     def put_group_objects(self, key_group: int, objects: dict[Any, Any]) -> None:
         group = self._group_w(key_group)
+        self.whole.add(key_group)
         if self.meta.kind is StateKind.MAP:
             for key, entries in objects.items():
                 group.setdefault(key, {}).update(entries)
@@ -362,6 +410,7 @@ class HeapStateTable(StateTable):
             if self.groups[kg]:
                 self._group_w(kg)
                 self.groups[kg] = {}
+                self.whole.add(kg)
         if self._fresh is not None:
             self._fresh.clear()
 

@@ -152,6 +152,8 @@ def upload_incremental(
         meta_handle = meta_stream.close_and_get_handle()
     except BaseException:
         meta_stream.close()
+        # Nothing references this upload's files: leave none behind in shared/.
+        discard_quietly(uploaded_handles)
         raise
     assert meta_handle is not None
     # The ledger keeps real handles (placeholders stand for the confirmed ones).
