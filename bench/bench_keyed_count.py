@@ -36,7 +36,11 @@ checked to be exact.
   checkpoint: that epoch's seconds), peak RSS of the executor's Python workers;
 - ``parallelism``: the keyed count at ``--parallelism`` (128) against the two-stage Spark
   floor of the same shape (``mapInArrow`` -> ``repartition(P)`` -> ``mapInArrow``) run in
-  the same session: per-epoch cost ratio.
+  the same session: per-epoch cost ratio;
+- ``typed``: the keyed count without checkpoints, its map declared
+  ``output_type=Types.TUPLE([Types.LONG(), Types.LONG()])`` (records converted and range
+  checked at the shuffle, as PyFlink's coder does), alternated three times with the untyped
+  (pickled) run: the median of each.
 """
 
 from __future__ import annotations
@@ -96,6 +100,7 @@ def run_sparkpoint(
     spark: Any, n: int, keys: int, backend: str, checkpoint: bool, work: str,
     records_per_split: int, parallelism: int = 2, function: Any = None,
     retain_all: bool = False, faults: Any = None, windowed: bool = False,
+    output_type: Any = None,
 ) -> dict[str, Any]:
     from sparkpoint.common import Configuration
     from sparkpoint.connectors.sink import CollectSink
@@ -146,7 +151,7 @@ def run_sparkpoint(
     else:
         mapper = (lambda x: (x % k, 1)) if function is None else (lambda x: (x % k, 1, x))
         (
-            numbers.map(mapper)
+            numbers.map(mapper, output_type=output_type)
             .key_by(lambda t: t[0])
             .process(function if function is not None else CountPerKey())
             .sink_to(sink)
@@ -518,7 +523,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--cases", nargs="*", default=["standard", "floor", "timers"],
-        choices=["standard", "floor", "timers", "large", "parallelism"],
+        choices=["standard", "floor", "timers", "large", "parallelism", "typed"],
         help="what to run on local[2] (see the module docstring)",
     )
     parser.add_argument("--timer-events", type=int, default=1_000_000)
@@ -618,6 +623,28 @@ def run_cases(spark: Any, args: Any, work: str) -> None:
                              os.path.join(work, "lg"), args.records_per_split, touched)
         emit({"bench": "large_state", "backend": "rocksdb", "events": args.large_events,
               "keys": args.large_keys, **res})
+    if "typed" in args.cases:
+        from sparkpoint.common.typeinfo import Types
+
+        pair = Types.TUPLE([Types.LONG(), Types.LONG()])
+        for keys in args.keys:
+            for backend in args.backends:
+                # alternated three times (the machine is shared): the median of each
+                rates: dict[str, list[int]] = {"untyped": [], "typed": []}
+                exact = True
+                for _ in range(3):
+                    for name, out_type in (("untyped", None), ("typed", pair)):
+                        r = run_sparkpoint(spark, args.events, keys, backend, False,
+                                           os.path.join(work, "typed"), args.records_per_split,
+                                           output_type=out_type)
+                        rates[name].append(r["events_per_s"])
+                        exact = exact and r["exact"]
+                median = {name: sorted(v)[1] for name, v in rates.items()}
+                emit({"bench": "typed_records", "backend": backend, "events": args.events,
+                      "keys": keys, "exact": exact,
+                      **{f"{name}_events_per_s": m for name, m in median.items()},
+                      **{f"{name}_runs": v for name, v in rates.items()},
+                      "typed_over_untyped": round(median["typed"] / median["untyped"], 3)})
     if "parallelism" in args.cases:
         res = run_parallelism_case(spark, args.parallelism_events, 1_000,
                                    os.path.join(work, "par"), args.parallelism,
