@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from sparkpoint.runtime.async_wait import AsyncWaitOperator
 from sparkpoint.runtime.context import OperatorEnv
 from sparkpoint.runtime.graph import Node, Stage
 from sparkpoint.runtime.operators import (
@@ -158,6 +159,8 @@ def _build_operator(node: Node, batch_mode: bool, outputs: list[SinkOutput]) -> 
         return WindowOperator(oid, name, node.function, node.inputs[0].key_selector)
     if k == "sink":
         return SinkOperator(node, outputs)
+    if k == "async_wait":
+        return AsyncWaitOperator(oid, name, node.function, node.call)
     if k == "source":
         convert = crossing_converter(node.output_type)
         if convert is not None:
