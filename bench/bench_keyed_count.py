@@ -293,28 +293,58 @@ class _RssSampler:
                 "peak_rss_python_workers_total_bytes": self.peak_workers_total}
 
 
-def _uploaded_per_checkpoint(ckpt_root: str) -> list[int]:
-    """Bytes each retained checkpoint wrote: its own ``chk-N`` files plus the ``shared/``
-    files first written before its ``_metadata`` (every checkpoint is retained)."""
-    chks: list[tuple[float, str]] = []
-    shared: list[tuple[float, int]] = []
-    for root, _dirs, files in os.walk(ckpt_root):
-        for name in files:
-            path = os.path.join(root, name)
-            st = os.stat(path)
-            part = os.path.basename(root)
-            if name == "_metadata" and part.startswith("chk-"):
-                chks.append((st.st_mtime, root))
-            elif os.sep + "shared" in root:
-                shared.append((st.st_mtime, st.st_size))
-    chks.sort()
-    out: list[int] = []
-    prev = float("-inf")
-    for mtime, root in chks:
-        own = sum(os.path.getsize(os.path.join(root, f)) for f in os.listdir(root))
-        out.append(own + sum(size for t, size in shared if prev < t <= mtime))
-        prev = mtime
-    return out
+class _CheckpointFiles:
+    """Every file seen under a checkpoint directory while the job runs (a finished job
+    deletes its checkpoints), polled once a second: path -> (size, mtime)."""
+
+    def __init__(self, root: str) -> None:
+        import threading
+
+        self.root = root
+        self.files: dict[str, tuple[int, float]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        for dirpath, _dirs, names in os.walk(self.root):
+            for name in names:
+                path = os.path.join(dirpath, name)
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                self.files[path] = (st.st_size, st.st_mtime)
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            self._poll()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def uploaded_per_checkpoint(self) -> list[int]:
+        """Bytes each checkpoint wrote: its own ``chk-N`` files plus the ``shared/`` files
+        first written before its ``_metadata`` (every checkpoint is retained)."""
+        chks: list[tuple[float, str]] = []
+        shared: list[tuple[float, int]] = []
+        own: dict[str, int] = {}
+        for path, (size, mtime) in self.files.items():
+            parent = os.path.dirname(path)
+            if os.path.basename(parent).startswith("chk-"):
+                own[parent] = own.get(parent, 0) + size
+                if os.path.basename(path) == "_metadata":
+                    chks.append((mtime, parent))
+            elif os.sep + "shared" in parent:
+                shared.append((mtime, size))
+        chks.sort()
+        out: list[int] = []
+        prev = float("-inf")
+        for mtime, parent in chks:
+            out.append(own[parent] + sum(size for t, size in shared if prev < t <= mtime))
+            prev = mtime
+        return out
 
 
 def run_large_case(
@@ -328,13 +358,16 @@ def run_large_case(
     faults = Faults().on_local_commit(
         lambda op, sub, epoch: injector.maybe_fail(epoch) if sub == 0 else None)
     sampler = _RssSampler()
+    os.makedirs(os.path.join(work, "large", "ckpt"), exist_ok=True)
+    watcher = _CheckpointFiles(os.path.join(work, "large", "ckpt"))
     try:
         res = run_sparkpoint(spark, n, keys, "rocksdb", True, os.path.join(work, "large"),
                              records_per_split, retain_all=True, faults=faults)
     finally:
         rss = sampler.stop()
+        watcher.stop()
     result = res.pop("_result")
-    uploads = _uploaded_per_checkpoint(os.path.join(work, "large", "ckpt"))
+    uploads = watcher.uploaded_per_checkpoint()
     stats = [s for s in result.checkpoints if s.status == "COMPLETED"]
     restore_epochs = [e.seconds for e in result.epoch_reports if e.failover is not None]
     normal = [e.seconds for e in result.epoch_reports if e.failover is None]

@@ -26,6 +26,8 @@ __all__ = [
 MAX_WATERMARK = 2**63 - 1
 MIN_WATERMARK = -(2**63)
 TIMERS_STATE = "__sparkpoint_timers__"
+_EVENT_TIME = TimeDomain.EVENT_TIME.value  # user-key domains of the timers state
+_PROCESSING_TIME = TimeDomain.PROCESSING_TIME.value
 
 
 @dataclass
@@ -208,18 +210,20 @@ class KeyedContext:
             )
         return self._timers_state
 
-    def _register(self, domain: TimeDomain, timestamp: int) -> None:
+    def _register(self, domain: int, timestamp: int) -> None:
         ts = int(timestamp)
-        self._timers().put((domain.value, ts), True)
-        current = self._index[domain.value]
+        timers = self._timers_state or self._timers()
+        timers.put((domain, ts), True)
+        index = self._index
+        current = index[domain]
         if current is not None and ts < current:
-            self._index[domain.value] = ts
+            index[domain] = ts
 
     def register_event_time_timer(self, timestamp: int) -> None:
-        self._register(TimeDomain.EVENT_TIME, timestamp)
+        self._register(_EVENT_TIME, timestamp)
 
     def register_processing_time_timer(self, timestamp: int) -> None:
-        self._register(TimeDomain.PROCESSING_TIME, timestamp)
+        self._register(_PROCESSING_TIME, timestamp)
 
     def delete_event_time_timer(self, timestamp: int) -> None:
         self._timers().remove((TimeDomain.EVENT_TIME.value, int(timestamp)))

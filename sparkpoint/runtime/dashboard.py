@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from sparkpoint.errors import SparkpointError
 from sparkpoint.runtime.dashboard_page import render_page
 from sparkpoint.runtime.dashboard_view import RateMeter, job_view
 
@@ -93,7 +94,13 @@ class Dashboard:
         self._meter = RateMeter()
         self._lock = threading.Lock()
         self._started = time.monotonic()
-        self._server = _Server((settings.host, settings.port), _Handler)
+        try:
+            self._server = _Server((settings.host, settings.port), _Handler)
+        except OSError as exc:
+            raise SparkpointError(
+                f"Cannot serve the dashboard on {settings.host}:{settings.port} "
+                f"(sparkpoint.dashboard.host, sparkpoint.dashboard.port): {exc}"
+            ) from exc
         self._server.dashboard = self
         host, port = str(self._server.server_address[0]), int(self._server.server_address[1])
         shown = f"[{host}]" if ":" in host else host

@@ -772,6 +772,8 @@ class JobMaster:
 
     def _failover(self, exc: BaseException) -> None:
         _LOG.warning("Job %s epoch %d failed: %s", self.job_id, self.epoch, _short(exc))
+        _LOG.debug("Job %s epoch %d failed; the whole error:", self.job_id, self.epoch,
+                   exc_info=exc)
         self.restart.notify_failure(exc)
         if not self.restart.can_restart():
             self._terminate(JobStatus.FAILED)

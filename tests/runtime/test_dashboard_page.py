@@ -4,10 +4,15 @@ text, the history is capped, and the page references nothing outside itself."""
 from __future__ import annotations
 
 import re
+import socket
 import time
 from html.parser import HTMLParser
 
+import pytest
+
 from sparkpoint.checkpoint.stats import CheckpointStats, SubtaskStats
+from sparkpoint.errors import SparkpointError
+from sparkpoint.runtime.dashboard import Dashboard, DashboardSettings
 from sparkpoint.runtime.dashboard_page import HISTORY_ROWS, render_page
 from sparkpoint.runtime.dashboard_view import JobView, OperatorView, RateMeter
 from sparkpoint.runtime.reports import FailoverEvent, SubtaskRestoreEvent
@@ -85,3 +90,12 @@ def test_rate_meter_measures_the_recent_window() -> None:
     time.sleep(0.05)
     epochs, records = meter.rates(5, 500)
     assert 5 / 0.5 < epochs < 5 / 0.04 and abs(records / epochs - 100) < 1e-6
+
+
+def test_a_port_in_use_is_a_clear_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(SparkpointError, match=rf"127\.0\.0\.1:{port} \(sparkpoint\.dash"):
+            Dashboard(object(), DashboardSettings("127.0.0.1", port))

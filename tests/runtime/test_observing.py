@@ -172,7 +172,9 @@ def test_dashboard_in_chromium_shows_the_checkpoint_history(job: RunningJob) -> 
         "failed": sum(s.status == "FAILED" for s in stats),
         "restored": 1,
     }
-    assert counts["completed"] >= PAUSE_AT - 4 and counts["failed"] >= 1
+    # one per epoch at most (fewer while asynchronous uploads are pending); the failover
+    # aborted the one in flight
+    assert counts["completed"] >= 3 and counts["failed"] >= 1
     assert dom.text_of["failover-count"] == "1"
     assert f"Latest completed: {completed(stats)[-1].checkpoint_id} " in (
         dom.text_of["latest-checkpoint"])
@@ -283,5 +285,6 @@ def test_history_while_running_and_after_cancel(job: RunningJob) -> None:
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(url, timeout=10)
     after = job.client.get_checkpoint_statistics()
-    assert _history_without_paths(job.checkpoint_dir) == _live(after, 3)
-    assert len(completed(after)) > len(completed(stats))
+    retained = _history_without_paths(job.checkpoint_dir)
+    assert retained == _live(after, 3) and len(retained) == min(3, len(completed(after)))
+    assert completed(after)[: len(completed(stats))] == completed(stats)
