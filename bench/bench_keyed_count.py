@@ -9,7 +9,10 @@ process, first on local[2]:
 - ``sparkpoint_nockpt``: numbers -> (x % K, 1) -> key_by -> a counting KeyedProcessFunction
   (ValueState) that emits each key's count when the input ends;
 - ``sparkpoint_ckpt``: the same with EXACTLY_ONCE checkpoints every second to the local
-  filesystem.
+  filesystem;
+- ``sparkpoint_window_ckpt``: the windowed variant, checkpointed the same way: event time
+  ``ts = x`` (ms), then key_by -> tumbling event-time windows of a quarter of the input ->
+  reduce (a count per key and window, emitted as each window closes).
 
 It also times an empty Spark job (two tasks through ``mapInArrow``) as the floor for the
 per-epoch latency. Then, on ``local-cluster[2,1,1024]`` (two one-core executors with
@@ -33,7 +36,11 @@ checked to be exact.
   checkpoint: that epoch's seconds), peak RSS of the executor's Python workers;
 - ``parallelism``: the keyed count at ``--parallelism`` (128) against the two-stage Spark
   floor of the same shape (``mapInArrow`` -> ``repartition(P)`` -> ``mapInArrow``) run in
-  the same session: per-epoch cost ratio.
+  the same session: per-epoch cost ratio;
+- ``typed``: the keyed count without checkpoints, its map declared
+  ``output_type=Types.TUPLE([Types.LONG(), Types.LONG()])`` (records converted and range
+  checked at the shuffle, as PyFlink's coder does), alternated three times with the untyped
+  (pickled) run: the median of each.
 """
 
 from __future__ import annotations
@@ -77,10 +84,22 @@ def emit(record: dict[str, Any]) -> None:
     print(json.dumps(record), flush=True)
 
 
+class EventTimeIsX:
+    """Timestamp assigner of the windowed variant: the record's number is its event time."""
+
+    def extract_timestamp(self, value: Any, record_timestamp: int) -> int:
+        return int(value[2])
+
+
+def _add_counts(a: Any, b: Any) -> Any:
+    return (a[0], a[1] + b[1], a[2])
+
+
 def run_sparkpoint(
     spark: Any, n: int, keys: int, backend: str, checkpoint: bool, work: str,
     records_per_split: int, parallelism: int = 2, function: Any = None,
-    retain_all: bool = False, faults: Any = None,
+    retain_all: bool = False, faults: Any = None, windowed: bool = False,
+    output_type: Any = None,
 ) -> dict[str, Any]:
     from sparkpoint.common import Configuration
     from sparkpoint.connectors.sink import CollectSink
@@ -111,19 +130,40 @@ def run_sparkpoint(
             env.get_checkpoint_config().set_num_retained_checkpoints(10_000)
     k = keys
     sink = CollectSink()
-    mapper = (lambda x: (x % k, 1)) if function is None else (lambda x: (x % k, 1, x))
-    (
-        env.from_source(NumberSequenceSource(0, n - 1), None, "numbers")
-        .map(mapper)
-        .key_by(lambda t: t[0])
-        .process(function if function is not None else CountPerKey())
-        .sink_to(sink)
-    )
+    numbers = env.from_source(NumberSequenceSource(0, n - 1), None, "numbers")
+    if windowed:
+        from sparkpoint.common import Time, WatermarkStrategy
+        from sparkpoint.datastream.window import TumblingEventTimeWindows
+
+        size = max(1, n // 4)
+        (
+            numbers.map(lambda x: (x % k, 1, x))
+            .assign_timestamps_and_watermarks(
+                WatermarkStrategy.for_monotonous_timestamps()
+                .with_timestamp_assigner(EventTimeIsX())
+            )
+            .key_by(lambda t: t[0])
+            .window(TumblingEventTimeWindows.of(Time.milliseconds(size)))
+            .reduce(_add_counts)
+            .sink_to(sink)
+        )
+    else:
+        mapper = (lambda x: (x % k, 1)) if function is None else (lambda x: (x % k, 1, x))
+        (
+            numbers.map(mapper, output_type=output_type)
+            .key_by(lambda t: t[0])
+            .process(function if function is not None else CountPerKey())
+            .sink_to(sink)
+        )
     t0 = time.perf_counter()
     result = env.execute("bench")
     seconds = time.perf_counter() - t0
     out = sink.collected
-    if function is None:
+    if windowed:  # one result per key and window of n // 4 consecutive numbers
+        size = max(1, n // 4)
+        windows = -(-n // size)
+        ok = len(out) == windows * min(size, keys) and sum(c for _, c, _ in out) == n
+    elif function is None:
         ok = len(out) == keys and sum(c for _, c in out) == n
     else:
         ok = len(out) == n and len({v for _, v in out}) == n
@@ -477,8 +517,12 @@ def main() -> None:
         help="multi-executor master compared with local[2] ('' to skip)",
     )
     parser.add_argument(
+        "--no-windowed", dest="windowed", action="store_false",
+        help="skip the windowed variant (tumbling event-time window + reduce) on local[2]",
+    )
+    parser.add_argument(
         "--cases", nargs="*", default=["standard", "floor", "timers"],
-        choices=["standard", "floor", "timers", "large", "parallelism"],
+        choices=["standard", "floor", "timers", "large", "parallelism", "typed"],
         help="what to run on local[2] (see the module docstring)",
     )
     parser.add_argument("--timer-events", type=int, default=1_000_000)
@@ -518,6 +562,13 @@ def main() -> None:
                                     os.path.join(work, "ck"), args.records_per_split)
                 emit({"bench": "sparkpoint_ckpt", **common, **public(ck)})
                 checkpointed[(master, keys, backend)] = ck
+                if local and args.windowed:
+                    win = run_sparkpoint(spark, args.events, keys, backend, True,
+                                         os.path.join(work, "win"), args.records_per_split,
+                                         windowed=True)
+                    emit({"bench": "sparkpoint_window_ckpt", **common, **public(win),
+                          "vs_keyed_count_ckpt": round(
+                              win["events_per_s"] / ck["events_per_s"], 3)})
                 if no is not None and base is not None:
                     emit({
                         "bench": "summary",
@@ -571,6 +622,28 @@ def run_cases(spark: Any, args: Any, work: str) -> None:
                              os.path.join(work, "lg"), args.records_per_split, touched)
         emit({"bench": "large_state", "backend": "rocksdb", "events": args.large_events,
               "keys": args.large_keys, **res})
+    if "typed" in args.cases:
+        from sparkpoint.common.typeinfo import Types
+
+        pair = Types.TUPLE([Types.LONG(), Types.LONG()])
+        for keys in args.keys:
+            for backend in args.backends:
+                # alternated three times (the machine is shared): the median of each
+                rates: dict[str, list[int]] = {"untyped": [], "typed": []}
+                exact = True
+                for _ in range(3):
+                    for name, out_type in (("untyped", None), ("typed", pair)):
+                        r = run_sparkpoint(spark, args.events, keys, backend, False,
+                                           os.path.join(work, "typed"), args.records_per_split,
+                                           output_type=out_type)
+                        rates[name].append(r["events_per_s"])
+                        exact = exact and r["exact"]
+                median = {name: sorted(v)[1] for name, v in rates.items()}
+                emit({"bench": "typed_records", "backend": backend, "events": args.events,
+                      "keys": keys, "exact": exact,
+                      **{f"{name}_events_per_s": m for name, m in median.items()},
+                      **{f"{name}_runs": v for name, v in rates.items()},
+                      "typed_over_untyped": round(median["typed"] / median["untyped"], 3)})
     if "parallelism" in args.cases:
         res = run_parallelism_case(spark, args.parallelism_events, 1_000,
                                    os.path.join(work, "par"), args.parallelism,

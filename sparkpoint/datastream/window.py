@@ -88,11 +88,12 @@ class Window(ABC):
 class TimeWindow(Window):
     """The interval ``[start, end)``."""
 
-    __slots__ = ("end", "start")
+    __slots__ = ("_hash", "end", "start")
 
     def __init__(self, start: int, end: int) -> None:
         self.start = start
         self.end = end
+        self._hash: int | None = None
 
     def max_timestamp(self) -> int:
         return self.end - 1
@@ -138,9 +139,13 @@ class TimeWindow(Window):
             if len(members) > 1:
                 callback.merge(members, cover)
 
-    # PyFlink's hash (sets of windows iterate in the same order as under PyFlink).
+    # PyFlink's hash (sets of windows iterate in the same order as under PyFlink), cached:
+    # it multiplies big integers, and windows are state keys.
     def __hash__(self) -> int:
-        return self.start + _mod_inverse((self.end << 1) + 1)
+        h = self._hash
+        if h is None:
+            h = self._hash = hash(self.start + _mod_inverse((self.end << 1) + 1))
+        return h
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -157,6 +162,7 @@ class TimeWindow(Window):
 
     def __setstate__(self, state: tuple[int, int]) -> None:
         self.start, self.end = state
+        self._hash = None
 
     def __repr__(self) -> str:
         return f"TimeWindow(start={self.start}, end={self.end})"

@@ -432,14 +432,14 @@ class WindowOperator(KeyedOperator):
 
     def fire_timers(self) -> None:
         """One pass over the timers due at this epoch's watermark and processing time."""
-        due = self.ctx.due_timers()
+        due = self.ctx.pop_due_timers()
         if not due:
             return
         self._out_v = []
         self._out_t = []
-        backend = self.backend
-        for ts, domain, key in due:
-            backend.set_current_key(key)
+        set_key = self.backend.set_current_key_and_group
+        for ts, domain, key, key_group in due:
+            set_key(key, key_group)
             self.current_key = key
             windows = self.timers.get((domain.value, ts))
             if not windows:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import decimal
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ from sparkpoint.state.typeinfo import (
     TupleTypeInfo,
     TypeInformation,
 )
-from sparkpoint.types import Row, RowKind
+from sparkpoint.types import Row, RowKind, rows_of
 
 __all__ = ["BatchConverter", "batch_converter", "convert_value"]
 
@@ -157,19 +158,27 @@ def _columns(
     values: list[Any], arity: int, what: str, fields: list[str] | None = None
 ) -> list[list[Any]]:
     """The batch transposed into ``arity`` columns (named rows picked by field name)."""
-    rows = []
-    for v in values:
-        if isinstance(v, Row) and fields is not None:
-            names = v.get_field_names()
-            if names is not None and names != fields and set(fields) <= set(names):
-                v = v.get_fields_by_names(fields)
-        if not isinstance(v, (tuple, list)) or len(v) != arity:
-            raise TypeError(f"a {what} of {arity} fields expected, got {v!r}")
-        rows.append(v)
-    return [list(c) for c in zip(*rows)] if rows else [[] for _ in range(arity)]
+    if set(map(type, values)) <= {tuple, list} and set(map(len, values)) <= {arity}:
+        rows = values  # the common case, checked and transposed at C speed
+    else:
+        rows = [_fields_of(v, arity, what, fields) for v in values]
+    # itemgetter per column: no per-record objects (zip(*rows) would make one per record)
+    return [list(map(itemgetter(i), rows)) for i in range(arity)]
+
+
+def _fields_of(v: Any, arity: int, what: str, fields: list[str] | None) -> Any:
+    if isinstance(v, Row) and fields is not None:
+        names = v.get_field_names()
+        if names is not None and names != fields and set(fields) <= set(names):
+            v = v.get_fields_by_names(fields)
+    if not isinstance(v, (tuple, list)) or len(v) != arity:
+        raise TypeError(f"a {what} of {arity} fields expected, got {v!r}")
+    return v
 
 
 def _convert_columns(columns: list[list[Any]], convs: list[BatchConverter | None]) -> None:
+    """Convert the columns in place; a converter with nothing to change returns its input
+    list itself, which ``_tuple`` uses to keep the batch as it is."""
     for i, conv in enumerate(convs):
         if conv is not None:
             columns[i] = conv(columns[i])
@@ -183,17 +192,12 @@ def _row(ti: RowTypeInfo) -> BatchConverter:
     arity = len(names)
 
     def run(values: list[Any]) -> list[Any]:
-        kinds = [v.get_row_kind() if isinstance(v, Row) else RowKind.INSERT for v in values]
+        kinds = None
+        if Row in set(map(type, values)):
+            kinds = [v.get_row_kind() if isinstance(v, Row) else RowKind.INSERT for v in values]
         columns = _columns(values, arity, "Row", fields)
         _convert_columns(columns, convs)
-        out = []
-        for vals, kind in zip(zip(*columns) if arity else [()] * len(values), kinds):
-            row = Row(*vals)
-            row.set_field_names(fields)
-            if kind is not RowKind.INSERT:
-                row.set_row_kind(kind)
-            out.append(row)
-        return out
+        return rows_of(zip(*columns) if arity else [()] * len(values), names, kinds)
 
     return _nullable(run)
 
@@ -205,7 +209,12 @@ def _tuple(ti: TupleTypeInfo) -> BatchConverter | None:
 
     def run(values: list[Any]) -> list[Any]:
         columns = _columns(values, arity, "tuple")
+        originals = list(columns)
         _convert_columns(columns, convs)
+        if set(map(type, values)) <= {tuple} and all(
+            a is b for a, b in zip(originals, columns)
+        ):
+            return values  # every field was valid as it was: no new tuples (and no GC work)
         return list(zip(*columns)) if arity else [() for _ in values]
 
     return _nullable(run)
