@@ -14,6 +14,7 @@ from sparkpoint.datastream.checkpoint_storage import (
     JobManagerCheckpointStorage,
 )
 from sparkpoint.datastream.checkpointing_mode import CheckpointingMode
+from sparkpoint.datastream.connected_streams import ConnectedStreams
 from sparkpoint.datastream.data_stream import DataStream, DataStreamSink, KeyedStream
 from sparkpoint.datastream.externalized_checkpoint_retention import (
     ExternalizedCheckpointCleanup,
@@ -24,8 +25,10 @@ from sparkpoint.datastream.functions import (
     AllWindowFunction,
     CoFlatMapFunction,
     CoMapFunction,
+    CoProcessFunction,
     FilterFunction,
     FlatMapFunction,
+    KeyedCoProcessFunction,
     KeyedProcessFunction,
     KeySelector,
     MapFunction,
@@ -81,6 +84,8 @@ __all__ = [
     "CheckpointingMode",
     "CoFlatMapFunction",
     "CoMapFunction",
+    "CoProcessFunction",
+    "ConnectedStreams",
     "CountWindow",
     "CustomCheckpointStorage",
     "CustomStateBackend",
@@ -97,6 +102,7 @@ __all__ = [
     "HashMapStateBackend",
     "JobManagerCheckpointStorage",
     "KeySelector",
+    "KeyedCoProcessFunction",
     "KeyedProcessFunction",
     "KeyedStream",
     "MapFunction",

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, overload
 
 from sparkpoint.connectors.sink import CollectSink, PrintSink, Sink
+from sparkpoint.datastream.connected_streams import ConnectedStreams
 from sparkpoint.datastream.functions import (
     FilterFunction,
     FilterFunctionWrapper,
@@ -21,6 +22,8 @@ from sparkpoint.datastream.functions import (
     MapFunction,
     MapFunctionWrapper,
     NullByteKeySelector,
+    Partitioner,
+    PartitionerFunctionWrapper,
     ProcessFunction,
     ReduceFunction,
     ReduceFunctionWrapper,
@@ -28,7 +31,7 @@ from sparkpoint.datastream.functions import (
 )
 from sparkpoint.datastream.output_tag import OutputTag
 from sparkpoint.errors import JavaFunctionError
-from sparkpoint.runtime.graph import Node
+from sparkpoint.runtime.graph import Node, Partitioning
 
 if TYPE_CHECKING:
     from sparkpoint.datastream.stream_execution_environment import StreamExecutionEnvironment
@@ -94,8 +97,7 @@ class DataStream:
         """The ``ExecutionConfig`` of the environment this stream belongs to."""
         return self._env.get_config()
 
-    # Chaining and partitioning hints: sparkpoint fuses stateless operators and shuffles
-    # only by key, so these only keep programs portable.
+    # Chaining hints: sparkpoint chains what Flink would chain (same parallelism, forward).
     def disable_chaining(self) -> DataStream:
         return self
 
@@ -111,23 +113,48 @@ class DataStream:
     def force_non_parallel(self) -> DataStream:
         return self.set_parallelism(1)
 
+    # -- partitioning (Flink's StreamPartitioners) -------------------------------------------
+    def _partition(self, partitioning: Partitioning, name: str) -> DataStream:
+        node = self._add(
+            "partition", name, self._node.output_type, partitioning=partitioning
+        )
+        return DataStream(self._env, node)
+
     def shuffle(self) -> DataStream:
-        return self
+        """Each record to a uniformly random subtask of the next operator."""
+        return self._partition(Partitioning("shuffle"), "Shuffle")
 
     def rebalance(self) -> DataStream:
-        return self
+        """Records round-robin over the subtasks of the next operator."""
+        return self._partition(Partitioning("rebalance"), "Rebalance")
 
     def rescale(self) -> DataStream:
-        return self
+        """Round-robin over a subset of the next operator's subtasks (pointwise)."""
+        return self._partition(Partitioning("rescale"), "Rescale")
 
     def forward(self) -> DataStream:
-        return self
-
-    def broadcast(self) -> DataStream:
-        return self
+        """Each record to the next operator's subtask of the same index."""
+        return self._partition(Partitioning("forward"), "Forward")
 
     def global_(self) -> DataStream:
-        return self
+        """Every record to the first subtask of the next operator."""
+        return self._partition(Partitioning("global"), "Global")
+
+    def broadcast(self) -> DataStream:
+        """Every record to every subtask of the next operator."""
+        return self._partition(Partitioning("broadcast"), "Broadcast")
+
+    def partition_custom(
+        self,
+        partitioner: Partitioner | Callable[[Any, int], int],
+        key_selector: KeySelector | Callable[[Any], Any],
+    ) -> DataStream:
+        """Each record to subtask ``partitioner.partition(key_selector(record), n)``."""
+        p = _wrap(partitioner, Partitioner, PartitionerFunctionWrapper, "partitioner")
+        ks = _wrap(key_selector, KeySelector, KeySelectorFunctionWrapper, "key selector")
+        return self._partition(
+            Partitioning("custom", key_selector=ks, partitioner=p), "Custom Partition"
+        )
 
     # -- transformations -------------------------------------------------------------------
     def _add(self, kind: str, name: str, output_type: Any = None, **kw: Any) -> Node:
@@ -188,6 +215,13 @@ class DataStream:
             tag_id=output_tag.tag_id,
         )
         return DataStream(self._env, node)
+
+    def connect(self, ds: DataStream) -> ConnectedStreams:
+        """This stream and ``ds`` into one two-input operator (``map``/``flat_map`` with a
+        CoMap/CoFlatMapFunction, ``process`` with a (Keyed)CoProcessFunction)."""
+        if not isinstance(ds, DataStream):
+            raise TypeError(f"connect() takes a DataStream, got {type(ds).__name__}")
+        return ConnectedStreams(self, ds)
 
     def assign_timestamps_and_watermarks(self, watermark_strategy: Any) -> DataStream:
         node = self._add(
@@ -282,6 +316,9 @@ class KeyedStream(DataStream):
         raise TypeError("Cannot override partitioning for KeyedStream.")
 
     shuffle = rebalance = rescale = forward = broadcast = global_ = _partitioning
+
+    def partition_custom(self, partitioner: Any, key_selector: Any) -> DataStream:
+        raise TypeError("Cannot override partitioning for KeyedStream.")
 
     def process(self, func: Any, output_type: Any = None) -> DataStream:
         if not isinstance(func, (KeyedProcessFunction, ProcessFunction)):

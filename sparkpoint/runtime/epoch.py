@@ -1,14 +1,15 @@
 """Turns one run of an epoch into one Spark job of RDDs, and runs it.
 
 - A source stage reads one split range per partition of an RDD of empty elements.
-- A keyed stage takes its input shuffled by subtask (``partitionBy``), zipped behind a
-  pinned RDD whose partition ``i`` prefers the executor that holds subtask ``i``'s state,
-  so the scheduler runs every subtask where its state is (delay scheduling waits up to
-  ``spark.locality.wait.process`` for that executor). Every upstream task sends exactly one
-  item to every subtask, so a subtask's input has as many items as the upstream stage has
-  partitions, and the pinned partition holds that many empty elements (``zip`` requires
-  equal counts).
-- A union stage reads the union of its inputs' partitions.
+- Every exchange (``graph.Exchange``) is one shuffle (``partitionBy``) of the union of its
+  upstream stages' rows by channel; each consumer reads its own channels of it
+  (``PartitionPruningRDD``), so an upstream feeding several consumers runs once.
+- A keyed stage's channels are zipped behind a pinned RDD whose partition ``i`` prefers
+  the executor that holds subtask ``i``'s state, so the scheduler runs every subtask where
+  its state is (delay scheduling waits up to ``spark.locality.wait.process`` for that
+  executor). Every upstream task sends exactly one item to every channel, so a subtask's
+  input has as many items as the exchange's upstream stages have tasks, and the pinned
+  partition holds that many empty elements (``zip`` requires equal counts).
 
 Rows are ``(sub, kind, payload)`` (``records``). The rows of the final stages are
 collected: the driver receives only the tasks' reports.
@@ -24,7 +25,13 @@ from typing import Any
 
 from sparkpoint.errors import SparkpointError
 from sparkpoint.runtime.graph import Plan, Stage
-from sparkpoint.runtime.protocol import EpochSpec, JobSpec, TaskReport
+from sparkpoint.runtime.protocol import (
+    EpochSpec,
+    JobSpec,
+    OutputRoute,
+    StageRoutes,
+    TaskReport,
+)
 from sparkpoint.runtime.records import KIND_REPORT
 from sparkpoint.runtime.spark_cluster import SparkCluster
 from sparkpoint.state.backend import SnapshotType
@@ -52,21 +59,34 @@ class ExecutorsLost(SparkpointError):
 
 def final_stage_ids(plan: Plan) -> frozenset[int]:
     """Stages whose output goes to the driver."""
-    return frozenset(s.id for s in plan.stages if s.exit is None)
+    return frozenset(s.id for s in plan.stages if not s.outputs)
 
 
-def routing(plan: Plan) -> tuple[dict[int, int], dict[int, Any]]:
-    """Per stage: the parallelism of the stage it feeds, and its key router if keyed."""
-    next_p: dict[int, int] = {}
-    router: dict[int, Any] = {}
+def routing(plan: Plan) -> dict[int, StageRoutes]:
+    """Per stage with outputs: its exchange's size, its output edges, where its watermarks
+    and reports go (read at job start and after a restore, which may adopt another max
+    parallelism)."""
+    routes: dict[int, StageRoutes] = {}
     for st in plan.stages:
-        for up in st.inputs:
-            if st.key_selector is not None:
-                next_p[up.id] = st.parallelism
-                router[up.id] = (st.key_selector, st.parallelism, st.max_parallelism)
-            else:
-                next_p[up.id] = 1
-    return next_p, router
+        if not st.outputs:
+            continue
+        ex = plan.exchanges[st.outputs[0].down.exchange or 0]
+        outputs = tuple(
+            OutputRoute(
+                st.members.index(e.exit), e.index, e.partitioning, e.down.channel_offset,
+                e.down.parallelism, e.down.max_parallelism,
+            )
+            for e in st.outputs
+        )
+        consumers = {e.down.id: e.down for e in st.outputs}
+        meta = tuple(sorted(
+            c.channel_offset + i for c in consumers.values() for i in range(c.parallelism)
+        ))
+        first = st.outputs[0].down
+        routes[st.id] = StageRoutes(
+            ex.channels, outputs, meta, first.channel_offset, first.parallelism
+        )
+    return routes
 
 
 def job_group(job_id: str) -> str:
@@ -91,25 +111,30 @@ def stage_partitions(plan: Plan, spec: EpochSpec) -> dict[int, int]:
     for st in plan.stages:
         if st.source is not None:
             counts[st.id] = max(1, len(spec.source_ranges.get(st.id, [])))
-        elif st.key_selector is not None:
-            counts[st.id] = st.parallelism
         else:
-            counts[st.id] = sum(counts[i.id] for i in st.inputs)
+            counts[st.id] = st.parallelism
     return counts
 
 
 def subtask_of(key: int) -> int:
-    """``partitionBy``'s partition function: rows already name their subtask."""
+    """``partitionBy``'s partition function: rows already name their channel."""
     return key
 
 
 def _keyed_input(frames: Iterator[bytes]) -> Iterator[tuple[int, int, Any]]:
     """Rows of a pinned keyed partition: frames alternate between the pinned RDD's empty
-    element and one pickled shuffle batch ``[(subtask, rows)]``."""
+    element and one pickled shuffle batch ``[(channel, rows)]``."""
     for i, frame in enumerate(frames):
         if i % 2:
             for _sub, rows in pickle.loads(frame):
                 yield from rows
+
+
+def _shuffled_input(frames: Iterator[bytes]) -> Iterator[tuple[int, int, Any]]:
+    """Rows of an unpinned partition: every frame is a pickled shuffle batch."""
+    for frame in frames:
+        for _sub, rows in pickle.loads(frame):
+            yield from rows
 
 
 def run_task(
@@ -137,17 +162,18 @@ def run_task(
         for _ in items:  # the empty element: drain it so Spark can reuse the worker
             pass
         rows: Iterator[tuple[int, int, Any]] = iter(())
-    elif stage.key_selector is not None:
+    elif stage.keyed:
         rows = _keyed_input(items)
     else:
-        rows = items
+        rows = _shuffled_input(items)
     out = task.run(rows)
-    if stage.id not in job.next_router:
+    routes = job.routes.get(stage.id)
+    if routes is None:
         return iter(out)
-    by_sub: list[list[tuple[int, int, Any]]] = [[] for _ in range(job.next_parallelism[stage.id])]
+    by_channel: list[list[tuple[int, int, Any]]] = [[] for _ in range(routes.channels)]
     for row in out:
-        by_sub[row[0]].append(row)
-    return iter(list(enumerate(by_sub)))
+        by_channel[row[0]].append(row)
+    return iter(list(enumerate(by_channel)))
 
 
 def _stage_fn(spec: EpochSpec, stage: Stage, num_partitions: int) -> Any:
@@ -174,22 +200,44 @@ class EpochRunner:
         from pyspark.serializers import NoOpSerializer
 
         sc = self.cluster.sc
-        counts = stage_partitions(self.plan, spec)
+        plan = self.plan
+        counts = stage_partitions(plan, spec)
         rdds: dict[int, Any] = {}
-        for st in self.plan.stages:
+        shuffles: dict[int, Any] = {}
+
+        def exchange(ex_id: int) -> Any:
+            """The one shuffle of an exchange: its upstream stages' rows by channel."""
+            if ex_id not in shuffles:
+                ex = plan.exchanges[ex_id]
+                ups = [build(u) for u in ex.ups]
+                rows = ups[0] if len(ups) == 1 else sc.union(ups)
+                shuffles[ex_id] = rows.partitionBy(ex.channels, subtask_of)
+            return shuffles[ex_id]
+
+        def build(st: Stage) -> Any:
+            if st.id in rdds:
+                return rdds[st.id]
             fn = _stage_fn(spec, st, counts[st.id])
             if st.source is not None:
                 base: Any = RDD(self.cluster.base_rdd(counts[st.id]), sc, NoOpSerializer())
                 rdd = base.mapPartitionsWithIndex(fn)
-            elif st.key_selector is not None:
-                up = st.inputs[0]
-                shuffled = rdds[up.id].partitionBy(st.parallelism, subtask_of)
-                pinned = self.cluster.pinned_rdd(locations[st.id], counts[up.id])
-                zipped: Any = RDD(pinned.zip(shuffled._jrdd), sc, NoOpSerializer())
-                rdd = zipped.mapPartitionsWithIndex(fn)
             else:
-                rdd = sc.union([rdds[i.id] for i in st.inputs]).mapPartitionsWithIndex(fn)
+                assert st.exchange is not None
+                ex = plan.exchanges[st.exchange]
+                shuffled = exchange(ex.id)
+                own = self.cluster.partitions_of(
+                    shuffled._jrdd, st.channel_offset, st.parallelism, ex.channels
+                )
+                if st.keyed:
+                    per_partition = sum(counts[u.id] for u in ex.ups)
+                    pinned = self.cluster.pinned_rdd(locations[st.id], per_partition)
+                    own = pinned.zip(own)
+                rdd = RDD(own, sc, NoOpSerializer()).mapPartitionsWithIndex(fn)
             rdds[st.id] = rdd
+            return rdd
+
+        for st in plan.stages:
+            build(st)
         finals = [rdds[i] for i in sorted(spec.job.final_stage_ids)]
         out = finals[0] if len(finals) == 1 else sc.union(finals)
         rows = self._collect(out, spec, watch)

@@ -1,7 +1,17 @@
 """The logical dataflow (what the DataStream API builds) and its plan into Spark stages.
 
-A stage is a tree of chained operators run by one Spark task per subtask. Stages are cut
-where records must move: at every keyed operator (a shuffle by key group) and at a union.
+A stage is a tree of chained operators run by one Spark task per subtask. A node is chained
+into the stage of its input when it has one input, is not keyed, no partitioning was asked
+for in between and its parallelism is its input's; otherwise it starts a new stage fed by
+**edges** (one per input stream) that say how records are partitioned (Flink's
+``StreamPartitioner``s: hash by key group, forward, rebalance, rescale, shuffle, global,
+broadcast, custom). ``key_by``, ``union`` and partitioning calls are virtual nodes: they
+only shape the edges of their consumers.
+
+Every stage's output goes through one Spark shuffle, its **exchange**: the consumers that
+read a set of upstream stages share one channel space (consumer ``D`` owns channels
+``[offset, offset + parallelism)``), so an upstream stage that feeds several consumers is
+computed once.
 """
 
 from __future__ import annotations
@@ -10,9 +20,44 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Node", "Plan", "Stage", "build_plan"]
+__all__ = [
+    "KEYED",
+    "VIRTUAL",
+    "Edge",
+    "Exchange",
+    "Node",
+    "Partitioning",
+    "Plan",
+    "Stage",
+    "build_plan",
+]
 
-KEYED = {"keyed_process", "reduce", "window"}
+KEYED = {"keyed_process", "reduce", "window", "keyed_co_process"}
+TWO_INPUT = {"co_map", "co_flat_map", "co_process", "keyed_co_process"}
+VIRTUAL = {"key_by", "union", "partition"}
+PARTITIONINGS = (
+    "hash", "forward", "rebalance", "rescale", "shuffle", "global", "broadcast", "custom",
+)
+
+
+@dataclass(frozen=True)
+class Partitioning:
+    """How an edge distributes records over the consumer's subtasks."""
+
+    kind: str
+    key_selector: Any = None  # hash, custom
+    partitioner: Any = None  # custom: the user's Partitioner (``partition(key, n)``)
+
+    def __post_init__(self) -> None:
+        if self.kind not in PARTITIONINGS:
+            raise ValueError(
+                f"Unknown partitioning {self.kind!r}; allowed: {', '.join(PARTITIONINGS)}"
+            )
+
+    @property
+    def ship_strategy(self) -> str:
+        """The name Flink's execution plan gives it."""
+        return {"hash": "HASH", "custom": "CUSTOM"}.get(self.kind, self.kind.upper())
 
 
 @dataclass(eq=False)
@@ -21,7 +66,8 @@ class Node:
 
     id: int
     kind: str  # source | map | flat_map | filter | process | timestamps | key_by | keyed_process
-    #          | reduce | window | union | side_output | sink
+    #          | reduce | window | union | partition | side_output | co_map | co_flat_map
+    #          | co_process | keyed_co_process | sink
     name: str
     inputs: list[Node] = field(default_factory=list)
     function: Any = None
@@ -35,6 +81,7 @@ class Node:
     uid: str | None = None
     call: Any = None  # keyed map/flat_map/filter adapter (see DataStream)
     tag_id: str | None = None  # side_output: the OutputTag id read from the input operator
+    partitioning: Partitioning | None = None  # partition: what its consumers' edges use
 
     @property
     def operator_id(self) -> str:
@@ -43,40 +90,79 @@ class Node:
 
 
 @dataclass(eq=False)
+class Edge:
+    """Records of ``exit`` (a node of stage ``up``) flowing into stage ``down``."""
+
+    up: Stage
+    exit: Node
+    down: Stage
+    index: int  # position in ``down.inputs``
+    partitioning: Partitioning
+    targets: list[tuple[Node, int]]  # (root of ``down``, input side 0/1) fed by this edge
+
+
+@dataclass(eq=False)
 class Stage:
     """Operators run together in one Spark task per subtask."""
 
     id: int
-    roots: list[Node]  # nodes fed by the stage input (a source, a union, or a keyed operator)
-    inputs: list[Stage]  # upstream stages (empty for a source stage)
-    parallelism: int
-    key_selector: Any = None  # set when the stage input is shuffled by key
+    roots: list[Node]  # nodes fed by the stage input (a source, or the consumers of edges)
+    parallelism: int  # 0 for a source stage: one task per split
     max_parallelism: int = 128
     source: Node | None = None
-    exit: Node | None = None  # the node whose output feeds the next stage
     members: list[Node] = field(default_factory=list)
+    inputs: list[Edge] = field(default_factory=list)
+    outputs: list[Edge] = field(default_factory=list)
+    exchange: int | None = None  # the exchange it reads from
+    channel_offset: int = 0  # its first channel in that exchange
 
     @property
     def keyed_nodes(self) -> list[Node]:
         """The keyed operators of this stage (each has its own keyed state)."""
         return [n for n in self.members if n.kind in KEYED]
 
+    @property
+    def keyed(self) -> bool:
+        """Whether the stage holds keyed state (its subtasks are placed and pinned)."""
+        return any(n.kind in KEYED for n in self.members)
+
+
+@dataclass(eq=False)
+class Exchange:
+    """One Spark shuffle: the outputs of ``ups`` to the channels of ``consumers``."""
+
+    id: int
+    ups: list[Stage]
+    consumers: list[Stage]
+
+    @property
+    def channels(self) -> int:
+        return sum(c.parallelism for c in self.consumers)
+
 
 @dataclass
 class Plan:
-    """Stages in execution order; the last ones are the sink stages."""
+    """Stages in execution (topological) order, and the exchanges between them."""
 
     stages: list[Stage]
     sources: list[Node]
     sinks: list[Node]
     nodes: list[Node]
+    exchanges: list[Exchange] = field(default_factory=list)
 
     def to_json(self, default_parallelism: int = 1) -> str:
         """Flink-style execution plan JSON (``get_execution_plan``)."""
-        stage_of = {n.id: s for s in self.stages for n in s.members}
+        stage_of = {n: s for s in self.stages for n in s.members}
+        strategy: dict[tuple[Node, Node], str] = {}
+        for st in self.stages:
+            for e in st.inputs:
+                for root, _side in e.targets:
+                    strategy[(e.exit, root)] = e.partitioning.ship_strategy
         out = []
         for n in self.nodes:
-            s = stage_of.get(n.id)
+            if n.kind in VIRTUAL:
+                continue
+            s = stage_of.get(n)
             entry: dict[str, Any] = {
                 "id": n.id,
                 "type": n.kind,
@@ -84,36 +170,51 @@ class Plan:
                 if n.kind == "source"
                 else ("Data Sink" if n.kind == "sink" else "Operator"),
                 "contents": n.name,
-                # Source and union stages run one task per split / input partition.
+                # Source stages run one task per split.
                 "parallelism": (s.parallelism if s and s.parallelism else None)
                 or n.parallelism
                 or default_parallelism,
             }
-            if n.inputs:
-                entry["predecessors"] = [
-                    {
-                        "id": i.id,
-                        "ship_strategy": "HASH"
-                        if n.kind in KEYED
-                        else ("REBALANCE" if n.kind == "union" else "FORWARD"),
-                        "side": "second",
-                    }
-                    for i in n.inputs
-                ]
+            preds = []
+            for side, inp in enumerate(n.inputs):
+                for producer, _part in _resolve(inp, None):
+                    preds.append({
+                        "id": producer.id,
+                        "ship_strategy": strategy.get((producer, n), "FORWARD"),
+                        "side": "second" if side else "first",
+                    })
+            if preds:
+                entry["predecessors"] = preds
             out.append(entry)
         return json.dumps({"nodes": out}, indent=2)
 
 
-def _key_input(node: Node) -> Node:
+def _resolve(node: Node, outer: Partitioning | None) -> list[tuple[Node, Partitioning | None]]:
+    """The real producers behind ``node`` (through key_by, union and partitioning nodes) and
+    the partitioning their records take; the partitioning nearest the consumer wins."""
+    if node.kind == "key_by":
+        part = outer or Partitioning("hash", key_selector=node.key_selector)
+        return _resolve(node.inputs[0], part)
+    if node.kind == "partition":
+        return _resolve(node.inputs[0], outer or node.partitioning)
+    if node.kind == "union":
+        out: list[tuple[Node, Partitioning | None]] = []
+        for i in node.inputs:
+            out.extend(_resolve(i, outer))
+        return out
+    return [(node, outer)]
+
+
+def _key_input(node: Node, side: int = 0) -> Node:
     """The ``key_by`` node in front of a keyed operator."""
-    src = node.inputs[0]
+    src = node.inputs[side]
     if src.kind != "key_by":
         raise ValueError(f"{node.name} needs a keyed stream (call key_by first)")
     return src
 
 
 def build_plan(sinks: list[Node], default_parallelism: int, max_parallelism: int) -> Plan:
-    """Cut the dataflow that reaches ``sinks`` into stages."""
+    """Cut the dataflow that reaches ``sinks`` into stages, edges and exchanges."""
     nodes: list[Node] = []
     seen: set[Node] = set()
 
@@ -134,51 +235,73 @@ def build_plan(sinks: list[Node], default_parallelism: int, max_parallelism: int
         nodes = by_id
     stages: list[Stage] = []
     stage_of: dict[Node, Stage] = {}
+    keyed_stage: dict[tuple[Node, int], Stage] = {}  # (key_by node, parallelism) -> stage
 
-    def new_stage(roots: list[Node], inputs: list[Stage], parallelism: int, **kw: Any) -> Stage:
-        st = Stage(len(stages), roots, inputs, parallelism, **kw)
+    def new_stage(root: Node, parallelism: int, **kw: Any) -> Stage:
+        st = Stage(len(stages), [root], parallelism, **kw)
+        st.members.append(root)
         stages.append(st)
+        stage_of[root] = st
         return st
 
+    def connect(st: Stage, root: Node, side: int, producers: list[Any]) -> None:
+        for producer, part in producers:
+            up = stage_of[producer]
+            if part is None or (part.kind == "forward" and up.parallelism != st.parallelism):
+                same = up.parallelism == st.parallelism
+                part = Partitioning("forward" if same else "rebalance")
+            edge = Edge(up, producer, st, len(st.inputs), part, [(root, side)])
+            st.inputs.append(edge)
+            up.outputs.append(edge)
+
     for n in nodes:
+        if n.kind in VIRTUAL:
+            continue
         if n.kind == "source":
-            st = new_stage([n], [], 0, source=n)
-            st.members.append(n)
-            stage_of[n] = st
-        elif n.kind == "key_by":
-            stage_of[n] = stage_of[n.inputs[0]]  # cut happens at the keyed consumer
-        elif n.kind in KEYED:
+            st = new_stage(n, 0, source=n)
+            continue
+        mp = n.max_parallelism or max_parallelism
+        if n.kind in KEYED and n.kind not in TWO_INPUT:
             kb = _key_input(n)
-            up = stage_of[kb.inputs[0]]
             p = n.parallelism or default_parallelism
-            mp = n.max_parallelism or max_parallelism
-            existing = next(
-                (s for s in stages if s.key_selector is kb.key_selector and s.inputs == [up]),
-                None,
-            )
-            if existing is not None and existing.parallelism == p:
+            existing = keyed_stage.get((kb, p))
+            if existing is not None:
                 existing.roots.append(n)
                 existing.members.append(n)
+                existing.inputs[0].targets.append((n, 0))
                 stage_of[n] = existing
                 continue
-            _set_exit(up, kb.inputs[0])
-            st = new_stage([n], [up], p, key_selector=kb.key_selector, max_parallelism=mp)
-            st.members.append(n)
-            stage_of[n] = st
-        elif n.kind == "union":
-            ups = []
-            for i in n.inputs:
-                up = stage_of[i]
-                _set_exit(up, i)
-                ups.append(up)
-            st = new_stage([n], ups, 0)
-            st.members.append(n)
-            stage_of[n] = st
-        else:
-            st = stage_of[n.inputs[0]]
-            st.members.append(n)
-            stage_of[n] = st
-    return Plan(stages, [n for n in nodes if n.kind == "source"], sinks, nodes)
+            st = new_stage(n, p, max_parallelism=mp)
+            keyed_stage[(kb, p)] = st
+            connect(st, n, 0, _resolve(kb, None))
+            continue
+        if n.kind in TWO_INPUT:
+            if n.kind in KEYED:
+                _key_input(n, 0)
+                _key_input(n, 1)
+            st = new_stage(n, n.parallelism or default_parallelism, max_parallelism=mp)
+            for side, inp in enumerate(n.inputs):
+                connect(st, n, side, _resolve(inp, None))
+            continue
+        producers = _resolve(n.inputs[0], None)
+        if len(producers) == 1 and producers[0][1] is None:
+            up = stage_of[producers[0][0]]
+            if n.parallelism is None or n.parallelism == up.parallelism:
+                up.members.append(n)
+                stage_of[n] = up
+                continue
+        if len(producers) == 1 and producers[0][1] is not None \
+                and producers[0][1].kind == "forward":
+            up = stage_of[producers[0][0]]
+            if n.parallelism is None or n.parallelism == up.parallelism:
+                up.members.append(n)
+                stage_of[n] = up
+                continue
+        st = new_stage(n, n.parallelism or default_parallelism, max_parallelism=mp)
+        connect(st, n, 0, producers)
+    exchanges = _exchanges(stages)
+    _check_acyclic(stages, exchanges)
+    return Plan(stages, [n for n in nodes if n.kind == "source"], sinks, nodes, exchanges)
 
 
 def _topological(nodes: list[Node]) -> bool:
@@ -191,11 +314,60 @@ def _topological(nodes: list[Node]) -> bool:
     return True
 
 
-def _set_exit(stage: Stage, node: Node) -> None:
-    if stage.exit is not None and stage.exit is not node:
-        raise ValueError(
-            f"Stage {stage.id}: the output of '{stage.exit.name}' and of '{node.name}' would "
-            "both leave the stage; sparkpoint supports one shuffled output per stage "
-            "(apply both branches after a common key_by, or union them first)."
-        )
-    stage.exit = node
+def _exchanges(stages: list[Stage]) -> list[Exchange]:
+    """Group stages into exchanges: the connected components of upstream -> consumer."""
+    parent: dict[int, int] = {}
+
+    def find(x: int) -> int:
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    # Union an upstream's node ("u", id) with its consumers' nodes ("d", id) by integer ids:
+    # upstream i -> 2 * i, consumer i -> 2 * i + 1.
+    for st in stages:
+        for e in st.inputs:
+            parent[find(2 * e.up.id)] = find(2 * st.id + 1)
+    groups: dict[int, Exchange] = {}
+    out: list[Exchange] = []
+    for st in stages:  # consumers in stage order: channel offsets are stable
+        if not st.inputs:
+            continue
+        root = find(2 * st.id + 1)
+        ex = groups.get(root)
+        if ex is None:
+            ex = groups[root] = Exchange(len(out), [], [])
+            out.append(ex)
+        st.exchange = ex.id
+        st.channel_offset = ex.channels
+        ex.consumers.append(st)
+    for st in stages:
+        if st.outputs:
+            ex = groups[find(2 * st.id)]
+            ex.ups.append(st)
+    return out
+
+
+def _check_acyclic(stages: list[Stage], exchanges: list[Exchange]) -> None:
+    """A consumer runs after every upstream stage of its exchange; refuse graphs where that
+    order has a cycle (a stream joined with a result computed from it through a shuffle that
+    the same exchange carries)."""
+    state: dict[int, int] = {}  # 1: visiting, 2: done
+
+    def visit(st: Stage) -> None:
+        if state.get(st.id) == 2:
+            return
+        if state.get(st.id) == 1:
+            raise ValueError(
+                f"sparkpoint cannot order the stages of this job: '{st.roots[0].name}' "
+                "would have to run before itself (a stream combined with a result derived "
+                "from it through another shuffle of the same upstream)"
+            )
+        state[st.id] = 1
+        if st.exchange is not None:
+            for up in exchanges[st.exchange].ups:
+                visit(up)
+        state[st.id] = 2
+
+    for st in stages:
+        visit(st)

@@ -176,10 +176,10 @@ class JobMaster:
         self.notify_complete: int | None = None
         self.sink_commits = SinkCommits({n.operator_id: n.sink for n in plan.sinks})
         self.finals = final_stage_ids(plan)
-        self.next_p, self.router = routing(plan)
+        self.routes = routing(plan)
         self.runner = EpochRunner(spark, plan)
         self.placement = Placement()
-        self.keyed_stages = {st.id: st.parallelism for st in plan.stages if st.key_selector}
+        self.keyed_stages = {st.id: st.parallelism for st in plan.stages if st.keyed}
         self.recovery = SubtaskRecovery(
             plan, settings.explicit_max_parallelism,
             enabled=settings.changelog and settings.policy.enabled,
@@ -299,8 +299,7 @@ class JobMaster:
             local_state_dir=self.s.local_state_dir,
             job_parameters=self.s.job_parameters,
             final_stage_ids=self.finals,
-            next_parallelism=self.next_p,
-            next_router=self.router,
+            routes=self.routes,
             fs_options=dict(get_fs_options()),
             changelog_storage=self.s.checkpoint_storage if self.recovery.enabled else None,
             faults=faults.task_hooks() if faults is not None else None,
@@ -742,7 +741,7 @@ class JobMaster:
             for op, subs in assigned.items()
         }
         # The max parallelism may have been adopted from the checkpoint: re-derive routing.
-        self.next_p, self.router = routing(self.plan)
+        self.routes = routing(self.plan)
         master = JobMasterState.from_metadata(metadata)
         if master is None:
             for enum in self.enumerators.values():

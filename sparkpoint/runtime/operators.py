@@ -32,6 +32,7 @@ __all__ = [
     "ProcessOperator",
     "ReduceOperator",
     "TimestampsOperator",
+    "UserFunctionOperator",
     "collect_outputs",
 ]
 
@@ -69,6 +70,12 @@ class Operator:
         if self.side_buffer:
             self.flush_side_outputs()
 
+    def push_input(
+        self, side: int, values: list[Any], timestamps: list[int | None] | None
+    ) -> None:
+        """A batch arriving on input ``side`` (two-input operators tell 0 and 1 apart)."""
+        self.push(values, timestamps)
+
     def process(
         self, values: list[Any], timestamps: list[int | None] | None
     ) -> tuple[list[Any], list[int | None] | None]:
@@ -105,7 +112,7 @@ class Operator:
             child.close()
 
 
-class _UserFunctionOperator(Operator):
+class UserFunctionOperator(Operator):
     """An operator calling a user ``Function`` (with ``open``/``close``)."""
 
     def __init__(self, operator_id: str, name: str, function: Any) -> None:
@@ -132,7 +139,7 @@ def _call_open(function: Any, runtime_context: Any) -> None:
         open_(runtime_context)
 
 
-class MapOperator(_UserFunctionOperator):
+class MapOperator(UserFunctionOperator):
     """``map``: one output per input."""
 
     def process(self, values, timestamps):  # type: ignore[no-untyped-def]
@@ -140,7 +147,7 @@ class MapOperator(_UserFunctionOperator):
         return [f(v) for v in values], timestamps
 
 
-class FilterOperator(_UserFunctionOperator):
+class FilterOperator(UserFunctionOperator):
     """``filter``: keeps the records the predicate accepts."""
 
     def process(self, values, timestamps):  # type: ignore[no-untyped-def]
@@ -195,7 +202,7 @@ def collect_outputs(
             out_t.append(ts)
 
 
-class FlatMapOperator(_UserFunctionOperator):
+class FlatMapOperator(UserFunctionOperator):
     """``flat_map``: zero or more outputs per input (a generator or any iterable)."""
 
     def process(self, values, timestamps):  # type: ignore[no-untyped-def]
@@ -213,7 +220,7 @@ class FlatMapOperator(_UserFunctionOperator):
         return out_v, out_t
 
 
-class ProcessOperator(_UserFunctionOperator):
+class ProcessOperator(UserFunctionOperator):
     """``process`` with a (non-keyed) ``ProcessFunction``."""
 
     def process(self, values, timestamps):  # type: ignore[no-untyped-def]
@@ -273,7 +280,7 @@ class TimestampsOperator(Operator):
         super().end_epoch()
 
 
-class KeyedOperator(_UserFunctionOperator):
+class KeyedOperator(UserFunctionOperator):
     """Base of operators after a ``key_by``: one keyed state backend per operator."""
 
     def __init__(self, operator_id: str, name: str, function: Any, key_selector: Any) -> None:

@@ -20,9 +20,11 @@ __all__ = [
     "EpochSpec",
     "ExecutorIdentity",
     "JobSpec",
+    "OutputRoute",
     "RestoreReason",
     "SinkOutput",
     "SnapshotAck",
+    "StageRoutes",
     "StateLost",
     "SubtaskRestore",
     "SubtaskRestored",
@@ -75,6 +77,32 @@ class TaskFaultHooks(Protocol):
 
 
 @dataclass(frozen=True)
+class OutputRoute:
+    """One output edge of a stage: records of its member ``exit_index`` go to the consumer whose
+    subtasks are channels ``[offset, offset + parallelism)`` of the stage's exchange, as
+    its input ``input_index``, partitioned by ``partitioning`` (``graph.Partitioning``)."""
+
+    exit_index: int  # position in ``Stage.members`` (node ids may repeat across jobs)
+    input_index: int
+    partitioning: Any
+    offset: int
+    parallelism: int
+    max_parallelism: int
+
+
+@dataclass(frozen=True)
+class StageRoutes:
+    """Where a stage's rows go. Every task sends exactly one item to each of the
+    ``channels`` of its exchange (consumers pin their partitions by that count)."""
+
+    channels: int
+    outputs: tuple[OutputRoute, ...]
+    meta_channels: tuple[int, ...]  # every subtask of every consumer: watermarks
+    report_offset: int  # reports go to the first consumer: report_offset + i % report_p
+    report_parallelism: int
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """What every task of every epoch of one job run shares."""
 
@@ -87,8 +115,7 @@ class JobSpec:
     local_state_dir: str | None
     job_parameters: Mapping[str, str] = field(default_factory=dict)
     final_stage_ids: frozenset[int] = frozenset()
-    next_parallelism: Mapping[int, int] = field(default_factory=dict)
-    next_router: Mapping[int, Any] = field(default_factory=dict)  # stage -> (selector, P, maxP)
+    routes: Mapping[int, StageRoutes] = field(default_factory=dict)  # stages with outputs
     fs_options: Mapping[str, str] = field(default_factory=dict)
     # Where keyed subtasks write the durable changes of each epoch (None: they do not).
     changelog_storage: Any = None

@@ -86,6 +86,21 @@ class SparkCluster:
             rdd = self._pinned[key] = self._parallel(len(locations), per_partition, locations)
         return rdd
 
+    def partitions_of(self, jrdd: Any, offset: int, count: int, total: int) -> Any:
+        """Partitions ``[offset, offset + count)`` of a JavaRDD of ``total`` partitions, as a
+        JavaRDD (Spark's ``PartitionPruningRDD``: a narrow dependency, so the parent's
+        tasks run once however many consumers read parts of it)."""
+        if offset == 0 and count == total:
+            return jrdd
+        jvm = self._jvm
+        keep = jvm.java.util.HashSet()
+        for index in range(offset, offset + count):
+            keep.add(index)
+        # A Scala Set is a Function1[Int, Boolean]: the filter on partition indexes.
+        indexes = jvm.scala.jdk.javaapi.CollectionConverters.asScala(keep)
+        pruned = jvm.org.apache.spark.rdd.PartitionPruningRDD.create(jrdd.rdd(), indexes)
+        return pruned.toJavaRDD()
+
     def _parallel(self, partitions: int, per_partition: int, locations: Sequence[str]) -> Any:
         jvm = self._jvm
         elements = jvm.java.util.Collections.nCopies(partitions * per_partition, bytearray())

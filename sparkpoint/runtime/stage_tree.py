@@ -1,15 +1,13 @@
-"""The operator tree one task runs: chained operators, the sink writers and the router
-that sends the stage's output to the next stage's subtasks."""
+"""The operator tree one task runs: chained operators, the sink writers and the routers
+that send the stage's outputs to the consumers' subtasks (``router``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from sparkpoint.runtime.async_wait import AsyncWaitOperator
 from sparkpoint.runtime.context import OperatorEnv
-from sparkpoint.runtime.graph import Node, Stage
+from sparkpoint.runtime.graph import VIRTUAL, Node, Stage
 from sparkpoint.runtime.operators import (
     FilterOperator,
     FlatMapOperator,
@@ -20,92 +18,13 @@ from sparkpoint.runtime.operators import (
     ReduceOperator,
     TimestampsOperator,
 )
-from sparkpoint.runtime.protocol import SinkOutput
-from sparkpoint.runtime.records import KIND_DATA, encode_data
+from sparkpoint.runtime.protocol import SinkOutput, StageRoutes
+from sparkpoint.runtime.router import Router
+from sparkpoint.runtime.two_input import CALLS, CoOperator, KeyedCoProcessOperator
 from sparkpoint.runtime.type_crossing import TypedSourceOperator, crossing_converter
 from sparkpoint.runtime.window_operator import WindowOperator
-from sparkpoint.state.key_groups import assign_to_key_group, int64_key_groups
 
-__all__ = ["GROUP_TARGET", "Router", "SinkOperator", "build_tree"]
-
-GROUP_TARGET = 8192  # records per data row before it is flushed
-
-
-class Router(Operator):
-    """The exit of a stage: groups records by the next stage's subtask."""
-
-    def __init__(
-        self, router: Any, out: list[tuple[int, int, bytes]], output_type: Any = None
-    ) -> None:
-        super().__init__("router", "router")
-        self.out = out
-        # Records leaving the stage cross to another task: converted by their declared type.
-        self.convert = crossing_converter(output_type)
-        self.key_selector = router[0] if router else None
-        self.parallelism = router[1] if router else 1
-        self.max_parallelism = router[2] if router else 1
-        self.groups: dict[int, tuple[list[Any], list[int | None] | None]] = {}
-        self._cache: dict[Any, int] = {}
-
-    def push(self, values: list[Any], timestamps: list[int | None] | None) -> None:
-        if self.convert is not None:
-            values = self.convert(values)
-        if self.key_selector is None:
-            self._add(self.env.subtask_index % max(self.parallelism, 1), values, timestamps)
-            return
-        subs = self._subtasks([self.key_selector.get_key(v) for v in values])
-        if self.parallelism == 1:
-            self._add(0, values, timestamps)
-            return
-        by_sub: dict[int, list[int]] = {}
-        for i, sub in enumerate(subs):
-            by_sub.setdefault(sub, []).append(i)
-        for sub, idx in by_sub.items():
-            vs = [values[i] for i in idx]
-            ts = None if timestamps is None else [timestamps[i] for i in idx]
-            self._add(sub, vs, ts)
-
-    def _subtasks(self, keys: list[Any]) -> list[int]:
-        """The target subtask of each key: vectorised for int keys, memoised otherwise."""
-        maxp, p = self.max_parallelism, self.parallelism
-        kgs = int64_key_groups(keys, maxp)
-        if kgs is not None:
-            return ((kgs.astype(np.int64) * p) // maxp).tolist()  # type: ignore[no-any-return]
-        cache = self._cache
-        out = []
-        for k in keys:
-            try:
-                ck = (k.__class__, k)
-                sub = cache.get(ck)
-                if sub is None:
-                    sub = cache[ck] = assign_to_key_group(k, maxp) * p // maxp
-            except TypeError:  # unhashable key: no memo
-                sub = assign_to_key_group(k, maxp) * p // maxp
-            out.append(sub)
-        return out
-
-    def _add(self, sub: int, values: list[Any], timestamps: list[int | None] | None) -> None:
-        group = self.groups.get(sub)
-        if group is None:
-            group = self.groups[sub] = ([], [] if timestamps is not None else None)
-        gv, gt = group
-        if gt is None and timestamps is not None:
-            gt = [None] * len(gv)
-            self.groups[sub] = (gv, gt)
-        gv.extend(values)
-        if gt is not None:
-            gt.extend(timestamps if timestamps is not None else [None] * len(values))
-        if len(gv) >= GROUP_TARGET:
-            self._flush(sub)
-
-    def _flush(self, sub: int) -> None:
-        gv, gt = self.groups.pop(sub)
-        if gv:
-            self.out.append((sub, KIND_DATA, encode_data(gv, gt)))
-
-    def end_epoch(self) -> None:
-        for sub in list(self.groups):
-            self._flush(sub)
+__all__ = ["SinkOperator", "StageTree", "build_tree"]
 
 
 class SinkOperator(Operator):
@@ -155,6 +74,11 @@ def _build_operator(node: Node, batch_mode: bool, outputs: list[SinkOutput]) -> 
         )
     if k == "reduce":
         return ReduceOperator(oid, name, node.function, node.inputs[0].key_selector, batch_mode)
+    if k == "keyed_co_process":
+        selectors = (node.inputs[0].key_selector, node.inputs[1].key_selector)
+        return KeyedCoProcessOperator(oid, name, node.function, selectors, node.call or k)
+    if k in CALLS:
+        return CoOperator(oid, name, node.function, k)
     if k == "window":
         return WindowOperator(oid, name, node.function, node.inputs[0].key_selector)
     if k == "sink":
@@ -169,33 +93,52 @@ def _build_operator(node: Node, batch_mode: bool, outputs: list[SinkOutput]) -> 
     return Operator(oid, name)
 
 
+class StageTree:
+    """The operators of one stage's task: ``roots`` (opened, ended and closed by the task)
+    and ``entries``: per input edge, the roots (and their input side) its records feed."""
+
+    def __init__(self, roots: list[Operator], entries: dict[int, list[tuple[Operator, int]]]):
+        self.roots = roots
+        self.entries = entries
+
+    def push_input(
+        self, input_index: int, values: list[Any], timestamps: list[int | None] | None
+    ) -> None:
+        """Records of input edge ``input_index`` (``-1``: the stage's source)."""
+        for op, side in self.entries[input_index]:
+            op.push_input(side, values, timestamps)
+
+
 def build_tree(
     stage: Stage,
     batch_mode: bool,
-    router: Any,
-    out: list[tuple[int, int, bytes]],
+    routes: StageRoutes | None,
+    out: list[tuple[int, int, Any]],
     sink_outputs: list[SinkOutput],
-) -> list[Operator]:
-    """The stage's operators wired into trees; returns the roots (fed by the stage input).
-    ``router`` is the next stage's ``(key selector, parallelism, max parallelism)``."""
+) -> StageTree:
+    """The stage's operators wired into trees, with a router behind every exit."""
     ops: dict[Node, Operator] = {}
     for node in stage.members:
-        if node.kind == "key_by":
-            continue
         ops[node] = _build_operator(node, batch_mode, sink_outputs)
     roots = set(stage.roots)
     for node in stage.members:
-        if node not in ops or node in roots:
+        if node in roots:
             continue
-        for inp in node.inputs:
-            src = inp.inputs[0] if inp.kind == "key_by" else inp
-            if src not in ops:
-                continue
-            if node.kind == "side_output":
-                assert node.tag_id is not None
-                ops[src].side_children.setdefault(node.tag_id, []).append(ops[node])
-            else:
-                ops[src].children.append(ops[node])
-    if stage.exit is not None:
-        ops[stage.exit].children.append(Router(router, out, stage.exit.output_type))
-    return [ops[r] for r in stage.roots]
+        src = node.inputs[0]  # a chained node has one input: a node of this stage, or a
+        while src.kind in VIRTUAL:  # forward partitioning in front of one
+            src = src.inputs[0]
+        if node.kind == "side_output":
+            assert node.tag_id is not None
+            ops[src].side_children.setdefault(node.tag_id, []).append(ops[node])
+        else:
+            ops[src].children.append(ops[node])
+    if routes is not None:
+        for route in routes.outputs:
+            exit_node = stage.members[route.exit_index]
+            ops[exit_node].children.append(Router(route, out, exit_node.output_type))
+    entries: dict[int, list[tuple[Operator, int]]] = {}
+    if stage.source is not None:
+        entries[-1] = [(ops[stage.source], 0)]
+    for edge in stage.inputs:
+        entries[edge.index] = [(ops[root], side) for root, side in edge.targets]
+    return StageTree([ops[r] for r in stage.roots], entries)

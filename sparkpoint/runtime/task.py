@@ -26,7 +26,8 @@ from sparkpoint.runtime.protocol import (
     TaskReport,
 )
 from sparkpoint.runtime.records import KIND_DATA, KIND_META, KIND_REPORT, decode_data
-from sparkpoint.runtime.stage_tree import GROUP_TARGET, build_tree
+from sparkpoint.runtime.router import GROUP_TARGET
+from sparkpoint.runtime.stage_tree import build_tree
 
 __all__ = ["StageTask"]
 
@@ -55,7 +56,7 @@ class StageTask:
         self.partition = partition
         self.attempt = attempt
         self.executor = executor
-        # Source and union stages have no fixed parallelism: their subtasks this epoch.
+        # Source stages have no fixed parallelism: their subtasks this epoch.
         self.parallelism = stage.parallelism or max(1, num_partitions)
         self.out: list[tuple[int, int, Any]] = []
         self.sink_outputs: list[SinkOutput] = []
@@ -66,8 +67,7 @@ class StageTask:
         self._watermark_scope = str(partition)
         self._split_done = False
         job = spec.job
-        self.is_final = stage.id in job.final_stage_ids
-        self.next_p = job.next_parallelism.get(stage.id, 1)
+        self.routes = job.routes.get(stage.id)
         self.clock = FixedClock(spec.processing_time_ms)
         self.state = SubtaskState(
             spec, stage, partition,
@@ -101,7 +101,12 @@ class StageTask:
         self.reported_max[key] = max_ts
 
     def _targets(self) -> Iterable[int]:
-        return [0] if self.is_final else range(self.next_p)
+        """Channels that get watermarks: every subtask of every consumer."""
+        return [0] if self.routes is None else self.routes.meta_channels
+
+    def _report_channel(self) -> int:
+        r = self.routes
+        return 0 if r is None else r.report_offset + self.partition % r.report_parallelism
 
     def run(self, rows: Iterator[tuple[int, int, Any]]) -> list[tuple[int, int, Any]]:
         """Process the partition's input rows; returns the output rows (the task's report
@@ -115,10 +120,10 @@ class StageTask:
                 pass
             return self._finish(t0, 0, ([], []), passthrough)
         env = self._env()
-        roots = build_tree(
-            self.stage, spec.job.batch_mode, spec.job.next_router.get(self.stage.id),
-            self.out, self.sink_outputs,
+        tree = build_tree(
+            self.stage, spec.job.batch_mode, self.routes, self.out, self.sink_outputs
         )
+        roots = tree.roots
         for root in roots:
             root.open(env)
         marks = dict(spec.watermarks)
@@ -131,19 +136,14 @@ class StageTask:
                 self._split_done = split_range.last
                 for chunk in _chunks(self.stage.source.source.read(split_range)):
                     records += len(chunk)
-                    for root in roots:
-                        root.push(chunk, None)
+                    tree.push_input(-1, chunk, None)
         else:
             for sub, kind, payload in rows:
                 if kind == KIND_DATA:
-                    if self.stage.key_selector is not None and sub != self.partition:
-                        raise RuntimeError(
-                            f"Row for subtask {sub} arrived at partition {self.partition}"
-                        )
-                    values, timestamps = decode_data(payload)
+                    input_index, data = payload
+                    values, timestamps = decode_data(data)
                     records += len(values)
-                    for root in roots:
-                        root.push(values, timestamps)
+                    tree.push_input(input_index, values, timestamps)
                 elif kind == KIND_META:
                     marks.update(payload)
                     if self.partition == 0:
@@ -184,12 +184,13 @@ class StageTask:
             lost=tuple(self.state.lost),
             uploads=tuple(self.state.upload_statuses()),
         )
-        out.append((self.partition % max(self.next_p, 1), KIND_REPORT, report))
+        report_channel = self._report_channel()
+        out.append((report_channel, KIND_REPORT, report))
         for _sub, kind, payload in passthrough:
             if kind == KIND_META:
                 out.extend((t, kind, payload) for t in self._targets())
             else:
-                out.append((self.partition % max(self.next_p, 1), kind, payload))
+                out.append((report_channel, kind, payload))
         return out
 
 

@@ -463,9 +463,13 @@ def test_stream_naming_and_hints_without_spark() -> None:
     assert ds.get_execution_config() is env.get_config()
     mapped = ds.map(lambda t: t, output_type=typed).name("identity").uid("id-1")
     assert mapped.get_name() == "identity"
-    for hint in ("disable_chaining", "start_new_chain", "shuffle", "rebalance", "rescale",
-                 "forward", "broadcast"):
+    for hint in ("disable_chaining", "start_new_chain"):
         assert getattr(mapped, hint)() is mapped
+    # Partitioning calls shape the edge into the next operator (Flink's ship strategies).
+    for call in ("shuffle", "rebalance", "rescale", "broadcast", "global_"):
+        getattr(mapped, call)().map(lambda t: t).name(f"after-{call}").print()
+    (mapped.partition_custom(lambda key, n: 0, lambda t: t[0]).map(lambda t: t).name("custom")
+        .print())
     assert mapped.slot_sharing_group("g") is mapped
     assert mapped.set_buffer_timeout(5) is mapped
     assert mapped.set_max_parallelism(16) is mapped
@@ -484,6 +488,12 @@ def test_stream_naming_and_hints_without_spark() -> None:
     assert by_name["out"]["pact"] == "Data Sink"
     assert by_name["Sum"]["predecessors"][0]["ship_strategy"] == "HASH"
     assert by_name["Sum"]["parallelism"] == 2
+    for call, strategy in (("shuffle", "SHUFFLE"), ("rebalance", "REBALANCE"),
+                           ("rescale", "RESCALE"), ("broadcast", "BROADCAST"),
+                           ("global_", "GLOBAL")):
+        (pred,) = by_name[f"after-{call}"]["predecessors"]
+        assert pred["ship_strategy"] == strategy and pred["id"] == by_name["identity"]["id"]
+    assert by_name["custom"]["predecessors"][0]["ship_strategy"] == "CUSTOM"
 
 
 def test_execution_plan_needs_a_sink() -> None:

@@ -6,10 +6,15 @@ import ast
 import os
 from typing import Any
 
-from sparkpoint.common import Encoder
+from sparkpoint.common import Encoder, Types
 from sparkpoint.connectors.number_seq import NumberSequenceSource
+from sparkpoint.datastream import KeyedCoProcessFunction, OutputTag
 from sparkpoint.datastream.connectors.file_system import FileSink
+from sparkpoint.datastream.state import ValueStateDescriptor
 from sparkpoint.testing import CountAndEcho, FailureInjector, expected_keyed_count_output
+
+SECOND_SIDE = OutputTag("second")
+END_OF_INPUT = 2**62  # an event-time timer that fires when the input ends
 
 
 def counted_pairs(
@@ -65,6 +70,74 @@ def read_sink(out_dir: str) -> list[tuple[Any, ...]]:
         with open(path) as f:
             lines.extend(ast.literal_eval(line) for line in f if line.strip())
     return lines
+
+
+class CountBothSides(KeyedCoProcessFunction):
+    """Keyed state and timers on both inputs: counts records of the first input and sums
+    those of the second per key (each echoed, the second also as a side output), and emits
+    ``("final", key, count, sum)`` from a timer when the input ends. A timer registered
+    from either side is the same timer."""
+
+    def __init__(self, injector: FailureInjector | None = None) -> None:
+        self.injector = injector
+
+    def open(self, runtime_context: Any) -> None:
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
+        self.total = runtime_context.get_state(ValueStateDescriptor("sum", Types.LONG()))
+
+    def process_element1(self, value: Any, ctx: Any) -> Any:
+        self.count.update((self.count.value() or 0) + 1)
+        ctx.timer_service().register_event_time_timer(END_OF_INPUT)
+        yield ("a", ctx.get_current_key(), value)
+
+    def process_element2(self, value: Any, ctx: Any) -> Any:
+        if self.injector is not None:
+            self.injector.maybe_fail(value)
+        self.total.update((self.total.value() or 0) + value)
+        ctx.timer_service().register_event_time_timer(END_OF_INPUT)
+        yield ("b", ctx.get_current_key(), value)
+        yield SECOND_SIDE, value
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Any:
+        yield ("final", ctx.get_current_key(), self.count.value() or 0, self.total.value() or 0)
+
+
+def two_input_job(
+    env: Any, out_dir: str, n_first: int, n_second: int, n_keys: int,
+    injector: FailureInjector | None = None,
+) -> None:
+    """numbers 0..n_first-1 connected with numbers 0..n_second-1, both keyed by x % n_keys,
+    into ``CountBothSides``; main and side output to exactly-once file sinks."""
+    first = env.from_source(NumberSequenceSource(0, n_first - 1), None, "first").uid("first")
+    second = (env.from_source(NumberSequenceSource(0, n_second - 1), None, "second")
+              .uid("second"))
+    keys = n_keys
+    both = (first.connect(second)
+            .key_by(lambda x: x % keys, lambda x: x % keys)
+            .process(CountBothSides(injector))
+            .uid("both"))
+    (both.sink_to(FileSink.for_row_format(out_dir, Encoder.simple_string_encoder()).build())
+         .uid("sink"))
+    (both.get_side_output(SECOND_SIDE).map(lambda x: ("side", x))
+         .sink_to(FileSink.for_row_format(out_dir + "-side",
+                                          Encoder.simple_string_encoder()).build())
+         .uid("side-sink"))
+
+
+def expected_two_input_output(
+    n_first: int, n_second: int, n_keys: int
+) -> tuple[list[tuple[Any, ...]], dict[int, tuple[int, int]]]:
+    """The echoed records and the final ``(count, sum)`` per key of ``two_input_job``."""
+    echoed = sorted([("a", x % n_keys, x) for x in range(n_first)]
+                    + [("b", x % n_keys, x) for x in range(n_second)])
+    finals = {k: (0, 0) for k in range(n_keys)}
+    for x in range(n_first):
+        c, s = finals[x % n_keys]
+        finals[x % n_keys] = (c + 1, s)
+    for x in range(n_second):
+        c, s = finals[x % n_keys]
+        finals[x % n_keys] = (c, s + x)
+    return echoed, finals
 
 
 def check_keyed_count_output(out_dir: str, n_events: int, n_keys: int) -> None:
