@@ -19,7 +19,7 @@ def test_nodes_of_an_earlier_job_with_repeated_ids_plan_in_topological_order() -
     assert len(plan.stages) == 1
     members = plan.stages[0].members
     assert members == [source, first, reused, mapped, sink]
-    roots = build_tree(plan.stages[0], False, None, [], [])
+    roots = build_tree(plan.stages[0], False, None, [], []).roots
     chain = [roots[0]]
     while chain[-1].children:
         assert len(chain[-1].children) == 1
