@@ -1,5 +1,11 @@
 """The DataStream API, as ``pyflink.datastream`` spells it."""
 
+from sparkpoint.datastream.async_functions import (
+    AsyncDataStream,
+    AsyncFunction,
+    AsyncRetryStrategies,
+    AsyncRetryStrategy,
+)
 from sparkpoint.datastream.checkpoint_config import CheckpointConfig
 from sparkpoint.datastream.checkpoint_storage import (
     CheckpointStorage,
@@ -69,6 +75,10 @@ __all__ = [
     "AggregateFunction",
     "AllWindowFunction",
     "AllWindowedStream",
+    "AsyncDataStream",
+    "AsyncFunction",
+    "AsyncRetryStrategies",
+    "AsyncRetryStrategy",
     "CheckpointConfig",
     "CheckpointStorage",
     "CheckpointingMode",

@@ -564,3 +564,17 @@ class PartitionerFunctionWrapper(FunctionWrapper, Partitioner):
     def partition(self, key: Any, num_partitions: int) -> int:
         """Call the wrapped function."""
         return int(self._func(key, num_partitions))
+
+
+
+_ASYNC_NAMES = ("AsyncFunction", "AsyncRetryStrategies", "AsyncRetryStrategy")
+
+
+def __getattr__(name: str) -> Any:
+    """PyFlink exports the async I/O functions from this module too; they live beside
+    ``AsyncDataStream`` (``async_functions``, which imports this module: hence lazily)."""
+    if name in _ASYNC_NAMES:
+        from sparkpoint.datastream import async_functions
+
+        return getattr(async_functions, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

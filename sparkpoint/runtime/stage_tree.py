@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sparkpoint.runtime.async_wait import AsyncWaitOperator
 from sparkpoint.runtime.context import OperatorEnv
 from sparkpoint.runtime.graph import VIRTUAL, Node, Stage
 from sparkpoint.runtime.operators import (
@@ -82,6 +83,8 @@ def _build_operator(node: Node, batch_mode: bool, outputs: list[SinkOutput]) -> 
         return WindowOperator(oid, name, node.function, node.inputs[0].key_selector)
     if k == "sink":
         return SinkOperator(node, outputs)
+    if k == "async_wait":
+        return AsyncWaitOperator(oid, name, node.function, node.call)
     if k == "source":
         convert = crossing_converter(node.output_type)
         if convert is not None:
