@@ -238,12 +238,17 @@ class ProcessOperator(UserFunctionOperator):
 class TimestampsOperator(Operator):
     """``assign_timestamps_and_watermarks``: sets record timestamps, tracks the watermark."""
 
-    def __init__(self, operator_id: str, name: str, watermark_strategy: Any) -> None:
+    def __init__(
+        self, operator_id: str, name: str, watermark_strategy: Any,
+        convert: Callable[[list[Any]], list[Any]] | None = None,
+    ) -> None:
         super().__init__(operator_id, name)
         self.strategy = watermark_strategy
         self.assigner = watermark_strategy.get_timestamp_assigner()
         # IngestionTime (common/ingestion_time.py): stamp with the epoch's processing time.
         self.ingestion = getattr(watermark_strategy, "assigns_ingestion_time", False)
+        # A typed source stamped at ingestion converts its records first.
+        self.convert = convert
 
     def open(self, env: OperatorEnv) -> None:
         self.generator = self.strategy.create_watermark_generator()
@@ -254,6 +259,8 @@ class TimestampsOperator(Operator):
         super().open(env)
 
     def process(self, values, timestamps):  # type: ignore[no-untyped-def]
+        if self.convert is not None:
+            values = self.convert(values)
         if self.ingestion:
             return values, [self.env.clock.now_ms()] * len(values)
         assign = self.assigner.extract_timestamp if self.assigner is not None else None

@@ -66,8 +66,10 @@ def _build_operator(node: Node, batch_mode: bool, outputs: list[SinkOutput]) -> 
     if k == "process":
         return ProcessOperator(oid, name, node.function)
     if k == "timestamps" or (k == "source" and node.watermark_strategy is not None):
-        # A source carries a strategy only under IngestionTime (StreamExecutionEnvironment).
-        return TimestampsOperator(oid, name, node.watermark_strategy)
+        # A source carries a strategy only under IngestionTime (StreamExecutionEnvironment);
+        # a typed source's records are converted before they are stamped.
+        convert = crossing_converter(node.output_type) if k == "source" else None
+        return TimestampsOperator(oid, name, node.watermark_strategy, convert)
     if k == "keyed_process":
         return KeyedProcessOperator(
             oid, name, node.function, node.inputs[0].key_selector, node.call

@@ -101,9 +101,9 @@ def test_job_restore_with_incremental_rocksdb(env: Any, tmp_path: Any, mode: str
 
 
 def test_at_least_once_loses_nothing(env: Any, tmp_path: Any) -> None:
-    """AT_LEAST_ONCE may reflect a record twice after a restore but never lose one. The
-    fault outlasts Spark's task retries, so the job restores from a checkpoint; every record
-    and every key's final state must survive that."""
+    """AT_LEAST_ONCE publishes sink output at every epoch end, so after a restore the
+    replayed epochs' records are published again, but none is lost, and state stays exact.
+    The fault outlasts Spark's task retries, so the job restores from a checkpoint."""
     inj = FailureInjector(str(tmp_path / "inj"), 4321, times=4)
     _configure(env, tmp_path, CheckpointingMode.AT_LEAST_ONCE)
     out_dir = str(tmp_path / "out")
@@ -113,8 +113,10 @@ def test_at_least_once_loses_nothing(env: Any, tmp_path: Any) -> None:
     assert result.restarts == 1
     out = read_sink(out_dir)
     _check(out, exact=False)
-    # sparkpoint runs AT_LEAST_ONCE like EXACTLY_ONCE (documented: never weaker).
-    _check(out, exact=True)
+    echoed = collections.Counter(o for o in out if o[0] == "rec")
+    assert any(c > 1 for c in echoed.values()), "no epoch was published twice"
+    _, finals = expected_keyed_count_output(N_EVENTS, N_KEYS)
+    assert {o[1]: (o[2], o[3]) for o in out if o[0] == "final"} == finals  # exact state
 
 
 def test_no_restart_strategy_fails_the_job(env: Any, tmp_path: Any) -> None:

@@ -42,6 +42,16 @@ def test_records_are_stamped_at_the_source(env: StreamExecutionEnvironment) -> N
     ]
 
 
+def test_a_typed_source_is_converted_and_stamped(env: StreamExecutionEnvironment) -> None:
+    from sparkpoint.common import Row, Types
+
+    row_type = Types.ROW_NAMED(["id", "weight"], [Types.INT(), Types.FLOAT()])
+    out = _run(env, lambda e: e.from_collection([(1, 0.1)], type_info=row_type))
+    [(row, ts, _)] = out
+    assert isinstance(row, Row) and row.id == 1 and row.weight == 0.10000000149011612
+    assert ts == 1_000_150
+
+
 def test_program_timestamps_win(env: StreamExecutionEnvironment) -> None:
     """A source the program gives timestamps keeps them (the program's strategy decides)."""
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(
