@@ -525,10 +525,9 @@ class JobMaster:
             acks.extend(report.snapshots)
             self.sink_commits.absorb(self.epoch, report.sink_outputs)
             self.watermarks.update(report.watermarks)
-            for key, max_ts in report.max_timestamps.items():
+            for key, max_ts in report.max_timestamps.items():  # key: operator@split/subtask
                 if max_ts is not None:
-                    op = key.partition("@")[0]
-                    self.generators[op] = max(self.generators.get(op, max_ts), max_ts)
+                    self.generators[key] = max(self.generators.get(key, max_ts), max_ts)
             if report.stage in sources:
                 self.records_in += report.records_in
         for op_id, enum in self.enumerators.items():

@@ -23,7 +23,8 @@ class JobMasterState:
     epoch: int
     sources: Mapping[str, Any] = field(default_factory=dict)  # enumerator snapshots
     watermarks: Mapping[str, int] = field(default_factory=dict)
-    generators: Mapping[str, int] = field(default_factory=dict)  # max timestamp per operator
+    # max timestamp per operator@scope (scope: the split, or the subtask after a shuffle)
+    generators: Mapping[str, int] = field(default_factory=dict)
     pending_sink_commits: tuple[tuple[str, list[Any]], ...] = ()
     # What the job went through since the previous checkpoint (epoch reports) and its
     # latest whole-job failovers: shown by ``sparkpoint checkpoints inspect``, never read

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from sparkpoint.clock import FixedClock
@@ -30,6 +30,21 @@ from sparkpoint.runtime.router import GROUP_TARGET
 from sparkpoint.runtime.stage_tree import build_tree
 
 __all__ = ["StageTask"]
+
+
+def _generator_state_for(state: Mapping[str, int], scope: str) -> dict[str, int]:
+    """Each operator's max timestamp as seen in one watermark scope (a split, or a subtask
+    after a shuffle): the scope's own entry; without one (a rescaled job, or a checkpoint
+    that kept one entry per operator) the operator's smallest, which never makes a record
+    wrongly late."""
+    own: dict[str, int] = {}
+    lowest: dict[str, int] = {}
+    for key, ts in state.items():
+        op, _, key_scope = key.partition("@")
+        if key_scope == scope:
+            own[op] = ts
+        lowest[op] = min(ts, lowest.get(op, ts))
+    return {**lowest, **own}
 
 
 def _global_watermark(marks: dict[str, int], end_of_input: bool) -> int:
@@ -88,7 +103,7 @@ class StageTask:
             end_of_input=spec.end_of_input,
             job_parameters=dict(spec.job.job_parameters),
             watermark=_global_watermark(dict(spec.watermarks), False),
-            generator_state=dict(spec.generator_state),
+            generator_state=_generator_state_for(spec.generator_state, self._watermark_scope),
             keyed_backend=self.state.backend,
             timer_index=lambda op_id: self.state.timer_index.setdefault(op_id, [None, None]),
             report_watermark=self._report_watermark,
@@ -119,6 +134,13 @@ class StageTask:
             for _ in rows:  # drain the input so Spark can reuse the worker
                 pass
             return self._finish(t0, 0, ([], []), passthrough)
+        split_range = None
+        if self.stage.source is not None:
+            ranges = spec.source_ranges.get(self.stage.id, [])
+            if self.partition < len(ranges):
+                split_range = ranges[self.partition]
+                self._watermark_scope = split_range.split_id
+                self._split_done = split_range.last
         env = self._env()
         tree = build_tree(
             self.stage, spec.job.batch_mode, self.routes, self.out, self.sink_outputs
@@ -129,11 +151,7 @@ class StageTask:
         marks = dict(spec.watermarks)
         records = 0
         if self.stage.source is not None:
-            ranges = spec.source_ranges.get(self.stage.id, [])
-            if self.partition < len(ranges):
-                split_range = ranges[self.partition]
-                self._watermark_scope = split_range.split_id
-                self._split_done = split_range.last
+            if split_range is not None:
                 for chunk in _chunks(self.stage.source.source.read(split_range)):
                     records += len(chunk)
                     tree.push_input(-1, chunk, None)
