@@ -129,7 +129,7 @@ def job_view(master: Any, started: float, meter: RateMeter, refresh_ms: int) -> 
     reports = tuple(master.epoch_reports)
     operators = []
     for stage in master.plan.stages:
-        if stage.key_selector is None:
+        if not stage.keyed:
             continue
         executors = tuple(
             master.placement.executor_of(stage.id, i) or "-" for i in range(stage.parallelism)
