@@ -622,6 +622,19 @@ def _check_size(size: int, what: str) -> None:
         raise ValueError(f"{what} must be positive, got {size} ms")
 
 
+def _assigned_time(event_time: bool, timestamp: int | None, context: Any, what: str) -> int:
+    """The time a record is assigned to windows by: its timestamp (event time; refused when
+    it has none) or the current processing time."""
+    if not event_time:
+        return int(context.get_current_processing_time())
+    if timestamp is None or timestamp <= MIN_LONG_VALUE:
+        raise ValueError(
+            f"Record has no timestamp (or MIN_VALUE): event-time {what} need "
+            "assign_timestamps_and_watermarks(...) before window(...)"
+        )
+    return timestamp
+
+
 class _TumblingWindows(WindowAssigner[Any, TimeWindow]):
     event_time = True
     _name = "TumblingWindows"
@@ -637,13 +650,7 @@ class _TumblingWindows(WindowAssigner[Any, TimeWindow]):
         self._offset = offset
 
     def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
-        if not self.event_time:
-            timestamp = context.get_current_processing_time()
-        elif timestamp is None or timestamp <= MIN_LONG_VALUE:
-            raise ValueError(
-                "Record has no timestamp (or MIN_VALUE): event-time windows need "
-                "assign_timestamps_and_watermarks(...) before window(...)"
-            )
+        timestamp = _assigned_time(self.event_time, timestamp, context, "windows")
         start = TimeWindow.get_window_start_with_offset(timestamp, self._offset, self._size)
         return [TimeWindow(start, start + self._size)]
 
@@ -695,13 +702,7 @@ class _SlidingWindows(WindowAssigner[Any, TimeWindow]):
         self._offset = offset
 
     def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
-        if not self.event_time:
-            timestamp = context.get_current_processing_time()
-        elif timestamp is None or timestamp <= MIN_LONG_VALUE:
-            raise ValueError(
-                "Record has no timestamp (or MIN_VALUE): event-time windows need "
-                "assign_timestamps_and_watermarks(...) before window(...)"
-            )
+        timestamp = _assigned_time(self.event_time, timestamp, context, "windows")
         windows = []
         last_start = TimeWindow.get_window_start_with_offset(timestamp, self._offset, self._slide)
         start = last_start
@@ -781,13 +782,7 @@ class _SessionWindows(MergingWindowAssigner[Any, TimeWindow]):
         self._extractor = extractor
 
     def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
-        if not self.event_time:
-            timestamp = context.get_current_processing_time()
-        elif timestamp is None or timestamp <= MIN_LONG_VALUE:
-            raise ValueError(
-                "Record has no timestamp (or MIN_VALUE): event-time session windows need "
-                "assign_timestamps_and_watermarks(...) before window(...)"
-            )
+        timestamp = _assigned_time(self.event_time, timestamp, context, "session windows")
         gap = self._session_gap
         if self._extractor is not None:
             gap = self._extractor.extract(element)
