@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -255,10 +255,31 @@ def _make_snapshots(storage_base: str, tmp_path: Path) -> Snapshots:
     return Snapshots(storage_base, checkpoint, savepoint, outside, local_outside, job)
 
 
+@pytest.fixture(scope="module", params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def module_snapshots(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Snapshots:
+    """Snapshots on local disk and on moto's S3, made once per module (they cost ~0.5 s)."""
+    tmp_path = tmp_path_factory.mktemp("snapshots")
+    if request.param == "local":
+        return _make_snapshots(tmp_path.as_uri(), tmp_path)
+    from tests.fixtures.s3 import ensure_s3_configured
+
+    server = request.getfixturevalue("s3_server")
+    ensure_s3_configured(server)
+    return _make_snapshots(server.unique_prefix(), tmp_path)
+
+
 @pytest.fixture
-def snapshots(storage_base: str, tmp_path: Path) -> Snapshots:
-    """Snapshots on local disk and on moto's S3."""
-    return _make_snapshots(storage_base, tmp_path)
+def snapshots(module_snapshots: Snapshots) -> Iterator[Snapshots]:
+    """The module's snapshots, their ``_metadata`` files put back after each test."""
+    originals = {}
+    for pointer in (module_snapshots.checkpoint, module_snapshots.savepoint):
+        path = f"{pointer}/_metadata"
+        originals[path] = get_filesystem(path).read_bytes(path)
+    yield module_snapshots
+    for path, data in originals.items():
+        get_filesystem(path).write_atomic(path, data, overwrite=True)
 
 
 @pytest.fixture
