@@ -14,6 +14,7 @@ from enum import Enum
 from typing import Any, Generic, TypeVar
 
 from sparkpoint.common.time import Time, to_millis
+from sparkpoint.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from sparkpoint.state.descriptors import ReducingStateDescriptor, ValueStateDescriptor
 from sparkpoint.state.typeinfo import Types
 
@@ -47,8 +48,9 @@ __all__ = [
     "WindowAssigner",
 ]
 
-MAX_LONG_VALUE = 2**63 - 1
-MIN_LONG_VALUE = -(2**63)
+# PyFlink's names for the bounds of event time (Java Long.MAX_VALUE / MIN_VALUE).
+MAX_LONG_VALUE = MAX_WATERMARK
+MIN_LONG_VALUE = MIN_WATERMARK
 
 T = TypeVar("T")
 W = TypeVar("W")

@@ -12,6 +12,7 @@ from operator import itemgetter
 from typing import Any
 
 from sparkpoint.clock import SYSTEM_CLOCK, Clock
+from sparkpoint.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from sparkpoint.runtime.time_domain import TimeDomain
 
 __all__ = [
@@ -23,8 +24,6 @@ __all__ = [
     "StreamRuntimeContext",
 ]
 
-MAX_WATERMARK = 2**63 - 1
-MIN_WATERMARK = -(2**63)
 TIMERS_STATE = "__sparkpoint_timers__"
 _EVENT_TIME = TimeDomain.EVENT_TIME.value  # user-key domains of the timers state
 _PROCESSING_TIME = TimeDomain.PROCESSING_TIME.value

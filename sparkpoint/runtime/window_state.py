@@ -9,10 +9,11 @@ descriptor it was made for (value, list, map, reducing, aggregating).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from sparkpoint.state.descriptors import MapStateDescriptor, StateDescriptor, StateKind
+from sparkpoint.state.primitives import MapSyntax
 from sparkpoint.state.typeinfo import Types
 
 __all__ = ["WindowScope", "WindowedState", "windowed_state"]
@@ -25,7 +26,7 @@ class WindowScope:
         self.window: Any = None
 
 
-class WindowedState:
+class WindowedState(MapSyntax):
     """A state of one kind, per key and window, stored as ``window -> value`` in a map."""
 
     def __init__(self, backend: Any, name: str, desc: StateDescriptor, scope: WindowScope) -> (
@@ -159,20 +160,6 @@ class WindowedState:
     def is_empty(self) -> bool:
         return not self._dict()
 
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self.keys())
-
-    def __contains__(self, key: Any) -> bool:
-        return self.contains(key)
-
-    def __getitem__(self, key: Any) -> Any:
-        return self.get(key)
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self.put(key, value)
-
-    def __delitem__(self, key: Any) -> None:
-        self.remove(key)
 
 
 def windowed_state(

@@ -193,7 +193,36 @@ class ListState(State):
             self._table.delete(ctx.current_key_group, ctx.current_key)
 
 
-class MapState(State):
+class MapMethods(Protocol):
+    """The PyFlink methods of a map state that ``MapSyntax`` builds on."""
+
+    def keys(self) -> Iterable[Any]: ...
+    def contains(self, key: Any) -> bool: ...
+    def get(self, key: Any) -> Any: ...
+    def put(self, key: Any, value: Any) -> None: ...
+    def remove(self, key: Any) -> None: ...
+
+
+class MapSyntax:
+    """``in``, ``[]``, ``del`` and iteration for a map state, from its PyFlink methods."""
+
+    def __iter__(self: MapMethods) -> Iterator[Any]:
+        return iter(self.keys())
+
+    def __contains__(self: MapMethods, key: Any) -> bool:
+        return self.contains(key)
+
+    def __getitem__(self: MapMethods, key: Any) -> Any:
+        return self.get(key)
+
+    def __setitem__(self: MapMethods, key: Any, value: Any) -> None:
+        self.put(key, value)
+
+    def __delitem__(self: MapMethods, key: Any) -> None:
+        self.remove(key)
+
+
+class MapState(MapSyntax, State):
     """A map per key with PyFlink's methods; iterating yields the user keys."""
 
     def _read(self, user_key: Any, now: int | None) -> Any:
@@ -277,20 +306,6 @@ class MapState(State):
             return self._table.map_is_empty(ctx.current_key_group, ctx.current_key)
         return not self._live_entries()
 
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self.keys())
-
-    def __contains__(self, key: Any) -> bool:
-        return self.contains(key)
-
-    def __getitem__(self, key: Any) -> Any:
-        return self.get(key)
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self.put(key, value)
-
-    def __delitem__(self, key: Any) -> None:
-        self.remove(key)
 
 
 class ReducingState(State):
