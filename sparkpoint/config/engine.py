@@ -16,6 +16,14 @@ class SparkpointOptions(OptionGroup):
         "sparkpoint.epoch.max-records-per-split", int_type(minimum=1), 100_000,
         "Most records one source split reads in one epoch (one Spark job).",
     )
+    TASKS_PER_CORE = ConfigOption(
+        "sparkpoint.epoch.tasks-per-core", int_type(minimum=1), 2,
+        "Most Spark tasks a stage runs per executor core in one epoch. A stage with more "
+        "subtasks runs several of them, one after the other, in one Spark task (each "
+        "subtask keeps its own operators, state, timers and report; a keyed stage groups "
+        "only subtasks placed on the same executor), so high parallelism does not cost one "
+        "Spark task and one shuffle block per subtask.",
+    )
     LOCAL_STATE_DIR: ConfigOption[str | None] = ConfigOption(
         "sparkpoint.local-state.dir", STRING, None,
         "Directory under which every executor keeps keyed working state in a directory of "

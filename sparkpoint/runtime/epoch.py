@@ -1,18 +1,24 @@
 """Turns one run of an epoch into one Spark job of RDDs, and runs it.
 
-- A source stage reads one split range per partition of an RDD of empty elements.
+- Every stage runs as task groups (``task_groups``): each Spark task runs one or more of
+  the stage's subtasks, one after the other; at most ``tasks_per_core`` tasks per core.
+- A source stage reads its split ranges in the partitions of an RDD of empty elements,
+  one partition per task group.
 - Every exchange (``graph.Exchange``) is one shuffle (``partitionBy``) of the union of its
-  upstream stages' rows by channel; each consumer reads its own channels of it
-  (``PartitionPruningRDD``), so an upstream feeding several consumers runs once.
-- A keyed stage's channels are zipped behind a pinned RDD whose partition ``i`` prefers
-  the executor that holds subtask ``i``'s state, so the scheduler runs every subtask where
-  its state is (delay scheduling waits up to ``spark.locality.wait.process`` for that
-  executor). Every upstream task sends exactly one item to every channel, so a subtask's
-  input has as many items as the exchange's upstream stages have tasks, and the pinned
-  partition holds that many empty elements (``zip`` requires equal counts).
+  upstream stages' rows, with one partition per consumer task group; each consumer reads
+  its own partitions of it (``PartitionPruningRDD``), so an upstream feeding several
+  consumers runs once.
+- A keyed stage's partitions are zipped behind a pinned RDD whose partition ``i`` prefers
+  the executor that holds the state of task group ``i``'s subtasks (a group holds only
+  subtasks of one executor), so the scheduler runs every subtask where its state is
+  (delay scheduling waits up to ``spark.locality.wait.process`` for that executor). Every
+  upstream task sends exactly one item to every partition, so a group's input has as many
+  items as the exchange's upstream stages have tasks, and the pinned partition holds that
+  many empty elements (``zip`` requires equal counts).
 
-Rows are ``(sub, kind, payload)`` (``records``). The rows of the final stages are
-collected: the driver receives only the tasks' reports.
+Rows are ``(channel, kind, payload)`` (``records``); a task group splits its input by
+channel, one list per subtask. The rows of the final stages are collected: the driver
+receives only the subtasks' reports.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import pickle
 import threading
 import uuid
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from sparkpoint.errors import SparkpointError
@@ -34,6 +41,7 @@ from sparkpoint.runtime.protocol import (
 )
 from sparkpoint.runtime.records import KIND_REPORT
 from sparkpoint.runtime.spark_cluster import SparkCluster
+from sparkpoint.runtime.task_groups import channel_partitions, group_subtasks
 from sparkpoint.state.backend import SnapshotType
 
 __all__ = [
@@ -42,6 +50,7 @@ __all__ = [
     "epoch_description",
     "final_stage_ids",
     "job_group",
+    "layout",
     "routing",
 ]
 
@@ -137,11 +146,22 @@ def _shuffled_input(frames: Iterator[bytes]) -> Iterator[tuple[int, int, Any]]:
             yield from rows
 
 
+def _by_subtask(
+    rows: Iterator[tuple[int, int, Any]], offset: int, subtasks: tuple[int, ...]
+) -> dict[int, list[tuple[int, int, Any]]]:
+    """A task group's input rows split by subtask (rows name their channel)."""
+    per: dict[int, list[tuple[int, int, Any]]] = {sub: [] for sub in subtasks}
+    for row in rows:
+        per[row[0] - offset].append(row)
+    return per
+
+
 def run_task(
     spec: EpochSpec, stage: Stage, partition: int, items: Iterator[Any], num_partitions: int
 ) -> Iterator[Any]:
-    """The body of every Spark task: run the stage for ``partition``, then emit its rows,
-    one item per next subtask when the next stage is keyed."""
+    """The body of every Spark task: run the subtasks of task group ``partition`` of the
+    stage one after the other, then emit their rows, one item per shuffle partition of the
+    next exchange (every partition gets exactly one, so pinned consumers can zip)."""
     from pyspark import TaskContext
 
     from sparkpoint.runtime.executor import current_executor
@@ -157,23 +177,33 @@ def run_task(
     tc = TaskContext.get()
     attempt = tc.attemptNumber() if tc is not None else 0
     root = executor_root(job.application_id, job.local_state_dir)
-    task = StageTask(spec, stage, partition, attempt, current_executor(), root, num_partitions)
+    executor = current_executor()
+    groups = spec.task_groups.get(stage.id)
+    group = groups[partition] if groups is not None else (partition,)
+    inputs: dict[int, Any]
     if stage.source is not None:
         for _ in items:  # the empty element: drain it so Spark can reuse the worker
             pass
-        rows: Iterator[tuple[int, int, Any]] = iter(())
-    elif stage.keyed:
-        rows = _keyed_input(items)
+        inputs = {sub: () for sub in group}
     else:
-        rows = _shuffled_input(items)
-    out = task.run(rows)
+        rows = _keyed_input(items) if stage.keyed else _shuffled_input(items)
+        if len(group) == 1:
+            inputs = {group[0]: rows}
+        else:
+            inputs = dict(_by_subtask(rows, stage.channel_offset, group))
+    out: list[tuple[int, int, Any]] = []
+    for sub in group:
+        task = StageTask(spec, stage, sub, attempt, executor, root, num_partitions)
+        out.extend(task.run(iter(inputs.pop(sub))))
     routes = job.routes.get(stage.id)
     if routes is None:
         return iter(out)
-    by_channel: list[list[tuple[int, int, Any]]] = [[] for _ in range(routes.channels)]
+    table = spec.shuffle_partitions.get(stage.id)
+    count = routes.channels if table is None else max(table) + 1
+    by_partition: list[list[tuple[int, int, Any]]] = [[] for _ in range(count)]
     for row in out:
-        by_channel[row[0]].append(row)
-    return iter(list(enumerate(by_channel)))
+        by_partition[row[0] if table is None else table[row[0]]].append(row)
+    return iter(list(enumerate(by_partition)))
 
 
 def _stage_fn(spec: EpochSpec, stage: Stage, num_partitions: int) -> Any:
@@ -183,54 +213,94 @@ def _stage_fn(spec: EpochSpec, stage: Stage, num_partitions: int) -> Any:
     return run
 
 
+def layout(
+    plan: Plan,
+    spec: EpochSpec,
+    locations: Mapping[int, list[str]],
+    cores: Mapping[str, int],
+    tasks_per_core: int,
+) -> EpochSpec:
+    """``spec`` with the run's task groups (``task_groups``): every stage's groups, and
+    the shuffle partition of every channel of every exchange."""
+    counts = stage_partitions(plan, spec)
+    groups = {
+        st.id: group_subtasks(
+            counts[st.id], locations.get(st.id) if st.keyed else None, cores, tasks_per_core
+        ).groups
+        for st in plan.stages
+    }
+    tables: dict[int, tuple[int, ...]] = {}
+    for ex in plan.exchanges:
+        table, _first = channel_partitions(
+            [(c.channel_offset, groups[c.id]) for c in ex.consumers], ex.channels
+        )
+        for up in ex.ups:
+            tables[up.id] = table
+    return replace(spec, task_groups=groups, shuffle_partitions=tables)
+
+
 class EpochRunner:
     """Runs the epochs of one job on Spark (keeps the pinned RDDs between epochs)."""
 
-    def __init__(self, spark: Any, plan: Plan) -> None:
+    def __init__(self, spark: Any, plan: Plan, tasks_per_core: int = 2) -> None:
         self.plan = plan
         self.cluster = SparkCluster(spark)
+        self.tasks_per_core = tasks_per_core
 
     def run(
         self, spec: EpochSpec, locations: Mapping[int, list[str]], watch: set[str]
     ) -> list[TaskReport]:
-        """Run the epoch with keyed stage ``s`` preferring ``locations[s]``; returns every
-        task's report. Raises ``ExecutorsLost`` (after cancelling the run) when an executor
-        in ``watch`` leaves before the run ends."""
+        """Run the epoch with keyed stage ``s`` preferring ``locations[s]`` (one location
+        per subtask); returns every subtask's report. Raises ``ExecutorsLost`` (after
+        cancelling the run) when an executor in ``watch`` leaves before the run ends."""
         from pyspark import RDD
         from pyspark.serializers import NoOpSerializer
 
         sc = self.cluster.sc
         plan = self.plan
+        cores = {s.location: s.cores for s in self.cluster.live_executors().values()}
+        spec = layout(plan, spec, locations, cores, self.tasks_per_core)
         counts = stage_partitions(plan, spec)
+        groups = spec.task_groups
         rdds: dict[int, Any] = {}
         shuffles: dict[int, Any] = {}
+        firsts: dict[int, int] = {}
 
         def exchange(ex_id: int) -> Any:
-            """The one shuffle of an exchange: its upstream stages' rows by channel."""
+            """The one shuffle of an exchange: its upstream stages' rows by partition."""
             if ex_id not in shuffles:
                 ex = plan.exchanges[ex_id]
                 ups = [build(u) for u in ex.ups]
                 rows = ups[0] if len(ups) == 1 else sc.union(ups)
-                shuffles[ex_id] = rows.partitionBy(ex.channels, subtask_of)
+                base = 0
+                for c in ex.consumers:
+                    firsts[c.id] = base
+                    base += len(groups[c.id])
+                shuffles[ex_id] = rows.partitionBy(base, subtask_of)
             return shuffles[ex_id]
 
         def build(st: Stage) -> Any:
             if st.id in rdds:
                 return rdds[st.id]
             fn = _stage_fn(spec, st, counts[st.id])
+            tasks = len(groups[st.id])
             if st.source is not None:
-                base: Any = RDD(self.cluster.base_rdd(counts[st.id]), sc, NoOpSerializer())
+                base: Any = RDD(self.cluster.base_rdd(tasks), sc, NoOpSerializer())
                 rdd = base.mapPartitionsWithIndex(fn)
             else:
                 assert st.exchange is not None
                 ex = plan.exchanges[st.exchange]
                 shuffled = exchange(ex.id)
-                own = self.cluster.partitions_of(
-                    shuffled._jrdd, st.channel_offset, st.parallelism, ex.channels
-                )
+                total = sum(len(groups[c.id]) for c in ex.consumers)
+                own = self.cluster.partitions_of(shuffled._jrdd, firsts[st.id], tasks, total)
                 if st.keyed:
-                    per_partition = sum(counts[u.id] for u in ex.ups)
-                    pinned = self.cluster.pinned_rdd(locations[st.id], per_partition)
+                    per_partition = sum(len(groups[u.id]) for u in ex.ups)
+                    subtask_locations = locations[st.id]
+                    pinned = self.cluster.pinned_rdd(
+                        [subtask_locations[g[0]] if g[0] < len(subtask_locations) else ""
+                         for g in groups[st.id]],
+                        per_partition,
+                    )
                     own = pinned.zip(own)
                 rdd = RDD(own, sc, NoOpSerializer()).mapPartitionsWithIndex(fn)
             rdds[st.id] = rdd

@@ -120,6 +120,7 @@ class JobSettings:
     claim_mode: str = StateRecoveryOptions.CLAIM_MODE.default
     allow_non_restored_state: bool = False
     max_records_per_split: int = SparkpointOptions.MAX_RECORDS_PER_SPLIT.default
+    tasks_per_core: int = SparkpointOptions.TASKS_PER_CORE.default  # task groups
     changelog: bool = SparkpointOptions.CHANGELOG_ENABLED.default  # per-subtask recovery
     idle_sleep_s: float = 0.2
     # With no new input, an (empty) epoch still runs this often, so processing-time timers
@@ -177,7 +178,7 @@ class JobMaster:
         self.sink_commits = SinkCommits({n.operator_id: n.sink for n in plan.sinks})
         self.finals = final_stage_ids(plan)
         self.routes = routing(plan)
-        self.runner = EpochRunner(spark, plan)
+        self.runner = EpochRunner(spark, plan, settings.tasks_per_core)
         self.placement = Placement()
         self.keyed_stages = {st.id: st.parallelism for st in plan.stages if st.keyed}
         self.recovery = SubtaskRecovery(

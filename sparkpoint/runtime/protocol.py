@@ -151,6 +151,11 @@ class EpochSpec:
     # recently aborted ones (an upload that finishes after its abort deletes its files).
     pending_checkpoints: frozenset[int] = frozenset()
     aborted_checkpoints: frozenset[int] = frozenset()
+    # Task groups (``task_groups``): stage id -> the subtasks each Spark task of the stage
+    # runs, one after the other (absent: one subtask per task); stage id -> the shuffle
+    # partition of each channel of the exchange the stage writes (absent: the channel).
+    task_groups: Mapping[int, tuple[tuple[int, ...], ...]] = field(default_factory=dict)
+    shuffle_partitions: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -113,6 +113,7 @@ def build_job_settings(job_name: str, request: JobRequest) -> JobSettings:
         claim_mode=StateRecoveryOptions.CLAIM_MODE.read(config),
         allow_non_restored_state=StateRecoveryOptions.SAVEPOINT_IGNORE_UNCLAIMED_STATE.read(config),
         max_records_per_split=SparkpointOptions.MAX_RECORDS_PER_SPLIT.read(config),
+        tasks_per_core=SparkpointOptions.TASKS_PER_CORE.read(config),
         changelog=SparkpointOptions.CHANGELOG_ENABLED.read(config),
         job_parameters=dict(request.job_parameters),
         faults=request.faults,
