@@ -193,6 +193,10 @@ class CheckpointMetadata:
     operator_states: tuple[OperatorState, ...] = ()
     master_states: tuple[MasterState, ...] = ()
     properties: CheckpointProperties | None = None
+    # The _metadata format version it was read from (None: built in memory). Version 1
+    # predates PyFlink's key groups (``state/key_groups.py``): its keyed state cannot be
+    # restored by this release, only read.
+    format_version: int | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.checkpoint_id < 0:

@@ -33,6 +33,7 @@ from sparkpoint.checkpoint.metadata_v1 import (
     HandleType,
     MetadataSerializer,
     MetadataV1Serializer,
+    MetadataV2Serializer,
     metadata_format_error,
 )
 from sparkpoint.checkpoint.paths import SnapshotPaths
@@ -50,6 +51,7 @@ __all__ = [
     "MetadataSerializer",
     "MetadataSerializers",
     "MetadataV1Serializer",
+    "MetadataV2Serializer",
     "encode_frame",
     "load_checkpoint",
     "load_checkpoint_metadata",
@@ -59,7 +61,7 @@ __all__ = [
 ]
 
 MAGIC = b"SPKM"
-CURRENT_VERSION = 1
+CURRENT_VERSION = 2
 HEADER_SIZE = 20
 TRAILER_SIZE = 4
 _HEADER = struct.Struct(">4sIQ")
@@ -69,7 +71,10 @@ _U32 = struct.Struct(">I")
 class MetadataSerializers:
     """The registry of payload serializers by format version (Flink's MetadataSerializers)."""
 
-    _by_version: dict[int, MetadataSerializer] = {1: MetadataV1Serializer()}
+    _by_version: dict[int, MetadataSerializer] = {
+        1: MetadataV1Serializer(),
+        2: MetadataV2Serializer(),
+    }
 
     @classmethod
     def get_serializer(cls, version: int) -> MetadataSerializer:

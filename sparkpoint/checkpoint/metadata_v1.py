@@ -41,6 +41,7 @@ __all__ = [
     "HandleType",
     "MetadataSerializer",
     "MetadataV1Serializer",
+    "MetadataV2Serializer",
     "metadata_format_error",
 ]
 
@@ -353,7 +354,7 @@ class MetadataV1Serializer(MetadataSerializer):
             raise r.fail(f"{len(payload) - r.pos} unexpected bytes after the last operator")
         try:
             return CheckpointMetadata(
-                checkpoint_id, tuple(operators), tuple(masters), properties
+                checkpoint_id, tuple(operators), tuple(masters), properties, self.version
             )
         except ValueError as exc:
             raise r.fail(str(exc), base_offset) from None
@@ -478,3 +479,10 @@ class MetadataV1Serializer(MetadataSerializer):
         if delegate is None:
             raise r.fail("operator state handle without a delegate stream", at)
         return OperatorStateHandle(infos, delegate)
+
+
+class MetadataV2Serializer(MetadataV1Serializer):
+    """Version 2: version 1's payload; keyed state is in PyFlink's key groups, those of
+    ``hashCode(Row.of(key))`` (version 1 used the raw key's ``hashCode``, Java Flink's)."""
+
+    version = 2

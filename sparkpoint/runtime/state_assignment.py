@@ -9,6 +9,7 @@ from sparkpoint.checkpoint.metadata import CheckpointMetadata
 from sparkpoint.errors import RestoreError
 from sparkpoint.runtime.graph import Plan
 from sparkpoint.state.key_groups import (
+    KEY_GROUPS_SINCE_FORMAT,
     check_max_parallelism,
     compute_key_group_range_for_operator_index,
 )
@@ -31,7 +32,7 @@ def assign_keyed_state(
             per_sub: dict[int, list[Any]] = {i: [] for i in range(stage.parallelism)}
             out[op_id] = per_sub
             op_state = metadata.get_operator_state(op_id) if metadata else None
-            if op_state is None:
+            if metadata is None or op_state is None:
                 continue
             if explicit_max_parallelism or node.max_parallelism is not None:
                 check_max_parallelism(
@@ -41,6 +42,8 @@ def assign_keyed_state(
             old_handles = [
                 h for sub in op_state.subtask_states.values() for h in sub.managed_keyed_state
             ]
+            if old_handles:
+                _check_key_group_format(metadata, op_id)
             for i in range(stage.parallelism):
                 rng = compute_key_group_range_for_operator_index(
                     stage.max_parallelism, stage.parallelism, i
@@ -50,6 +53,21 @@ def assign_keyed_state(
                     if cut is not None:
                         per_sub[i].append(cut)
     return out
+
+
+def _check_key_group_format(metadata: CheckpointMetadata, op_id: str) -> None:
+    """Refuse keyed state whose keys are in other key groups than this release's."""
+    version = metadata.format_version
+    if version is None or version >= KEY_GROUPS_SINCE_FORMAT:
+        return
+    raise RestoreError(
+        f"Cannot restore the keyed state of operator {op_id} from checkpoint "
+        f"{metadata.checkpoint_id}: its _metadata has format version {version}, written "
+        "before sparkpoint assigned keys to key groups as PyFlink does (hashCode of "
+        "Row.of(key)); restored here, its keys would be looked up in other key groups. "
+        "Rewrite it with the state processor: read the state with SavepointReader and "
+        "write it with SavepointWriter.with_operator (docs/state-processor.md)."
+    )
 
 
 def check_unmatched_state(

@@ -1,8 +1,12 @@
 """Key groups exactly as Flink's ``KeyGroupRangeAssignment`` computes them.
 
-``key_group = murmur_hash(key_hash(key)) % max_parallelism``. ``key_hash`` is a stable 32-bit
-hash (never Python's salted ``hash()``): for ``int`` and ``str`` it is Java's ``hashCode`` of
-``Integer``/``Long``/``String``, so keys land in the same key group as in Flink.
+``key_group = murmur_hash(key_hash(key) + 62) % max_parallelism``. ``key_hash`` is a stable
+32-bit hash (never Python's salted ``hash()``): for ``int`` and ``str`` it is Java's
+``hashCode`` of ``Integer``/``Long``/``String``. The ``+ 62`` is PyFlink's: its ``key_by``
+keys the Java side by ``Row.of(key)``, whose ``hashCode`` is the key's plus 62, so a key
+lands in the key group (and the subtask) it has in PyFlink with a typed key
+(``key_by(..., key_type=...)``). Java Flink keys by the raw key (no ``+ 62``). Checkpoint
+metadata before format version 2 used that rule; ``KEY_GROUPS_SINCE_FORMAT`` says so.
 
 Supported key types with a defined, process-independent hash: ``int``, ``str``, ``bytes``,
 ``bool``, ``None``, ``float``, tuples and ``Row`` of these. Any other key is hashed through
@@ -24,6 +28,7 @@ from sparkpoint.errors import RestoreError
 
 __all__ = [
     "DEFAULT_LOWER_BOUND_MAX_PARALLELISM",
+    "KEY_GROUPS_SINCE_FORMAT",
     "UPPER_BOUND_MAX_PARALLELISM",
     "assign_key_groups_int64",
     "assign_to_key_group",
@@ -36,6 +41,7 @@ __all__ = [
     "int64_key_groups",
     "key_hash",
     "murmur_hash",
+    "row_hash",
 ]
 
 DEFAULT_LOWER_BOUND_MAX_PARALLELISM = 1 << 7
@@ -44,6 +50,8 @@ UPPER_BOUND_MAX_PARALLELISM = 1 << 15
 _M32 = 0xFFFFFFFF
 _INT_MIN = -(1 << 31)
 _INT_MAX = (1 << 31) - 1
+_ROW_OF_KEY = 62  # Row.of(key).hashCode() - key.hashCode(): row kind 0, one field
+KEY_GROUPS_SINCE_FORMAT = 2  # the first _metadata format version with these key groups
 
 
 def _to_int32(v: int) -> int:
@@ -142,13 +150,19 @@ def key_hash(key: Any) -> int:
 
 
 def compute_key_group_for_key_hash(hash_code: int, max_parallelism: int) -> int:
-    """The key group of a key whose ``hashCode`` is ``hash_code``."""
+    """The key group of a key object whose Java ``hashCode`` is ``hash_code`` (Flink's
+    ``computeKeyGroupForKeyHash``; sparkpoint's key object is ``Row.of(key)``)."""
     return murmur_hash(hash_code) % max_parallelism
 
 
+def row_hash(key: Any) -> int:
+    """Java ``hashCode`` of ``Row.of(key)`` (an insert row): ``31 * (31 * 1 + 0) + h``."""
+    return _to_int32(key_hash(key) + _ROW_OF_KEY)
+
+
 def assign_to_key_group(key: Any, max_parallelism: int) -> int:
-    """The key group ``key`` belongs to (Flink's ``assignToKeyGroup``)."""
-    return murmur_hash(key_hash(key)) % max_parallelism
+    """The key group ``key`` belongs to: PyFlink's, ``assignToKeyGroup(Row.of(key))``."""
+    return murmur_hash(row_hash(key)) % max_parallelism
 
 
 def compute_key_group_range_for_operator_index(
@@ -246,7 +260,7 @@ def assign_key_groups_int64(keys: Any, max_parallelism: int) -> np.ndarray:
     u = arr.view(np.uint64)
     long_hash = (u ^ (u >> np.uint64(32))).astype(np.uint32)
     in_int = (arr >= _INT_MIN) & (arr <= _INT_MAX)
-    codes = np.where(in_int, arr.astype(np.uint32), long_hash)
+    codes = np.where(in_int, arr.astype(np.uint32), long_hash) + np.uint32(_ROW_OF_KEY)
     return (_murmur_u32_array(codes) % max_parallelism).astype(np.int32)
 
 

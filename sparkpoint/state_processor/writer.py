@@ -50,7 +50,7 @@ from sparkpoint.errors import StorageError
 from sparkpoint.fs import get_filesystem
 from sparkpoint.state import typeinfo as ti
 from sparkpoint.state.descriptors import StateDescriptor
-from sparkpoint.state.key_groups import check_parallelism_preconditions
+from sparkpoint.state.key_groups import KEY_GROUPS_SINCE_FORMAT, check_parallelism_preconditions
 from sparkpoint.state_processor.snapshot_reading import Snapshot
 from sparkpoint.state_processor.spark_support import (
     ExecutorSetup,
@@ -230,6 +230,22 @@ class SavepointWriter:
 
     # -- write --------------------------------------------------------------------------
 
+    def _check_kept_key_groups(self) -> None:
+        """Keyed state of a snapshot before format version 2 is in other key groups (see
+        ``state/key_groups.py``): it can be read and written anew, not kept as it is."""
+        version = self._existing.metadata.format_version if self._existing else None
+        if version is None or version >= KEY_GROUPS_SINCE_FORMAT:
+            return
+        old = [uid for uid, op in self._kept.items()
+               if any(s.managed_keyed_state for s in op.subtask_states.values())]
+        if old:
+            raise ValueError(
+                f"Operators {old} keep keyed state from a snapshot of _metadata format version "
+                f"{version}, whose key groups are not PyFlink's; read their state with "
+                "SavepointReader, remove_operator(uid), and add it back with "
+                "with_operator(uid, ...)"
+            )
+
     def write(self, path: str, file_state_size_threshold: int | None = None) -> str:
         """Write the savepoint into the new directory ``path`` and return it.
 
@@ -238,6 +254,7 @@ class SavepointWriter:
         """
         if not self._kept and not self._new:
             raise ValueError("Savepoint must contain at least one operator to be created.")
+        self._check_kept_key_groups()
         threshold = (CheckpointingOptions.FS_SMALL_FILE_THRESHOLD.default
                      if file_state_size_threshold is None else file_state_size_threshold)
         target = SavepointTarget(path.rstrip("/") or path, threshold,

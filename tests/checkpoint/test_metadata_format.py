@@ -38,6 +38,7 @@ from sparkpoint.checkpoint.metadata_format import (
     MAGIC,
     MetadataSerializers,
     MetadataV1Serializer,
+    MetadataV2Serializer,
     encode_frame,
     load_checkpoint_metadata,
     store_checkpoint_metadata,
@@ -71,7 +72,7 @@ def test_frame_layout() -> None:
     data = store_checkpoint_metadata(CheckpointMetadata(3))
     assert data[:4] == MAGIC == b"SPKM"
     version, length = struct.unpack(">IQ", data[4:16])
-    assert version == CURRENT_VERSION == 1
+    assert version == CURRENT_VERSION == 2
     assert len(data) == HEADER_SIZE + length + 4
     assert struct.unpack(">I", data[16:20])[0] == zlib.crc32(data[:16])
     assert struct.unpack(">I", data[-4:])[0] == zlib.crc32(data[20:-4])
@@ -218,10 +219,11 @@ def test_empty_key_group_range_round_trips() -> None:
 
 
 def test_serializer_registry() -> None:
-    assert MetadataSerializers.versions() == (1,)
+    assert MetadataSerializers.versions() == (1, 2)
     assert isinstance(MetadataSerializers.get_serializer(1), MetadataV1Serializer)
+    assert isinstance(MetadataSerializers.get_serializer(2), MetadataV2Serializer)
     with pytest.raises(KeyError):
-        MetadataSerializers.get_serializer(2)
+        MetadataSerializers.get_serializer(3)
     with pytest.raises(ValueError, match="version 1 is registered"):
         MetadataSerializers.register(MetadataV1Serializer())
 

@@ -130,3 +130,38 @@ def test_stop_with_savepoint_and_drain_fires_event_time_timers(spark: Any, tmp_p
     echoed = [o for o in got if o[0] == "rec"]
     assert len(finals) == N_KEYS  # drained: the end-of-input timers fired
     assert sum(c for c, _ in finals.values()) == len(echoed) < N_EVENTS * 10
+
+
+def test_keyed_state_of_format_version_1_is_refused_with_its_way_out(
+    spark: Any, tmp_path: Any
+) -> None:
+    """Version 1 of _metadata put keys in Java Flink's key groups (no Row.of(key)): its keyed
+    state is refused by a restore and by a writer keeping it, with the reason and the way."""
+    import pytest
+
+    from sparkpoint.checkpoint.metadata_format import (
+        load_checkpoint_metadata,
+        store_checkpoint_metadata,
+    )
+    from sparkpoint.errors import RestoreError
+    from sparkpoint.state_processor import SavepointWriter
+
+    env = _env(spark, tmp_path, 2)
+    keyed_count_job(env, str(tmp_path / "out"), N_EVENTS, N_KEYS)
+    savepoint = _stop_after(env, 3)
+    path = os.path.join(savepoint, "_metadata")
+    with open(path, "rb") as f:
+        metadata = load_checkpoint_metadata(f.read(), savepoint, path)
+    assert metadata.format_version == 2
+    with open(path, "wb") as f:
+        f.write(store_checkpoint_metadata(metadata, version=1))
+
+    env = _env(spark, tmp_path, 2, restore=savepoint)
+    keyed_count_job(env, str(tmp_path / "out-2"), N_EVENTS, N_KEYS)
+    with pytest.raises(RestoreError, match="format version 1") as info:
+        env.execute("old-key-groups")
+    assert "SavepointReader" in str(info.value)
+
+    writer = SavepointWriter.from_existing_savepoint(spark, savepoint)
+    with pytest.raises(ValueError, match="format version 1, whose key groups are not"):
+        writer.write(str(tmp_path / "rewritten"))

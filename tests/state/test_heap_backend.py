@@ -107,9 +107,9 @@ def test_all_state_kinds(tmp_path) -> None:
 
 
 def test_key_outside_range_rejected(tmp_path) -> None:
-    b = make(tmp_path, index=0, parallelism=2)
+    b = make(tmp_path, index=1, parallelism=2)
     with pytest.raises(ValueError, match="is not in KeyGroupRange"):
-        b.set_current_key(0)  # key group 94 belongs to subtask 1
+        b.set_current_key(0)  # key group 33 belongs to subtask 0
 
 
 def test_ttl_never_return_expired_and_update_on_read(tmp_path) -> None:
@@ -225,7 +225,7 @@ def test_commit_writes_only_the_changed_keys(tmp_path) -> None:
     new = set(os.listdir(heap_dir)) - before
     assert new == {f"delta-{b._marker['token']}.pkl"}  # one delta, no key group rewritten
     with open(os.path.join(heap_dir, f"delta-{b._marker['token']}.pkl"), "rb") as f:
-        assert pickle.loads(f.read()) == {94: [("v", {0: -1}, [])]}  # key 0: key group 94
+        assert pickle.loads(f.read()) == {33: [("v", {0: -1}, [])]}  # key 0: key group 33
 
 
 def _values(b, d, keys):  # type: ignore[no-untyped-def]
@@ -655,5 +655,5 @@ def test_corrupt_blocks_raise_clear_errors(tmp_path) -> None:
                 f.write(b"garbage")
     again = make(tmp_path)
     again.set_current_key(1)
-    with pytest.raises(StateLostError, match="local heap state of key group 86 is corrupt"):
+    with pytest.raises(StateLostError, match="local heap state of key group 44 is corrupt"):
         again.get_partitioned_state(d).value()

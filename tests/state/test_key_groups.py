@@ -6,6 +6,7 @@ import itertools
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -19,10 +20,12 @@ from sparkpoint.state.key_groups import (
     assign_to_key_group,
     check_parallelism_preconditions,
     compute_default_max_parallelism,
+    compute_key_group_for_key_hash,
     compute_key_group_range_for_operator_index,
     compute_operator_index_for_key_group,
     key_hash,
     murmur_hash,
+    row_hash,
 )
 from sparkpoint.types import Row
 
@@ -30,13 +33,32 @@ from sparkpoint.types import Row
 def test_murmur_vectors() -> None:
     assert [murmur_hash(i) for i in (0, 1, 2, 42)] == [593689054, 68075478, 1085422463,
                                                        1134849565]
-    assert [assign_to_key_group(k, 128) for k in (0, 1, 2, 42)] == [94, 86, 127, 29]
+    # Java Flink keys by the raw key; sparkpoint, as PyFlink, by Row.of(key) (hashCode + 62)
+    assert [compute_key_group_for_key_hash(k, 128) for k in (0, 1, 2, 42)] == [94, 86, 127, 29]
+    assert [row_hash(k) for k in (0, 1, -62, 2**31 - 1)] == [62, 63, 0, -(2**31) + 61]
+    assert [assign_to_key_group(k, 128) for k in (0, 1, 2, 42)] == [33, 44, 97, 26]
 
 
 def test_operator_index_vector() -> None:
     ops = [compute_operator_index_for_key_group(128, 5, assign_to_key_group(k, 128))
            for k in range(10)]
-    assert ops == [3, 3, 4, 4, 0, 4, 0, 4, 0, 1]
+    assert ops == [1, 1, 3, 4, 0, 0, 4, 0, 3, 4]
+
+
+def test_subtasks_pyflink_chose_for_typed_keys() -> None:
+    """What PyFlink 2.3 printed for key_by(key_type=INT/STRING) at parallelism 3 (the
+    golden of corpus program a29): the N of its ``int:N>``/``str:N>`` print prefixes."""
+    golden = (Path(__file__).parents[1] / "differential" / "goldens" / "programs"
+              / "a29_typed_key_subtasks.out").read_text().splitlines()
+    seen = {}
+    for line in golden:
+        prefix, text = line.split("> ", 1)
+        seen[text.rsplit(" ", 1)[1]] = int(prefix.split(":")[1])
+    assert len(seen) == 20
+    for key, subtask in seen.items():
+        value: int | str = key if key.startswith("k") else int(key)
+        group = assign_to_key_group(value, 128)
+        assert compute_operator_index_for_key_group(128, 3, group) + 1 == subtask, key
 
 
 def test_ranges_vectors() -> None:
