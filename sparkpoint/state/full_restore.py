@@ -14,8 +14,9 @@ from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.errors import RestoreError
 from sparkpoint.state.key_groups import check_max_parallelism
 from sparkpoint.state.snapshot_format import (
+    OBJECT_ENCODINGS,
     decode_arrow_block,
-    decode_pickle_block,
+    decode_object_block,
     read_header,
     read_key_group,
 )
@@ -24,8 +25,8 @@ from sparkpoint.state.table import RegisteredStateMeta, StateTable
 __all__ = ["PickleBlockSink", "restore_key_groups"]
 
 
-# (key group, raw pickle block, tables by state id) -> None
-PickleBlockSink = Callable[[int, bytes, list[StateTable]], None]
+# (key group, raw block, tables by state id, block encoding: one of OBJECT_ENCODINGS) -> None
+PickleBlockSink = Callable[[int, bytes, list[StateTable], str], None]
 
 
 def restore_key_groups(
@@ -39,8 +40,8 @@ def restore_key_groups(
 
     Each handle is cut to the range first; only the intersecting key groups are read (a
     seek per group, so file handles are read in ranges). ``pickle_block_sink``, when given,
-    receives ``pickle`` blocks undecoded (the heap decodes them lazily). Returns the number
-    of entries decoded.
+    receives ``pickle`` and ``pickle-chain`` blocks undecoded (the heap decodes them
+    lazily). Returns the number of entries decoded.
     """
     was_enabled = gc.isenabled()
     gc.disable()  # restoring allocates millions of objects and no cycles: skip GC passes
@@ -72,17 +73,19 @@ def _restore(
             header = read_header(stream)
             check_max_parallelism(header.max_parallelism, max_parallelism)
             tables = [table_for(meta) for meta in header.states]
-            if header.block_encoding not in ("arrow", "pickle"):
-                raise RestoreError(f"Unknown key-group block encoding {header.block_encoding!r}")
+            encoding = header.block_encoding
+            if encoding != "arrow" and encoding not in OBJECT_ENCODINGS:
+                raise RestoreError(f"Unknown key-group block encoding {encoding!r}")
+            names = [meta.name for meta in header.states]
             for kg, offset in part.group_range_offsets.items():
                 block = read_key_group(stream, kg, offset)
                 if block is None:
                     continue
-                if header.block_encoding == "pickle" and pickle_block_sink is not None:
-                    pickle_block_sink(kg, block, tables)
+                if encoding in OBJECT_ENCODINGS and pickle_block_sink is not None:
+                    pickle_block_sink(kg, block, tables, encoding)
                     continue
-                if header.block_encoding == "pickle":
-                    for sid, objects in decode_pickle_block(block):
+                if encoding in OBJECT_ENCODINGS:
+                    for sid, objects in decode_object_block(encoding, block, names):
                         _table(tables, sid, kg).put_group_objects(kg, objects)
                         restored += len(objects)
                     continue

@@ -24,9 +24,10 @@ from sparkpoint.checkpoint.metadata import OperatorState
 from sparkpoint.errors import RestoreError
 from sparkpoint.state.descriptors import StateKind
 from sparkpoint.state.snapshot_format import (
+    OBJECT_ENCODINGS,
     SnapshotHeader,
     decode_arrow_block,
-    decode_pickle_block,
+    decode_object_block,
     read_header,
     read_key_group,
 )
@@ -89,8 +90,9 @@ def read_keyed_state(
             block = read_key_group(stream, kg, offset)
             if block is None:
                 continue
-            if header.block_encoding == "pickle":
-                for sid, objects in decode_pickle_block(block):
+            if header.block_encoding in OBJECT_ENCODINGS:
+                for sid, objects in decode_object_block(
+                        header.block_encoding, block, [m.name for m in header.states]):
                     meta = header.states[sid]
                     for k, uk, v in _object_rows(meta, objects):
                         add(meta, kg, k, uk, v)

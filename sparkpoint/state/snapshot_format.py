@@ -22,6 +22,13 @@ Either backend restores it (heap <-> RocksDB), and it is readable without sparkp
 ``pickle.dumps([(state_id, {key: stored value})], protocol=5)`` (MAP: ``{key: {user_key:
 stored}}``). Every backend restores it too; it is never used for savepoints.
 
+``block_encoding = "pickle-chain"`` (heap checkpoints copied from the local commit's files,
+so a checkpoint costs no encoding): each block is ``pickle.dumps((base_names, base,
+deltas), protocol=5)``: ``base`` a ``pickle`` block whose state ids index ``base_names``
+(state names; ``None`` for an entry to skip), ``deltas`` a list of ``pickle.dumps([(state
+name, {key: stored}, [deleted keys])], protocol=5)`` applied over it in order. Decoded
+blocks name states by the header's ``states`` (``decode_object_block``).
+
 A restoring subtask seeks to just the key groups it owns (rescaling).
 """
 
@@ -51,13 +58,17 @@ from sparkpoint.state.table import RegisteredStateMeta
 __all__ = [
     "FORMAT_VERSION",
     "MAGIC",
+    "OBJECT_ENCODINGS",
     "SCHEMA",
     "Columns",
     "SnapshotHeader",
     "arrow_block",
+    "chain_block",
     "decode_arrow_block",
+    "decode_object_block",
     "decode_pickle_block",
     "pickle_block",
+    "read_chain_block",
     "read_header",
     "read_key_group",
     "write_key_groups_snapshot",
@@ -71,6 +82,8 @@ SCHEMA = pa.schema([
     pa.field("user_key", pa.binary()),
     pa.field("value", pa.binary(), nullable=False),
 ])
+# Block encodings whose blocks decode to stored objects (heap checkpoints).
+OBJECT_ENCODINGS = ("pickle", "pickle-chain")
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _BLOCK = struct.Struct(">iI")
@@ -263,3 +276,50 @@ def decode_arrow_block(block: bytes) -> pa.RecordBatch:
 def decode_pickle_block(block: bytes) -> list[tuple[int, dict[Any, Any]]]:
     """The ``[(state_id, {key: stored})]`` of a ``pickle`` block."""
     return pickle.loads(block)
+
+
+def read_chain_block(block: bytes | memoryview) -> tuple[
+    list[str | None], bytes | None, list[list[tuple[str, dict[Any, Any], list[Any]]]]
+]:
+    """The base state names, the base ``pickle`` block (undecoded) and the decoded deltas of
+    a ``pickle-chain`` block."""
+    try:
+        base_names, base, deltas = pickle.loads(block)
+        return base_names, base, [pickle.loads(d) for d in deltas]
+    except Exception as e:  # any decode failure means corrupt bytes
+        raise RestoreError(f"Corrupt pickle-chain key-group block: {e!r}") from e
+
+
+def decode_object_block(
+    encoding: str, block: bytes | memoryview, state_names: Sequence[str | None]
+) -> list[tuple[int, dict[Any, Any]]]:
+    """The ``[(state_id, {key: stored})]`` of a ``pickle`` or ``pickle-chain`` block, the
+    state ids indexing ``state_names`` (the header's states, in order)."""
+    if encoding == "pickle":
+        return pickle.loads(block)  # type: ignore[no-any-return]
+    if encoding != "pickle-chain":
+        raise RestoreError(f"Unknown key-group block encoding {encoding!r}")
+    base_names, base, deltas = read_chain_block(block)
+    index = {name: i for i, name in enumerate(state_names) if name is not None}
+    groups: dict[int, dict[Any, Any]] = {}
+    if base is not None:
+        for local_id, objects in pickle.loads(base):
+            sid = index.get(base_names[local_id])
+            if sid is not None:
+                groups[sid] = objects
+    for delta in deltas:
+        for name, updates, deleted in delta:
+            sid = index.get(name)
+            if sid is None:
+                continue
+            group = groups.setdefault(sid, {})
+            group.update(updates)
+            for key in deleted:
+                group.pop(key, None)
+    return sorted(groups.items())
+
+
+def chain_block(base_names: Sequence[str | None], base: bytes | None,
+                deltas: Sequence[bytes]) -> bytes:
+    """A ``pickle-chain`` block (see the module docstring)."""
+    return pickle.dumps((list(base_names), base, list(deltas)), protocol=5)

@@ -37,9 +37,10 @@ from sparkpoint.checkpoint.storage import CompletedCheckpointStorageLocation
 from sparkpoint.errors import RestoreError
 from sparkpoint.state.descriptors import StateKind
 from sparkpoint.state.snapshot_format import (
+    OBJECT_ENCODINGS,
     Columns,
     decode_arrow_block,
-    decode_pickle_block,
+    decode_object_block,
     read_header,
     read_key_group,
 )
@@ -252,8 +253,9 @@ def _read_key_groups(handle: KeyGroupsStateHandle, rng: KeyGroupRange
             if block is None:
                 continue
             out: dict[str, tuple[RegisteredStateMeta, Columns]] = {}
-            if header.block_encoding == "pickle":
-                for sid, objects in decode_pickle_block(block):
+            if header.block_encoding in OBJECT_ENCODINGS:
+                for sid, objects in decode_object_block(
+                        header.block_encoding, block, [m.name for m in metas]):
                     out[metas[sid].name] = (metas[sid], _object_columns(metas[sid], objects))
             else:
                 batch = decode_arrow_block(block)

@@ -14,6 +14,11 @@ Reopening local state and restoring heap checkpoints read the blocks but decode 
 only when it is first touched (``PendingBlocks``); an untouched group is committed back as
 the same bytes.
 
+A checkpoint taken right after a local commit (the runtime's case) hard-links the commit's
+files in its synchronous part and its upload copies them into ``pickle-chain`` blocks of the
+key-groups format (``snapshot_format``): no state is encoded again. Savepoints, snapshots
+with uncommitted changes and TTL cleanup in full snapshots encode the copy-on-write view.
+
 A process-wide cache keeps the live tables after ``close()``: a task that runs in the same
 Python worker again, and finds the marker at the epoch the cached tables were committed
 at, adopts them instead of reloading. Tables with uncommitted changes are never cached.
@@ -28,24 +33,39 @@ import pickle
 import shutil
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sparkpoint.checkpoint.handles import KeyedStateHandle
+from sparkpoint.checkpoint.streams import CheckpointStreamFactory
 from sparkpoint.errors import RestoreError, StateLostError
-from sparkpoint.state.backend import KeyedStateBackendParameters
+from sparkpoint.state.backend import KeyedStateBackendParameters, SnapshotType
 from sparkpoint.state.changelog import decode_entry, encode_entry
 from sparkpoint.state.full_restore import PickleBlockSink
 from sparkpoint.state.heap.snapshot_view import HeapSnapshotView
 from sparkpoint.state.heap.table import HeapStateTable, PendingBlocks
 from sparkpoint.state.keyed_backend import AbstractKeyedStateBackend, SnapshotView
+from sparkpoint.state.snapshot_format import (
+    SnapshotHeader,
+    chain_block,
+    read_chain_block,
+    write_key_groups_snapshot,
+)
 from sparkpoint.state.table import RegisteredStateMeta, StateTable
 
 __all__ = ["HeapKeyedStateBackend", "clear_heap_cache"]
 
 MARKER = "MARKER.json"
 _SUBDIR = "heap"
+_SNAPSHOTS = "heap-snapshots"  # per running checkpoint upload: hard links to its files
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:  # no hard links on this filesystem
+        shutil.copyfile(src, dst)
 
 
 @dataclass
@@ -91,8 +111,20 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
     def _pickle_block_sink(self) -> PickleBlockSink | None:
         self._pending = PendingBlocks("restored checkpoint state", RestoreError)
 
-        def sink(kg: int, block: bytes, tables: list[StateTable]) -> None:
-            self._pending.add(kg, block, tables)  # type: ignore[arg-type]
+        def sink(kg: int, block: bytes, tables: list[StateTable], encoding: str) -> None:
+            heap_tables: list[HeapStateTable] = tables  # type: ignore[assignment]
+            if encoding == "pickle":
+                self._pending.add(kg, block, heap_tables)  # type: ignore[arg-type]
+                return
+            base_names, base, deltas = read_chain_block(block)
+            by_name = {t.meta.name: t for t in heap_tables}
+            if base is not None:
+                self._pending.add(kg, base, [by_name.get(n) if n else None for n in base_names])
+            for delta in deltas:
+                for name, updates, deleted in delta:
+                    table = by_name.get(name)
+                    if table is not None:
+                        self._pending.add_delta(kg, table, updates, deleted)
 
         return sink
 
@@ -107,6 +139,85 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
     def _snapshot_view(self, metas: Sequence[RegisteredStateMeta]) -> SnapshotView:
         tables = self._heap_tables()
         return HeapSnapshotView([tables[m.name] for m in metas])
+
+    # -- checkpoints from the local commit's files ---------------------------------------
+
+    def snapshot(
+        self,
+        checkpoint_id: int,
+        stream_factory: CheckpointStreamFactory,
+        snapshot_type: str = SnapshotType.CHECKPOINT,
+    ) -> Callable[[], KeyedStateHandle | None]:
+        """A checkpoint right after a local commit copies the commit's files (``pickle-chain``
+        blocks: each key group's whole-group block and its deltas, as written), so it
+        encodes nothing; savepoints, uncommitted changes and TTL cleanup in full snapshots
+        take the generic path (``full_snapshot``)."""
+        if snapshot_type in (SnapshotType.CHECKPOINT, SnapshotType.FULL_CHECKPOINT):
+            commit = self._committed_files()
+            if commit is not None:
+                return self._file_snapshot(checkpoint_id, stream_factory, commit)
+        return super().snapshot(checkpoint_id, stream_factory, snapshot_type)
+
+    def _committed_files(self) -> dict[str, Any] | None:
+        """The marker, when the tables are exactly what it committed (else None)."""
+        marker = self._marker
+        tables = self._heap_tables()
+        if marker is None or not tables or self._has_uncommitted_changes():
+            return None
+        if [RegisteredStateMeta.from_json(m).name for m in marker["states"]] != list(tables):
+            return None
+        metas = [t.meta for t in tables.values()]
+        if any(ttl is not None for ttl in self._full_snapshot_ttl_cleanups(metas)):
+            return None
+        return marker
+
+    def _file_snapshot(
+        self, checkpoint_id: int, stream_factory: CheckpointStreamFactory,
+        commit: dict[str, Any],
+    ) -> Callable[[], KeyedStateHandle | None]:
+        # Synchronous part: hard links to the commit's files (later commits delete them).
+        links = os.path.join(self.params.local_dir, _SNAPSHOTS,
+                             f"{checkpoint_id}-{uuid.uuid4().hex[:12]}")
+        os.makedirs(links)
+        files: dict[int, tuple[str, list[str | None]]] = {
+            int(kg): (fname, names) for kg, (fname, names) in commit["files"].items()}
+        delta_files: list[tuple[str, list[int]]] = [
+            (fname, list(kgs)) for fname, kgs in commit.get("deltas") or []]
+        try:
+            for fname in {f for f, _ in files.values()} | {f for f, _ in delta_files}:
+                _link_or_copy(os.path.join(self._dir, fname), os.path.join(links, fname))
+        except BaseException:
+            shutil.rmtree(links, ignore_errors=True)
+            raise
+        header = SnapshotHeader(
+            self.max_parallelism, self._range, tuple(t.meta for t in self._tables.values()),
+            SnapshotType.CHECKPOINT, self.backend_name, block_encoding="pickle-chain")
+
+        def read(fname: str) -> bytes:
+            with open(os.path.join(links, fname), "rb") as f:
+                return f.read()
+
+        def upload() -> KeyedStateHandle | None:
+            try:
+                deltas: dict[int, list[bytes]] = {}
+                for fname, kgs in delta_files:
+                    per_group = pickle.loads(read(fname))
+                    for kg in kgs:
+                        deltas.setdefault(kg, []).append(per_group[kg])
+
+                def block_of(kg: int) -> bytes | None:
+                    entry = files.get(kg)
+                    if entry is None:  # an empty key group (deltas only follow a file)
+                        return None
+                    fname, names = entry
+                    return chain_block(names, read(fname), deltas.get(kg, ()))
+
+                out = stream_factory.create_checkpoint_state_output_stream()
+                return write_key_groups_snapshot(out, header, block_of)
+            finally:
+                shutil.rmtree(links, ignore_errors=True)
+
+        return upload
 
     def restore(self, handles: Sequence[KeyedStateHandle]) -> None:
         """Replace the state by ``handles``; the local state then has no committed epoch
@@ -168,7 +279,7 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         for fname, kgs in commit.get("deltas", []):
             delta = pickle.loads(self._read_file(fname))
             for kg in kgs:
-                for name, updates, deleted in delta[kg]:
+                for name, updates, deleted in pickle.loads(delta[kg]):
                     table = tables.get(name)
                     if table is not None:
                         self._pending.add_delta(kg, table, updates, deleted)
@@ -255,7 +366,10 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         delta_files = [d for d in delta_files if d[1]]
         delta_block = b""
         if deltas:
-            delta_block = pickle.dumps(deltas, protocol=5)
+            # Each key group's delta pickled apart, so checkpoints copy them as they are.
+            delta_block = pickle.dumps(
+                {kg: pickle.dumps(entries, protocol=5) for kg, entries in deltas.items()},
+                protocol=5)
             fname = f"delta-{token}.pkl"
             with open(os.path.join(self._dir, fname), "wb") as f:
                 f.write(delta_block)
@@ -315,8 +429,8 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
                     self._pending.add(kg, block, [tables.get(m) if m else None
                                                   for m in block_names])
             if data.get("deltas"):
-                for kg, kg_deltas in pickle.loads(data["deltas"]).items():
-                    for state_name, updates, deleted in kg_deltas:
+                for kg, kg_delta in pickle.loads(data["deltas"]).items():
+                    for state_name, updates, deleted in pickle.loads(kg_delta):
                         target = tables.get(state_name)
                         if target is not None:
                             self._pending.add_delta(kg, target, updates, deleted)
