@@ -127,7 +127,7 @@ def test_checkpoint_after_commit_copies_the_commit_files(tmp_path) -> None:
 
 
 def test_savepoints_and_uncommitted_changes_take_the_encoding_path(tmp_path) -> None:
-    b, model = committed_epochs(tmp_path, 3)
+    b, _ = committed_epochs(tmp_path, 3)
     assert encoding(b.snapshot(4, MemCheckpointStreamFactory(),
                                SnapshotType.SAVEPOINT)()) == "arrow"
     b.set_current_key(1)
