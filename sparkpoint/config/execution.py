@@ -41,7 +41,9 @@ class PipelineOptions(OptionGroup):
         "pipeline.auto-watermark-interval", DURATION, 200,
         "Interval of periodic watermarks (ExecutionConfig.get_auto_watermark_interval). "
         "Watermarks advance once per epoch (the epoch is the period); under IngestionTime "
-        "the watermark is processing time aligned down to a multiple of this interval.",
+        "the watermark is processing time aligned down to a multiple of this interval. 0 "
+        "turns periodic watermarks off, as in Flink: event time stays at its minimum until "
+        "a source split ends (then its watermark is the maximum).",
     )
     OPERATOR_CHAINING = ConfigOption(
         "pipeline.operator-chaining.enabled", BOOLEAN, True,

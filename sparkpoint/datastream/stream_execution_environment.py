@@ -371,6 +371,8 @@ class StreamExecutionEnvironment:
         if self._max_parallelism is not None:
             conf.set_integer(PipelineOptions.MAX_PARALLELISM.key, self._max_parallelism)
         conf.set_string(ExecutionOptions.RUNTIME_MODE.key, self._runtime_mode.name)
+        conf.set_string(PipelineOptions.AUTO_WATERMARK_INTERVAL.key,
+                        f"{self._config.get_auto_watermark_interval()} ms")
         savepoint_dir = self._default_savepoint_dir
         if savepoint_dir is not None:
             conf.set_string(CheckpointingOptions.SAVEPOINT_DIRECTORY.key, savepoint_dir)

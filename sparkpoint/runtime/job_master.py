@@ -116,6 +116,7 @@ class JobSettings:
     restart_strategy: Any
     num_retained: int = CheckpointingOptions.MAX_RETAINED_CHECKPOINTS.default
     batch_mode: bool = False
+    periodic_watermarks: bool = True
     restore_path: str | None = None
     claim_mode: str = StateRecoveryOptions.CLAIM_MODE.default
     allow_non_restored_state: bool = False
@@ -296,6 +297,7 @@ class JobMaster:
             job_name=self.s.job_name,
             state_backend=self.s.state_backend,
             batch_mode=self.s.batch_mode,
+            periodic_watermarks=self.s.periodic_watermarks,
             application_id=self.runner.cluster.application_id,
             local_state_dir=self.s.local_state_dir,
             job_parameters=self.s.job_parameters,

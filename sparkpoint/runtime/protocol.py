@@ -120,6 +120,8 @@ class JobSpec:
     # Where keyed subtasks write the durable changes of each epoch (None: they do not).
     changelog_storage: Any = None
     faults: TaskFaultHooks | None = None
+    # False when pipeline.auto-watermark-interval is 0: only ended splits emit a watermark.
+    periodic_watermarks: bool = True
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,7 @@ def build_job_settings(job_name: str, request: JobRequest) -> JobSettings:
         restart_strategy=request.restart_strategy,
         num_retained=_CKPT.MAX_RETAINED_CHECKPOINTS.read(config),
         batch_mode=ExecutionOptions.RUNTIME_MODE.read(config) == "BATCH",
+        periodic_watermarks=PipelineOptions.AUTO_WATERMARK_INTERVAL.read(config) > 0,
         restore_path=StateRecoveryOptions.SAVEPOINT_PATH.read(config),
         claim_mode=StateRecoveryOptions.CLAIM_MODE.read(config),
         allow_non_restored_state=StateRecoveryOptions.SAVEPOINT_IGNORE_UNCLAIMED_STATE.read(config),

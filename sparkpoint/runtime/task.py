@@ -112,7 +112,11 @@ class StageTask:
 
     def _report_watermark(self, operator_id: str, watermark: int, max_ts: int | None) -> None:
         key = f"{operator_id}@{self._watermark_scope}"
-        self.reported[key] = MAX_WATERMARK if self._split_done else watermark
+        if self._split_done:
+            watermark = MAX_WATERMARK
+        elif not self.spec.job.periodic_watermarks:
+            watermark = MIN_WATERMARK
+        self.reported[key] = watermark
         self.reported_max[key] = max_ts
 
     def _targets(self) -> Iterable[int]:
