@@ -160,18 +160,20 @@ class StageTask:
                     records += len(chunk)
                     tree.push_input(-1, chunk, None)
         else:
+            pending = _Coalesced(tree)
             for sub, kind, payload in rows:
                 if kind == KIND_DATA:
                     input_index, data = payload
                     values, timestamps = decode_data(data)
                     records += len(values)
-                    tree.push_input(input_index, values, timestamps)
+                    pending.add(input_index, values, timestamps)
                 elif kind == KIND_META:
                     marks.update(payload)
                     if self.partition == 0:
                         passthrough.append((sub, kind, payload))
                 else:
                     passthrough.append((sub, kind, payload))
+            pending.flush()
         env.watermark = _global_watermark(marks, spec.end_of_input)
         for root in roots:
             root.end_epoch()
@@ -214,6 +216,41 @@ class StageTask:
             else:
                 out.append((report_channel, kind, payload))
         return out
+
+
+class _Coalesced:
+    """Consecutive input groups of one input edge pushed as one batch (up to
+    ``GROUP_TARGET`` records): at high parallelism every upstream subtask sends each
+    subtask a small group, and every push has a fixed cost (key groups of the batch,
+    operator calls). Records keep their order; watermarks apply at the epoch's end."""
+
+    def __init__(self, tree: Any) -> None:
+        self.tree = tree
+        self.input_index = 0
+        self.values: list[Any] = []
+        self.timestamps: list[int | None] | None = None
+
+    def add(
+        self, input_index: int, values: list[Any], timestamps: list[int | None] | None
+    ) -> None:
+        if self.values and (
+            input_index != self.input_index or len(self.values) + len(values) > GROUP_TARGET
+        ):
+            self.flush()
+        if not self.values:
+            self.input_index, self.values, self.timestamps = input_index, values, timestamps
+            return
+        # The lists are the decoded groups' own (nothing else holds them): extend in place.
+        if timestamps is not None or self.timestamps is not None:
+            if self.timestamps is None:
+                self.timestamps = [None] * len(self.values)
+            self.timestamps.extend(timestamps if timestamps is not None else [None] * len(values))
+        self.values.extend(values)
+
+    def flush(self) -> None:
+        if self.values:
+            self.tree.push_input(self.input_index, self.values, self.timestamps)
+        self.values, self.timestamps = [], None
 
 
 def _chunks(records: Iterator[Any]) -> Iterator[list[Any]]:

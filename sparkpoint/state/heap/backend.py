@@ -438,12 +438,13 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         self._force_dirty = True
 
     def _write_marker(self, marker: dict[str, Any]) -> None:
+        # Atomic against a crashed process (write, then rename), but not fsynced: only the
+        # executor that wrote local state reads it, an OS crash ends that executor (no
+        # later executor reads its directory), and the data files are not fsynced either.
         path = os.path.join(self._dir, MARKER)
         tmp = f"{path}.{uuid.uuid4().hex}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(marker, f)
-            f.flush()
-            os.fsync(f.fileno())
         os.replace(tmp, path)
         self._marker = marker
 
