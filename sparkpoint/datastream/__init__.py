@@ -6,6 +6,11 @@ from sparkpoint.datastream.async_functions import (
     AsyncRetryStrategies,
     AsyncRetryStrategy,
 )
+from sparkpoint.datastream.broadcast_functions import (
+    BroadcastProcessFunction,
+    KeyedBroadcastProcessFunction,
+)
+from sparkpoint.datastream.broadcast_stream import BroadcastConnectedStream, BroadcastStream
 from sparkpoint.datastream.checkpoint_config import CheckpointConfig
 from sparkpoint.datastream.checkpoint_storage import (
     CheckpointStorage,
@@ -79,6 +84,9 @@ __all__ = [
     "AsyncFunction",
     "AsyncRetryStrategies",
     "AsyncRetryStrategy",
+    "BroadcastConnectedStream",
+    "BroadcastProcessFunction",
+    "BroadcastStream",
     "CheckpointConfig",
     "CheckpointStorage",
     "CheckpointingMode",
@@ -102,6 +110,7 @@ __all__ = [
     "HashMapStateBackend",
     "JobManagerCheckpointStorage",
     "KeySelector",
+    "KeyedBroadcastProcessFunction",
     "KeyedCoProcessFunction",
     "KeyedProcessFunction",
     "KeyedStream",

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, overload
 
 from sparkpoint.connectors.sink import CollectSink, PrintSink, Sink
+from sparkpoint.datastream.broadcast_stream import BroadcastConnectedStream, BroadcastStream
 from sparkpoint.datastream.connected_streams import ConnectedStreams
 from sparkpoint.datastream.functions import (
     FilterFunction,
@@ -140,8 +141,24 @@ class DataStream:
         """Every record to the first subtask of the next operator."""
         return self._partition(Partitioning("global"), "Global")
 
-    def broadcast(self) -> DataStream:
-        """Every record to every subtask of the next operator."""
+    @overload
+    def broadcast(self) -> DataStream: ...
+
+    @overload
+    def broadcast(
+        self, broadcast_state_descriptor: Any, *other_broadcast_state_descriptors: Any
+    ) -> BroadcastStream: ...
+
+    def broadcast(
+        self, broadcast_state_descriptor: Any = None, *other_broadcast_state_descriptors: Any
+    ) -> DataStream | BroadcastStream:
+        """Every record to every subtask of the next operator; with ``MapStateDescriptor``s,
+        a ``BroadcastStream`` to ``connect`` to, whose operator holds those broadcast
+        states."""
+        if broadcast_state_descriptor is not None:
+            return BroadcastStream(
+                self, broadcast_state_descriptor, *other_broadcast_state_descriptors
+            )
         return self._partition(Partitioning("broadcast"), "Broadcast")
 
     def partition_custom(
@@ -216,11 +233,25 @@ class DataStream:
         )
         return DataStream(self._env, node)
 
-    def connect(self, ds: DataStream) -> ConnectedStreams:
+    @overload
+    def connect(self, ds: DataStream) -> ConnectedStreams: ...
+
+    @overload
+    def connect(self, ds: BroadcastStream) -> BroadcastConnectedStream: ...
+
+    def connect(
+        self, ds: DataStream | BroadcastStream
+    ) -> ConnectedStreams | BroadcastConnectedStream:
         """This stream and ``ds`` into one two-input operator (``map``/``flat_map`` with a
-        CoMap/CoFlatMapFunction, ``process`` with a (Keyed)CoProcessFunction)."""
+        CoMap/CoFlatMapFunction, ``process`` with a (Keyed)CoProcessFunction); with a
+        ``BroadcastStream``, a ``BroadcastConnectedStream`` (``process`` with a
+        (Keyed)BroadcastProcessFunction)."""
+        if isinstance(ds, BroadcastStream):
+            return BroadcastConnectedStream(self, ds, ds.broadcast_state_descriptors)
         if not isinstance(ds, DataStream):
-            raise TypeError(f"connect() takes a DataStream, got {type(ds).__name__}")
+            raise TypeError(
+                f"connect() takes a DataStream or a BroadcastStream, got {type(ds).__name__}"
+            )
         return ConnectedStreams(self, ds)
 
     def assign_timestamps_and_watermarks(self, watermark_strategy: Any) -> DataStream:
@@ -315,7 +346,12 @@ class KeyedStream(DataStream):
     def _partitioning(self) -> DataStream:
         raise TypeError("Cannot override partitioning for KeyedStream.")
 
-    shuffle = rebalance = rescale = forward = broadcast = global_ = _partitioning
+    shuffle = rebalance = rescale = forward = global_ = _partitioning
+
+    def broadcast(  # type: ignore[override]
+        self, broadcast_state_descriptor: Any = None, *other_broadcast_state_descriptors: Any
+    ) -> DataStream:
+        raise TypeError("Cannot override partitioning for KeyedStream.")
 
     def partition_custom(self, partitioner: Any, key_selector: Any) -> DataStream:
         raise TypeError("Cannot override partitioning for KeyedStream.")

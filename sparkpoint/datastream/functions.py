@@ -16,6 +16,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from sparkpoint.datastream.broadcast_functions import (
+    BaseBroadcastProcessFunction,
+    BroadcastProcessFunction,
+    KeyedBroadcastProcessFunction,
+)
 from sparkpoint.datastream.time_domain import TimeDomain
 from sparkpoint.datastream.timerservice import TimerService
 from sparkpoint.datastream.window_functions import (
@@ -36,6 +41,8 @@ from sparkpoint.state.functions import AggregateFunction, Function, ReduceFuncti
 __all__ = [
     "AggregateFunction",
     "AllWindowFunction",
+    "BaseBroadcastProcessFunction",
+    "BroadcastProcessFunction",
     "CoFlatMapFunction",
     "CoMapFunction",
     "CoProcessFunction",
@@ -49,6 +56,7 @@ __all__ = [
     "FunctionWrapper",
     "KeySelector",
     "KeySelectorFunctionWrapper",
+    "KeyedBroadcastProcessFunction",
     "KeyedCoProcessFunction",
     "KeyedProcessFunction",
     "KeyedStateStore",

@@ -9,7 +9,7 @@ from sparkpoint.state.descriptors import (
     ValueStateDescriptor,
 )
 from sparkpoint.state.functions import AggregateFunction, ReduceFunction
-from sparkpoint.state.heap import BroadcastState
+from sparkpoint.state.heap import BroadcastState, ReadOnlyBroadcastState
 from sparkpoint.state.primitives import (
     AggregatingState,
     ListState,
@@ -29,6 +29,7 @@ __all__ = [
     "ListStateDescriptor",
     "MapState",
     "MapStateDescriptor",
+    "ReadOnlyBroadcastState",
     "ReduceFunction",
     "ReducingState",
     "ReducingStateDescriptor",

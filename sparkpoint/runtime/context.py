@@ -45,6 +45,8 @@ class OperatorEnv:
     watermark: int = MIN_WATERMARK  # during processing: the watermark the epoch started with
     generator_state: dict[str, int] = field(default_factory=dict)
     keyed_backend: Callable[[str], Any] = lambda op_id: None
+    # Broadcast operators: the subtask's operator-state backend (runtime/carried_state.py).
+    operator_state_backend: Callable[[str], Any] = lambda op_id: None
     timer_index: Callable[[str], list[int | None]] = lambda op_id: [None, None]
     report_watermark: Callable[[str, int, int | None], None] = lambda *a: None
     # Processing time: the task passes the epoch's clock (the driver's time, see EpochSpec).

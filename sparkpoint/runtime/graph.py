@@ -6,7 +6,8 @@ for in between and its parallelism is its input's; otherwise it starts a new sta
 **edges** (one per input stream) that say how records are partitioned (Flink's
 ``StreamPartitioner``s: hash by key group, forward, rebalance, rescale, shuffle, global,
 broadcast, custom). ``key_by``, ``union`` and partitioning calls are virtual nodes: they
-only shape the edges of their consumers.
+only shape the edges of their consumers. Two-input operators (``connect``) start a stage
+with two edges; a broadcast operator's second edge is a ``broadcast`` one.
 
 Every stage's output goes through one Spark shuffle, its **exchange**: the consumers that
 read a set of upstream stages share one channel space (consumer ``D`` owns channels
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "BROADCAST",
     "KEYED",
     "VIRTUAL",
     "Edge",
@@ -32,8 +34,11 @@ __all__ = [
     "build_plan",
 ]
 
-KEYED = {"keyed_process", "reduce", "window", "keyed_co_process"}
-TWO_INPUT = {"co_map", "co_flat_map", "co_process", "keyed_co_process"}
+KEYED = {"keyed_process", "reduce", "window", "keyed_co_process", "keyed_broadcast_process"}
+# Broadcast operators: input 0 the (keyed or not) stream, input 1 the broadcast stream; each
+# holds operator (broadcast) state.
+BROADCAST = {"broadcast_process", "keyed_broadcast_process"}
+TWO_INPUT = {"co_map", "co_flat_map", "co_process", "keyed_co_process", *BROADCAST}
 VIRTUAL = {"key_by", "union", "partition"}
 PARTITIONINGS = (
     "hash", "forward", "rebalance", "rescale", "shuffle", "global", "broadcast", "custom",
@@ -67,7 +72,8 @@ class Node:
     id: int
     kind: str  # source | map | flat_map | filter | process | timestamps | key_by | keyed_process
     #          | reduce | window | union | partition | side_output | co_map | co_flat_map
-    #          | co_process | keyed_co_process | sink
+    #          | co_process | keyed_co_process | broadcast_process | keyed_broadcast_process
+    #          | sink
     name: str
     inputs: list[Node] = field(default_factory=list)
     function: Any = None
@@ -82,6 +88,8 @@ class Node:
     call: Any = None  # keyed map/flat_map/filter adapter (see DataStream)
     tag_id: str | None = None  # side_output: the OutputTag id read from the input operator
     partitioning: Partitioning | None = None  # partition: what its consumers' edges use
+    # broadcast_process, keyed_broadcast_process: the MapStateDescriptors of broadcast()
+    broadcast_descriptors: tuple[Any, ...] = ()
 
     @property
     def operator_id(self) -> str:
@@ -120,6 +128,11 @@ class Stage:
     def keyed_nodes(self) -> list[Node]:
         """The keyed operators of this stage (each has its own keyed state)."""
         return [n for n in self.members if n.kind in KEYED]
+
+    @property
+    def operator_state_nodes(self) -> list[Node]:
+        """The operators of this stage that hold operator (broadcast) state."""
+        return [n for n in self.members if n.kind in BROADCAST]
 
     @property
     def keyed(self) -> bool:
@@ -278,7 +291,8 @@ def build_plan(sinks: list[Node], default_parallelism: int, max_parallelism: int
         if n.kind in TWO_INPUT:
             if n.kind in KEYED:
                 _key_input(n, 0)
-                _key_input(n, 1)
+                if n.kind not in BROADCAST:
+                    _key_input(n, 1)
             st = new_stage(n, n.parallelism or default_parallelism, max_parallelism=mp)
             for side, inp in enumerate(n.inputs):
                 connect(st, n, side, _resolve(inp, None))

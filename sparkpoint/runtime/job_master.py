@@ -68,7 +68,11 @@ from sparkpoint.runtime.reports import (
 )
 from sparkpoint.runtime.restart import create_restart_backoff_strategy
 from sparkpoint.runtime.sink_commits import SinkCommits
-from sparkpoint.runtime.state_assignment import assign_keyed_state, check_unmatched_state
+from sparkpoint.runtime.state_assignment import (
+    assign_keyed_state,
+    assign_operator_state,
+    check_unmatched_state,
+)
 from sparkpoint.runtime.subtask_recovery import SubtaskRecovery
 from sparkpoint.state.backend import SnapshotType
 
@@ -175,6 +179,9 @@ class JobMaster:
         self.watermarks: dict[str, int] = {}
         self.generators: dict[str, int] = {}
         self.restore_spec: dict[str, dict[int, SubtaskRestore]] = {}
+        # Operator (broadcast) state each subtask starts the next epoch from: what the
+        # accepted run of the last epoch ended with (runtime/carried_state.py).
+        self.operator_state: dict[str, dict[int, tuple[Any, ...]]] = {}
         self.notify_complete: int | None = None
         self.sink_commits = SinkCommits({n.operator_id: n.sink for n in plan.sinks})
         self.finals = final_stage_ids(plan)
@@ -381,7 +388,7 @@ class JobMaster:
             if pending.asynchronous:
                 pending.acks = list(acks)
                 pending.awaiting = self._keyed_subtasks() - {
-                    (a.operator_id, a.subtask) for a in acks
+                    (a.operator_id, a.subtask) for a in acks if not a.operator_state
                 }
         uploads = self._advance_uploads(reports)
         self._record_epoch(reports, preferred, seconds, runs, pending, uploads)
@@ -445,6 +452,7 @@ class JobMaster:
             processing_time_ms=self.clock.now_ms(),
             checkpoint=self._checkpoint_request(pending),
             restore=self.restore_spec,
+            operator_state=self.operator_state,
             notify_complete=self.notify_complete,
             pending_checkpoints=frozenset(p.checkpoint_id for p in self.coordinator.pending),
             aborted_checkpoints=frozenset(self.coordinator.recently_aborted),
@@ -524,8 +532,18 @@ class JobMaster:
     def _absorb(self, reports: list[TaskReport], ranges: dict[int, list[SplitRange]]) -> Any:
         acks: list[SnapshotAck] = []
         sources = set(self.stage_of_source.values())
+        # Subtasks usually end with identical broadcast state: keep one handle object per
+        # content, so the next EpochSpec pickles it once.
+        same: dict[Any, Any] = {}
         for report in reports:
             acks.extend(report.snapshots)
+            for carried in report.operator_states:
+                handle = carried.handle
+                if handle is not None:
+                    handle = same.setdefault(_content(handle), handle)
+                self.operator_state.setdefault(carried.operator_id, {})[carried.subtask] = (
+                    (handle,) if handle is not None else ()
+                )
             self.sink_commits.absorb(self.epoch, report.sink_outputs)
             self.watermarks.update(report.watermarks)
             for key, max_ts in report.max_timestamps.items():  # key: operator@split/subtask
@@ -655,25 +673,37 @@ class JobMaster:
         return running, completed_now
 
     def _operator_states(self, acks: list[SnapshotAck]) -> list[OperatorState]:
-        by_op: dict[str, dict[int, OperatorSubtaskState]] = {}
+        keyed: dict[str, dict[int, tuple[Any, ...]]] = {}
+        operator: dict[str, dict[int, tuple[Any, ...]]] = {}
         for ack in acks:
+            table = operator if ack.operator_state else keyed
             handles = (ack.handle,) if ack.handle is not None else ()
-            by_op.setdefault(ack.operator_id, {})[ack.subtask] = OperatorSubtaskState(
-                managed_keyed_state=handles
-            )
+            table.setdefault(ack.operator_id, {})[ack.subtask] = handles
         states = []
         for st in self.plan.stages:
-            for node in st.keyed_nodes:
-                subs = by_op.get(node.operator_id, {})
-                missing = [i for i in range(st.parallelism) if i not in subs]
+            keyed_ids = {n.operator_id for n in st.keyed_nodes}
+            operator_ids = {n.operator_id for n in st.operator_state_nodes}
+            for node in st.members:
+                op_id = node.operator_id
+                if op_id not in keyed_ids and op_id not in operator_ids:
+                    continue
+                k, o = keyed.get(op_id, {}), operator.get(op_id, {})
+                missing = [
+                    i for i in range(st.parallelism)
+                    if (op_id in keyed_ids and i not in k) or (op_id in operator_ids and i not in o)
+                ]
                 if missing:
                     raise CheckpointException(
                         CheckpointFailureReason.CHECKPOINT_DECLINED,
-                        f"operator {node.operator_id}: no snapshot from subtasks {missing}",
+                        f"operator {op_id}: no snapshot from subtasks {missing}",
                     )
-                states.append(
-                    OperatorState(node.operator_id, st.parallelism, st.max_parallelism, subs)
-                )
+                subs = {
+                    i: OperatorSubtaskState(
+                        managed_keyed_state=k.get(i, ()), managed_operator_state=o.get(i, ())
+                    )
+                    for i in range(st.parallelism)
+                }
+                states.append(OperatorState(op_id, st.parallelism, st.max_parallelism, subs))
         return states
 
     def _master_state(self, up_to_epoch: int) -> JobMasterState:
@@ -742,6 +772,7 @@ class JobMaster:
             op: {sub: SubtaskRestore(tuple(hs), reason=reason) for sub, hs in subs.items()}
             for op, subs in assigned.items()
         }
+        self.operator_state = assign_operator_state(self.plan, metadata)
         # The max parallelism may have been adopted from the checkpoint: re-derive routing.
         self.routes = routing(self.plan)
         master = JobMasterState.from_metadata(metadata)
@@ -864,6 +895,14 @@ class JobMaster:
 
 class CancelledByRequest(Exception):
     """Internal: the loop ends because a stop-with-savepoint finished the job."""
+
+
+def _content(handle: Any) -> Any:
+    """What makes two in-memory operator state handles equal: their bytes and offsets."""
+    offsets = tuple(sorted(
+        (name, meta.offsets) for name, meta in handle.state_name_to_partition_offsets.items()
+    ))
+    return getattr(handle.delegate, "data", handle.delegate), offsets
 
 
 def _short(exc: BaseException) -> str:

@@ -297,11 +297,15 @@ class KeyedOperator(UserFunctionOperator):
     def open(self, env: OperatorEnv) -> None:
         self.env = env
         self.backend = env.keyed_backend(self.operator_id)
-        self.ctx = KeyedContext(env, self.backend, self.operator_id)
+        self.ctx = self.make_context(env)
         self.runtime_context = StreamRuntimeContext(env, self.name, self.backend)
         _call_open(self.function, self.runtime_context)
         for child in self.all_children():
             child.open(env)
+
+    def make_context(self, env: OperatorEnv) -> KeyedContext:
+        """The context of ``process_element`` and ``on_timer`` (keyed timers)."""
+        return KeyedContext(env, self.backend, self.operator_id)
 
     def end_epoch(self) -> None:
         self.fire_timers()

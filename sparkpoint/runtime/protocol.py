@@ -4,7 +4,9 @@ Downwards, once per epoch, every task gets the same ``EpochSpec`` (with the job'
 ``JobSpec``): what to read, the watermark, the processing time, the checkpoint to snapshot
 into and, for subtasks without usable local state, what to restore from. Upwards, every
 task sends one ``TaskReport``: where it ran, snapshot and changelog acknowledgements, sink
-output, watermarks, statistics and what it restored or found missing. Everything here is
+output, watermarks, statistics, what it restored or found missing, and the operator
+(broadcast) state its subtask ended the epoch with, which the driver hands to the next
+epoch's ``EpochSpec``. Everything here is
 picklable and holds no Spark object.
 """
 
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 __all__ = [
+    "CarriedState",
     "ChangelogAck",
     "CheckpointRequest",
     "EpochSpec",
@@ -148,6 +151,10 @@ class EpochSpec:
     checkpoint: CheckpointRequest | None = None
     # operator id -> subtask -> what to restore when the local state is not usable
     restore: Mapping[str, Mapping[int, SubtaskRestore]] = field(default_factory=dict)
+    # operator id -> subtask -> the OperatorStateHandles (broadcast state) the subtask
+    # starts the epoch from: what it ended the accepted run of the previous epoch with, or
+    # a checkpoint's handles redistributed to the current parallelism after a restore.
+    operator_state: Mapping[str, Mapping[int, tuple[Any, ...]]] = field(default_factory=dict)
     notify_complete: int | None = None
     # Asynchronous uploads: checkpoints still waiting for them (this epoch's included), and
     # recently aborted ones (an upload that finishes after its abort deletes its files).
@@ -171,12 +178,24 @@ class ExecutorIdentity:
 
 @dataclass(frozen=True)
 class SnapshotAck:
-    """A keyed subtask's snapshot for the epoch's checkpoint."""
+    """A subtask's snapshot for the epoch's checkpoint: of its keyed state, or (with
+    ``operator_state``) of its operator (broadcast) state."""
 
     operator_id: str
     subtask: int
-    handle: Any  # KeyedStateHandle | None
+    handle: Any  # KeyedStateHandle | None; OperatorStateHandle | None with operator_state
     state_size: int
+    operator_state: bool = False
+
+
+@dataclass(frozen=True)
+class CarriedState:
+    """The operator (broadcast) state a subtask ended its run of the epoch with, held in
+    memory (``None``: empty), for the driver to hand to the subtask's next epoch."""
+
+    operator_id: str
+    subtask: int
+    handle: Any  # OperatorStateHandle | None
 
 
 @dataclass(frozen=True)
@@ -261,3 +280,4 @@ class TaskReport:
     # Every asynchronous upload record of this task's keyed subtasks, for the checkpoints
     # the driver still waits for.
     uploads: tuple[UploadStatus, ...] = ()
+    operator_states: tuple[CarriedState, ...] = ()

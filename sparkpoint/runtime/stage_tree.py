@@ -6,8 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from sparkpoint.runtime.async_wait import AsyncWaitOperator
+from sparkpoint.runtime.broadcast_operator import (
+    BroadcastProcessOperator,
+    KeyedBroadcastProcessOperator,
+)
 from sparkpoint.runtime.context import OperatorEnv
-from sparkpoint.runtime.graph import VIRTUAL, Node, Stage
+from sparkpoint.runtime.graph import BROADCAST, VIRTUAL, Node, Stage
 from sparkpoint.runtime.operators import (
     FilterOperator,
     FlatMapOperator,
@@ -76,6 +80,12 @@ def _build_operator(node: Node, batch_mode: bool, outputs: list[SinkOutput]) -> 
         )
     if k == "reduce":
         return ReduceOperator(oid, name, node.function, node.inputs[0].key_selector, batch_mode)
+    if k == "broadcast_process":
+        return BroadcastProcessOperator(oid, name, node.function, node.broadcast_descriptors)
+    if k == "keyed_broadcast_process":
+        return KeyedBroadcastProcessOperator(
+            oid, name, node.function, node.inputs[0].key_selector, node.broadcast_descriptors
+        )
     if k == "keyed_co_process":
         selectors = (node.inputs[0].key_selector, node.inputs[1].key_selector)
         return KeyedCoProcessOperator(oid, name, node.function, selectors, node.call or k)
@@ -97,11 +107,18 @@ def _build_operator(node: Node, batch_mode: bool, outputs: list[SinkOutput]) -> 
 
 class StageTree:
     """The operators of one stage's task: ``roots`` (opened, ended and closed by the task)
-    and ``entries``: per input edge, the roots (and their input side) its records feed."""
+    and ``entries``: per input edge, the roots (and their input side) its records feed.
+    ``deferred``: the input edges whose records the task pushes only after all others of
+    the epoch (the non-broadcast input of a broadcast operator, so the epoch's broadcast
+    records come first)."""
 
-    def __init__(self, roots: list[Operator], entries: dict[int, list[tuple[Operator, int]]]):
+    def __init__(
+        self, roots: list[Operator], entries: dict[int, list[tuple[Operator, int]]],
+        deferred: frozenset[int] = frozenset(),
+    ):
         self.roots = roots
         self.entries = entries
+        self.deferred = deferred
 
     def push_input(
         self, input_index: int, values: list[Any], timestamps: list[int | None] | None
@@ -143,4 +160,8 @@ def build_tree(
         entries[-1] = [(ops[stage.source], 0)]
     for edge in stage.inputs:
         entries[edge.index] = [(ops[root], side) for root, side in edge.targets]
-    return StageTree([ops[r] for r in stage.roots], entries)
+    deferred = frozenset(
+        edge.index for edge in stage.inputs
+        if all(root.kind in BROADCAST and side == 0 for root, side in edge.targets)
+    )
+    return StageTree([ops[r] for r in stage.roots], entries, deferred)

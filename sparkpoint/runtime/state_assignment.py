@@ -1,4 +1,5 @@
-"""Which keyed handles each new subtask restores from, at any new parallelism (rescaling)."""
+"""Which handles each new subtask restores from, at any new parallelism (rescaling): keyed
+handles cut to its key groups, operator (broadcast) state redistributed as Flink does."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from sparkpoint.state.key_groups import (
     check_max_parallelism,
     compute_key_group_range_for_operator_index,
 )
+from sparkpoint.state.operator_repartition import redistribute_operator_state
 
-__all__ = ["assign_keyed_state", "check_unmatched_state"]
+__all__ = ["assign_keyed_state", "assign_operator_state", "check_unmatched_state"]
 
 
 def assign_keyed_state(
@@ -68,6 +70,30 @@ def _check_key_group_format(metadata: CheckpointMetadata, op_id: str) -> None:
         "Rewrite it with the state processor: read the state with SavepointReader and "
         "write it with SavepointWriter.with_operator (docs/state-processor.md)."
     )
+
+
+def assign_operator_state(
+    plan: Plan, metadata: CheckpointMetadata | None
+) -> dict[str, dict[int, tuple[Any, ...]]]:
+    """Per operator with operator (broadcast) state and new subtask, the operator state
+    handles it starts from (``redistribute_operator_state``: for broadcast state, new
+    subtask ``i`` takes the copy of old subtask ``i % old_parallelism``)."""
+    out: dict[str, dict[int, tuple[Any, ...]]] = {}
+    if metadata is None:
+        return out
+    for stage in plan.stages:
+        for node in stage.operator_state_nodes:
+            op_state = metadata.get_operator_state(node.operator_id)
+            if op_state is None:
+                continue
+            subs = op_state.subtask_states
+            old = [
+                list(subs[i].managed_operator_state) if i in subs else []
+                for i in range(op_state.parallelism)
+            ]
+            new = redistribute_operator_state(old, stage.parallelism)
+            out[node.operator_id] = {i: tuple(hs) for i, hs in enumerate(new) if hs}
+    return out
 
 
 def check_unmatched_state(

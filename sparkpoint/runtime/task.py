@@ -1,9 +1,10 @@
 """One subtask of one stage for one run of an epoch: the function Spark runs.
 
-It opens the subtask's keyed state (``keyed_state``), builds the stage's operator tree
-(``stage_tree``), pushes the input through, fires timers, commits state locally, snapshots
-it when a checkpoint is due, and emits rows for the next stage plus one ``TaskReport`` for
-the driver.
+It opens the subtask's keyed state (``keyed_state``) and operator state
+(``carried_state``), builds the stage's operator tree (``stage_tree``), pushes the input
+through, fires timers, commits keyed state locally, snapshots it when a checkpoint is due,
+and emits rows for the next stage plus one ``TaskReport`` for the driver (which carries the
+operator state to the next epoch).
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from sparkpoint.clock import FixedClock
+from sparkpoint.runtime.carried_state import SubtaskOperatorState
 from sparkpoint.runtime.context import MAX_WATERMARK, MIN_WATERMARK, OperatorEnv
 from sparkpoint.runtime.graph import Stage
 from sparkpoint.runtime.keyed_state import SubtaskState
 from sparkpoint.runtime.protocol import (
+    CarriedState,
     ChangelogAck,
     EpochSpec,
     ExecutorIdentity,
@@ -105,6 +108,7 @@ class StageTask:
             watermark=_global_watermark(dict(spec.watermarks), False),
             generator_state=_generator_state_for(spec.generator_state, self._watermark_scope),
             keyed_backend=self.state.backend,
+            operator_state_backend=self.operator_state.backend,
             timer_index=lambda op_id: self.state.timer_index.setdefault(op_id, [None, None]),
             report_watermark=self._report_watermark,
             clock=self.clock,
@@ -137,7 +141,8 @@ class StageTask:
         if not self.state.open_all():
             for _ in rows:  # drain the input so Spark can reuse the worker
                 pass
-            return self._finish(t0, 0, ([], []), passthrough)
+            return self._finish(t0, 0, ([], []), [], passthrough)
+        self.operator_state = SubtaskOperatorState(spec, self.stage, self.partition)
         split_range = None
         if self.stage.source is not None:
             ranges = spec.source_ranges.get(self.stage.id, [])
@@ -161,9 +166,13 @@ class StageTask:
                     tree.push_input(-1, chunk, None)
         else:
             pending = _Coalesced(tree)
+            deferred: list[tuple[int, Any]] = []
             for sub, kind, payload in rows:
                 if kind == KIND_DATA:
                     input_index, data = payload
+                    if input_index in tree.deferred:
+                        deferred.append(payload)
+                        continue
                     values, timestamps = decode_data(data)
                     records += len(values)
                     pending.add(input_index, values, timestamps)
@@ -174,18 +183,28 @@ class StageTask:
                 else:
                     passthrough.append((sub, kind, payload))
             pending.flush()
+            for input_index, data in deferred:
+                values, timestamps = decode_data(data)
+                records += len(values)
+                pending.add(input_index, values, timestamps)
+            pending.flush()
         env.watermark = _global_watermark(marks, spec.end_of_input)
         for root in roots:
             root.end_epoch()
         for root in roots:
             root.close()
-        return self._finish(t0, records, self.state.commit_and_snapshot(), passthrough)
+        keyed_acks, changes = self.state.commit_and_snapshot()
+        carried, operator_acks = self.operator_state.snapshot()
+        return self._finish(
+            t0, records, (keyed_acks + operator_acks, changes), carried, passthrough
+        )
 
     def _finish(
         self,
         t0: float,
         records: int,
         acks: tuple[list[SnapshotAck], list[ChangelogAck]],
+        carried: list[CarriedState],
         passthrough: list[tuple[int, int, Any]],
     ) -> list[tuple[int, int, Any]]:
         out = self.out
@@ -207,6 +226,7 @@ class StageTask:
             restored=tuple(self.state.restored),
             lost=tuple(self.state.lost),
             uploads=tuple(self.state.upload_statuses()),
+            operator_states=tuple(carried),
         )
         report_channel = self._report_channel()
         out.append((report_channel, KIND_REPORT, report))

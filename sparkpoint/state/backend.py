@@ -170,19 +170,13 @@ class KeyedStateBackend(abc.ABC):
 
 
 class OperatorStateBackend(abc.ABC):
-    """Operator (non-keyed) list, union and broadcast state of one subtask."""
+    """Operator (non-keyed) state of one subtask: the broadcast states of a broadcast
+    operator (Flink's list and union state have no PyFlink user and are not kept)."""
 
     @abc.abstractmethod
-    def get_list_state(self, name: str) -> Any:
-        """Split-distributed list state (round-robin re-split on rescale)."""
-
-    @abc.abstractmethod
-    def get_union_list_state(self, name: str) -> Any:
-        """Union list state (every subtask gets all entries on restore)."""
-
-    @abc.abstractmethod
-    def get_broadcast_state(self, name: str) -> Any:
-        """Broadcast map state (identical on every subtask)."""
+    def get_broadcast_state(self, descriptor: Any) -> Any:
+        """The broadcast map state of a ``MapStateDescriptor`` (identical on every
+        subtask)."""
 
     @abc.abstractmethod
     def snapshot(self, stream_factory: CheckpointStreamFactory) -> OperatorStateHandle | None:

@@ -164,7 +164,7 @@ def test_backends_create_working_state(tmp_path) -> None:
     rocks.set_current_key("k")
     assert rocks.get_partitioned_state(d).value() == 3
     op = MemoryStateBackend().create_operator_state_backend()
-    op.get_list_state("s").add(1)
+    op.get_broadcast_state(MapStateDescriptor("s", Types.STRING(), Types.INT())).put("a", 1)
     for b in (heap, rocks):
         b.dispose()
     clear_heap_cache()

@@ -5,13 +5,13 @@ from sparkpoint.state.heap.backend import HeapKeyedStateBackend, clear_heap_cach
 from sparkpoint.state.heap.operator_state import (
     BroadcastState,
     DefaultOperatorStateBackend,
-    OperatorListState,
+    ReadOnlyBroadcastState,
 )
 
 __all__ = [
     "BroadcastState",
     "DefaultOperatorStateBackend",
     "HeapKeyedStateBackend",
-    "OperatorListState",
+    "ReadOnlyBroadcastState",
     "clear_heap_cache",
 ]

@@ -1,14 +1,16 @@
-"""Operator (non-keyed) state on the heap: split/union list state and broadcast state.
+"""Operator (non-keyed) state on the heap: the broadcast state of broadcast operators.
 
-Not used by the runtime yet: only keyed state and source positions are checkpointed (the
-broadcast-state work wires it in). Snapshot stream layout::
+Every subtask of a broadcast operator holds the same maps (``MapStateDescriptor``s); the
+runtime carries them between epochs and into checkpoints (``runtime/carried_state.py``).
+Operator list and union state (Flink's ``CheckpointedFunction``) have no PyFlink user and
+are not kept. Snapshot stream layout::
 
     b"SPOP" uint16 version (=1) uint32 n, n bytes JSON {name: {"mode", "serializer"}}
     then the entries of every state, each ``uint32 length + bytes`` at an offset the handle
-    records (per state, in order). Broadcast entries are (key, value) pairs.
+    records (per state, in order); an entry is a (key, value) pair.
 
-The handle lists one offset per entry, so ``state.operator_repartition`` re-splits list state
-on rescaling without reading any byte.
+The handle lists one offset per entry (``state.operator_repartition`` assigns copies on
+rescaling without reading any byte).
 """
 
 from __future__ import annotations
@@ -26,9 +28,8 @@ from sparkpoint.checkpoint.handles import (
 from sparkpoint.checkpoint.streams import CheckpointStreamFactory
 from sparkpoint.errors import RestoreError
 from sparkpoint.state.backend import OperatorStateBackend
-from sparkpoint.state.descriptors import ListStateDescriptor, MapStateDescriptor
+from sparkpoint.state.descriptors import MapStateDescriptor
 from sparkpoint.state.serializers import (
-    PickleSerializer,
     TupleSerializer,
     TypeSerializer,
     serializer_from_config,
@@ -37,83 +38,29 @@ from sparkpoint.state.serializers import (
 __all__ = [
     "BroadcastState",
     "DefaultOperatorStateBackend",
-    "OperatorListState",
+    "ReadOnlyBroadcastState",
 ]
 
 Mode = OperatorStateDistributionMode
-_Restored = tuple[OperatorStateDistributionMode, TypeSerializer, list[Any]]
 _MAGIC = b"SPOP"
 _VERSION = 1
 _HEAD = struct.Struct(">4sHI")
 _LEN = struct.Struct(">I")
 
 
-class OperatorListState:
-    """A list of elements of one subtask (split or union distribution on restore)."""
+class ReadOnlyBroadcastState:
+    """A read-only view of a ``BroadcastState`` (what the non-broadcast side of a broadcast
+    operator sees). Values are not copied: do not modify what ``get`` or ``items`` return."""
 
-    def __init__(self, name: str, mode: OperatorStateDistributionMode,
-                 serializer: TypeSerializer) -> None:
-        self.name = name
-        self.mode = mode
-        self.serializer = serializer
-        self._elements: list[Any] = []
-
-    def get(self) -> Iterable[Any]:
-        """The elements (a copy)."""
-        return list(self._elements)
-
-    def add(self, value: Any) -> None:
-        """Append one element."""
-        if value is None:
-            raise ValueError("You cannot add null to a ListState.")
-        self._elements.append(value)
-
-    def add_all(self, values: Iterable[Any]) -> None:
-        """Append elements."""
-        for v in values:
-            self.add(v)
-
-    def update(self, values: Iterable[Any]) -> None:
-        """Replace the elements."""
-        self._elements = []
-        self.add_all(values)
-
-    def clear(self) -> None:
-        """Remove every element."""
-        self._elements = []
-
-    def _entries(self) -> Iterator[Any]:
-        return iter(self._elements)
-
-    def _restore(self, value: Any) -> None:
-        self._elements.append(value)
-
-
-class BroadcastState:
-    """A map that is identical on every subtask (broadcast distribution)."""
-
-    mode = Mode.BROADCAST
-
-    def __init__(self, name: str, serializer: TypeSerializer) -> None:
+    def __init__(self, name: str, serializer: TypeSerializer,
+                 entries: dict[Any, Any] | None = None) -> None:
         self.name = name
         self.serializer = serializer
-        self._map: dict[Any, Any] = {}
+        self._map: dict[Any, Any] = {} if entries is None else entries
 
     def get(self, key: Any) -> Any:
         """The value of ``key`` (``None`` if absent)."""
         return self._map.get(key)
-
-    def put(self, key: Any, value: Any) -> None:
-        """Set ``key``."""
-        self._map[key] = value
-
-    def put_all(self, dict_value: dict[Any, Any]) -> None:
-        """Set every entry."""
-        self._map.update(dict_value)
-
-    def remove(self, key: Any) -> None:
-        """Remove ``key``."""
-        self._map.pop(key, None)
 
     def contains(self, key: Any) -> bool:
         """Whether ``key`` is present."""
@@ -135,12 +82,44 @@ class BroadcastState:
         """Whether the map is empty."""
         return not self._map
 
+    def __getitem__(self, key: Any) -> Any:
+        return self.get(key)
+
+    def __contains__(self, key: Any) -> bool:
+        return self.contains(key)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(list(self._map))
+
+
+class BroadcastState(ReadOnlyBroadcastState):
+    """A map that is identical on every subtask (broadcast distribution)."""
+
+    def read_only(self) -> ReadOnlyBroadcastState:
+        """A read-only view sharing this state's entries."""
+        return ReadOnlyBroadcastState(self.name, self.serializer, self._map)
+
+    def put(self, key: Any, value: Any) -> None:
+        """Set ``key``."""
+        self._map[key] = value
+
+    def put_all(self, dict_value: dict[Any, Any]) -> None:
+        """Set every entry."""
+        self._map.update(dict_value)
+
+    def remove(self, key: Any) -> None:
+        """Remove ``key``."""
+        self._map.pop(key, None)
+
     def clear(self) -> None:
         """Remove every entry."""
         self._map.clear()
 
-    def __iter__(self) -> Iterator[Any]:
-        return iter(list(self._map))
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.put(key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        self.remove(key)
 
     def _entries(self) -> Iterator[Any]:
         return iter(self._map.items())
@@ -150,29 +129,13 @@ class BroadcastState:
         self._map[key] = value
 
 
-def _name_and_serializer(
-    name_or_descriptor: Any, broadcast: bool
-) -> tuple[str, TypeSerializer]:
-    if isinstance(name_or_descriptor, str):
-        return name_or_descriptor, (
-            TupleSerializer([PickleSerializer(), PickleSerializer()]) if broadcast
-            else PickleSerializer())
-    if broadcast and isinstance(name_or_descriptor, MapStateDescriptor):
-        return name_or_descriptor.get_name(), TupleSerializer([
-            name_or_descriptor.key_type_info.get_serializer(),
-            name_or_descriptor.value_type_info.get_serializer()])
-    if not broadcast and isinstance(name_or_descriptor, ListStateDescriptor):
-        return name_or_descriptor.get_name(), name_or_descriptor.elem_type_info.get_serializer()
-    want = "a MapStateDescriptor" if broadcast else "a ListStateDescriptor"
-    raise TypeError(f"Expected a state name or {want}, got {type(name_or_descriptor).__name__}")
-
-
 class DefaultOperatorStateBackend(OperatorStateBackend):
-    """Operator state of one subtask, held on the heap and written synchronously."""
+    """The broadcast states of one subtask, held on the heap and written synchronously."""
 
     def __init__(self, restore_from: Sequence[OperatorStateHandle] = ()) -> None:
-        self._states: dict[str, OperatorListState | BroadcastState] = {}
-        self._restored: dict[str, _Restored] = {}
+        self._states: dict[str, BroadcastState] = {}
+        # name -> (serializer, entries) read from the handles, until the state is registered
+        self._restored: dict[str, tuple[TypeSerializer, list[Any]]] = {}
         for handle in restore_from:
             self._read_handle(handle)
 
@@ -193,75 +156,62 @@ class DefaultOperatorStateBackend(OperatorStateBackend):
             for name, meta in handle.state_name_to_partition_offsets.items():
                 if name not in infos:
                     raise RestoreError(f"Operator state {name!r} is not in its stream")
-                serializer = serializer_from_config(infos[name]["serializer"])
                 mode = Mode(infos[name]["mode"])
-                _, _, values = self._restored.setdefault(name, (mode, serializer, []))
-                if mode is Mode.BROADCAST and values:
+                if mode is not Mode.BROADCAST or meta.distribution_mode is not Mode.BROADCAST:
+                    raise RestoreError(
+                        f"Operator state {name!r} is {mode.name} state; sparkpoint keeps "
+                        "only broadcast state")
+                if name in self._restored:
                     continue  # identical copies: keep the first
+                serializer = serializer_from_config(infos[name]["serializer"])
+                entries = []
                 for offset in meta.offsets:
                     stream.seek(offset)
                     (length,) = _LEN.unpack(stream.read(_LEN.size))
-                    values.append(serializer.deserialize(stream.read(length)))
-
-    def _get(self, name_or_descriptor: Any, mode: OperatorStateDistributionMode) -> Any:
-        broadcast = mode is Mode.BROADCAST
-        name, serializer = _name_and_serializer(name_or_descriptor, broadcast)
-        state = self._states.get(name)
-        if state is not None:
-            if state.mode is not mode:
-                raise ValueError(f"Operator state {name!r} was registered as "
-                                 f"{state.mode.name}, not {mode.name}")
-            return state
-        state = BroadcastState(name, serializer) if broadcast else OperatorListState(
-            name, mode, serializer)
-        restored = self._restored.pop(name, None)
-        if restored is not None:
-            if restored[0] is not mode:
-                raise RestoreError(f"Operator state {name!r} was written as {restored[0].name} "
-                                   f"but is now requested as {mode.name}")
-            for value in restored[2]:
-                state._restore(value)
-        self._states[name] = state
-        return state
-
-    def get_list_state(self, name: Any) -> OperatorListState:
-        return self._get(name, Mode.SPLIT_DISTRIBUTE)  # type: ignore[no-any-return]
-
-    def get_union_list_state(self, name: Any) -> OperatorListState:
-        return self._get(name, Mode.UNION)  # type: ignore[no-any-return]
+                    entries.append(serializer.deserialize(stream.read(length)))
+                self._restored[name] = (serializer, entries)
 
     def get_broadcast_state(self, name: Any) -> BroadcastState:
-        return self._get(name, Mode.BROADCAST)  # type: ignore[no-any-return]
-
-    def get_registered_state_names(self) -> list[str]:
-        """Names of the registered states."""
-        return list(self._states)
+        """The broadcast state of a ``MapStateDescriptor`` (registered on first use, with
+        what was restored for its name)."""
+        if not isinstance(name, MapStateDescriptor):
+            raise TypeError(
+                f"Broadcast state needs a MapStateDescriptor, got {type(name).__name__}")
+        state = self._states.get(name.get_name())
+        if state is not None:
+            return state
+        serializer = TupleSerializer([name.key_type_info.get_serializer(),
+                                      name.value_type_info.get_serializer()])
+        state = BroadcastState(name.get_name(), serializer)
+        restored = self._restored.pop(name.get_name(), None)
+        if restored is not None:
+            for entry in restored[1]:
+                state._restore(entry)
+        self._states[state.name] = state
+        return state
 
     def snapshot(self, stream_factory: CheckpointStreamFactory) -> OperatorStateHandle | None:
-        states = [s for s in self._states.values() if not _is_empty(s)]
+        states: list[tuple[str, TypeSerializer, Iterable[Any]]] = [
+            (s.name, s.serializer, s._entries()) for s in self._states.values()
+            if not s.is_empty()]
         # State restored but never re-registered is carried over, as Flink does.
-        carried = {n: r for n, r in self._restored.items() if r[2]}
-        if not states and not carried:
+        states += [(n, ser, entries) for n, (ser, entries) in self._restored.items() if entries]
+        if not states:
             return None
-        infos = {s.name: {"mode": int(s.mode), "serializer": s.serializer.snapshot_config()}
-                 for s in states}
-        infos.update({n: {"mode": int(r[0]), "serializer": r[1].snapshot_config()}
-                      for n, r in carried.items()})
+        infos = {name: {"mode": int(Mode.BROADCAST), "serializer": ser.snapshot_config()}
+                 for name, ser, _ in states}
         body = json.dumps(infos).encode("utf-8")
         out = stream_factory.create_checkpoint_state_output_stream()
         try:
             out.write(_HEAD.pack(_MAGIC, _VERSION, len(body)) + body)
             offsets: dict[str, StateMetaInfo] = {}
-            entries: list[tuple[str, Mode, TypeSerializer, Iterable[Any]]] = [
-                (s.name, s.mode, s.serializer, s._entries()) for s in states]
-            entries += [(n, r[0], r[1], r[2]) for n, r in carried.items()]
-            for name, mode, serializer, values in entries:
+            for name, serializer, entries in states:
                 positions = []
-                for value in values:
+                for entry in entries:
                     positions.append(out.tell())
-                    data = serializer.serialize(value)
+                    data = serializer.serialize(entry)
                     out.write(_LEN.pack(len(data)) + data)
-                offsets[name] = StateMetaInfo(tuple(positions), mode)
+                offsets[name] = StateMetaInfo(tuple(positions), Mode.BROADCAST)
             delegate = out.close_and_get_handle()
         except BaseException:
             out.close()
@@ -269,9 +219,3 @@ class DefaultOperatorStateBackend(OperatorStateBackend):
         if delegate is None:
             return None
         return OperatorStateHandle(offsets, delegate)
-
-
-def _is_empty(state: OperatorListState | BroadcastState) -> bool:
-    if isinstance(state, BroadcastState):
-        return state.is_empty()
-    return not state._elements
