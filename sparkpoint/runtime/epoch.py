@@ -165,6 +165,7 @@ def run_task(
     from pyspark import TaskContext
 
     from sparkpoint.runtime.executor import current_executor
+    from sparkpoint.runtime.gc_policy import collect_after_task
     from sparkpoint.runtime.local_dirs import executor_root
     from sparkpoint.runtime.task import StageTask
 
@@ -192,9 +193,10 @@ def run_task(
         else:
             inputs = dict(_by_subtask(rows, stage.channel_offset, group))
     out: list[tuple[int, int, Any]] = []
-    for sub in group:
-        task = StageTask(spec, stage, sub, attempt, executor, root, num_partitions)
-        out.extend(task.run(iter(inputs.pop(sub))))
+    with collect_after_task():
+        for sub in group:
+            task = StageTask(spec, stage, sub, attempt, executor, root, num_partitions)
+            out.extend(task.run(iter(inputs.pop(sub))))
     routes = job.routes.get(stage.id)
     if routes is None:
         return iter(out)
