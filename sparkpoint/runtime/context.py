@@ -242,9 +242,10 @@ class KeyedContext:
         """Remove and return ``(timestamp, domain, key, key group)`` of every due timer, in
         timestamp order (event time before processing time at equal timestamps).
 
-        The timers state is scanned only when the index says a timer may be due (or does
-        not know): an epoch with nothing to fire costs no scan. The scan is one pass over
-        the timers' entries (no current key set per key), so a timer costs about a record.
+        The timers state is read only when the index says a timer may be due (or does not
+        know): an epoch with nothing to fire costs nothing. No current key is set per key
+        while reading: the heap backend makes one pass over the timers' entries, RocksDB
+        keeps them in time order and reads only the due ones (``RocksDBTimerTable``).
         """
         watermark = self._env.watermark
         now = self._env.clock.now_ms()
@@ -252,21 +253,10 @@ class KeyedContext:
         if ev is not None and proc is not None and ev > watermark and proc > now:
             return []
         self._timers()  # registers the timers state if this task has not yet
-        earliest = [MAX_WATERMARK + 1, MAX_WATERMARK + 1]
         limits = (watermark, now)  # indexed by TimeDomain value
-
-        def is_due(user_key: tuple[int, int]) -> bool:
-            domain, ts = user_key
-            if ts <= limits[domain]:
-                return True
-            if ts < earliest[domain]:
-                earliest[domain] = ts
-            return False
-
-        popped = self._backend.pop_map_entries(TIMERS_STATE, is_due)
-        self._index[:] = earliest
+        due, earliest = self._backend.pop_due_timers(TIMERS_STATE, limits)
+        self._index[:] = [MAX_WATERMARK + 1 if ts is None else ts for ts in earliest]
         domains = (TimeDomain(0), TimeDomain(1))
-        due = [(uk[1], uk[0], key, kg) for kg, key, uk in popped]
         due.sort(key=itemgetter(0, 1))  # stable: key-group order among equal timers
         return [(ts, domains[d], key, kg) for ts, d, key, kg in due]
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from sparkpoint.clock import Clock
 from sparkpoint.runtime.async_upload import SubtaskUploads, worker_is_reused
+from sparkpoint.runtime.context import TIMERS_STATE
 from sparkpoint.runtime.graph import Stage
 from sparkpoint.runtime.protocol import (
     ChangelogAck,
@@ -31,6 +32,7 @@ __all__ = ["NO_TIMER", "SubtaskState"]
 
 NO_TIMER = 2**63  # timer index value: no timer registered (above the maximum watermark)
 _LOG = logging.getLogger("sparkpoint.task")
+_TIMER_STATES = frozenset({TIMERS_STATE})
 
 
 class SubtaskState:
@@ -96,6 +98,7 @@ class SubtaskState:
             ),
             local_dir=self.local_dir(operator_id),
             clock=self.clock,
+            timer_states=_TIMER_STATES,
         )
 
     def _open(self, operator_id: str) -> None:

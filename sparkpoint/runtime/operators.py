@@ -36,6 +36,8 @@ __all__ = [
     "collect_outputs",
 ]
 
+_TIMER_BATCH = 8192  # due timers whose keys' state is prefetched at once
+
 
 class Operator:
     """A node of a stage's operator tree."""
@@ -320,14 +322,22 @@ class KeyedOperator(UserFunctionOperator):
         groups = int64_key_groups(keys, self.env.max_parallelism)
         if groups is not None:
             kgs = groups.tolist()
-            by_group = backend.set_current_key_and_group
-            return keys, lambda i, key: by_group(key, kgs[i])
-        plain = backend.set_current_key
-        return keys, lambda i, key: plain(key)
+        elif backend.batched_reads:
+            kgs = [backend.key_group_of(k) for k in keys]
+        else:
+            plain = backend.set_current_key
+            return keys, lambda i, key: plain(key)
+        if backend.batched_reads:
+            backend.prefetch(keys, kgs)
+        by_group = backend.set_current_key_and_group
+        return keys, lambda i, key: by_group(key, kgs[i])
 
     def fire_timers(self) -> None:
         """Fire event-time timers up to the watermark and due processing-time timers."""
         on_timer = getattr(self.function, "on_timer", None)
+        backend = self.backend
+        set_key = backend.set_current_key_and_group
+        prefetch = backend.batched_reads and on_timer is not None
         # Timers registered while firing may be due too: fire until none is (bounded).
         for _round in range(1000):
             due = self.ctx.pop_due_timers()
@@ -335,15 +345,18 @@ class KeyedOperator(UserFunctionOperator):
                 return
             out_v: list[Any] = []
             out_t: list[int | None] = []
-            set_key = self.backend.set_current_key_and_group
-            for ts, domain, key, kg in due:
-                set_key(key, kg)
-                self.ctx.enter_timer(ts, domain, key)
-                if on_timer is not None:
-                    # Output of processing-time timers carries no timestamp (as Flink).
-                    out_ts = ts if domain is TimeDomain.EVENT_TIME else None
-                    collect_outputs(on_timer(ts, self.ctx), out_ts, out_v, out_t,
-                                    self.side_buffer)
+            for start in range(0, len(due), _TIMER_BATCH):
+                chunk = due[start:start + _TIMER_BATCH]
+                if prefetch:
+                    backend.prefetch([t[2] for t in chunk], [t[3] for t in chunk])
+                for ts, domain, key, kg in chunk:
+                    set_key(key, kg)
+                    self.ctx.enter_timer(ts, domain, key)
+                    if on_timer is not None:
+                        # Output of processing-time timers carries no timestamp (as Flink).
+                        out_ts = ts if domain is TimeDomain.EVENT_TIME else None
+                        collect_outputs(on_timer(ts, self.ctx), out_ts, out_v, out_t,
+                                        self.side_buffer)
             self.ctx.leave_timer()
             if out_v:
                 self.emit(out_v, out_t)

@@ -59,6 +59,10 @@ class KeyedStateBackendParameters:
     # How keys become bytes in snapshots and savepoints; ``None`` = pickle (untyped keys).
     # Set it from the key type of ``key_by(..., key_type=...)`` for compact, typed keys.
     key_serializer: TypeSerializer | None = None
+    # MAP states that hold timers (user keys ``(domain, timestamp)``, values ``True``): a
+    # backend may store them in time order, as Flink's timer services do. The runtime names
+    # its timers state here.
+    timer_states: frozenset[str] = frozenset()
 
 
 class KeyedStateBackend(abc.ABC):
@@ -138,6 +142,13 @@ class KeyedStateBackend(abc.ABC):
         Handles may come from any old parallelism; only intersecting key groups are read.
         Raises ``RestoreError`` on max-parallelism mismatch or missing files.
         """
+
+    # Whether ``prefetch`` reads anything (callers compute key groups up front only then).
+    batched_reads = False
+
+    def prefetch(self, keys: list[Any], key_groups: list[int]) -> None:  # noqa: B027
+        """A hint: the next records set these keys (with these key groups) as current key;
+        a backend whose reads are expensive may read their state in one batch now."""
 
     def track_changes(self) -> bool:
         """From now on, record what each ``commit_local`` changes, for a durable changelog

@@ -108,13 +108,16 @@ class AbstractKeyedStateBackend(KeyedStateBackend):
         return self._range
 
     def set_current_key(self, key: Any) -> None:
+        self.current_key_group = self.key_group_of(key)
+        self.current_key = key
+
+    def key_group_of(self, key: Any) -> int:
+        """The key group of ``key``; raises ``ValueError`` when this backend does not own it."""
         cacheable = type(key) in _CACHEABLE
         if cacheable:
             kg = self._kg_cache.get(key)
             if kg is not None:
-                self.current_key = key
-                self.current_key_group = kg
-                return
+                return kg
         kg = assign_to_key_group(key, self.max_parallelism)
         if not self._range.contains(kg):
             raise ValueError(
@@ -125,8 +128,7 @@ class AbstractKeyedStateBackend(KeyedStateBackend):
             if len(self._kg_cache) >= _KG_CACHE_SIZE:
                 self._kg_cache.clear()
             self._kg_cache[key] = kg
-        self.current_key = key
-        self.current_key_group = kg
+        return kg
 
     def set_current_key_and_group(self, key: Any, key_group: int) -> None:
         """Fast path for the runtime that already computed the key group (vectorised)."""
@@ -202,6 +204,31 @@ class AbstractKeyedStateBackend(KeyedStateBackend):
         if table.meta.kind is not StateKind.MAP:
             raise ValueError(f"State {state_name!r} is {table.meta.kind.value}, not MAP")
         return table.pop_map_entries(self._range, select)
+
+    def pop_due_timers(
+        self, state_name: str, limits: tuple[int, int]
+    ) -> tuple[list[tuple[int, int, Any, int]], list[int | None]]:
+        """Remove every timer of the timers MAP state ``state_name`` (user keys ``(domain,
+        timestamp)``) at or before ``limits[domain]``; returns ``(timestamp, domain, key,
+        key group)`` of each, key group by key group, and the earliest timestamp left per
+        domain (``None``: none)."""
+        table = self._tables.get(state_name)
+        pop_due = getattr(table, "pop_due", None)
+        if pop_due is not None:
+            return pop_due(self._range, limits)  # type: ignore[no-any-return]
+        earliest: list[int | None] = [None, None]
+
+        def is_due(user_key: tuple[int, int]) -> bool:
+            domain, ts = user_key
+            if ts <= limits[domain]:
+                return True
+            first = earliest[domain]
+            if first is None or ts < first:
+                earliest[domain] = ts
+            return False
+
+        popped = self.pop_map_entries(state_name, is_due)
+        return [(uk[1], uk[0], key, kg) for kg, key, uk in popped], earliest
 
     def registered_state_names(self) -> list[str]:
         """Names of every state with a table (registered or restored)."""

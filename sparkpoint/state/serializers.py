@@ -378,6 +378,12 @@ class PickleSerializer(TypeSerializer):
         data = pickle.dumps(value, protocol=5)
         return _length_prefix(len(data)) + data
 
+    def deserialize(self, data: Buffer) -> Any:
+        n = data[0]
+        if n < 0x80 and len(data) == n + 1:  # one-byte length: the common case
+            return pickle.loads(data[1:])
+        return super().deserialize(data)
+
     def snapshot_config(self) -> Any:
         return "PICKLED_BYTE_ARRAY"
 

@@ -301,7 +301,7 @@ def registry_metas(handle: IncrementalRemoteKeyedStateHandle) -> list[dict[str, 
     try:
         db = _open_incremental(handle, os.path.join(work, "db"))
         try:
-            return [meta.to_json() for _, meta in read_registry(db).values()]
+            return [r.meta.to_json() for r in read_registry(db).values()]
         finally:
             db.close()
     finally:
@@ -315,6 +315,7 @@ def _read_incremental(handle: IncrementalRemoteKeyedStateHandle, rng: KeyGroupRa
     from sparkpoint.state.rocksdb.local_db import key_group_bounds
     from sparkpoint.state.rocksdb.registry import read_registry
     from sparkpoint.state.rocksdb.table import split_entry_key
+    from sparkpoint.state.rocksdb.timer_table import TIMER_LAYOUT, TimerCodec
 
     inter = handle.key_group_range.get_intersection(rng)
     if inter.is_empty():
@@ -323,7 +324,11 @@ def _read_incremental(handle: IncrementalRemoteKeyedStateHandle, rng: KeyGroupRa
     try:
         db = _open_incremental(handle, os.path.join(work, "db"))
         try:
-            by_id = {sid: meta for sid, meta in read_registry(db).values()}
+            registry = read_registry(db).values()
+            by_id = {r.state_id: r.meta for r in registry}
+            # states in the timer layout: entry keys -> canonical rows
+            timers = {r.state_id: TimerCodec(r.meta) for r in registry
+                      if r.layout == TIMER_LAYOUT}
             lower, upper = key_group_bounds(inter.start_key_group, inter.end_key_group)
             read_opt = rocksdict.ReadOptions()
             read_opt.set_iterate_upper_bound(upper)
@@ -341,7 +346,11 @@ def _read_incremental(handle: IncrementalRemoteKeyedStateHandle, rng: KeyGroupRa
                     meta = by_id.get(sid)
                     is_map = meta is not None and meta.kind is StateKind.MAP
                     cols = groups[sid] = ([], [] if is_map else None, [])
-                kb, rest = split_entry_key(raw_key)
+                codec = timers.get(sid)
+                if codec is not None:
+                    kb, rest, value = codec.row(raw_key)
+                else:
+                    kb, rest = split_entry_key(raw_key)
                 cols[0].append(kb)
                 if cols[1] is not None:
                     cols[1].append(rest)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
-from sparkpoint.runtime.context import MAX_WATERMARK, KeyedContext, OperatorEnv
+from sparkpoint.runtime.context import MAX_WATERMARK, TIMERS_STATE, KeyedContext, OperatorEnv
 from sparkpoint.runtime.time_domain import TimeDomain
 from sparkpoint.state.backend import KeyedStateBackendParameters
 from sparkpoint.state.heap import HeapKeyedStateBackend, clear_heap_cache
@@ -18,7 +18,8 @@ from sparkpoint.testing import ManualClock
 
 def _backend(kind: str, tmp_path: Any) -> Any:
     params = KeyedStateBackendParameters("job", "op", 0, 1, 128, KeyGroupRange(0, 127),
-                                         str(tmp_path), ManualClock(0))
+                                         str(tmp_path), ManualClock(0),
+                                         timer_states=frozenset({TIMERS_STATE}))
     if kind == "heap":
         return HeapKeyedStateBackend(params)
     return RocksDBKeyedStateBackend(params)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import shutil
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -25,7 +26,7 @@ from sparkpoint.state.descriptors import (
     ValueStateDescriptor,
 )
 from sparkpoint.state.functions import AggregateFunction
-from sparkpoint.state.heap import HeapKeyedStateBackend, clear_heap_cache
+from sparkpoint.state.heap import HeapKeyedStateBackend, cached_state_dirs, clear_heap_cache
 from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
 from sparkpoint.state.ttl import StateTtlConfig
 from sparkpoint.testing import ManualClock
@@ -529,6 +530,25 @@ def test_same_worker_adopts_cached_tables_without_reload(tmp_path) -> None:
     assert fresh._heap_tables()["v"] is not table
     fresh.set_current_key(1)
     assert fresh.get_partitioned_state(d).value() == 1
+
+
+def test_cached_tables_of_removed_state_are_freed(tmp_path) -> None:
+    """A job's local state removed at its end (by any worker) frees this worker's cached
+    tables of it at the next close, so finished jobs do not pile up in reused workers."""
+    d = ValueStateDescriptor("v", Types.LONG())
+    ended = make(tmp_path, sub="ended")
+    ended.set_current_key(1)
+    ended.get_partitioned_state(d).update(1)
+    ended.commit_local(1)
+    ended.close()
+    assert cached_state_dirs() == [ended._dir]
+    shutil.rmtree(os.path.join(str(tmp_path), "ended"))
+    running = make(tmp_path, sub="running")
+    running.set_current_key(1)
+    running.get_partitioned_state(d).update(1)
+    running.commit_local(1)
+    running.close()
+    assert cached_state_dirs() == [running._dir]
 
 
 def test_uncommitted_tables_are_not_cached(tmp_path) -> None:

@@ -42,7 +42,7 @@ from sparkpoint.state_processor.state_writing import (
 )
 from sparkpoint.state_processor.type_mapping import PICKLED_METADATA
 from sparkpoint.types import Row
-from tests.state.contract.harness import MAX_P, Harness, fill, owner
+from tests.state.contract.harness import MAX_P, TIMERS, Harness, fill, owner
 
 V = ValueStateDescriptor("v", Types.LONG())
 L = ListStateDescriptor("l", Types.INT())
@@ -321,3 +321,35 @@ def test_bad_type_hints_are_refused() -> None:
         StateColumn.of(meta, Types.INT())
     assert StateColumn.of(meta, Types.LIST(Types.INT())).type_info == Types.LIST(Types.INT())
     assert KeyColumn.of("PICKLED_BYTE_ARRAY", Types.BIG_DEC()).type_info == Types.BIG_DEC()
+
+
+def test_timers_in_time_order_read_as_the_canonical_rows(tmp_path: Any) -> None:
+    """RocksDB keeps a timers state in time order (``RocksDBTimerTable``); reading its
+    incremental checkpoint gives the same canonical rows as a heap savepoint of it."""
+    timers = MapStateDescriptor(TIMERS, Types.PICKLED_BYTE_ARRAY(), Types.BOOLEAN())
+
+    def register(key: int, states: dict[str, Any]) -> None:
+        states["t"].put((0, key * 7 - 50), True)
+        states["t"].put((1, 3), True)
+
+    rows = {}
+    for kind in ("heap", "rocksdb-incremental"):
+        harness = Harness(kind, "filesystem", str(tmp_path / kind))
+        try:
+            handles = []
+            for i in range(2):
+                b = harness.create(i, 2)
+                fill(b, KEYS, {"t": timers}, register)
+                b.commit_local(1)
+                handles.append(harness.snapshot(b, 1, SnapshotType.CHECKPOINT))
+            found = set()
+            for split in plan_splits([h for h in handles if h is not None], 3):
+                for _kg, states in read_split(split):
+                    _meta, (keys, user_keys, values) = states[TIMERS]
+                    found |= set(zip(keys, user_keys, values))
+            rows[kind] = found
+        finally:
+            harness.close_all()
+            clear_heap_cache()
+    assert len(rows["heap"]) == 2 * len(KEYS)
+    assert rows["rocksdb-incremental"] == rows["heap"]

@@ -54,7 +54,7 @@ from sparkpoint.state.snapshot_format import (
 )
 from sparkpoint.state.table import RegisteredStateMeta, StateTable
 
-__all__ = ["HeapKeyedStateBackend", "clear_heap_cache"]
+__all__ = ["HeapKeyedStateBackend", "cached_state_dirs", "clear_heap_cache"]
 
 MARKER = "MARKER.json"
 _SUBDIR = "heap"
@@ -84,6 +84,12 @@ def clear_heap_cache() -> None:
     """Forget every cached heap state of this process (tests, memory pressure)."""
     with _CACHE_LOCK:
         _CACHE.clear()
+
+
+def cached_state_dirs() -> list[str]:
+    """The local state directories whose tables this process keeps cached."""
+    with _CACHE_LOCK:
+        return list(_CACHE)
 
 
 class HeapKeyedStateBackend(AbstractKeyedStateBackend):
@@ -490,6 +496,10 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         marker = self._marker
         if marker is not None and not self._has_uncommitted_changes():
             with _CACHE_LOCK:
+                # Tables of state whose directory is gone (the job ended and its local state
+                # was removed, maybe by another worker) will never be adopted: free them.
+                for gone in [d for d in _CACHE if not os.path.isdir(d)]:
+                    del _CACHE[gone]
                 _CACHE[self._dir] = _Cached(int(marker["epoch"]), marker["token"],
                                             dict(self._heap_tables()), self._pending)
         self._tables = {}

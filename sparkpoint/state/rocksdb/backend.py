@@ -46,11 +46,23 @@ from sparkpoint.state.keyed_backend import AbstractKeyedStateBackend, SnapshotVi
 from sparkpoint.state.rocksdb.incremental import IncrementalMeta, upload_incremental
 from sparkpoint.state.rocksdb.incremental_restore import IncrementalRestoreOperation
 from sparkpoint.state.rocksdb.ledger import SstUploadLedger
-from sparkpoint.state.rocksdb.local_db import REGISTRY_END, REGISTRY_PREFIX, LocalRocksDB
+from sparkpoint.state.rocksdb.local_db import (
+    REGISTRY_END,
+    REGISTRY_PREFIX,
+    LocalRocksDB,
+    data_prefix,
+    prefix_upper_bound,
+)
 from sparkpoint.state.rocksdb.options import PredefinedOptions, build_db_options
-from sparkpoint.state.rocksdb.registry import next_state_id, read_registry, registry_record
+from sparkpoint.state.rocksdb.registry import (
+    RegisteredState,
+    next_state_id,
+    read_registry,
+    registry_record,
+)
 from sparkpoint.state.rocksdb.snapshot_view import CheckpointSnapshotView
 from sparkpoint.state.rocksdb.table import RocksDBStateTable
+from sparkpoint.state.rocksdb.timer_table import TIMER_LAYOUT, RocksDBTimerTable
 from sparkpoint.state.rocksdb.ttl_cleanup import drop_expired_entries, last_cleanup_time
 from sparkpoint.state.table import RegisteredStateMeta
 
@@ -84,6 +96,7 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
     """Keyed state of one subtask in an embedded RocksDB; see the module docstring."""
 
     backend_name = "rocksdb"
+    batched_reads = True
 
     def __init__(
         self,
@@ -118,6 +131,14 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         self._check_range()
         self._check_ledger()
         self._load_registry()
+
+    def prefetch(self, keys: list[Any], key_groups: list[int]) -> None:
+        """One multi-get of the batch's entries of every state the job has obtained, except
+        MAP state (its entries are per user key); the records' point reads then hit."""
+        for name in self._states:
+            table = self._tables.get(name)
+            if isinstance(table, RocksDBStateTable) and table.meta.kind is not StateKind.MAP:
+                table.prefetch(key_groups, keys)
 
     # -- local database ------------------------------------------------------------------
 
@@ -156,15 +177,47 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         self._local.db.put(_LEDGER_ID_KEY, self._ledger.backend_identifier.encode())
 
     def _load_registry(self) -> None:
-        """Create a table for every state registered in the database."""
+        """Create a table for every state registered in the database (a timers state still
+        in the standard layout, restored from an older version's checkpoint, is rewritten in
+        the timer layout first)."""
         self._tables.clear()
         self._states.clear()
         self._state_ids.clear()
-        for name, (state_id, meta) in read_registry(self._local.db).items():
-            self._state_ids[name] = state_id
-            self._tables[name] = RocksDBStateTable(
-                meta, state_id, self._local, self.key_group_range
+        registry = read_registry(self._local.db)
+        for name, record in registry.items():
+            if record.layout is None and self._is_timer_state(record.meta):
+                record = self._to_timer_layout(record, registry)
+            self._state_ids[name] = record.state_id
+            table = RocksDBTimerTable if record.layout == TIMER_LAYOUT else RocksDBStateTable
+            self._tables[name] = table(
+                record.meta, record.state_id, self._local, self.key_group_range
             )
+
+    def _is_timer_state(self, meta: RegisteredStateMeta) -> bool:
+        return meta.name in self.params.timer_states and meta.kind is StateKind.MAP
+
+    def _to_timer_layout(
+        self, record: RegisteredState, registry: dict[str, RegisteredState]
+    ) -> RegisteredState:
+        """Rewrite a standard-layout timers state in the timer layout under a new state id
+        (written directly: this only happens right after a restore)."""
+        new_id = next_state_id(r.state_id for r in registry.values())
+        old = RocksDBStateTable(record.meta, record.state_id, self._local, self.key_group_range)
+        new = RocksDBTimerTable(record.meta, new_id, self._local, self.key_group_range)
+        for kg in self.key_group_range:
+            rows = list(old.iter_entries_bytes(kg))
+            if rows:
+                new.put_entries_bytes(kg, [r[0] for r in rows], [r[1] for r in rows],
+                                      [r[2] for r in rows])
+                lower = data_prefix(kg, record.state_id)
+                upper = prefix_upper_bound(lower)
+                assert upper is not None
+                self._local.delete_range_now(lower, upper)
+        self._local.flush_bulk_writes()
+        self._local.db.put(*registry_record(new_id, record.meta, TIMER_LAYOUT))
+        converted = RegisteredState(new_id, record.meta, TIMER_LAYOUT)
+        registry[record.meta.name] = converted
+        return converted
 
     def registered_states(self) -> dict[str, int]:
         """State name -> state id, as registered in the database."""
@@ -177,14 +230,16 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         state_id = self._state_ids.get(meta.name)
         if state_id is None or migrating:
             state_id = next_state_id(self._state_ids.values())
-        key, record = registry_record(state_id, meta)
+        timers = self._is_timer_state(meta)
+        key, record = registry_record(state_id, meta, TIMER_LAYOUT if timers else None)
         if migrating:
             # part of the epoch: committed (or reverted) together with the migrated entries
             self._local.put(key, record)
         else:
             self._local.db.put(key, record)  # a new, empty state: safe to record at once
         self._state_ids[meta.name] = state_id
-        return RocksDBStateTable(meta, state_id, self._local, self.key_group_range)
+        table = RocksDBTimerTable if timers else RocksDBStateTable
+        return table(meta, state_id, self._local, self.key_group_range)
 
     def _drop_tables(self) -> None:
         self._local.wipe()
@@ -288,10 +343,12 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
 
     def _snapshot_view(self, metas: Sequence[RegisteredStateMeta]) -> SnapshotView:
         directory = self._local_checkpoint(-1)
+        tables = self._tables
         return CheckpointSnapshotView(
             directory,
             [self._state_ids[m.name] for m in metas],
             [m.kind is StateKind.MAP for m in metas],
+            [getattr(tables.get(m.name), "codec", None) for m in metas],
         )
 
     def snapshot(

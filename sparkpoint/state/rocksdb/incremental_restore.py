@@ -34,8 +34,12 @@ from sparkpoint.errors import RestoreError
 from sparkpoint.state.key_groups import check_max_parallelism
 from sparkpoint.state.rocksdb.incremental import download_handle, read_incremental_meta
 from sparkpoint.state.rocksdb.local_db import LocalRocksDB, key_group_bounds
-from sparkpoint.state.rocksdb.registry import next_state_id, read_registry, registry_record
-from sparkpoint.state.table import RegisteredStateMeta
+from sparkpoint.state.rocksdb.registry import (
+    RegisteredState,
+    next_state_id,
+    read_registry,
+    registry_record,
+)
 
 __all__ = ["IncrementalRestoreOperation", "IncrementalRestoreResult"]
 
@@ -134,24 +138,27 @@ class IncrementalRestoreOperation:
         finally:
             source.close()
 
-    def _map_state_ids(
-        self, theirs: dict[str, tuple[int, RegisteredStateMeta]]
-    ) -> dict[int, bytes]:
+    def _map_state_ids(self, theirs: dict[str, RegisteredState]) -> dict[int, bytes]:
         """Their state id -> our state id (2 bytes), by state name; states we do not know
         yet are registered in our database under new ids."""
         ours = read_registry(self.db.db)
-        used = {state_id for state_id, _ in ours.values()}
+        used = {r.state_id for r in ours.values()}
         out: dict[int, bytes] = {}
-        for name, (their_id, meta) in theirs.items():
+        for name, their in theirs.items():
             known = ours.get(name)
             if known is not None:
-                known[1].check_restored_layout(meta)
-                our_id = known[0]
+                known.meta.check_restored_layout(their.meta)
+                if known.layout != their.layout:
+                    raise RestoreError(
+                        f"State {name!r} is stored in the {known.layout or 'standard'} layout "
+                        f"in one restored RocksDB handle and in the "
+                        f"{their.layout or 'standard'} layout in another")
+                our_id = known.state_id
             else:
                 our_id = next_state_id(used)
                 used.add(our_id)
-                self.db.db.put(*registry_record(our_id, meta))
-            out[their_id] = struct.pack(">H", our_id)
+                self.db.db.put(*registry_record(our_id, their.meta, their.layout))
+            out[their.state_id] = struct.pack(">H", our_id)
         return out
 
 

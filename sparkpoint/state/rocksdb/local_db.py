@@ -10,8 +10,12 @@ Writes of an epoch stay in memory (a write-back cache: one final value per key) 
 ``commit`` writes them, the epoch marker, the extra bytes and one undo record in one
 ``WriteBatch``: the local state is always at an epoch boundary, and ``revert`` can undo the
 last commit once (a task retried by Spark never applies an epoch twice). The undo record is a
-single value holding the old value of every key the commit changed (one put, not one per key);
-old values read during the epoch are reused, the others are fetched with one multi-get.
+single value holding the old value of every key the commit changed (one put, not one per key).
+
+Committed values read during the epoch are kept (a read cache: committed data does not
+change within an epoch), so ``prefetch`` can read a batch's keys with one multi-get before
+the records that need them run, and the undo record reuses them; the old values of keys
+written without being read are fetched with one multi-get at commit.
 """
 
 from __future__ import annotations
@@ -50,6 +54,11 @@ _UNDO_KEY = b"\xff\x00undo-record"
 # Per-key undo records of earlier versions (only ever deleted now).
 _LEGACY_UNDO = (b"\xff\x00undo", b"\xff\x01", b"\xff\x02")
 _NONE_EPOCH = -(1 << 63)
+_UNREAD = object()  # read-cache miss (``None`` is a cached absent key)
+# ``prefetch`` scans while it passes at most this many unwanted entries per wanted one
+# (plus ``_SCAN_MIN_KEYS``), and only for at least ``_SCAN_MIN_KEYS`` keys.
+_SCAN_SLACK = 3
+_SCAN_MIN_KEYS = 64
 _OPEN_RETRY_SECONDS = 10.0
 _LOG = logging.getLogger(__name__)
 
@@ -75,11 +84,15 @@ def prefix_upper_bound(prefix: bytes) -> bytes | None:
 def _raw_iter(
     db: rocksdict.Rdict, lower: bytes, upper: bytes | None
 ) -> Iterator[tuple[bytes, bytes]]:
-    """Committed entries of ``db`` in ``[lower, upper)``, in key order (one pinned view)."""
+    """Committed entries of ``db`` in ``[lower, upper)``, in key order (one pinned view).
+
+    A generator, so that ``upper`` lives as long as the iteration: rocksdict's read options
+    point into the bound's buffer without keeping the bytes object alive (a temporary bound
+    freed early made iterations stop after a few entries)."""
     read_opt = rocksdict.ReadOptions()
     if upper is not None:
         read_opt.set_iterate_upper_bound(upper)
-    return cast(Iterator[tuple[bytes, bytes]], iter(db.items(from_key=lower, read_opt=read_opt)))
+    yield from cast(Iterator[tuple[bytes, bytes]], db.items(from_key=lower, read_opt=read_opt))
 
 
 class LocalRocksDB:
@@ -94,8 +107,8 @@ class LocalRocksDB:
         self._pending: dict[bytes, bytes | None] = {}
         self._sorted: list[bytes] = []
         self._unsorted: list[bytes] = []
-        self._old: dict[bytes, bytes | None] = {}
-        self._last_read: tuple[bytes, bytes | None] | None = None
+        # committed value (None: absent) of every key read this epoch
+        self._reads: dict[bytes, bytes | None] = {}
         self._unflushed_bulk = False
         self._bulk: BulkLoader | None = None
         self._db: rocksdict.Rdict | None = None
@@ -168,39 +181,70 @@ class LocalRocksDB:
         """The value of ``key`` including this epoch's pending writes."""
         if key in self._pending:
             return self._pending[key]
-        value = self.db.get(key)
-        self._last_read = (key, value)
-        return value
+        value = self._reads.get(key, _UNREAD)
+        if value is _UNREAD:
+            value = self._reads[key] = self.db.get(key)
+        return cast(bytes | None, value)
 
-    def _first_write(self, key: bytes) -> None:
-        """Bookkeeping for a key's first write of the epoch (sort order, undo value)."""
-        self._unsorted.append(key)
-        last = self._last_read
-        if last is not None and last[0] == key:
-            # read-modify-write: the committed value is known, commit needs no lookup
-            self._old[key] = last[1]
+    def prefetch(self, keys: Iterable[bytes]) -> None:
+        """Read the committed values of ``keys`` not read or written yet this epoch, so that
+        the ``get``s that follow are cache hits. In key order: while the keys are dense in
+        the database (most entries passed are wanted) one ordered scan reads them (~5x
+        cheaper per entry than a point get), then point gets read the rest (in order:
+        neighbouring keys share blocks; rocksdict's multi-get costs more per key)."""
+        pending, reads = self._pending, self._reads
+        self._read_committed(sorted({k for k in keys if k not in reads and k not in pending}))
+
+    def _read_committed(self, missing: list[bytes]) -> None:
+        """Read the committed values of the sorted keys ``missing`` into the read cache."""
+        if not missing:
+            return
+        reads = self._reads
+        done = 0
+        if len(missing) >= _SCAN_MIN_KEYS:
+            n = len(missing)
+            passed = 0
+            for key, value in _raw_iter(self.db, missing[0], missing[-1] + b"\x00"):
+                while missing[done] < key:  # not in the database
+                    reads[missing[done]] = None
+                    done += 1
+                if missing[done] == key:
+                    reads[key] = value
+                    done += 1
+                    if done == n:
+                        break
+                else:
+                    passed += 1
+                    if passed > _SCAN_SLACK * done + _SCAN_MIN_KEYS:
+                        break  # sparse: point gets are cheaper from here
+            else:
+                for key in missing[done:]:  # after the last entry scanned
+                    reads[key] = None
+                return
+        rest = missing[done:]
+        reads.update(zip(rest, map(self.db.get, rest)))
 
     def put(self, key: bytes, value: bytes) -> None:
         """Write ``key`` in the current epoch."""
         if key not in self._pending:
-            self._first_write(key)
+            self._unsorted.append(key)
         self._pending[key] = value
 
     def delete(self, key: bytes) -> None:
         """Delete ``key`` in the current epoch."""
         if key not in self._pending:
-            self._first_write(key)
+            self._unsorted.append(key)
         self._pending[key] = None
 
     def delete_scanned(self, entries: Iterable[tuple[bytes, bytes]]) -> None:
         """Delete keys just read by ``scan`` with their values (the undo needs no lookup)."""
         pending = self._pending
-        old = self._old
+        reads = self._reads
         unsorted = self._unsorted
         for key, value in entries:
             if key not in pending:
                 unsorted.append(key)
-                old[key] = value  # not pending: the scan read the committed value
+                reads[key] = value  # not pending: the scan read the committed value
             pending[key] = None
 
     @property
@@ -208,14 +252,18 @@ class LocalRocksDB:
         """This epoch's writes (None = delete); the dict object lives as long as the DB."""
         return self._pending
 
+    @property
+    def committed_reads(self) -> dict[bytes, bytes | None]:
+        """Committed values read this epoch (None = absent); lives as long as the DB."""
+        return self._reads
+
     def has_pending(self) -> bool:
         """Whether there are uncommitted writes."""
         return bool(self._pending)
 
     def _clear_pending(self) -> None:
         self._pending.clear()
-        self._old.clear()
-        self._last_read = None
+        self._reads.clear()
         self._sorted.clear()
         self._unsorted.clear()
 
@@ -249,8 +297,8 @@ class LocalRocksDB:
         return self.scan(prefix, prefix_upper_bound(prefix))
 
     def forget_reads(self) -> None:
-        """Committed data changed outside an epoch: the last read value may be stale."""
-        self._last_read = None
+        """Committed data changed outside an epoch: values read before may be stale."""
+        self._reads.clear()
 
     def delete_range_now(self, lower: bytes, upper: bytes) -> None:
         """Delete committed data in ``[lower, upper)`` immediately (restore-time only)."""
@@ -340,15 +388,10 @@ class LocalRocksDB:
         pending = self._pending
         pending[_EPOCH_KEY] = _encode_epoch(epoch)
         pending[_EXTRA_KEY] = bytes(extra)
-        known = self._old
+        known = self._reads
         known[_EPOCH_KEY] = previous
         keys = list(pending)
-        unknown = [k for k in keys if k not in known]
-        if unknown:
-            unknown.sort()  # a sorted multi-get reads each block once
-            olds = cast(list[bytes | None], db.get(cast(list[str | int | float | bytes | bool],
-                                                        unknown)))
-            known.update(zip(unknown, olds))
+        self._read_committed(sorted(k for k in keys if k not in known))
         prev_epoch = _NONE_EPOCH if previous is None else _decode_epoch(previous)
         undo = pickle.dumps(
             (epoch, prev_epoch, keys, [known[k] for k in keys]), protocol=pickle.HIGHEST_PROTOCOL

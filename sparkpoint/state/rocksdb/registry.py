@@ -1,14 +1,17 @@
-"""The state registry inside a subtask's RocksDB: the state id and meta of every state.
+"""The state registry inside a subtask's RocksDB: the state id, meta and entry layout of
+every state.
 
-A record ``REGISTRY_PREFIX + name -> JSON {"id": state id, "meta": RegisteredStateMeta}``
-per state makes every database, the live one or one downloaded from a checkpoint, describe
-its own contents. Data keys carry the 2-byte state id (``local_db``).
+A record ``REGISTRY_PREFIX + name -> JSON {"id": state id, "meta": RegisteredStateMeta,
+"layout": "timers" (absent: the standard layout)}`` per state makes every database, the live
+one or one downloaded from a checkpoint, describe its own contents. Data keys carry the
+2-byte state id (``local_db``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from typing import NamedTuple
 
 import rocksdict
 
@@ -16,27 +19,39 @@ from sparkpoint.errors import SparkpointError
 from sparkpoint.state.rocksdb.local_db import REGISTRY_END, REGISTRY_PREFIX
 from sparkpoint.state.table import RegisteredStateMeta
 
-__all__ = ["next_state_id", "read_registry", "registry_record"]
+__all__ = ["RegisteredState", "next_state_id", "read_registry", "registry_record"]
 
 _MAX_STATE_ID = 0xFFFF
 
 
-def read_registry(db: rocksdict.Rdict) -> dict[str, tuple[int, RegisteredStateMeta]]:
-    """Every state registered in ``db``: name -> (state id, meta)."""
+class RegisteredState(NamedTuple):
+    """One registry record: where a state's entries are and how they are laid out."""
+
+    state_id: int
+    meta: RegisteredStateMeta
+    layout: str | None  # None: ``RocksDBStateTable``'s; "timers": ``RocksDBTimerTable``'s
+
+
+def read_registry(db: rocksdict.Rdict) -> dict[str, RegisteredState]:
+    """Every state registered in ``db``, by name."""
     read_opt = rocksdict.ReadOptions()
     read_opt.set_iterate_upper_bound(REGISTRY_END)
-    out: dict[str, tuple[int, RegisteredStateMeta]] = {}
+    out: dict[str, RegisteredState] = {}
     for _key, raw in db.items(from_key=REGISTRY_PREFIX, read_opt=read_opt):
         record = json.loads(bytes(raw).decode("utf-8"))
         meta = RegisteredStateMeta.from_json(record["meta"])
-        out[meta.name] = (int(record["id"]), meta)
+        out[meta.name] = RegisteredState(int(record["id"]), meta, record.get("layout"))
     return out
 
 
-def registry_record(state_id: int, meta: RegisteredStateMeta) -> tuple[bytes, bytes]:
+def registry_record(
+    state_id: int, meta: RegisteredStateMeta, layout: str | None = None
+) -> tuple[bytes, bytes]:
     """The ``(key, value)`` that registers ``meta`` under ``state_id``."""
-    record = json.dumps({"id": state_id, "meta": meta.to_json()}).encode("utf-8")
-    return REGISTRY_PREFIX + meta.name.encode("utf-8"), record
+    body: dict[str, object] = {"id": state_id, "meta": meta.to_json()}
+    if layout is not None:
+        body["layout"] = layout
+    return REGISTRY_PREFIX + meta.name.encode("utf-8"), json.dumps(body).encode("utf-8")
 
 
 def next_state_id(used: Iterable[int]) -> int:

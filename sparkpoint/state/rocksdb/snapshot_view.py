@@ -16,6 +16,7 @@ import rocksdict
 from sparkpoint.state.keyed_backend import SnapshotView
 from sparkpoint.state.rocksdb.local_db import data_prefix, prefix_upper_bound
 from sparkpoint.state.rocksdb.table import split_entry_key
+from sparkpoint.state.rocksdb.timer_table import TimerCodec
 from sparkpoint.state.snapshot_format import Columns
 
 __all__ = ["CheckpointSnapshotView"]
@@ -26,10 +27,14 @@ _READAHEAD = 4 << 20
 class CheckpointSnapshotView(SnapshotView):
     """Columns read from a local RocksDB checkpoint (a consistent, hard-linked copy)."""
 
-    def __init__(self, directory: str, state_ids: list[int], is_map: list[bool]) -> None:
+    def __init__(
+        self, directory: str, state_ids: list[int], is_map: list[bool],
+        timer_codecs: list[TimerCodec | None],
+    ) -> None:
         self._dir = directory
         self._state_ids = state_ids
         self._is_map = is_map
+        self._timer_codecs = timer_codecs  # per state: its codec if in the timer layout
         self._db: rocksdict.Rdict | None = None
 
     def _open(self) -> rocksdict.Rdict:
@@ -56,6 +61,12 @@ class CheckpointSnapshotView(SnapshotView):
         keys: list[bytes] = []
         values: list[bytes] = []
         add_key, add_value = keys.append, values.append
+        codec = self._timer_codecs[state_id]
+        if codec is not None:
+            rows = [codec.row(raw_key) for raw_key, _ in entries]
+            if not rows:
+                return None
+            return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
         if self._is_map[state_id]:
             user_keys: list[bytes] = []
             add_uk = user_keys.append

@@ -42,6 +42,8 @@ class RocksDBStateTable(StateTable):
         self._range = key_group_range
         self._prefixes = {kg: data_prefix(kg, state_id) for kg in key_group_range}
         self._is_map = meta.kind is StateKind.MAP
+        # int key -> its entry key, for the keys of the batch last prefetched
+        self._prefetched: dict[int, bytes] = {}
 
     def _key_prefix(self, key_group: int, key: Any) -> bytes:
         out = bytearray(self._prefixes[key_group])
@@ -49,6 +51,22 @@ class RocksDBStateTable(StateTable):
         write_varint(len(kb), out)
         out += kb
         return bytes(out)
+
+    def prefetch(self, key_groups: list[int], keys: list[Any]) -> None:
+        """Read the entries of ``keys`` (not MAP state) in one multi-get before the records
+        that touch them run; remembers the entry keys of int keys for ``value_accessors``."""
+        prefixes = self._prefixes
+        encode_key = self.meta.key_serializer.serialize
+        raws = []
+        for kg, key in zip(key_groups, keys):
+            kb = encode_key(key)
+            raws.append(prefixes[kg] + bytes((len(kb),)) + kb if len(kb) < 0x80
+                        else self._key_prefix(kg, key))
+        by_key = self._prefetched
+        by_key.clear()
+        if set(map(type, keys)) == {int}:  # 1 == True == 1.0 must not share an entry key
+            by_key.update(zip(keys, raws))
+        self._db.prefetch(raws)
 
     # -- VALUE / LIST / REDUCING / AGGREGATING -----------------------------------------
 
@@ -82,25 +100,32 @@ class RocksDBStateTable(StateTable):
         deserialize = self.meta.value_serializer.deserialize
         local = self._db
         last: list[Any] = [None, -1, b""]  # key object, key group, its RocksDB key
+        prefetched = self._prefetched
 
         def db_key() -> bytes:
             key, kg = ctx.current_key, ctx.current_key_group
             if key is last[0] and kg == last[1]:
                 return last[2]  # value() then update() of the same key: encode once
-            kb = encode_key(key)
-            if len(kb) < 0x80:
-                raw = prefixes[kg] + bytes((len(kb),)) + kb
-            else:
-                raw = self._key_prefix(kg, key)
+            raw = prefetched.get(key) if type(key) is int else None
+            if raw is None:
+                kb = encode_key(key)
+                if len(kb) < 0x80:
+                    raw = prefixes[kg] + bytes((len(kb),)) + kb
+                else:
+                    raw = self._key_prefix(kg, key)
             last[0], last[1], last[2] = key, kg, raw
             return raw
 
         pending = local.pending_writes
+        reads = local.committed_reads
         get, put = local.get, local.put
 
         def value() -> Any:
             key = db_key()
-            raw = pending[key] if key in pending else get(key)
+            if key in pending:
+                raw = pending[key]
+            else:
+                raw = reads[key] if key in reads else get(key)
             return None if raw is None else deserialize(raw)
 
         def update(v: Any) -> None:

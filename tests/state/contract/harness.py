@@ -25,6 +25,7 @@ from sparkpoint.testing import ManualClock
 BACKENDS = ("heap", "rocksdb-incremental", "rocksdb-full")
 STORAGES = ("memory", "filesystem")
 MAX_P = 128
+TIMERS = "timers"  # the MAP state every harness backend keeps in its timer layout
 
 
 @dataclass
@@ -53,6 +54,7 @@ class Harness:
         *,
         backend: str | None = None,
         local_dir: str | None = None,
+        timer_states: frozenset[str] = frozenset({TIMERS}),
     ) -> KeyedStateBackend:
         """A fresh backend for ``subtask`` of ``parallelism`` (own local directory)."""
         kind = backend or self.backend
@@ -70,6 +72,7 @@ class Harness:
             ),
             local_dir=local_dir,
             clock=self.clock,
+            timer_states=timer_states,
         )
         created: KeyedStateBackend
         if kind == "heap":
