@@ -37,6 +37,9 @@ __all__ = [
 ]
 
 _TIMER_BATCH = 8192  # due timers whose keys' state is prefetched at once
+# First elements of a 2-tuple output that cannot be an ``OutputTag`` (checked before the
+# attribute lookup: (key, value) pairs are the most common output).
+_PLAIN = frozenset({int, str, float, bool, bytes, tuple, type(None)})
 
 
 class Operator:
@@ -189,6 +192,7 @@ def collect_outputs(
         if (
             type(item) is tuple
             and len(item) == 2
+            and type(item[0]) not in _PLAIN
             and getattr(type(item[0]), "is_output_tag", False)
         ):
             tag_id = item[0].tag_id
@@ -313,24 +317,21 @@ class KeyedOperator(UserFunctionOperator):
         self.fire_timers()
         super().end_epoch()
 
-    def _keys(self, values: list[Any]) -> tuple[list[Any], Callable[[int, Any], None]]:
-        """The batch's keys and a setter selecting the i-th key; key groups of int keys are
-        computed for the whole batch at once (vectorised murmur hash)."""
+    def _keys(self, values: list[Any]) -> tuple[list[Any], list[int]]:
+        """The batch's keys and key groups (vectorised murmur hash for int keys); a backend
+        with batched reads reads the batch's state now (``prefetch``)."""
         get_key = self.key_selector.get_key
         keys = [get_key(v) for v in values]
         backend = self.backend
         groups = int64_key_groups(keys, self.env.max_parallelism)
         if groups is not None:
-            kgs = groups.tolist()
-        elif backend.batched_reads:
-            kgs = [backend.key_group_of(k) for k in keys]
+            kgs: list[int] = groups.tolist()
         else:
-            plain = backend.set_current_key
-            return keys, lambda i, key: plain(key)
+            key_group_of = backend.key_group_of
+            kgs = [key_group_of(k) for k in keys]
         if backend.batched_reads:
             backend.prefetch(keys, kgs)
-        by_group = backend.set_current_key_and_group
-        return keys, lambda i, key: by_group(key, kgs[i])
+        return keys, kgs
 
     def fire_timers(self) -> None:
         """Fire event-time timers up to the watermark and due processing-time timers."""
@@ -338,6 +339,8 @@ class KeyedOperator(UserFunctionOperator):
         backend = self.backend
         set_key = backend.set_current_key_and_group
         prefetch = backend.batched_reads and on_timer is not None
+        ctx = self.ctx
+        enter = ctx.enter_timer
         # Timers registered while firing may be due too: fire until none is (bounded).
         for _round in range(1000):
             due = self.ctx.pop_due_timers()
@@ -345,19 +348,21 @@ class KeyedOperator(UserFunctionOperator):
                 return
             out_v: list[Any] = []
             out_t: list[int | None] = []
+            side = self.side_buffer  # a new dict after each flush
             for start in range(0, len(due), _TIMER_BATCH):
                 chunk = due[start:start + _TIMER_BATCH]
                 if prefetch:
                     backend.prefetch([t[2] for t in chunk], [t[3] for t in chunk])
                 for ts, domain, key, kg in chunk:
                     set_key(key, kg)
-                    self.ctx.enter_timer(ts, domain, key)
+                    enter(ts, domain, key)
                     if on_timer is not None:
-                        # Output of processing-time timers carries no timestamp (as Flink).
-                        out_ts = ts if domain is TimeDomain.EVENT_TIME else None
-                        collect_outputs(on_timer(ts, self.ctx), out_ts, out_v, out_t,
-                                        self.side_buffer)
-            self.ctx.leave_timer()
+                        result = on_timer(ts, ctx)
+                        if result is not None:
+                            # Output of processing-time timers carries no timestamp (Flink).
+                            out_ts = ts if domain is TimeDomain.EVENT_TIME else None
+                            collect_outputs(result, out_ts, out_v, out_t, side)
+            ctx.leave_timer()
             if out_v:
                 self.emit(out_v, out_t)
             if self.side_buffer:
@@ -379,19 +384,24 @@ class KeyedProcessOperator(KeyedOperator):
         self.call = call
 
     def process(self, values, timestamps):  # type: ignore[no-untyped-def]
-        keys, set_key = self._keys(values)
+        keys, kgs = self._keys(values)
         ctx = self.ctx
-        call = self.call or (lambda fn, v, c: fn.process_element(v, c))
         fn = self.function
+        call = self.call
+        element = fn.process_element if call is None else (lambda v, c: call(fn, v, c))
+        set_key = self.backend.set_current_key_and_group
+        side = self.side_buffer
         out_v: list[Any] = []
         out_t: list[int | None] | None = None if timestamps is None else []
         for i, v in enumerate(values):
             key = keys[i]
-            set_key(i, key)
+            set_key(key, kgs[i])
             ts = None if timestamps is None else timestamps[i]
             ctx.current_key = key
             ctx.current_timestamp = ts
-            collect_outputs(call(fn, v, ctx), ts, out_v, out_t, self.side_buffer)
+            result = element(v, ctx)
+            if result is not None:
+                collect_outputs(result, ts, out_v, out_t, side)
         return out_v, out_t
 
 
@@ -423,12 +433,13 @@ class ReduceOperator(KeyedOperator):
         )
 
     def process(self, values, timestamps):  # type: ignore[no-untyped-def]
-        keys, set_key = self._keys(values)
+        keys, kgs = self._keys(values)
+        set_key = self.backend.set_current_key_and_group
         reduce = self.function.reduce
         state = self.state
         out_v: list[Any] = []
         for i, v in enumerate(values):
-            set_key(i, keys[i])
+            set_key(keys[i], kgs[i])
             old = state.value()
             new = v if old is None else reduce(old, v)
             state.update(new)

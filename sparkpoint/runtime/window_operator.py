@@ -313,14 +313,15 @@ class WindowOperator(KeyedOperator):
 
     # -- elements -------------------------------------------------------------------------
     def process(self, values, timestamps):  # type: ignore[no-untyped-def]
-        keys, set_key = self._keys(values)
+        keys, kgs = self._keys(values)
+        set_key = self.backend.set_current_key_and_group
         out_v: list[Any] = []
         out_t: list[int | None] = []
         self._out_v, self._out_t = out_v, out_t
         assign = self.assigner.assign_windows
         for i, value in enumerate(values):
             key = keys[i]
-            set_key(i, key)
+            set_key(key, kgs[i])
             self.current_key = key
             ts = None if timestamps is None else timestamps[i]
             windows = assign(value, ts, self.assigner_ctx)

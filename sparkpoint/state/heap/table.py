@@ -347,6 +347,50 @@ class HeapStateTable(StateTable):
             hits.extend(found)
         return hits
 
+    def pop_due(
+        self, key_groups: Iterable[int], limits: tuple[int, int]
+    ) -> tuple[list[tuple[int, int, Any, int]], list[int | None]]:
+        """Timers (user keys ``(domain, timestamp)``): remove every entry at or before
+        ``limits[domain]``; returns ``(timestamp, domain, key, key group)`` of each and the
+        earliest timestamp left per domain (``KeyedStateBackend.pop_due_timers``). One pass
+        per key group, then one removal per key (a key whose timers all fired goes whole)."""
+        hits: list[tuple[int, int, Any, int]] = []
+        earliest: list[int | None] = [None, None]
+        for kg in key_groups:
+            group = self.groups[kg]
+            if not group:
+                continue
+            emptied: list[Any] = []
+            partial: list[tuple[Any, list[Any]]] = []
+            for key, entries in group.items():
+                due: list[Any] = []
+                for user_key in entries:
+                    domain, ts = user_key
+                    if ts <= limits[domain]:
+                        hits.append((ts, domain, key, kg))
+                        due.append(user_key)
+                    else:
+                        first = earliest[domain]
+                        if first is None or ts < first:
+                            earliest[domain] = ts
+                if due:
+                    if len(due) == len(entries):
+                        emptied.append(key)
+                    else:
+                        partial.append((key, due))
+            if emptied or partial:
+                writable = self._group_w(kg)
+                touched = self.touched[kg]
+                for key in emptied:
+                    del writable[key]
+                touched.update(emptied)
+                for key, due in partial:
+                    container = self._container_w(writable, key, dict)
+                    for user_key in due:
+                        del container[user_key]
+                    touched.add(key)
+        return hits, earliest
+
     # -- enumeration and bytes -----------------------------------------------------------
 
     def keys(self) -> Iterator[Any]:
