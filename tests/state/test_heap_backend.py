@@ -679,3 +679,63 @@ def test_corrupt_blocks_raise_clear_errors(tmp_path) -> None:
     again.set_current_key(1)
     with pytest.raises(StateLostError, match="local heap state of key group 44 is corrupt"):
         again.get_partitioned_state(d).value()
+
+
+def _worker_step(local_dir: str, epoch: int, writes: dict[int, int | None],
+                 clear_groups: bool) -> tuple[str, dict[int, int]]:
+    """One task in a Python worker of its own (a forked pool process keeps its cache):
+    open the subtask's state, check it is at ``epoch - 1``, apply ``writes`` (None deletes),
+    optionally write every key (rewrites key groups whole), commit ``epoch``; returns how
+    the state was opened and every value it holds after the commit."""
+    d = ValueStateDescriptor("v", Types.LONG())
+    b = make(local_dir)
+    assert b.local_epoch() == (epoch - 1 if epoch > 1 else None)
+    state = b.get_partitioned_state(d)
+    if clear_groups:  # every key written: key groups with deltas already are rewritten whole
+        for key in list(b.get_keys("v")):
+            b.set_current_key(key)
+            state.update(state.value())
+    for key, value in writes.items():
+        b.set_current_key(key)
+        state.update(value)
+    b.commit_local(epoch)
+    opened = b.opened_from
+    values = {}
+    for key in b.get_keys("v"):
+        b.set_current_key(key)
+        values[key] = state.value()
+    b.close()
+    return opened, values
+
+
+def test_a_worker_catches_up_with_commits_of_another_worker(tmp_path) -> None:
+    """Two Python workers of one executor take turns with a subtask: each keeps its tables
+    cached, and a worker whose cache is some commits behind applies only what was committed
+    since (deltas, and key groups rewritten whole), ending at exactly the committed state."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    local = str(tmp_path / "sub")
+    expected: dict[int, int] = {}
+    with ctx.Pool(1) as a, ctx.Pool(1) as b:
+        plan = [  # (worker, writes, rewrite every key group)
+            (a, {k: k for k in range(300)}, False),
+            (b, {k: -k for k in range(0, 300, 7)}, False),  # deltas
+            (b, {1: None, 2: None, 1000: 5}, False),  # deletes, a new key
+            (a, {k: 2 * k for k in range(0, 300, 11)}, False),  # a catches up over 2
+            (b, {}, True),  # whole rewrites
+            (b, {3: 33}, False),
+            (a, {4: 44, 2: 22}, False),  # a catches up over a rewrite
+        ]
+        opened = []
+        for epoch, (worker, writes, rewrite) in enumerate(plan, start=1):
+            how, values = worker.apply(_worker_step, (local, epoch, writes, rewrite))
+            for key, value in writes.items():
+                if value is None:
+                    expected.pop(key, None)
+                else:
+                    expected[key] = value
+            assert values == expected, f"epoch {epoch}"
+            opened.append(how)
+    assert opened == ["empty", "files", "cache", "cache caught up", "cache caught up",
+                      "cache", "cache caught up"]

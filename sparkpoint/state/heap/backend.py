@@ -20,8 +20,10 @@ key-groups format (``snapshot_format``): no state is encoded again. Savepoints, 
 with uncommitted changes and TTL cleanup in full snapshots encode the copy-on-write view.
 
 A process-wide cache keeps the live tables after ``close()``: a task that runs in the same
-Python worker again, and finds the marker at the epoch the cached tables were committed
-at, adopts them instead of reloading. Tables with uncommitted changes are never cached.
+Python worker again adopts them instead of reloading: as they are when the marker is the
+commit they hold, or brought up to date when another worker of the executor committed
+since (the deltas committed after them are applied, key groups rewritten whole since are
+reloaded). Tables with uncommitted changes are never cached.
 """
 
 from __future__ import annotations
@@ -70,8 +72,7 @@ def _link_or_copy(src: str, dst: str) -> None:
 
 @dataclass
 class _Cached:
-    epoch: int
-    marker_token: str
+    marker: dict[str, Any]  # the commit the tables hold
     tables: dict[str, HeapStateTable]
     pending: PendingBlocks
 
@@ -92,6 +93,15 @@ def cached_state_dirs() -> list[str]:
         return list(_CACHE)
 
 
+def _deltas_by_key_group(commit: dict[str, Any]) -> dict[int, list[str]]:
+    """Key group -> the delta files of ``commit`` that apply to it, in order."""
+    out: dict[int, list[str]] = {}
+    for fname, kgs in commit.get("deltas") or []:
+        for kg in kgs:
+            out.setdefault(kg, []).append(fname)
+    return out
+
+
 class HeapKeyedStateBackend(AbstractKeyedStateBackend):
     """Keyed state of one subtask in Python dicts, committed locally per epoch."""
 
@@ -105,6 +115,8 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         self._marker: dict[str, Any] | None = self._read_marker()
         self._tracking = False
         self._changes: bytes | None = None
+        # How the local state was opened: "empty", "cache", "cache caught up" or "files".
+        self.opened_from = "empty"
         self._open_local_state()
 
     # -- tables --------------------------------------------------------------------------
@@ -261,18 +273,65 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         return marker
 
     def _open_local_state(self) -> None:
-        """Adopt cached tables if they match the marker, else load the marker's files."""
+        """Adopt the cached tables (as they are, or caught up to the marker), else load the
+        marker's files."""
         self._force_dirty = False
         marker = self._marker
         if marker is None:
             return
         with _CACHE_LOCK:
             cached = _CACHE.pop(self._dir, None)
-        if cached is not None and cached.marker_token == marker["token"]:
-            self._tables = dict(cached.tables)
-            self._pending = cached.pending
+        if cached is not None and cached.marker["token"] == marker["token"]:
+            self.opened_from = "cache"
+        elif cached is not None and self._catch_up(cached, marker):
+            self.opened_from = "cache caught up"
+        else:
+            self.opened_from = "files"
+            self._load_commit(marker)
             return
-        self._load_commit(marker)
+        assert cached is not None
+        self._tables = dict(cached.tables)
+        self._pending = cached.pending
+
+    def _catch_up(self, cached: _Cached, marker: dict[str, Any]) -> bool:
+        """Bring tables cached at an earlier commit up to ``marker`` (another Python worker
+        of the executor committed since): apply the deltas committed after it, and reload
+        only the key groups rewritten whole since. False when that is not possible (states
+        changed, not an earlier commit, a snapshot still reads the tables)."""
+        old = cached.marker
+        tables = cached.tables
+        if (old["states"] != marker["states"] or int(old["epoch"]) >= int(marker["epoch"])
+                or any(t.snapshot_running() for t in tables.values())):
+            return False
+        old_files = {int(k): v for k, v in old["files"].items()}
+        new_files = {int(k): v for k, v in marker["files"].items()}
+        old_deltas = _deltas_by_key_group(old)
+        new_deltas = _deltas_by_key_group(marker)
+        reload = set()
+        for kg in old_files.keys() | new_files.keys():
+            applied = old_deltas.get(kg, [])
+            if (old_files.get(kg) != new_files.get(kg)
+                    or new_deltas.get(kg, [])[:len(applied)] != applied):
+                reload.add(kg)
+        pending = cached.pending
+        for kg in reload:
+            pending.drop(kg)
+            for t in tables.values():
+                dict.pop(t.groups, kg, None)
+            if kg in new_files:
+                fname, names = new_files[kg]
+                pending.add(kg, self._read_file(fname), [tables.get(n) for n in names])
+        for fname, kgs in marker.get("deltas") or []:
+            todo = [kg for kg in kgs if kg in reload or fname not in old_deltas.get(kg, ())]
+            if not todo:
+                continue
+            delta = pickle.loads(self._read_file(fname))
+            for kg in todo:
+                for name, updates, deleted in pickle.loads(delta[kg]):
+                    table = tables.get(name)
+                    if table is not None:
+                        pending.add_delta(kg, table, updates, deleted)
+        return True
 
     def _load_commit(self, commit: dict[str, Any]) -> None:
         self._pending = PendingBlocks()
@@ -500,8 +559,7 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
                 # was removed, maybe by another worker) will never be adopted: free them.
                 for gone in [d for d in _CACHE if not os.path.isdir(d)]:
                     del _CACHE[gone]
-                _CACHE[self._dir] = _Cached(int(marker["epoch"]), marker["token"],
-                                            dict(self._heap_tables()), self._pending)
+                _CACHE[self._dir] = _Cached(marker, dict(self._heap_tables()), self._pending)
         self._tables = {}
         self._states.clear()
 

@@ -205,6 +205,10 @@ class HeapStateTable(StateTable):
                 self._pinned = set()
                 self._fresh = None
 
+    def snapshot_running(self) -> bool:
+        """Whether a snapshot still reads pinned key groups of this table."""
+        return self._active_snapshots > 0
+
     def mark_committed(self) -> None:
         """Every change is persisted: start tracking dirty groups afresh."""
         for kg in self.dirty:
