@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -277,18 +279,25 @@ def test_failed_bulk_load_ingests_nothing(tmp_path) -> None:
         local.close()
 
 
-def test_a_commit_writes_one_undo_record_not_one_per_key(db) -> None:
+def test_a_commit_writes_no_undo_data_and_reverts_through_its_checkpoint(db) -> None:
+    """The undo of a commit is a RocksDB checkpoint of the state it replaced: hard links to
+    its SST files, no undo value written and no old value read."""
     p = data_prefix(5, 1)
     for i in range(100):
         db.put(p + bytes([i]), b"v")
     db.commit(1, b"")
+    db.db.flush()  # the values of epoch 1 in an SST file
     for i in range(100):
-        db.put(p + bytes([i]), b"w")  # old values never read: fetched at commit
+        db.put(p + bytes([i]), b"w")  # old values never read
     db.commit(2, b"")
-    meta = [k for k in db.db.keys(from_key=b"\xff")]
-    assert meta == [b"\xff\x00epoch", b"\xff\x00extra", b"\xff\x00undo-record"]
+    assert [k for k in db.db.keys(from_key=b"\xff")] == [b"\xff\x00epoch", b"\xff\x00extra"]
+    sst = [f for f in os.listdir(db.undo_path) if f.endswith(".sst")]
+    assert sst and all(os.stat(os.path.join(db.undo_path, f)).st_nlink >= 2 for f in sst)
     assert db.revert(1) is True
+    assert db.local_epoch() == 1
     assert dict(db.scan_prefix(p)) == {p + bytes([i]): b"v" for i in range(100)}
+    assert db.revert(0) is False  # one step back only
+    assert not os.path.exists(db.undo_path)
 
 
 def test_deletes_of_scanned_entries_revert_to_the_scanned_values(db) -> None:
@@ -297,7 +306,7 @@ def test_deletes_of_scanned_entries_revert_to_the_scanned_values(db) -> None:
     db.put(p + b"b", b"2")
     db.commit(1, b"")
     db.put(p + b"c", b"3")  # pending: its undo is a delete
-    db.delete_scanned(list(db.scan_prefix(p)))
+    db.delete_scanned([k for k, _ in db.scan_prefix(p)])
     assert list(db.scan_prefix(p)) == []
     db.commit(2, b"")
     assert db.revert(1) is True

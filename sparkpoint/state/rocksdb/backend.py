@@ -288,7 +288,12 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         self._load_registry()
 
     def revert_to(self, epoch: int) -> bool:
+        before = self._local.local_epoch()
         reverted = self._local.revert(epoch)
+        if reverted and before != epoch:
+            # The database is an earlier copy now: SST file numbers may be used again with
+            # other contents, so no file uploaded before may be referenced again.
+            self.bind_ledger()
         self._load_registry()  # a reverted migration changes state ids back
         return reverted
 

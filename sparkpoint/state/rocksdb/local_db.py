@@ -7,15 +7,16 @@ Key layout (raw bytes, so key-group iteration is a range scan):
 * meta data: ``0xFF`` + tag (key groups never exceed 0x7FFF, so meta sorts after all data)
 
 Writes of an epoch stay in memory (a write-back cache: one final value per key) until
-``commit`` writes them, the epoch marker, the extra bytes and one undo record in one
-``WriteBatch``: the local state is always at an epoch boundary, and ``revert`` can undo the
-last commit once (a task retried by Spark never applies an epoch twice). The undo record is a
-single value holding the old value of every key the commit changed (one put, not one per key).
+``commit`` writes them, the epoch marker and the extra bytes in one ``WriteBatch``: the local
+state is always at an epoch boundary. Before it writes, ``commit`` takes a RocksDB checkpoint
+of the state it replaces (``<path>.undo``: hard links to the SST files, no data copied, the
+memtable being empty at that point), so ``revert`` can undo the last commit once by putting
+that copy back (a task retried by Spark never applies an epoch twice). The undo costs no
+write per key and no read of old values.
 
 Committed values read during the epoch are kept (a read cache: committed data does not
-change within an epoch), so ``prefetch`` can read a batch's keys with one multi-get before
-the records that need them run, and the undo record reuses them; the old values of keys
-written without being read are fetched with one multi-get at commit.
+change within an epoch), so ``prefetch`` can read a batch's keys before the records that
+need them run.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ import bisect
 import contextlib
 import logging
 import os
-import pickle
 import shutil
 import struct
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import cast
 
@@ -50,10 +51,8 @@ REGISTRY_PREFIX = b"\xff\x02"
 REGISTRY_END = b"\xff\x03"
 _EPOCH_KEY = b"\xff\x00epoch"
 _EXTRA_KEY = b"\xff\x00extra"
-_UNDO_KEY = b"\xff\x00undo-record"
-# Per-key undo records of earlier versions (only ever deleted now).
-_LEGACY_UNDO = (b"\xff\x00undo", b"\xff\x01", b"\xff\x02")
-_NONE_EPOCH = -(1 << 63)
+# Undo records of earlier versions (only ever deleted now): one record, and per-key ones.
+_LEGACY_UNDO = (b"\xff\x00undo-record", b"\xff\x00undo", b"\xff\x01", b"\xff\x02")
 _UNREAD = object()  # read-cache miss (``None`` is a cached absent key)
 # ``prefetch`` scans while it passes at most this many unwanted entries per wanted one
 # (plus ``_SCAN_MIN_KEYS``), and only for at least ``_SCAN_MIN_KEYS`` keys.
@@ -103,6 +102,7 @@ class LocalRocksDB:
 
     def __init__(self, path: str, options_factory: Callable[[], rocksdict.Options]) -> None:
         self.path = path
+        self.undo_path = path + ".undo"  # the state before the last commit
         self._options_factory = options_factory
         self._pending: dict[bytes, bytes | None] = {}
         self._sorted: list[bytes] = []
@@ -160,6 +160,7 @@ class LocalRocksDB:
     def replace_with(self, directory: str) -> None:
         """Close, replace the database directory by ``directory`` (moved) and reopen."""
         self.close()
+        shutil.rmtree(self.undo_path, ignore_errors=True)
         shutil.rmtree(self.path, ignore_errors=True)
         os.replace(directory, self.path)
         self._db = self._open(self.path)
@@ -167,12 +168,14 @@ class LocalRocksDB:
     def wipe(self) -> None:
         """Delete every entry (data, meta, undo) and start empty."""
         self.close()
+        shutil.rmtree(self.undo_path, ignore_errors=True)
         shutil.rmtree(self.path, ignore_errors=True)
         self._db = self._open(self.path)
 
     def destroy(self) -> None:
         """Close and delete the database directory."""
         self.close()
+        shutil.rmtree(self.undo_path, ignore_errors=True)
         shutil.rmtree(self.path, ignore_errors=True)
 
     # -- reads and writes of the current epoch ------------------------------------------
@@ -236,15 +239,13 @@ class LocalRocksDB:
             self._unsorted.append(key)
         self._pending[key] = None
 
-    def delete_scanned(self, entries: Iterable[tuple[bytes, bytes]]) -> None:
-        """Delete keys just read by ``scan`` with their values (the undo needs no lookup)."""
+    def delete_scanned(self, keys: Iterable[bytes]) -> None:
+        """Delete keys just read by ``scan`` (one pass, no lookup)."""
         pending = self._pending
-        reads = self._reads
         unsorted = self._unsorted
-        for key, value in entries:
+        for key in keys:
             if key not in pending:
                 unsorted.append(key)
-                reads[key] = value  # not pending: the scan read the committed value
             pending[key] = None
 
     @property
@@ -382,59 +383,48 @@ class LocalRocksDB:
         return b"" if raw is None else bytes(raw)
 
     def commit(self, epoch: int, extra: bytes) -> None:
-        """Atomically write pending writes, marker, extra and the undo record of this commit."""
-        db = self.db
-        previous = db.get(_EPOCH_KEY)
+        """Atomically write pending writes, marker and extra, after keeping the state they
+        replace as the undo checkpoint (only a committed epoch can be returned to)."""
+        if self.local_epoch() is None:
+            shutil.rmtree(self.undo_path, ignore_errors=True)
+        else:
+            self.create_checkpoint(self.undo_path)
         pending = self._pending
         pending[_EPOCH_KEY] = _encode_epoch(epoch)
         pending[_EXTRA_KEY] = bytes(extra)
-        known = self._reads
-        known[_EPOCH_KEY] = previous
-        keys = list(pending)
-        self._read_committed(sorted(k for k in keys if k not in known))
-        prev_epoch = _NONE_EPOCH if previous is None else _decode_epoch(previous)
-        undo = pickle.dumps(
-            (epoch, prev_epoch, keys, [known[k] for k in keys]), protocol=pickle.HIGHEST_PROTOCOL
-        )
         batch = rocksdict.WriteBatch(raw_mode=True)
         for key, value in pending.items():
             if value is None:
                 batch.delete(key)
             else:
                 batch.put(key, value)
-        batch.put(_UNDO_KEY, undo)
-        db.write(batch)
+        self.db.write(batch)
         self._clear_pending()
 
     def revert(self, epoch: int) -> bool:
-        """Drop pending writes; undo the last commit if that leads back to ``epoch``."""
+        """Drop pending writes; undo the last commit if that leads back to ``epoch`` (the
+        database directory is replaced by the undo checkpoint and reopened)."""
         self._clear_pending()
-        db = self.db
         if self.local_epoch() == epoch:
             return True
-        raw = db.get(_UNDO_KEY)
-        if raw is None:
+        if _epoch_of(self.undo_path) != epoch:
             return False
-        committed, prev_epoch, keys, olds = pickle.loads(raw)
-        if committed != self.local_epoch() or prev_epoch != epoch:
-            return False
-        batch = rocksdict.WriteBatch(raw_mode=True)
-        for key, old in zip(keys, olds):
-            if old is None:
-                batch.delete(key)
-            else:
-                batch.put(key, old)
-        batch.delete(_UNDO_KEY)
-        db.write(batch)
+        self.close()
+        aside = f"{self.path}.reverted-{uuid.uuid4().hex[:8]}"
+        os.replace(self.path, aside)
+        os.replace(self.undo_path, self.path)
+        shutil.rmtree(aside, ignore_errors=True)
+        self._db = self._open(self.path)
         return True
 
     def reset_epochs(self) -> None:
-        """Forget the marker, extra and undo record (after a restore replaced the state)."""
+        """Forget the marker, extra and undo state (after a restore replaced the state)."""
         self._clear_pending()
+        shutil.rmtree(self.undo_path, ignore_errors=True)
         batch = rocksdict.WriteBatch(raw_mode=True)
-        batch.delete(_UNDO_KEY)
         batch.delete(_LEGACY_UNDO[0])
-        batch.delete_range(_LEGACY_UNDO[1], _LEGACY_UNDO[2])
+        batch.delete(_LEGACY_UNDO[1])
+        batch.delete_range(_LEGACY_UNDO[2], _LEGACY_UNDO[3])
         batch.delete(_EPOCH_KEY)
         batch.delete(_EXTRA_KEY)
         self.db.write(batch)
@@ -445,6 +435,22 @@ class LocalRocksDB:
             shutil.rmtree(directory)
         os.makedirs(os.path.dirname(directory) or ".", exist_ok=True)
         rocksdict.Checkpoint(self.db).create_checkpoint(directory)
+
+
+def _epoch_of(directory: str) -> int | None:
+    """The committed epoch of the database copy in ``directory`` (None: none, or no copy)."""
+    if not os.path.isdir(directory):
+        return None
+    try:
+        db = rocksdict.Rdict(directory, rocksdict.Options(raw_mode=True),
+                             access_type=rocksdict.AccessType.read_only())
+    except Exception:  # a half-written copy: nothing to revert to
+        return None
+    try:
+        raw = db.get(_EPOCH_KEY)
+    finally:
+        db.close()
+    return None if raw is None else _decode_epoch(raw)
 
 
 def _encode_epoch(epoch: int) -> bytes:

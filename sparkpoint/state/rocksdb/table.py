@@ -171,7 +171,7 @@ class RocksDBStateTable(StateTable):
         self, key_groups: Iterable[int], select: Callable[[Any], bool]
     ) -> list[tuple[int, Any, Any]]:
         """Scan every key group first, then delete the hits (no write between scans keeps
-        the pending keys' sort intact); the scanned values serve as the undo values."""
+        the pending keys' sort intact)."""
         decode_uk = self.meta.decode_user_key
         scanned: list[tuple[int, bytes, bytes, Any, bytes]] = []
         for kg in key_groups:
@@ -183,7 +183,7 @@ class RocksDBStateTable(StateTable):
                 uk = decode_uk(ukb)
                 if select(uk):
                     scanned.append((kg, raw_key, kb, uk, value))
-        self._db.delete_scanned([(raw_key, value) for _kg, raw_key, _kb, _uk, value in scanned])
+        self._db.delete_scanned([raw_key for _kg, raw_key, _kb, _uk, _value in scanned])
         decode_key = self.meta.decode_key
         hits: list[tuple[int, Any, Any]] = []
         last_kb: bytes | None = None

@@ -145,7 +145,7 @@ class RocksDBTimerTable(RocksDBStateTable):
         unpack = _TS.unpack_from
         db = self._db
         hits: list[tuple[int, int, Any, int]] = []
-        scanned: list[tuple[bytes, bytes]] = []
+        scanned: list[bytes] = []
         earliest: list[int | None] = [None, None]
         for kg in key_groups:
             prefix = self._prefixes.get(kg)
@@ -156,10 +156,10 @@ class RocksDBTimerTable(RocksDBStateTable):
                 end = prefix + bytes((domain + 1,))
                 limit = limits[domain] + _OFFSET + 1
                 due_end = start + _TS.pack(limit) if limit < 1 << 64 else end
-                for raw_key, value in db.scan(start, due_end):
+                for raw_key, _ in db.scan(start, due_end):
                     hits.append((unpack(raw_key, 5)[0] - _OFFSET, domain,
                                  decode_key(raw_key[_HEADER:]), kg))
-                    scanned.append((raw_key, value))
+                    scanned.append(raw_key)
                 if due_end != end:
                     for raw_key, _ in db.scan(due_end, end):
                         timestamp = _TS.unpack_from(raw_key, 5)[0] - _OFFSET
@@ -183,7 +183,7 @@ class RocksDBTimerTable(RocksDBStateTable):
                 _kb, domain, timestamp = TimerCodec.split(raw_key)
                 if select((domain, timestamp)):
                     selected.append((kg, raw_key, value, (domain, timestamp)))
-        self._db.delete_scanned([(raw_key, value) for _kg, raw_key, value, _uk in selected])
+        self._db.delete_scanned([raw_key for _kg, raw_key, _value, _uk in selected])
         return [(kg, decode_key(raw_key[_HEADER:]), uk) for kg, raw_key, _v, uk in selected]
 
     # -- enumeration and canonical bytes -------------------------------------------------
