@@ -18,8 +18,9 @@ process, first on local[2]:
 
 Each session first runs the keyed count twice at full size (JIT and Python workers warm:
 the first runs of a fresh JVM measured 20-40% slower). It also times an empty Spark job (two
-tasks through ``mapInArrow``) as the floor for the per-epoch latency. Then, on ``local-cluster[2,1,1024]`` (two one-core executors with
-local state of their own: the same two cores), ``sparkpoint_ckpt`` again, with its
+tasks through ``mapInArrow``) as the floor for the per-epoch latency. Then, on
+``local-cluster[2,1,1024]`` (two one-core executors with local state of their own: the
+same two cores), ``sparkpoint_ckpt`` again, with its
 failovers, subtask restores and keyed tasks that ran away from their state, and the
 cluster / local[2] throughput ratio. Every result is one JSON line on stdout; counts are
 checked to be exact.
