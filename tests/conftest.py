@@ -8,9 +8,56 @@ start Spark in a subprocess carry the marker themselves.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+
 import pytest
 
 pytest_plugins = ["tests.fixtures.s3", "tests.fixtures.recording_fs", "tests.fixtures.postgres"]
+
+# Tests' temporary files go to memory (tmpfs) when the machine has room for them: the suite
+# writes many small files (RocksDB databases, checkpoints, local commits), and on a VM disk
+# under I/O pressure ``pytest -m "not spark"`` took 45-80 s instead of 45-51 s. Set
+# SPARKPOINT_TEST_TMP=disk (or pass --basetemp) to keep them on disk.
+_RAM_DIR = "/dev/shm"
+_RAM_NEEDED = 8 << 30
+_RAM_PREFIX = "sparkpoint-pytest-"
+_ram_base: str | None = None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Put the session's base temporary directory in memory (see above), after removing
+    what sessions that crashed left there."""
+    global _ram_base
+    if config.option.basetemp or os.environ.get("SPARKPOINT_TEST_TMP") == "disk":
+        return
+    try:
+        if shutil.disk_usage(_RAM_DIR).free < _RAM_NEEDED:
+            return
+        for name in os.listdir(_RAM_DIR):
+            owner = name[len(_RAM_PREFIX):].split("-", 1)[0]
+            if name.startswith(_RAM_PREFIX) and owner.isdigit() and not _alive(int(owner)):
+                shutil.rmtree(os.path.join(_RAM_DIR, name), ignore_errors=True)
+        _ram_base = tempfile.mkdtemp(prefix=f"{_RAM_PREFIX}{os.getpid()}-", dir=_RAM_DIR)
+    except OSError:  # no tmpfs here
+        return
+    config.option.basetemp = os.path.join(_ram_base, "tmp")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _ram_base is not None:
+        shutil.rmtree(_ram_base, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
