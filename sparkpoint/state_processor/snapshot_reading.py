@@ -348,7 +348,7 @@ def _read_incremental(handle: IncrementalRemoteKeyedStateHandle, rng: KeyGroupRa
                     cols = groups[sid] = ([], [] if is_map else None, [])
                 codec = timers.get(sid)
                 if codec is not None:
-                    kb, rest, value = codec.row(raw_key)
+                    kb, rest, value = codec.row(raw_key, value)
                 else:
                     kb, rest = split_entry_key(raw_key)
                 cols[0].append(kb)

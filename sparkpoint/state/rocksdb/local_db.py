@@ -358,9 +358,12 @@ class LocalRocksDB:
             self._unflushed_bulk = False
 
     def flush_pending_now(self) -> None:
-        """Write pending writes without marker or undo record (restore-time only)."""
-        if not self._pending:
-            return
+        """Write pending writes without marker or undo checkpoint (restore-time only)."""
+        if self._pending:
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        """Write every pending write in one ``WriteBatch`` and forget them."""
         batch = rocksdict.WriteBatch(raw_mode=True)
         for key, value in self._pending.items():
             if value is None:
@@ -389,17 +392,9 @@ class LocalRocksDB:
             shutil.rmtree(self.undo_path, ignore_errors=True)
         else:
             self.create_checkpoint(self.undo_path)
-        pending = self._pending
-        pending[_EPOCH_KEY] = _encode_epoch(epoch)
-        pending[_EXTRA_KEY] = bytes(extra)
-        batch = rocksdict.WriteBatch(raw_mode=True)
-        for key, value in pending.items():
-            if value is None:
-                batch.delete(key)
-            else:
-                batch.put(key, value)
-        self.db.write(batch)
-        self._clear_pending()
+        self._pending[_EPOCH_KEY] = _encode_epoch(epoch)
+        self._pending[_EXTRA_KEY] = bytes(extra)
+        self._write_pending()
 
     def revert(self, epoch: int) -> bool:
         """Drop pending writes; undo the last commit if that leads back to ``epoch`` (the

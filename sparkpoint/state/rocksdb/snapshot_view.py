@@ -63,7 +63,7 @@ class CheckpointSnapshotView(SnapshotView):
         add_key, add_value = keys.append, values.append
         codec = self._timer_codecs[state_id]
         if codec is not None:
-            rows = [codec.row(raw_key) for raw_key, _ in entries]
+            rows = [codec.row(raw_key, value) for raw_key, value in entries]
             if not rows:
                 return None
             return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]

@@ -5,7 +5,7 @@ The state is a MAP from key to ``(domain, timestamp) -> True`` (the canonical by
 snapshots and savepoints are those of any MAP state), but its RocksDB entries are
 
     ``key_group (2) + state_id (2) + domain (1) + timestamp (8, big endian, offset by 2**63)
-    + key bytes``  ->  ``b""``
+    + key bytes``  ->  the canonical value bytes (of ``True``)
 
 so the due timers of a key group are one bounded range scan in timestamp order, and an
 epoch in which few timers are due reads only those. Entry keys are converted to and from
@@ -74,10 +74,10 @@ class TimerCodec:
         """``(key bytes, domain, timestamp)`` of an entry key of the timer layout."""
         return raw_key[_HEADER:], raw_key[4], _TS.unpack_from(raw_key, 5)[0] - _OFFSET
 
-    def row(self, raw_key: bytes) -> tuple[bytes, bytes, bytes]:
-        """The canonical ``(key bytes, user-key bytes, value bytes)`` of an entry key."""
+    def row(self, raw_key: bytes, value: bytes) -> tuple[bytes, bytes, bytes]:
+        """The canonical ``(key bytes, user-key bytes, value bytes)`` of an entry."""
         kb, domain, timestamp = self.split(raw_key)
-        return kb, self.user_key_bytes(domain, timestamp), self.true_bytes
+        return kb, self.user_key_bytes(domain, timestamp), value
 
     def entry_key(self, prefix: bytes, key_bytes: bytes, user_key_bytes: bytes) -> bytes:
         """The entry key of a canonical row under the data ``prefix`` of its key group."""
@@ -119,7 +119,7 @@ class RocksDBTimerTable(RocksDBStateTable):
         return MISSING if raw is None else True
 
     def map_put(self, key_group: int, key: Any, user_key: Any, stored: Any) -> None:
-        self._db.put(self._entry(key_group, key, user_key), b"")
+        self._db.put(self._entry(key_group, key, user_key), self.codec.true_bytes)
 
     def map_remove(self, key_group: int, key: Any, user_key: Any) -> None:
         self._db.delete(self._entry(key_group, key, user_key))
@@ -203,13 +203,8 @@ class RocksDBTimerTable(RocksDBStateTable):
         if prefix is None:
             return
         row = self.codec.row
-        for raw_key, _ in self._db.scan_prefix(prefix):
-            yield row(raw_key)
-
-    def put_entry_bytes(
-        self, key_group: int, key: bytes, user_key: bytes | None, value: bytes
-    ) -> None:
-        self._db.put(self.entry_key(key_group, key, user_key), b"")
+        for raw_key, value in self._db.scan_prefix(prefix):
+            yield row(raw_key, value)
 
     def put_entries_bytes(
         self,
@@ -222,7 +217,7 @@ class RocksDBTimerTable(RocksDBStateTable):
         prefix = data_prefix(key_group, self.state_id)
         entry_key = self.codec.entry_key
         self._db.write_now(
-            (entry_key(prefix, k, uk or b""), b"") for k, uk in zip(keys, user_keys))
+            (entry_key(prefix, k, uk or b""), v) for k, uk, v in zip(keys, user_keys, values))
 
     def entry_key(self, key_group: int, key: bytes, user_key: bytes | None) -> bytes:
         if user_key is None:
