@@ -79,7 +79,8 @@ def routing(plan: Plan) -> dict[int, StageRoutes]:
     for st in plan.stages:
         if not st.outputs:
             continue
-        ex = plan.exchanges[st.outputs[0].down.exchange or 0]
+        assert st.out_exchange is not None
+        ex = plan.exchanges[st.out_exchange]
         outputs = tuple(
             OutputRoute(
                 st.members.index(e.exit), e.index, e.partitioning, e.down.channel_offset,
@@ -146,6 +147,19 @@ def _shuffled_input(frames: Iterator[bytes]) -> Iterator[tuple[int, int, Any]]:
             yield from rows
 
 
+def _packed_input(frames: Iterator[bytes], pinned: bool) -> Iterator[tuple[int, int, Any]]:
+    """Rows of a partition that reads several exchanges: one frame per exchange (after the
+    pinned RDD's empty element, when pinned), each a pickled batch holding that exchange's
+    shuffle batches of the partition (``glom``)."""
+    for i, frame in enumerate(frames):
+        if pinned and i == 0:
+            continue
+        for batches in pickle.loads(frame):
+            for batch in batches:
+                for _sub, rows in pickle.loads(batch):
+                    yield from rows
+
+
 def _by_subtask(
     rows: Iterator[tuple[int, int, Any]], offset: int, subtasks: tuple[int, ...]
 ) -> dict[int, list[tuple[int, int, Any]]]:
@@ -187,7 +201,12 @@ def run_task(
             pass
         inputs = {sub: () for sub in group}
     else:
-        rows = _keyed_input(items) if stage.keyed else _shuffled_input(items)
+        if len(stage.exchanges) > 1:
+            rows = _packed_input(items, stage.keyed)
+        elif stage.keyed:
+            rows = _keyed_input(items)
+        else:
+            rows = _shuffled_input(items)
         if len(group) == 1:
             inputs = {group[0]: rows}
         else:
@@ -266,7 +285,7 @@ class EpochRunner:
         groups = spec.task_groups
         rdds: dict[int, Any] = {}
         shuffles: dict[int, Any] = {}
-        firsts: dict[int, int] = {}
+        firsts: dict[tuple[int, int], int] = {}  # (exchange, consumer) -> first partition
 
         def exchange(ex_id: int) -> Any:
             """The one shuffle of an exchange: its upstream stages' rows by partition."""
@@ -276,10 +295,17 @@ class EpochRunner:
                 rows = ups[0] if len(ups) == 1 else sc.union(ups)
                 base = 0
                 for c in ex.consumers:
-                    firsts[c.id] = base
+                    firsts[(ex_id, c.id)] = base
                     base += len(groups[c.id])
                 shuffles[ex_id] = rows.partitionBy(base, subtask_of)
             return shuffles[ex_id]
+
+        def own_partitions(st: Stage, ex_id: int) -> Any:
+            """The JVM RDD of ``st``'s partitions of the shuffle of exchange ``ex_id``."""
+            shuffled = exchange(ex_id)
+            total = sum(len(groups[c.id]) for c in plan.exchanges[ex_id].consumers)
+            return self.cluster.partitions_of(
+                shuffled._jrdd, firsts[(ex_id, st.id)], len(groups[st.id]), total)
 
         def build(st: Stage) -> Any:
             if st.id in rdds:
@@ -290,13 +316,21 @@ class EpochRunner:
                 base: Any = RDD(self.cluster.base_rdd(tasks), sc, NoOpSerializer())
                 rdd = base.mapPartitionsWithIndex(fn)
             else:
-                assert st.exchange is not None
-                ex = plan.exchanges[st.exchange]
-                shuffled = exchange(ex.id)
-                total = sum(len(groups[c.id]) for c in ex.consumers)
-                own = self.cluster.partitions_of(shuffled._jrdd, firsts[st.id], tasks, total)
+                if len(st.exchanges) == 1:
+                    own = own_partitions(st, st.exchanges[0])
+                    # every upstream task sends each partition one item
+                    per_partition = sum(len(groups[u.id]) for u in plan.exchanges[
+                        st.exchanges[0]].ups)
+                else:
+                    # Several shuffles: each partition's items packed into one element per
+                    # shuffle (``glom``), zipped (``_packed_input`` reads them).
+                    packed = [RDD(own_partitions(st, ex_id), sc, NoOpSerializer()).glom()._jrdd
+                              for ex_id in st.exchanges]
+                    own = packed[0]
+                    for more in packed[1:]:
+                        own = own.zip(more)
+                    per_partition = 1
                 if st.keyed:
-                    per_partition = sum(len(groups[u.id]) for u in ex.ups)
                     subtask_locations = locations[st.id]
                     pinned = self.cluster.pinned_rdd(
                         [subtask_locations[g[0]] if g[0] < len(subtask_locations) else ""

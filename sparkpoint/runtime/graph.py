@@ -12,7 +12,10 @@ with two edges; a broadcast operator's second edge is a ``broadcast`` one.
 Every stage's output goes through one Spark shuffle, its **exchange**: the consumers that
 read a set of upstream stages share one channel space (consumer ``D`` owns channels
 ``[offset, offset + parallelism)``), so an upstream stage that feeds several consumers is
-computed once.
+computed once. Where one exchange would have to run before itself (a stream combined with a
+result derived from it through another consumer of the same upstream), each upstream stage
+of that group gets an exchange of its own over the same channel space, and a consumer reads
+several exchanges.
 """
 
 from __future__ import annotations
@@ -121,8 +124,9 @@ class Stage:
     members: list[Node] = field(default_factory=list)
     inputs: list[Edge] = field(default_factory=list)
     outputs: list[Edge] = field(default_factory=list)
-    exchange: int | None = None  # the exchange it reads from
-    channel_offset: int = 0  # its first channel in that exchange
+    exchanges: list[int] = field(default_factory=list)  # the exchanges it reads
+    out_exchange: int | None = None  # the exchange its output goes through
+    channel_offset: int = 0  # its first channel in its exchanges' channel space
 
     @property
     def keyed_nodes(self) -> list[Node]:
@@ -147,10 +151,7 @@ class Exchange:
     id: int
     ups: list[Stage]
     consumers: list[Stage]
-
-    @property
-    def channels(self) -> int:
-        return sum(c.parallelism for c in self.consumers)
+    channels: int  # size of the channel space its consumers' channels lie in
 
 
 @dataclass
@@ -314,7 +315,10 @@ def build_plan(sinks: list[Node], default_parallelism: int, max_parallelism: int
         st = new_stage(n, n.parallelism or default_parallelism, max_parallelism=mp)
         connect(st, n, 0, producers)
     exchanges = _exchanges(stages)
-    _check_acyclic(stages, exchanges)
+    if not _orderable(stages, exchanges):
+        # Grouped upstreams of separate components wait for each other in a circle: give
+        # every upstream stage an exchange of its own (the order is then the stages' own).
+        exchanges = _exchanges(stages, split_all=True)
     return Plan(stages, [n for n in nodes if n.kind == "source"], sinks, nodes, exchanges)
 
 
@@ -328,8 +332,13 @@ def _topological(nodes: list[Node]) -> bool:
     return True
 
 
-def _exchanges(stages: list[Stage]) -> list[Exchange]:
-    """Group stages into exchanges: the connected components of upstream -> consumer."""
+def _exchanges(stages: list[Stage], split_all: bool = False) -> list[Exchange]:
+    """Group stages into exchanges: the connected components of upstream -> consumer, each
+    one exchange, unless a consumer of the component feeds (directly or not) one of its
+    upstream stages, or ``split_all``; then every upstream of the component gets an
+    exchange of its own."""
+    for st in stages:
+        st.exchanges, st.out_exchange = [], None
     parent: dict[int, int] = {}
 
     def find(x: int) -> int:
@@ -342,46 +351,69 @@ def _exchanges(stages: list[Stage]) -> list[Exchange]:
     for st in stages:
         for e in st.inputs:
             parent[find(2 * e.up.id)] = find(2 * st.id + 1)
-    groups: dict[int, Exchange] = {}
-    out: list[Exchange] = []
+    components: dict[int, tuple[list[Stage], list[Stage]]] = {}
     for st in stages:  # consumers in stage order: channel offsets are stable
-        if not st.inputs:
-            continue
-        root = find(2 * st.id + 1)
-        ex = groups.get(root)
-        if ex is None:
-            ex = groups[root] = Exchange(len(out), [], [])
-            out.append(ex)
-        st.exchange = ex.id
-        st.channel_offset = ex.channels
-        ex.consumers.append(st)
+        if st.inputs:
+            comp = components.setdefault(find(2 * st.id + 1), ([], []))
+            st.channel_offset = sum(c.parallelism for c in comp[1])
+            comp[1].append(st)
     for st in stages:
         if st.outputs:
-            ex = groups[find(2 * st.id)]
-            ex.ups.append(st)
+            components[find(2 * st.id)][0].append(st)
+    out: list[Exchange] = []
+    for ups, consumers in components.values():
+        channels = sum(c.parallelism for c in consumers)
+        if split_all or _feeds_itself(ups, consumers):
+            parts = [([up], _consumers_of(up)) for up in ups]
+        else:
+            parts = [(ups, consumers)]
+        for part_ups, part_consumers in parts:
+            ex = Exchange(len(out), part_ups, part_consumers, channels)
+            out.append(ex)
+            for up in part_ups:
+                up.out_exchange = ex.id
+            for c in part_consumers:
+                c.exchanges.append(ex.id)
     return out
 
 
-def _check_acyclic(stages: list[Stage], exchanges: list[Exchange]) -> None:
-    """A consumer runs after every upstream stage of its exchange; refuse graphs where that
-    order has a cycle (a stream joined with a result computed from it through a shuffle that
-    the same exchange carries)."""
+def _consumers_of(up: Stage) -> list[Stage]:
+    """The stages ``up`` feeds, in stage order, each once."""
+    return sorted({e.down.id: e.down for e in up.outputs}.values(), key=lambda s: s.id)
+
+
+def _feeds_itself(ups: list[Stage], consumers: list[Stage]) -> bool:
+    """Whether a consumer of the group reaches one of its upstream stages downstream: one
+    shuffle of the group's upstreams would then have to run before itself."""
+    targets = {u.id for u in ups}
+    seen: set[int] = set()
+    stack = list(consumers)
+    while stack:
+        st = stack.pop()
+        if st.id in targets:
+            return True
+        if st.id in seen:
+            continue
+        seen.add(st.id)
+        stack.extend(e.down for e in st.outputs)
+    return False
+
+
+def _orderable(stages: list[Stage], exchanges: list[Exchange]) -> bool:
+    """Whether the stages can run in an order where every upstream of the exchanges a stage
+    reads runs before it."""
     state: dict[int, int] = {}  # 1: visiting, 2: done
 
-    def visit(st: Stage) -> None:
+    def visit(st: Stage) -> bool:
         if state.get(st.id) == 2:
-            return
+            return True
         if state.get(st.id) == 1:
-            raise ValueError(
-                f"sparkpoint cannot order the stages of this job: '{st.roots[0].name}' "
-                "would have to run before itself (a stream combined with a result derived "
-                "from it through another shuffle of the same upstream)"
-            )
+            return False
         state[st.id] = 1
-        if st.exchange is not None:
-            for up in exchanges[st.exchange].ups:
-                visit(up)
+        for ex_id in st.exchanges:
+            if not all(visit(up) for up in exchanges[ex_id].ups):
+                return False
         state[st.id] = 2
+        return True
 
-    for st in stages:
-        visit(st)
+    return all(visit(st) for st in stages)

@@ -148,3 +148,62 @@ def check_keyed_count_output(out_dir: str, n_events: int, n_keys: int) -> None:
     echoed = [o for o in out if o[0] == "rec"]
     assert len(echoed) == n_events and set(echoed) == recs
     assert {o[1]: (o[2], o[3]) for o in out if o[0] == "final"} == finals
+
+
+class NumbersAndTheirTotals(KeyedCoProcessFunction):
+    """Input 1: the numbers (echoed, counted); input 2: the running total of their key, as a
+    keyed reduce of the same numbers computes it (counted, the largest kept). At the end:
+    ``("final", key, numbers, totals, largest total)``."""
+
+    def __init__(self, injector: FailureInjector | None = None) -> None:
+        self.injector = injector
+
+    def open(self, runtime_context: Any) -> None:
+        self.numbers = runtime_context.get_state(ValueStateDescriptor("numbers", Types.LONG()))
+        self.totals = runtime_context.get_state(ValueStateDescriptor("totals", Types.LONG()))
+        self.largest = runtime_context.get_state(ValueStateDescriptor("largest", Types.LONG()))
+
+    def process_element1(self, value: Any, ctx: Any) -> Any:
+        if self.injector is not None:
+            self.injector.maybe_fail(value)
+        self.numbers.update((self.numbers.value() or 0) + 1)
+        ctx.timer_service().register_event_time_timer(END_OF_INPUT)
+        yield ("a", ctx.get_current_key(), value)
+
+    def process_element2(self, value: Any, ctx: Any) -> Any:
+        self.totals.update((self.totals.value() or 0) + 1)
+        self.largest.update(max(self.largest.value() or 0, value[1]))
+        return ()
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Any:
+        yield ("final", ctx.get_current_key(), self.numbers.value() or 0,
+               self.totals.value() or 0, self.largest.value() or 0)
+
+
+def joined_with_own_totals_job(
+    env: Any, out_dir: str, n_events: int, n_keys: int,
+    injector: FailureInjector | None = None,
+) -> None:
+    """numbers connected with their own running totals per key (a keyed reduce of the same
+    numbers): the graph in which each upstream needs a shuffle of its own."""
+    numbers = env.from_source(NumberSequenceSource(0, n_events - 1), None, "numbers")
+    keys = n_keys
+    totals = (numbers.map(lambda x: (x % keys, x)).uid("pair")
+              .key_by(lambda t: t[0]).reduce(lambda a, b: (a[0], a[1] + b[1])).uid("totals"))
+    (numbers.uid("numbers").connect(totals)
+        .key_by(lambda x: x % keys, lambda t: t[0])
+        .process(NumbersAndTheirTotals(injector)).uid("joined")
+        .sink_to(FileSink.for_row_format(out_dir, Encoder.simple_string_encoder()).build())
+        .uid("sink"))
+
+
+def expected_joined_with_own_totals(
+    n_events: int, n_keys: int
+) -> tuple[list[tuple[Any, ...]], dict[int, tuple[int, int, int]]]:
+    """The echoed numbers and, per key, (numbers, running totals, final total)."""
+    echoed = sorted(("a", x % n_keys, x) for x in range(n_events))
+    finals: dict[int, tuple[int, int, int]] = {}
+    for x in range(n_events):
+        n, t, s = finals.get(x % n_keys, (0, 0, 0))
+        finals[x % n_keys] = (n + 1, t + 1, s + x)
+    return echoed, finals

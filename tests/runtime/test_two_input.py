@@ -12,7 +12,13 @@ import pytest
 from sparkpoint.common import Configuration, RestartStrategies
 from sparkpoint.datastream import FileSystemCheckpointStorage, StreamExecutionEnvironment
 from sparkpoint.testing import FailureInjector
-from tests.runtime.jobs import expected_two_input_output, read_sink, two_input_job
+from tests.runtime.jobs import (
+    expected_joined_with_own_totals,
+    expected_two_input_output,
+    joined_with_own_totals_job,
+    read_sink,
+    two_input_job,
+)
 
 N_FIRST = 2500
 N_SECOND = 3100
@@ -57,6 +63,29 @@ def test_keyed_co_process_exact_under_failures(spark: Any, tmp_path: Any, times:
     assert inj.fired() == times
     assert result.restarts == (1 if times == 4 else 0)
     _check(out)
+
+
+@pytest.mark.parametrize("times", [1, 4], ids=["spark-retry", "job-restore"])
+def test_a_stream_connected_with_its_own_keyed_result_is_exact_under_failures(
+    spark: Any, tmp_path: Any, times: int
+) -> None:
+    """The numbers connected with their keys' running totals (a keyed reduce of the same
+    numbers): each upstream gets a shuffle of its own, the connected operator reads both.
+    Under a retried task or a job restore every number is echoed once and every key sees
+    each of its running totals once, the last being its sum."""
+    n, keys = 3000, 7
+    inj = FailureInjector(str(tmp_path / "inj"), n // 2 + 3, times=times)
+    env = _env(spark, tmp_path, 2)
+    out = str(tmp_path / "out")
+    joined_with_own_totals_job(env, out, n, keys, injector=inj)
+    result = env.execute("joined-with-own-totals")
+    assert inj.fired() == times
+    assert result.restarts == (1 if times == 4 else 0)
+    echoed, finals = expected_joined_with_own_totals(n, keys)
+    rows = read_sink(out)
+    assert sorted(o for o in rows if o[0] == "a") == echoed
+    assert {o[1]: o[2:] for o in rows if o[0] == "final"} == finals
+    assert len([o for o in rows if o[0] == "final"]) == keys
 
 
 def _stop_after(env: Any, epochs: int) -> str:
