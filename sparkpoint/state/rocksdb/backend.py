@@ -260,9 +260,13 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
     def commit_local(self, epoch: int, extra: bytes = b"") -> None:
         if self._tracking:
             pending = self._local.pending_writes
-            # Registry records (some are written outside epochs) travel with every entry.
+            # Registry records (some are written outside epochs) travel with every entry: the
+            # committed ones first, so pending ones (applied later) win.
+            registry = list(self._local.committed_entries(REGISTRY_PREFIX, REGISTRY_END))
+            values: list[bytes | None] = [v for _, v in registry]
+            values.extend(pending.values())
             self._changes = None if not pending else encode_entry("rocksdb", encode_kv_changes(
-                [*self._local.scan(REGISTRY_PREFIX, REGISTRY_END), *pending.items()]))
+                [k for k, _ in registry] + list(pending), values))
         self._local.commit(epoch, extra)
 
     # -- changelog -----------------------------------------------------------------------

@@ -293,6 +293,10 @@ class LocalRocksDB:
         pending = [(k, self._pending[k]) for k in pending_keys]
         yield from _merge(committed, pending)
 
+    def committed_entries(self, lower: bytes, upper: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Committed entries in ``[lower, upper)`` in key order, without pending writes."""
+        return _raw_iter(self.db, lower, upper)
+
     def scan_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Entries whose key starts with ``prefix``, pending writes applied."""
         return self.scan(prefix, prefix_upper_bound(prefix))
