@@ -311,3 +311,29 @@ def test_deletes_of_scanned_entries_revert_to_the_scanned_values(db) -> None:
     db.commit(2, b"")
     assert db.revert(1) is True
     assert dict(db.scan_prefix(p)) == {p + b"a": b"1", p + b"b": b"2"}
+
+
+def test_ranges_deleted_whole_commit_as_range_deletions(db) -> None:
+    """``delete_ranges``: the epoch's reads see every key deleted; the commit writes a range
+    deletion (a key written again after it survives, keys outside it too), and reverting
+    brings every key back."""
+    p = data_prefix(7, 1)
+    for i in range(50):
+        db.put(p + bytes([i]), b"v")
+    db.commit(1, b"")
+    db.db.flush()
+    lower, upper = p + bytes([10]), p + bytes([40])
+    db.put(p + bytes([20]), b"pending")  # pending in the range: scanned, deleted too
+    keys = [k for k, _ in db.scan(lower, upper)]
+    assert len(keys) == 30
+    db.delete_ranges([(lower, upper, keys)])
+    assert list(db.scan(lower, upper)) == []
+    assert db.get(p + bytes([15])) is None
+    db.put(p + bytes([33]), b"again")  # written again after its range was deleted
+    db.commit(2, b"")
+    assert dict(db.scan_prefix(p)) == {
+        **{p + bytes([i]): b"v" for i in [*range(10), *range(40, 50)]},
+        p + bytes([33]): b"again",
+    }
+    assert db.revert(1) is True
+    assert dict(db.scan_prefix(p)) == {p + bytes([i]): b"v" for i in range(50)}

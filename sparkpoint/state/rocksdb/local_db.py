@@ -109,6 +109,9 @@ class LocalRocksDB:
         self._unsorted: list[bytes] = []
         # committed value (None: absent) of every key read this epoch
         self._reads: dict[bytes, bytes | None] = {}
+        # ranges deleted whole this epoch, and the pending deletes they cover
+        self._ranges: list[tuple[bytes, bytes]] = []
+        self._ranged: set[bytes] = set()
         self._unflushed_bulk = False
         self._bulk: BulkLoader | None = None
         self._db: rocksdict.Rdict | None = None
@@ -248,6 +251,16 @@ class LocalRocksDB:
                 unsorted.append(key)
             pending[key] = None
 
+    def delete_ranges(self, ranges: Iterable[tuple[bytes, bytes, list[bytes]]]) -> None:
+        """Delete ranges ``[lower, upper)`` whose keys were all just read by ``scan`` (listed
+        with each range): the commit writes one range deletion instead of a delete per key
+        (reads of the epoch see each key deleted)."""
+        for lower, upper, keys in ranges:
+            if keys:
+                self.delete_scanned(keys)
+                self._ranges.append((lower, upper))
+                self._ranged.update(keys)
+
     @property
     def pending_writes(self) -> dict[bytes, bytes | None]:
         """This epoch's writes (None = delete); the dict object lives as long as the DB."""
@@ -265,6 +278,8 @@ class LocalRocksDB:
     def _clear_pending(self) -> None:
         self._pending.clear()
         self._reads.clear()
+        self._ranges.clear()
+        self._ranged.clear()
         self._sorted.clear()
         self._unsorted.clear()
 
@@ -367,11 +382,16 @@ class LocalRocksDB:
             self._write_pending()
 
     def _write_pending(self) -> None:
-        """Write every pending write in one ``WriteBatch`` and forget them."""
+        """Write every pending write in one ``WriteBatch`` and forget them (range deletions
+        first: a key written again after its range was deleted is put after it)."""
         batch = rocksdict.WriteBatch(raw_mode=True)
+        for lower, upper in self._ranges:
+            batch.delete_range(lower, upper)
+        ranged = self._ranged
         for key, value in self._pending.items():
             if value is None:
-                batch.delete(key)
+                if key not in ranged:
+                    batch.delete(key)
             else:
                 batch.put(key, value)
         self.db.write(batch)

@@ -140,12 +140,13 @@ class RocksDBTimerTable(RocksDBStateTable):
         """Remove every timer at or before ``limits[domain]``; returns ``(timestamp, domain,
         key, key group)`` of each (per key group in time order) and the earliest remaining
         timestamp per domain (``None``: none left). One bounded scan per key group and
-        domain, then one seek past it; the deletes come after every scan."""
+        domain, then one seek past it; each scanned range is deleted whole, after every
+        scan."""
         decode_key = self.meta.key_serializer.deserialize
         unpack = _TS.unpack_from
         db = self._db
         hits: list[tuple[int, int, Any, int]] = []
-        scanned: list[bytes] = []
+        scanned: list[tuple[bytes, bytes, list[bytes]]] = []
         earliest: list[int | None] = [None, None]
         for kg in key_groups:
             prefix = self._prefixes.get(kg)
@@ -156,10 +157,12 @@ class RocksDBTimerTable(RocksDBStateTable):
                 end = prefix + bytes((domain + 1,))
                 limit = limits[domain] + _OFFSET + 1
                 due_end = start + _TS.pack(limit) if limit < 1 << 64 else end
+                keys: list[bytes] = []
                 for raw_key, _ in db.scan(start, due_end):
                     hits.append((unpack(raw_key, 5)[0] - _OFFSET, domain,
                                  decode_key(raw_key[_HEADER:]), kg))
-                    scanned.append(raw_key)
+                    keys.append(raw_key)
+                scanned.append((start, due_end, keys))
                 if due_end != end:
                     for raw_key, _ in db.scan(due_end, end):
                         timestamp = _TS.unpack_from(raw_key, 5)[0] - _OFFSET
@@ -167,7 +170,7 @@ class RocksDBTimerTable(RocksDBStateTable):
                         if first is None or timestamp < first:
                             earliest[domain] = timestamp
                         break
-        db.delete_scanned(scanned)
+        db.delete_ranges(scanned)
         return hits, earliest
 
     def pop_map_entries(
