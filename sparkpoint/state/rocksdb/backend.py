@@ -133,8 +133,8 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         self._load_registry()
 
     def prefetch(self, keys: list[Any], key_groups: list[int]) -> None:
-        """One multi-get of the batch's entries of every state the job has obtained, except
-        MAP state (its entries are per user key); the records' point reads then hit."""
+        """Read the batch's entries of every state the job has obtained, except MAP state
+        (its entries are per user key), ahead of the records, whose point reads then hit."""
         for name in self._states:
             table = self._tables.get(name)
             if isinstance(table, RocksDBStateTable) and table.meta.kind is not StateKind.MAP:

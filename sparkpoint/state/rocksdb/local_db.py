@@ -30,7 +30,7 @@ import struct
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from typing import cast
+from typing import Any, cast
 
 import rocksdict
 
@@ -58,6 +58,9 @@ _UNREAD = object()  # read-cache miss (``None`` is a cached absent key)
 # (plus ``_SCAN_MIN_KEYS``), and only for at least ``_SCAN_MIN_KEYS`` keys.
 _SCAN_SLACK = 3
 _SCAN_MIN_KEYS = 64
+# Keys per multi-get: one multi-get of this many sorted keys cost 25-60% less per key than
+# point gets (rocksdict 0.3.29, 1M-5M keys); one of 100,000 keys cost more than chunks.
+_MULTI_GET_KEYS = 1000
 _OPEN_RETRY_SECONDS = 10.0
 _LOG = logging.getLogger(__name__)
 
@@ -196,8 +199,8 @@ class LocalRocksDB:
         """Read the committed values of ``keys`` not read or written yet this epoch, so that
         the ``get``s that follow are cache hits. In key order: while the keys are dense in
         the database (most entries passed are wanted) one ordered scan reads them (~5x
-        cheaper per entry than a point get), then point gets read the rest (in order:
-        neighbouring keys share blocks; rocksdict's multi-get costs more per key)."""
+        cheaper per entry than a point get), then multi-gets of sorted chunks read the rest
+        (neighbouring keys share blocks)."""
         pending, reads = self._pending, self._reads
         self._read_committed(sorted({k for k in keys if k not in reads and k not in pending}))
 
@@ -227,8 +230,12 @@ class LocalRocksDB:
                 for key in missing[done:]:  # after the last entry scanned
                     reads[key] = None
                 return
-        rest = missing[done:]
-        reads.update(zip(rest, map(self.db.get, rest)))
+        get = self.db.get
+        for start in range(done, len(missing), _MULTI_GET_KEYS):
+            chunk = missing[start:start + _MULTI_GET_KEYS]
+            # a list of keys gets a list of values (None: absent)
+            values = cast(list[bytes | None], get(cast(Any, chunk)))
+            reads.update(zip(chunk, values))
 
     def put(self, key: bytes, value: bytes) -> None:
         """Write ``key`` in the current epoch."""

@@ -53,8 +53,9 @@ class RocksDBStateTable(StateTable):
         return bytes(out)
 
     def prefetch(self, key_groups: list[int], keys: list[Any]) -> None:
-        """Read the entries of ``keys`` (not MAP state) in one multi-get before the records
-        that touch them run; remembers the entry keys of int keys for ``value_accessors``."""
+        """Read the entries of ``keys`` (not MAP state) before the records that touch them
+        run (``LocalRocksDB.prefetch``); remembers the entry keys of int keys for
+        ``value_accessors``."""
         prefixes = self._prefixes
         encode_key = self.meta.key_serializer.serialize
         raws = []
