@@ -38,9 +38,9 @@ checked to be exact.
   bytes uploaded per checkpoint against the state size, a full restore (a failure injected
   after the last data epoch's commit makes the job restore every subtask from its latest
   checkpoint: that epoch's seconds), peak RSS of the executor's Python workers;
-- ``parallelism``: the keyed count at ``--parallelism`` (128) against the two-stage Spark
-  floor of the same shape (``mapInArrow`` -> ``repartition(P)`` -> ``mapInArrow``) run in
-  the same session: per-epoch cost ratio;
+- ``parallelism``: the keyed count at each ``--parallelism`` (128 by default; several may
+  be given) against the two-stage Spark floor of the same shape (``mapInArrow`` ->
+  ``repartition(P)`` -> ``mapInArrow``) run in the same session: per-epoch cost ratio;
 - ``typed``: the keyed count without checkpoints, its map declared
   ``output_type=Types.TUPLE([Types.LONG(), Types.LONG()])`` (records converted and range
   checked at the shuffle, as PyFlink's coder does), alternated three times with the untyped
@@ -548,7 +548,7 @@ def main() -> None:
     parser.add_argument("--timer-events", type=int, default=1_000_000)
     parser.add_argument("--large-keys", type=int, default=10_000_000)
     parser.add_argument("--large-events", type=int, default=20_000_000)
-    parser.add_argument("--parallelism", type=int, default=128)
+    parser.add_argument("--parallelism", type=int, nargs="+", default=[128])
     parser.add_argument("--parallelism-events", type=int, default=400_000)
     parser.add_argument("--parallelism-epochs", type=int, default=4)
     args = parser.parse_args()
@@ -679,11 +679,11 @@ def run_cases(spark: Any, args: Any, work: str) -> None:
                       **{f"{name}_events_per_s": m for name, m in median.items()},
                       **{f"{name}_runs": v for name, v in rates.items()},
                       "typed_over_untyped": round(median["typed"] / median["untyped"], 3)})
-    if "parallelism" in args.cases:
+    for parallelism in args.parallelism if "parallelism" in args.cases else []:
         res = run_parallelism_case(spark, args.parallelism_events, 1_000,
-                                   os.path.join(work, "par"), args.parallelism,
+                                   os.path.join(work, "par"), parallelism,
                                    args.parallelism_epochs)
-        emit({"bench": "parallelism", "parallelism": args.parallelism,
+        emit({"bench": "parallelism", "parallelism": parallelism,
               "events": args.parallelism_events, "keys": 1_000, **res})
 
 

@@ -115,8 +115,9 @@ class RocksDBOptions(OptionGroup):
         _unset("Block cache size"),
     )
     USE_BLOOM_FILTER = ConfigOption(
-        "state.backend.rocksdb.use-bloom-filter", BOOLEAN, False,
-        "Whether SST files carry a bloom filter.",
+        "state.backend.rocksdb.use-bloom-filter", BOOLEAN, True,
+        "Whether SST files carry a bloom filter (on by default, unlike Flink: point reads "
+        "skip the files that cannot hold their key).",
     )
     BLOOM_FILTER_BITS_PER_KEY = ConfigOption(
         "state.backend.rocksdb.bloom-filter.bits-per-key", float_type(minimum=1.0), 10.0,

@@ -113,9 +113,21 @@ def test_options_survive_reopen(tmp_path) -> None:
     assert _options_file_values(path)["write_buffer_size"] == str(8 * 1024 * 1024)
 
 
+def test_bloom_filters_are_on_unless_turned_off(tmp_path) -> None:
+    for options, policy in (({}, "bloomfilter"),
+                            ({"state.backend.rocksdb.use-bloom-filter": "false"}, "nullptr")):
+        path = str(tmp_path / policy)
+        opts = build_db_options(PredefinedOptions.DEFAULT, options)
+        rocksdict.Rdict(path, opts, column_families={"default": opts}).close()
+        assert _options_file_values(path)["filter_policy"] == policy
+
+
 def test_effective_settings_and_sizes() -> None:
     settings = effective_settings(PredefinedOptions.FLASH_SSD_OPTIMIZED, {"max_open_files": "7"})
-    assert settings == {"increase_parallelism": 4, "use_fsync": False, "max_open_files": 7}
+    assert settings == {"increase_parallelism": 4, "use_fsync": False, "max_open_files": 7,
+                        "use_bloom_filter": True}
+    assert not effective_settings(PredefinedOptions.DEFAULT, {
+        "state.backend.rocksdb.use-bloom-filter": "false"})["use_bloom_filter"]
     assert parse_memory_size("64mb") == 64 * 1024 * 1024
     assert parse_memory_size("128 kb") == 128 * 1024
     assert parse_memory_size("1gb") == 1024**3
