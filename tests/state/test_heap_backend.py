@@ -536,19 +536,20 @@ def test_cached_tables_of_removed_state_are_freed(tmp_path) -> None:
     """A job's local state removed at its end (by any worker) frees this worker's cached
     tables of it at the next close, so finished jobs do not pile up in reused workers."""
     d = ValueStateDescriptor("v", Types.LONG())
-    ended = make(tmp_path, sub="ended")
-    ended.set_current_key(1)
-    ended.get_partitioned_state(d).update(1)
-    ended.commit_local(1)
-    ended.close()
-    assert cached_state_dirs() == [ended._dir]
+
+    def commit_one(sub: str) -> str:
+        b = make(tmp_path, sub=sub)
+        b.set_current_key(1)
+        b.get_partitioned_state(d).update(1)
+        b.commit_local(1)
+        b.close()
+        return b._dir
+
+    ended = commit_one("ended")
+    assert cached_state_dirs() == [ended]
     shutil.rmtree(os.path.join(str(tmp_path), "ended"))
-    running = make(tmp_path, sub="running")
-    running.set_current_key(1)
-    running.get_partitioned_state(d).update(1)
-    running.commit_local(1)
-    running.close()
-    assert cached_state_dirs() == [running._dir]
+    running = commit_one("running")
+    assert cached_state_dirs() == [running]
 
 
 def test_uncommitted_tables_are_not_cached(tmp_path) -> None:
