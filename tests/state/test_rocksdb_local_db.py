@@ -337,3 +337,23 @@ def test_ranges_deleted_whole_commit_as_range_deletions(db) -> None:
     }
     assert db.revert(1) is True
     assert dict(db.scan_prefix(p)) == {p + bytes([i]): b"v" for i in range(50)}
+
+
+@pytest.mark.parametrize("step", [1, 31])  # dense: one ordered scan; sparse: multi-gets
+def test_prefetch_caches_the_committed_values_of_dense_and_sparse_keys(db, step) -> None:
+    p = data_prefix(1, 1)
+    n = 200_000
+    for i in range(0, n, 2):  # even keys committed, odd ones absent
+        db.put(p + b"%06d" % i, b"v%d" % i)
+    db.commit(1, b"")
+    wanted = [p + b"%06d" % i for i in range(0, n, step)]
+    wanted += [p + b"999999", data_prefix(2, 1) + b"x"]  # past every entry
+    db.put(wanted[0], b"pending")
+    db.prefetch(reversed(wanted))
+    for key in wanted[1:]:  # behind the cache's back: prefetched reads must not see it
+        db.db.put(key, b"changed")
+    for key in wanted[1:]:
+        digits = key[len(p):]
+        i = int(digits) if digits.isdigit() else n
+        assert db.get(key) == (b"v%d" % i if i < n and i % 2 == 0 else None), key
+    assert db.get(wanted[0]) == b"pending"
