@@ -35,7 +35,7 @@ import pickle
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,6 +100,27 @@ def _deltas_by_key_group(commit: dict[str, Any]) -> dict[int, list[str]]:
         for kg in kgs:
             out.setdefault(kg, []).append(fname)
     return out
+
+
+def _queue_deltas(
+    pending: PendingBlocks, tables: Mapping[str, HeapStateTable],
+    deltas: Mapping[int, bytes], key_groups: Iterable[int],
+) -> None:
+    """Queue the pickled deltas ``deltas[kg]`` of ``key_groups`` over their blocks."""
+    for kg in key_groups:
+        for name, updates, deleted in pickle.loads(deltas[kg]):
+            table = tables.get(name)
+            if table is not None:
+                pending.add_delta(kg, table, updates, deleted)
+
+
+def _forget_group(
+    pending: PendingBlocks, tables: Mapping[str, HeapStateTable], key_group: int
+) -> None:
+    """Drop ``key_group`` from the pending blocks and the tables (it is replaced whole)."""
+    pending.drop(key_group)
+    for t in tables.values():
+        dict.pop(t.groups, key_group, None)
 
 
 class HeapKeyedStateBackend(AbstractKeyedStateBackend):
@@ -315,22 +336,14 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
                 reload.add(kg)
         pending = cached.pending
         for kg in reload:
-            pending.drop(kg)
-            for t in tables.values():
-                dict.pop(t.groups, kg, None)
+            _forget_group(pending, tables, kg)
             if kg in new_files:
                 fname, names = new_files[kg]
                 pending.add(kg, self._read_file(fname), [tables.get(n) for n in names])
         for fname, kgs in marker.get("deltas") or []:
             todo = [kg for kg in kgs if kg in reload or fname not in old_deltas.get(kg, ())]
-            if not todo:
-                continue
-            delta = pickle.loads(self._read_file(fname))
-            for kg in todo:
-                for name, updates, deleted in pickle.loads(delta[kg]):
-                    table = tables.get(name)
-                    if table is not None:
-                        pending.add_delta(kg, table, updates, deleted)
+            if todo:
+                _queue_deltas(pending, tables, pickle.loads(self._read_file(fname)), todo)
         return True
 
     def _load_commit(self, commit: dict[str, Any]) -> None:
@@ -342,12 +355,7 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         for kg_str, (fname, names) in commit["files"].items():
             self._pending.add(int(kg_str), self._read_file(fname), [tables.get(n) for n in names])
         for fname, kgs in commit.get("deltas", []):
-            delta = pickle.loads(self._read_file(fname))
-            for kg in kgs:
-                for name, updates, deleted in pickle.loads(delta[kg]):
-                    table = tables.get(name)
-                    if table is not None:
-                        self._pending.add_delta(kg, table, updates, deleted)
+            _queue_deltas(self._pending, tables, pickle.loads(self._read_file(fname)), kgs)
         for t in tables.values():
             t.mark_committed()
         self._tables = dict(tables)
@@ -486,19 +494,14 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
                     self._tables[meta.name] = self._create_table(meta)
             tables = self._heap_tables()
             for kg, entry in data["groups"].items():
-                self._pending.drop(kg)
-                for table in tables.values():
-                    dict.pop(table.groups, kg, None)
+                _forget_group(self._pending, tables, kg)
                 if entry is not None:
                     block, block_names = entry
                     self._pending.add(kg, block, [tables.get(m) if m else None
                                                   for m in block_names])
             if data.get("deltas"):
-                for kg, kg_delta in pickle.loads(data["deltas"]).items():
-                    for state_name, updates, deleted in pickle.loads(kg_delta):
-                        target = tables.get(state_name)
-                        if target is not None:
-                            self._pending.add_delta(kg, target, updates, deleted)
+                deltas = pickle.loads(data["deltas"])
+                _queue_deltas(self._pending, tables, deltas, deltas)
         self._states.clear()
         self._force_dirty = True
 

@@ -9,10 +9,10 @@ Key layout (raw bytes, so key-group iteration is a range scan):
 Writes of an epoch stay in memory (a write-back cache: one final value per key) until
 ``commit`` writes them, the epoch marker and the extra bytes in one ``WriteBatch``: the local
 state is always at an epoch boundary. Before it writes, ``commit`` takes a RocksDB checkpoint
-of the state it replaces (``<path>.undo``: hard links to the SST files, no data copied, the
-memtable being empty at that point), so ``revert`` can undo the last commit once by putting
-that copy back (a task retried by Spark never applies an epoch twice). The undo costs no
-write per key and no read of old values.
+of the state it replaces (``<path>.undo``: hard links to the SST files; a memtable still
+holding earlier writes is flushed to a new file first), so ``revert`` can undo the last
+commit once by putting that copy back (a task retried by Spark never applies an epoch
+twice). The undo costs no write per key and no read of old values.
 
 Committed values read during the epoch are kept (a read cache: committed data does not
 change within an epoch), so ``prefetch`` can read a batch's keys before the records that

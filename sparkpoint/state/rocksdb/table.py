@@ -174,22 +174,22 @@ class RocksDBStateTable(StateTable):
         """Scan every key group first, then delete the hits (no write between scans keeps
         the pending keys' sort intact)."""
         decode_uk = self.meta.decode_user_key
-        scanned: list[tuple[int, bytes, bytes, Any, bytes]] = []
+        scanned: list[tuple[int, bytes, bytes, Any]] = []
         for kg in key_groups:
             prefix = self._prefixes.get(kg)
             if prefix is None:
                 continue
-            for raw_key, value in self._db.scan_prefix(prefix):
+            for raw_key, _ in self._db.scan_prefix(prefix):
                 kb, ukb = split_entry_key(raw_key)
                 uk = decode_uk(ukb)
                 if select(uk):
-                    scanned.append((kg, raw_key, kb, uk, value))
-        self._db.delete_scanned([raw_key for _kg, raw_key, _kb, _uk, _value in scanned])
+                    scanned.append((kg, raw_key, kb, uk))
+        self._db.delete_scanned([raw_key for _kg, raw_key, _kb, _uk in scanned])
         decode_key = self.meta.decode_key
         hits: list[tuple[int, Any, Any]] = []
         last_kb: bytes | None = None
         key: Any = None
-        for kg, _raw, kb, uk, _value in scanned:
+        for kg, _raw, kb, uk in scanned:
             if kb != last_kb:
                 last_kb, key = kb, decode_key(kb)
             hits.append((kg, key, uk))

@@ -177,17 +177,17 @@ class RocksDBTimerTable(RocksDBStateTable):
         self, key_groups: Iterable[int], select: Callable[[Any], bool]
     ) -> list[tuple[int, Any, Any]]:
         decode_key = self.meta.decode_key
-        selected: list[tuple[int, bytes, bytes, tuple[int, int]]] = []
+        selected: list[tuple[int, bytes, tuple[int, int]]] = []
         for kg in key_groups:
             prefix = self._prefixes.get(kg)
             if prefix is None:
                 continue
-            for raw_key, value in self._db.scan_prefix(prefix):
+            for raw_key, _ in self._db.scan_prefix(prefix):
                 _kb, domain, timestamp = TimerCodec.split(raw_key)
                 if select((domain, timestamp)):
-                    selected.append((kg, raw_key, value, (domain, timestamp)))
-        self._db.delete_scanned([raw_key for _kg, raw_key, _value, _uk in selected])
-        return [(kg, decode_key(raw_key[_HEADER:]), uk) for kg, raw_key, _v, uk in selected]
+                    selected.append((kg, raw_key, (domain, timestamp)))
+        self._db.delete_scanned([raw_key for _kg, raw_key, _uk in selected])
+        return [(kg, decode_key(raw_key[_HEADER:]), uk) for kg, raw_key, uk in selected]
 
     # -- enumeration and canonical bytes -------------------------------------------------
 
