@@ -76,7 +76,10 @@ class RocksDBOptions(OptionGroup):
     )
     COMPACTION_STYLE: ConfigOption[str | None] = ConfigOption(
         "state.backend.rocksdb.compaction.style", enum_type("LEVEL", "UNIVERSAL", "FIFO"), None,
-        _unset("Compaction style"),
+        "Compaction style; unset: the predefined profile's value, else UNIVERSAL (Flink's "
+        "default is LEVEL: every epoch flushes a file, which levelled compaction merges into "
+        "the level holding all the state). With UNIVERSAL, compactions start at 8 sorted "
+        "runs unless the rocksdict option level_zero_file_num_compaction_trigger is set.",
     )
     USE_DYNAMIC_LEVEL_SIZE: ConfigOption[bool | None] = ConfigOption(
         "state.backend.rocksdb.compaction.level.use-dynamic-size", BOOLEAN, None,

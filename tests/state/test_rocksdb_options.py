@@ -22,7 +22,7 @@ def _options_file_values(db_dir: str) -> dict[str, str]:
     values: dict[str, str] = {}
     with open(latest) as f:
         for line in f:
-            m = re.match(r"\s*([a-z_]+)=(.*)$", line.rstrip())
+            m = re.match(r"\s*([a-z0-9_]+)=(.*)$", line.rstrip())
             if m:
                 values.setdefault(m.group(1), m.group(2))
     return values
@@ -76,8 +76,11 @@ def test_spinning_disk_and_flash_profiles(tmp_path) -> None:
 
 def test_default_profile_keeps_rocksdb_defaults(tmp_path) -> None:
     values, cache = _open_and_read(tmp_path, PredefinedOptions.DEFAULT)
-    # Only use_fsync is set; the rest are RocksDB 9's own defaults.
+    # use_fsync, bloom filters and universal compaction (compacting at 8 sorted runs) are
+    # set; the rest are RocksDB 9's own defaults.
     assert values["use_fsync"] == "false"
+    assert values["compaction_style"] == "kCompactionStyleUniversal"
+    assert values["level0_file_num_compaction_trigger"] == "8"
     assert values["max_background_jobs"] == "2"
     assert values["block_size"] == "4096"
     assert values["write_buffer_size"] == str(64 * 1024 * 1024)
@@ -125,7 +128,8 @@ def test_bloom_filters_are_on_unless_turned_off(tmp_path) -> None:
 def test_effective_settings_and_sizes() -> None:
     settings = effective_settings(PredefinedOptions.FLASH_SSD_OPTIMIZED, {"max_open_files": "7"})
     assert settings == {"increase_parallelism": 4, "use_fsync": False, "max_open_files": 7,
-                        "use_bloom_filter": True}
+                        "use_bloom_filter": True, "compaction_style": "universal",
+                        "level_zero_file_num_compaction_trigger": 8}
     assert not effective_settings(PredefinedOptions.DEFAULT, {
         "state.backend.rocksdb.use-bloom-filter": "false"})["use_bloom_filter"]
     assert parse_memory_size("64mb") == 64 * 1024 * 1024
@@ -156,3 +160,17 @@ def test_bad_options_are_refused(options: dict, message: str) -> None:
 def test_unknown_profile_is_refused() -> None:
     with pytest.raises(ValueError, match="Unknown PredefinedOptions value 9"):
         build_db_options(9)
+
+
+def test_compaction_trigger_default_is_only_for_universal_compaction(tmp_path) -> None:
+    # A profile or user that asks for levelled compaction keeps RocksDB's level-0 trigger.
+    values, _ = _open_and_read(tmp_path, PredefinedOptions.SPINNING_DISK_OPTIMIZED)
+    assert values["compaction_style"] == "kCompactionStyleLevel"
+    assert values["level0_file_num_compaction_trigger"] == "4"
+    level = effective_settings(options={"state.backend.rocksdb.compaction.style": "LEVEL"})
+    assert level["compaction_style"] == "level"
+    assert "level_zero_file_num_compaction_trigger" not in level
+    # A trigger the user sets wins over the default.
+    own = effective_settings(options={"set_level_zero_file_num_compaction_trigger": 3})
+    assert own["compaction_style"] == "universal"
+    assert own["level_zero_file_num_compaction_trigger"] == 3
