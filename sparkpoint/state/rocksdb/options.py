@@ -92,9 +92,9 @@ _PROFILES: dict[int, dict[str, Any]] = {
 
 _R = RocksDBOptions
 _DEFAULT_COMPACTION_STYLE = "universal"
-# With universal compaction: the sorted runs that start a compaction (RocksDB's default is
-# 4; 8 halves the merges of an epoch's file into its neighbours, reads stay cheap with the
-# bloom filters).
+# With universal compaction: the sorted runs that start a compaction. RocksDB's default is
+# 4; with 8, each epoch's small file is merged less often (10M keys: checkpoints uploaded
+# 616 MB instead of 766 MB, at the same throughput; bloom filters keep reads cheap).
 _SORTED_RUNS_TRIGGER = "level_zero_file_num_compaction_trigger"
 _DEFAULT_SORTED_RUNS_TRIGGER = 8
 # rocksdict setting name -> the Flink option that sets it.
