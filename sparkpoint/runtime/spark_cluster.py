@@ -72,8 +72,9 @@ class SparkCluster:
             self._known[executor_id] = ExecutorSlot(executor_id, host, max(1, cores))
 
     def base_rdd(self, partitions: int) -> Any:
-        """A JavaRDD of ``partitions`` partitions holding one empty element each."""
-        return self._parallel(partitions, 1, ())
+        """A JavaRDD of ``partitions`` partitions holding one empty element each (cached,
+        as ``pinned_rdd``: building it costs several Py4J calls per epoch)."""
+        return self.pinned_rdd([""] * partitions, 1)
 
     def pinned_rdd(self, locations: Sequence[str], per_partition: int) -> Any:
         """A JavaRDD whose partition ``i`` prefers ``locations[i]`` ("" for none) and holds
