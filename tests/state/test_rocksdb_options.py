@@ -74,7 +74,7 @@ def test_spinning_disk_and_flash_profiles(tmp_path) -> None:
     assert values["use_fsync"] == "false"
 
 
-def test_default_profile_keeps_rocksdb_defaults(tmp_path) -> None:
+def test_default_profile_sets_sparkpoint_defaults_and_keeps_rocksdb_ones(tmp_path) -> None:
     values, cache = _open_and_read(tmp_path, PredefinedOptions.DEFAULT)
     # use_fsync, bloom filters and universal compaction (compacting at 8 sorted runs) are
     # set; the rest are RocksDB 9's own defaults.
