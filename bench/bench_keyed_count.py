@@ -428,10 +428,15 @@ def run_large_case(
     restore_epochs = [e.seconds for e in result.epoch_reports if e.failover is not None]
     normal = [e.seconds for e in result.epoch_reports if e.failover is None]
     sizes = [s.state_size for s in stats]
+    longest = max(stats, key=lambda s: s.duration_ms, default=None)
     return {
         **res, **rss,
         "injected_failures": injector.fired(),
-        "checkpoint_ms_max": max((s.duration_ms for s in stats), default=0),
+        "checkpoint_ms_max": longest.duration_ms if longest is not None else 0,
+        # the epoch that triggered it, and the seconds of each epoch from then on
+        "checkpoint_max_epochs_seconds": [] if longest is None else [
+            [e.epoch, round(e.seconds, 2)] for e in result.epoch_reports
+            if e.epoch >= longest.epoch][:4],
         "checkpoint_state_bytes_max": max(sizes, default=0),
         "uploaded_bytes_per_checkpoint": uploads,
         "uploaded_over_state_last": round(uploads[-1] / sizes[-1], 4) if uploads and sizes
