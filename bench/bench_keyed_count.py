@@ -34,8 +34,9 @@ checked to be exact.
   register an event-time timer whose firing reads the state and emits (the extra cost of N
   timers, registered and fired, against the cost of N records);
 - ``large``: RocksDB, ``--large-keys`` keys (10,000,000) and ``--large-events`` events,
-  incremental checkpoints every second (all retained): throughput, checkpoint duration,
-  bytes uploaded per checkpoint against the state size, a full restore (a failure injected
+  incremental checkpoints every second (all retained): throughput, checkpoint duration
+  (and the epochs the longest one spans), bytes uploaded per checkpoint against the state
+  size, a full restore (a failure injected
   after the last data epoch's commit makes the job restore every subtask from its latest
   checkpoint: that epoch's seconds), peak RSS of the executor's Python workers;
 - ``parallelism``: the keyed count at each ``--parallelism`` (128 by default; several may
