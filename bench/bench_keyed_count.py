@@ -36,9 +36,9 @@ checked to be exact.
 - ``large``: RocksDB, ``--large-keys`` keys (10,000,000) and ``--large-events`` events,
   incremental checkpoints every second (all retained): throughput, checkpoint duration
   (and the epochs the longest one spans), bytes uploaded per checkpoint against the state
-  size, a full restore (a failure injected
-  after the last data epoch's commit makes the job restore every subtask from its latest
-  checkpoint: that epoch's seconds), peak RSS of the executor's Python workers;
+  size, a full restore (a failure injected after the last data epoch's commit makes the
+  job restore every subtask from its latest checkpoint: that epoch's seconds), peak RSS of
+  the executor's Python workers;
 - ``parallelism``: the keyed count at each ``--parallelism`` (128 by default; several may
   be given) against the two-stage Spark floor of the same shape (``mapInArrow`` ->
   ``repartition(P)`` -> ``mapInArrow``) run in the same session: per-epoch cost ratio;

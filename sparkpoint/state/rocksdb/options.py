@@ -159,13 +159,11 @@ def effective_settings(
 ) -> dict[str, Any]:
     """The settings applied for a profile plus user options (user options win)."""
     PredefinedOptions.name_of(predefined_options)
-    # sparkpoint's defaults where the profile sets nothing (Flink's differ, see
-    # docs/architecture.md): bloom filters, so a point read skips every SST that cannot hold
-    # its key (10M-key keyed count on local[2]: 97k ev/s with filters, 80k without), and
-    # universal compaction. Every task reopens its database, so every epoch flushes a file;
-    # levelled compaction merges each few of them into the level holding all the state
-    # (10M keys: 94k ev/s, 750 MB uploaded by 52 checkpoints, at most 157 MB by one),
-    # universal compaction merges sorted runs of similar size (107k ev/s, 616 MB, 74 MB).
+    # sparkpoint's defaults where the profile sets nothing; Flink's differ
+    # (docs/architecture.md says why, docs/benchmarks.md has the measurements): bloom
+    # filters (a point read skips every SST that cannot hold its key) and universal
+    # compaction (every task reopens its database, so every epoch flushes a file, which
+    # levelled compaction keeps merging into the level holding all the state).
     settings = {"use_bloom_filter": _R.USE_BLOOM_FILTER.default,
                 "compaction_style": _DEFAULT_COMPACTION_STYLE}
     settings.update(_PROFILES[int(predefined_options)])
