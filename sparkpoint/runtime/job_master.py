@@ -45,6 +45,7 @@ from sparkpoint.runtime.coordinator import (
 )
 from sparkpoint.runtime.epoch import EpochRunner, ExecutorsLost, final_stage_ids, routing
 from sparkpoint.runtime.executor import DRIVER_EXECUTOR_ID
+from sparkpoint.runtime.failures import short_error, unloadable_task
 from sparkpoint.runtime.graph import Plan
 from sparkpoint.runtime.master_state import JobMasterState
 from sparkpoint.runtime.placement import Move, Placement
@@ -803,15 +804,21 @@ class JobMaster:
                 exc = again
 
     def _failover(self, exc: BaseException) -> None:
-        _LOG.warning("Job %s epoch %d failed: %s", self.job_id, self.epoch, _short(exc))
+        _LOG.warning("Job %s epoch %d failed: %s", self.job_id, self.epoch, short_error(exc))
         _LOG.debug("Job %s epoch %d failed; the whole error:", self.job_id, self.epoch,
                    exc_info=exc)
+        unloadable = unloadable_task(exc)
+        if unloadable is not None:
+            self._terminate(JobStatus.FAILED)
+            raise JobExecutionError(
+                f"Job {self.s.job_name!r} ({self.job_id}) cannot run: {unloadable}."
+            ) from exc
         self.restart.notify_failure(exc)
         if not self.restart.can_restart():
             self._terminate(JobStatus.FAILED)
             raise JobExecutionError(
                 f"Job {self.s.job_name!r} ({self.job_id}) failed after {self.restarts} "
-                f"restarts: {_short(exc)}"
+                f"restarts: {short_error(exc)}"
             ) from exc
         self.status = JobStatus.RESTARTING
         backoff = self.restart.get_backoff_time_ms()
@@ -826,7 +833,7 @@ class JobMaster:
         self.recovery.reset(latest, self.epoch)
         self._restore_causes.clear()
         event = FailoverEvent(
-            self.epoch, self.incarnation, latest.checkpoint_id if latest else None, _short(exc)
+            self.epoch, self.incarnation, latest.checkpoint_id if latest else None, short_error(exc)
         )
         self.failovers.append(event)
         self._last_failover = event
@@ -903,18 +910,3 @@ def _content(handle: Any) -> Any:
         (name, meta.offsets) for name, meta in handle.state_name_to_partition_offsets.items()
     ))
     return getattr(handle.delegate, "data", handle.delegate), offsets
-
-
-def _short(exc: BaseException) -> str:
-    """The innermost Python exception line of a (Spark-wrapped) failure."""
-    import re
-
-    text = str(exc)
-    found = [
-        m
-        for m in re.findall(r"^([\w.]+(?:Error|Exception|Failure|Exit)\b.*)$", text, re.MULTILINE)
-        if not m.startswith(("org.", "java.", "scala.", "py4j.", "pyspark."))
-    ]
-    if found:
-        return found[-1][:500]
-    return text.splitlines()[0][:500] if text else type(exc).__name__

@@ -1,0 +1,53 @@
+"""How the job master reads a failed epoch: the error line to report, and failures that no
+restart can fix (Flink's ``ThrowableClassifier`` and its non-recoverable errors).
+
+A Python worker that cannot unpickle the task Spark sent it (PySpark's ``read_command``)
+fails before any user code runs, the same way on every attempt: a module the job's
+functions live in, or sparkpoint itself, is missing from the executor's Python, or the
+executor has another version of it. Restarting from a checkpoint runs the same task again,
+so the job fails at once with what to do, whatever its restart strategy allows.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["short_error", "unloadable_task"]
+
+_ERROR_LINE = re.compile(r"^([\w.]+(?:Error|Exception|Failure|Exit)\b.*)$", re.MULTILINE)
+_JVM_PREFIXES = ("org.", "java.", "scala.", "py4j.", "pyspark.")
+# PySpark's worker unpickles the task's function (with every user function in it) here.
+_LOADING_THE_TASK = "in read_command"
+_LOAD_ERRORS = ("ModuleNotFoundError", "ImportError", "AttributeError")
+
+
+def short_error(exc: BaseException) -> str:
+    """The innermost Python exception line of a (Spark-wrapped) failure."""
+    text = str(exc)
+    found = [m for m in _ERROR_LINE.findall(text) if not m.startswith(_JVM_PREFIXES)]
+    if found:
+        return str(found[-1])[:500]
+    return text.splitlines()[0][:500] if text else type(exc).__name__
+
+
+def unloadable_task(exc: BaseException) -> str | None:
+    """What to tell the user when ``exc`` (or an exception it was raised from) is a Python
+    worker failing to load its task; None for every other failure."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        text = str(current)
+        if _LOADING_THE_TASK in text:
+            line = short_error(current)
+            if line.startswith(_LOAD_ERRORS):
+                return (
+                    f"a Python worker could not load the job's tasks ({line}). Every "
+                    "executor's Python must import sparkpoint and the modules that define "
+                    "the job's functions, in the driver's versions: install them there "
+                    "(spark.pyspark.python, or a packed environment in spark.archives) or "
+                    "ship them with spark.submit.pyFiles or SparkContext.addPyFile. A "
+                    "restart runs the same tasks, so the job does not restart"
+                )
+        current = current.__cause__ or current.__context__
+    return None
