@@ -1,11 +1,13 @@
 """How the job master reads a failed epoch: the error line to report, and failures that no
 restart can fix (Flink's ``ThrowableClassifier`` and its non-recoverable errors).
 
-A Python worker that cannot unpickle the task Spark sent it (PySpark's ``read_command``)
-fails before any user code runs, the same way on every attempt: a module the job's
-functions live in, or sparkpoint itself, is missing from the executor's Python, or the
-executor has another version of it. Restarting from a checkpoint runs the same task again,
-so the job fails at once with what to do, whatever its restart strategy allows.
+A Python worker that cannot run the task Spark sent it fails before any user code runs,
+the same way on every attempt: its Python is another minor version than the driver's
+(PySpark's ``PYTHON_VERSION_MISMATCH``), or it cannot unpickle the task (PySpark's
+``read_command``) because a module the job's functions live in, or sparkpoint itself, is
+missing from the executor's Python or is another version there. Restarting from a
+checkpoint runs the same task again, so the job fails at once with what to do, whatever
+its restart strategy allows.
 """
 
 from __future__ import annotations
@@ -15,18 +17,22 @@ import re
 __all__ = ["short_error", "unloadable_task"]
 
 _ERROR_LINE = re.compile(r"^([\w.]+(?:Error|Exception|Failure|Exit)\b.*)$", re.MULTILINE)
-_JVM_PREFIXES = ("org.", "java.", "scala.", "py4j.", "pyspark.")
+_JVM_PREFIXES = ("org.", "java.", "scala.", "py4j.")
+_PYSPARK = re.compile(r"^pyspark\.[\w.]*\.(?=\w+:)")
 # PySpark's worker unpickles the task's function (with every user function in it) here.
 _LOADING_THE_TASK = "in read_command"
 _LOAD_ERRORS = ("ModuleNotFoundError", "ImportError", "AttributeError")
+_VERSION_MISMATCH = "[PYTHON_VERSION_MISMATCH]"
 
 
 def short_error(exc: BaseException) -> str:
-    """The innermost Python exception line of a (Spark-wrapped) failure."""
+    """The innermost Python exception line of a (Spark-wrapped) failure: the user's or
+    Python's error if there is one, else PySpark's own (without its module path)."""
     text = str(exc)
     found = [m for m in _ERROR_LINE.findall(text) if not m.startswith(_JVM_PREFIXES)]
-    if found:
-        return str(found[-1])[:500]
+    ours = [m for m in found if not m.startswith("pyspark.")]
+    if ours or found:
+        return _PYSPARK.sub("", str((ours or found)[-1]))[:500]
     return text.splitlines()[0][:500] if text else type(exc).__name__
 
 
@@ -38,6 +44,13 @@ def unloadable_task(exc: BaseException) -> str | None:
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         text = str(current)
+        if _VERSION_MISMATCH in text:
+            line = short_error(current).rstrip(".")
+            return (
+                f"the executors' Python is another minor version than the driver's ({line}). "
+                "Point spark.pyspark.python (PYSPARK_PYTHON) at the driver's Python version "
+                "on every executor. A restart runs the same tasks, so the job does not restart"
+            )
         if _LOADING_THE_TASK in text:
             line = short_error(current)
             if line.startswith(_LOAD_ERRORS):

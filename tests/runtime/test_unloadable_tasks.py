@@ -1,8 +1,13 @@
 """A job whose tasks the Python workers cannot load fails at once, with what to do, instead
-of restarting without end (real Spark: the modules exist on the driver only)."""
+of restarting without end (real Spark: modules that exist on the driver only, executors
+running another Python version)."""
 
 from __future__ import annotations
 
+import glob
+import os
+import shutil
+import subprocess
 import sys
 import time
 from typing import Any
@@ -88,3 +93,62 @@ def test_an_import_error_in_user_code_goes_through_the_restart_strategy(
     assert f"failed after {_RESTARTS} restarts" in text
     assert "ModuleNotFoundError: No module named 'sparkpoint_module_nowhere'" in text
     assert "cannot run" not in text
+
+
+def _python_of_another_minor_version() -> str | None:
+    """An installed Python 3.9+ whose minor version differs from this one's, if any."""
+    ours = "{}.{}".format(*sys.version_info[:2])
+    candidates = [shutil.which(f"python3.{minor}") for minor in range(9, 16)]
+    candidates += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python3")))
+    for exe in filter(None, candidates):
+        try:
+            version = subprocess.run(
+                [exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                capture_output=True, text=True, timeout=30, check=True,
+            ).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            continue  # e.g. a pyenv shim of a version that is not selected
+        if version != ours and tuple(map(int, version.split("."))) >= (3, 9):
+            return exe
+    return None
+
+
+_VERSION_DRIVER = """
+import sys
+from sparkpoint.common import RestartStrategies
+from sparkpoint.connectors.sink import CollectSink
+from sparkpoint.datastream import FileSystemCheckpointStorage, StreamExecutionEnvironment
+from sparkpoint.datastream.connectors.number_seq import NumberSequenceSource
+from sparkpoint.errors import JobExecutionError
+from sparkpoint.runtime.session import get_spark_session
+
+env = StreamExecutionEnvironment.get_execution_environment(spark=get_spark_session("local[1]"))
+env.enable_checkpointing(100)
+env.get_checkpoint_config().set_checkpoint_storage(FileSystemCheckpointStorage(sys.argv[1]))
+env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 0))
+env.from_source(NumberSequenceSource(0, 9), None, "n").map(lambda x: x).sink_to(CollectSink())
+try:
+    env.execute("other-python")
+except JobExecutionError as e:
+    print("JOB ERROR:", e)
+"""
+
+
+@pytest.mark.spark  # a driver of its own: the executors' Python is fixed per SparkContext
+def test_executors_on_another_python_version_fail_the_job_without_restarts(
+    tmp_path: Any,
+) -> None:
+    other = _python_of_another_minor_version()
+    if other is None:
+        pytest.skip("no Python 3.9+ of another minor version is installed")
+    env = dict(os.environ, PYSPARK_PYTHON=other, SPARK_LOCAL_IP="127.0.0.1")
+    done = subprocess.run(
+        [sys.executable, "-c", _VERSION_DRIVER, (tmp_path / "ckpt").as_uri()],
+        capture_output=True, text=True, timeout=300, env=env,
+    )
+    line = next((x for x in done.stdout.splitlines() if x.startswith("JOB ERROR:")), "")
+    assert "cannot run: the executors' Python is another minor version" in line, (
+        done.stdout[-2000:] + done.stderr[-3000:]
+    )
+    assert "[PYTHON_VERSION_MISMATCH]" in line and "spark.pyspark.python" in line
+    assert "restarts:" not in line
