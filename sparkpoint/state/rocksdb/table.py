@@ -58,15 +58,22 @@ class RocksDBStateTable(StateTable):
         ``value_accessors``."""
         prefixes = self._prefixes
         encode_key = self.meta.key_serializer.serialize
+        ints = set(map(type, keys)) == {int}  # 1 == True == 1.0 must not share an entry key
+        # A batch repeats its keys (by the batch's size over the key count): encode each
+        # int key once. Other keys are encoded per record (a key equal to another of another
+        # type has another entry key).
+        pairs = dict(zip(keys, key_groups)).items() if ints else zip(keys, key_groups)
+        distinct = []
         raws = []
-        for kg, key in zip(key_groups, keys):
+        for key, kg in pairs:
             kb = encode_key(key)
+            distinct.append(key)
             raws.append(prefixes[kg] + bytes((len(kb),)) + kb if len(kb) < 0x80
                         else self._key_prefix(kg, key))
         by_key = self._prefetched
         by_key.clear()
-        if set(map(type, keys)) == {int}:  # 1 == True == 1.0 must not share an entry key
-            by_key.update(zip(keys, raws))
+        if ints:
+            by_key.update(zip(distinct, raws))
         self._db.prefetch(raws)
 
     # -- VALUE / LIST / REDUCING / AGGREGATING -----------------------------------------
