@@ -267,6 +267,10 @@ def assign_key_groups_int64(keys: Any, max_parallelism: int) -> np.ndarray:
 def int64_key_groups(keys: Sequence[Any], max_parallelism: int) -> np.ndarray | None:
     """Key groups of a batch of keys in one vectorised pass when every key is a Python
     ``int`` that fits int64 (the common case); ``None`` when some key is not."""
-    if not keys or set(map(type, keys)) != {int} or min(keys) < -(2**63) or max(keys) >= 2**63:
+    if not keys or set(map(type, keys)) != {int}:
         return None
-    return assign_key_groups_int64(np.fromiter(keys, np.int64, len(keys)), max_parallelism)
+    try:
+        arr = np.fromiter(keys, np.int64, len(keys))
+    except OverflowError:  # some key does not fit int64
+        return None
+    return assign_key_groups_int64(arr, max_parallelism)

@@ -23,6 +23,7 @@ from sparkpoint.state.key_groups import (
     compute_key_group_for_key_hash,
     compute_key_group_range_for_operator_index,
     compute_operator_index_for_key_group,
+    int64_key_groups,
     key_hash,
     murmur_hash,
     row_hash,
@@ -175,3 +176,20 @@ def test_vectorised_assignment_matches(values: list[int], max_p: int) -> None:
     expected = [assign_to_key_group(v, max_p) for v in values]
     assert assign_key_groups_int64(arr, max_p).tolist() == expected
     assert assign_key_groups_int64(pa.array(values, pa.int64()), max_p).tolist() == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(-(2**64), 2**64), max_size=50), st.integers(1, 32767))
+def test_batch_assignment_of_python_ints(values: list[int], max_p: int) -> None:
+    groups = int64_key_groups(values, max_p)
+    if not values or not all(-(2**63) <= v < 2**63 for v in values):
+        assert groups is None  # the per-key path serves them
+    else:
+        assert groups is not None
+        assert groups.tolist() == [assign_to_key_group(v, max_p) for v in values]
+
+
+def test_batch_assignment_refuses_keys_that_are_not_ints() -> None:
+    assert int64_key_groups([1, True], 128) is None  # a bool key hashes as a bool
+    assert int64_key_groups([1, 2.0], 128) is None
+    assert int64_key_groups([1, "a"], 128) is None
