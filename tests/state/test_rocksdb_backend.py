@@ -550,3 +550,23 @@ def test_a_failed_meta_stream_leaves_no_file_in_shared(tmp_path) -> None:
         b.snapshot(1, Factory())()
     assert os.listdir(access.shared_state_directory) == []
     assert os.listdir(os.path.join(access.checkpoints_directory, "chk-1")) == []
+
+
+def test_prefetch_of_a_batch_with_repeated_and_equal_keys_reads_each_entry(tmp_path) -> None:
+    """A batch repeats keys, and 1 == True has two entries: after a prefetch of the batch,
+    every record reads its own key's committed value."""
+    b = _backend(tmp_path)
+    state = b.get_partitioned_state(V)
+    for key, value in [(k, 100 + k) for k in range(50)] + [(True, 7), (1.0, 8)]:
+        b.set_current_key(key)
+        state.update(value)
+    b.commit_local(1)
+    for batch in ([k % 50 for k in range(400)], [1, True, 1.0, 3, 1, True, 1.0, 3]):
+        b.prefetch(batch, [b.key_group_of(k) for k in batch])
+        expected = {k: 100 + k for k in range(50)}
+        got = []
+        for key in batch:
+            b.set_current_key(key)
+            got.append(state.value())
+        want = [7 if k is True else 8 if type(k) is float else expected[k] for k in batch]
+        assert got == want
