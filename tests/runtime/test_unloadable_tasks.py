@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from typing import Any
 
 import pytest
@@ -47,9 +46,7 @@ def test_a_module_only_the_driver_has_fails_the_job_without_restarts(
     import sparkpoint_driver_only_fns as fns
 
     try:
-        started = time.monotonic()
         error = _run(env, tmp_path, fns.double)
-        seconds = time.monotonic() - started
     finally:
         sys.modules.pop("sparkpoint_driver_only_fns", None)
     text = str(error)
@@ -58,7 +55,6 @@ def test_a_module_only_the_driver_has_fails_the_job_without_restarts(
     assert "spark.archives" in text and "addPyFile" in text
     assert "restarts:" not in text  # the restart strategy was never asked
     assert "read_command" in str(error.__cause__)  # Spark's own error is kept as the cause
-    assert seconds < 60
 
 
 def test_a_function_missing_from_the_executors_module_fails_the_job_without_restarts(
