@@ -30,9 +30,9 @@ def short_error(exc: BaseException) -> str:
     Python's error if there is one, else PySpark's own (without its module path)."""
     text = str(exc)
     found = [m for m in _ERROR_LINE.findall(text) if not m.startswith(_JVM_PREFIXES)]
-    ours = [m for m in found if not m.startswith("pyspark.")]
-    if ours or found:
-        return _PYSPARK.sub("", str((ours or found)[-1]))[:500]
+    chosen = [m for m in found if not m.startswith("pyspark.")] or found
+    if chosen:
+        return _PYSPARK.sub("", str(chosen[-1]))[:500]
     return text.splitlines()[0][:500] if text else type(exc).__name__
 
 

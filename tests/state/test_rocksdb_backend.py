@@ -561,9 +561,9 @@ def test_prefetch_of_a_batch_with_repeated_and_equal_keys_reads_each_entry(tmp_p
         b.set_current_key(key)
         state.update(value)
     b.commit_local(1)
+    expected = {k: 100 + k for k in range(50)}
     for batch in ([k % 50 for k in range(400)], [1, True, 1.0, 3, 1, True, 1.0, 3]):
         b.prefetch(batch, [b.key_group_of(k) for k in batch])
-        expected = {k: 100 + k for k in range(50)}
         got = []
         for key in batch:
             b.set_current_key(key)

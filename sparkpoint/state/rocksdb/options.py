@@ -93,8 +93,8 @@ _PROFILES: dict[int, dict[str, Any]] = {
 _R = RocksDBOptions
 _DEFAULT_COMPACTION_STYLE = "universal"
 # With universal compaction: the sorted runs that start a compaction. RocksDB's default is
-# 4; with 8, each epoch's small file is merged less often (10M keys: checkpoints uploaded
-# 616 MB instead of 766 MB, at the same throughput; bloom filters keep reads cheap).
+# 4; with 8, each epoch's small file is merged less often, so checkpoints upload less
+# (docs/benchmarks.md, compaction styles); bloom filters keep reads over more runs cheap.
 _SORTED_RUNS_TRIGGER = "level_zero_file_num_compaction_trigger"
 _DEFAULT_SORTED_RUNS_TRIGGER = 8
 # rocksdict setting name -> the Flink option that sets it.
