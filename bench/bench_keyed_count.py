@@ -16,9 +16,17 @@ process, first on local[2]:
   tumbling event-time windows of N/4 ms -> reduce (a count per key and window, emitted as
   each window closes).
 
-Each session first runs the keyed count twice at full size (JIT and Python workers warm:
-the first runs of a fresh JVM measured 20-40% slower). It also times an empty Spark job (two
-tasks through ``mapInArrow``) as the floor for the per-epoch latency. Then, on
+Each session first warms up (``warm_up``): the keyed count at full size, with checkpoints,
+for ``--warm-up-seconds`` (150) and until its throughput settles (the median of the last
+three runs within ``--warm-up-tolerance`` of the three before), emitted as a ``warm_up`` line
+with each run's throughput and the seconds the session's JVMs spent compiling (``jcmd``).
+HotSpot keeps compiling Spark's code for minutes: on this machine a fresh ``local[2]``
+driver compiled for 4.5 s in its first run and still for 0.2-1.0 s per run after ten runs; a
+``local-cluster``'s three JVMs (each executor compiles the same code and sees only its share
+of the tasks) compiled for 15 s in the first run and came down to ~0.5 s per run only after
+about 30 runs. A fixed number of warm-up runs leaves the cluster colder than ``local[2]``,
+while a streaming job runs in the steady state. Each session also times an empty Spark job
+(two tasks through ``mapInArrow``) as the floor for the per-epoch latency. Then, on
 ``local-cluster[2,1,1024]`` (two one-core executors with local state of their own: the
 same two cores), ``sparkpoint_ckpt`` again, with its
 failovers, subtask restores and keyed tasks that ran away from their state, and the
@@ -195,6 +203,69 @@ def run_sparkpoint(
         ),
         "_result": result,
     }
+
+
+def warm_up(spark: Any, args: Any, work: str) -> dict[str, Any]:
+    """Run the keyed count (1,000 keys, heap, checkpoints) for ``args.warm_up_seconds`` and
+    until its throughput settles (the median of the last three runs within
+    ``args.warm_up_tolerance`` of the three before), at most ``args.warm_up_max_runs`` runs.
+    Each run's JIT compilation time over the session's JVMs is recorded when ``jcmd`` is
+    on the PATH."""
+    import statistics
+
+    pids = _jvm_pids(spark)
+    runs: list[int] = []
+    jit: list[float | None] = []
+    settled = False
+    t0 = time.perf_counter()
+    compiled = _jit_seconds(pids)
+    while len(runs) < args.warm_up_max_runs and not (
+        settled and time.perf_counter() - t0 >= args.warm_up_seconds
+    ):
+        res = run_sparkpoint(spark, args.events, 1_000, "hashmap", True,
+                             os.path.join(work, "warm"), args.records_per_split)
+        runs.append(res["events_per_s"])
+        now = _jit_seconds(pids)
+        jit.append(None if now is None or compiled is None else round(now - compiled, 2))
+        compiled = now
+        if len(runs) >= 6:
+            last, before = statistics.median(runs[-3:]), statistics.median(runs[-6:-3])
+            settled = abs(last - before) <= args.warm_up_tolerance * before
+    return {"seconds": round(time.perf_counter() - t0, 1), "settled": settled,
+            "runs_events_per_s": runs, "jit_compile_seconds_per_run": jit}
+
+
+def _jvm_pids(spark: Any) -> list[int]:
+    """The driver's JVM and the JVMs it started (a ``local-cluster``'s executors)."""
+    import subprocess
+
+    driver = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    try:
+        children = subprocess.run(["ps", "-o", "pid=,comm=", "--ppid", str(driver)],
+                                  capture_output=True, text=True, check=False).stdout
+    except OSError:  # no ps: the driver alone
+        children = ""
+    return [driver, *(int(line.split()[0]) for line in children.splitlines()
+                      if line.split()[1:] == ["java"])]
+
+
+def _jit_seconds(pids: list[int]) -> float | None:
+    """Seconds the JVMs have spent compiling (HotSpot's ``java.ci.totalTime`` counter), or
+    None without ``jcmd``."""
+    import subprocess
+
+    total = 0.0
+    for pid in pids:
+        try:
+            out = subprocess.run(["jcmd", str(pid), "PerfCounter.print"],
+                                 capture_output=True, text=True, check=False).stdout
+        except OSError:
+            return None
+        counters = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        if "java.ci.totalTime" not in counters:
+            return None
+        total += int(counters["java.ci.totalTime"]) / int(counters["sun.os.hrt.frequency"])
+    return total
 
 
 def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -551,6 +622,19 @@ def main() -> None:
         choices=["standard", "floor", "timers", "large", "parallelism", "typed"],
         help="what to run on local[2] (see the module docstring)",
     )
+    parser.add_argument(
+        "--warm-up-seconds", type=float, default=150.0,
+        help="warm-up per Spark session at least this long (see warm_up)",
+    )
+    parser.add_argument(
+        "--warm-up-max-runs", type=int, default=80,
+        help="warm-up runs per Spark session at most (see warm_up)",
+    )
+    parser.add_argument(
+        "--warm-up-tolerance", type=float, default=0.03,
+        help="warm-up ends when the last three runs' median is within this share of the "
+        "three before",
+    )
     parser.add_argument("--timer-events", type=int, default=1_000_000)
     parser.add_argument("--large-keys", type=int, default=10_000_000)
     parser.add_argument("--large-events", type=int, default=20_000_000)
@@ -565,12 +649,8 @@ def main() -> None:
     for master in masters:
         spark = _session(master, work)
         local = master == "local[2]"
-        # Warm up Spark, its JIT and the Python workers: two full-size runs (the first runs
-        # of a fresh JVM measured 20-40% below the steady state a streaming job runs in).
         run_spark_groupby(spark, args.events, 1_000)
-        for _ in range(2):
-            run_sparkpoint(spark, args.events, 1_000, "hashmap", False,
-                           os.path.join(work, "warm"), args.records_per_split)
+        emit({"bench": "warm_up", "master": master, **warm_up(spark, args, work)})
         floor = empty_job_ms(spark)
         emit({"bench": "empty_spark_job", "master": master, "ms_median": floor})
         if local:
