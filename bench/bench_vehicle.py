@@ -66,7 +66,9 @@ def dataframe_vehicle(spark: Any, events: int, p: int, u: int) -> Callable[[], i
 
         for _ in batches:
             pass
-        groups = make_groups(TaskContext.get().partitionId(), per_split, p)
+        task = TaskContext.get()
+        assert task is not None  # a Spark task runs this
+        groups = make_groups(task.partitionId(), per_split, p)
         yield batch([(s, 0, g) for s, gs in groups.items() for g in gs])
 
     def keyed(batches: Iterator[Any]) -> Iterator[Any]:
