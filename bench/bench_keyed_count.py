@@ -42,11 +42,14 @@ checked to be exact.
   register an event-time timer whose firing reads the state and emits (the extra cost of N
   timers, registered and fired, against the cost of N records);
 - ``large``: RocksDB, ``--large-keys`` keys (10,000,000) and ``--large-events`` events,
-  incremental checkpoints every second (all retained): throughput, checkpoint duration
-  (and the epochs the longest one spans), bytes uploaded per checkpoint against the state
-  size, a full restore (a failure injected after the last data epoch's commit makes the
-  job restore every subtask from its latest checkpoint: that epoch's seconds), peak RSS of
-  the executor's Python workers;
+  incremental checkpoints every ``--large-checkpoint-interval-ms`` (1 s; all retained):
+  throughput, checkpoint duration (and the epochs the longest one spans), bytes uploaded
+  per checkpoint against the state size (and, for the checkpoints taken once every key has
+  state, the share of the keys each touched and how many upload at most 5% of the state:
+  with ``--large-records-per-split 25000`` two epochs touch 1% of 10M keys), a full restore
+  (a failure injected after the last data epoch's commit makes the job restore every
+  subtask from its latest checkpoint: that epoch's seconds), peak RSS of the executor's
+  Python workers;
 - ``parallelism``: the keyed count at each ``--parallelism`` (128 by default; several may
   be given) against the two-stage Spark floor of the same shape (``mapInArrow`` ->
   ``repartition(P)`` -> ``mapInArrow``) run in the same session: per-epoch cost ratio;
@@ -113,7 +116,7 @@ def run_sparkpoint(
     spark: Any, n: int, keys: int, backend: str, checkpoint: bool, work: str,
     records_per_split: int, parallelism: int = 2, function: Any = None,
     retain_all: bool = False, faults: Any = None, windowed: bool = False,
-    output_type: Any = None,
+    output_type: Any = None, checkpoint_interval_ms: int = 1000,
 ) -> dict[str, Any]:
     from sparkpoint.common import Configuration
     from sparkpoint.connectors.sink import CollectSink
@@ -136,7 +139,7 @@ def run_sparkpoint(
         EmbeddedRocksDBStateBackend(True) if backend == "rocksdb" else HashMapStateBackend()
     )
     if checkpoint:
-        env.enable_checkpointing(1000)
+        env.enable_checkpointing(checkpoint_interval_ms)
         env.get_checkpoint_config().set_checkpoint_storage(
             FileSystemCheckpointStorage(os.path.join(work, "ckpt"))
         )
@@ -476,9 +479,12 @@ class _CheckpointFiles:
 
 
 def run_large_case(
-    spark: Any, n: int, keys: int, work: str, records_per_split: int, touched_keys: int
+    spark: Any, n: int, keys: int, work: str, records_per_split: int, touched_keys: int,
+    checkpoint_interval_ms: int = 1000,
 ) -> dict[str, Any]:
     """RocksDB at ``keys`` keys with incremental checkpoints; see the module docstring."""
+    import statistics
+
     from sparkpoint.testing import FailureInjector, Faults
 
     epochs = -(-n // (2 * records_per_split))
@@ -490,7 +496,8 @@ def run_large_case(
     watcher = _CheckpointFiles(os.path.join(work, "large", "ckpt"))
     try:
         res = run_sparkpoint(spark, n, keys, "rocksdb", True, os.path.join(work, "large"),
-                             records_per_split, retain_all=True, faults=faults)
+                             records_per_split, retain_all=True, faults=faults,
+                             checkpoint_interval_ms=checkpoint_interval_ms)
     finally:
         rss = sampler.stop()
         watcher.stop()
@@ -500,6 +507,13 @@ def run_large_case(
     restore_epochs = [e.seconds for e in result.epoch_reports if e.failover is not None]
     normal = [e.seconds for e in result.epoch_reports if e.failover is None]
     sizes = [s.state_size for s in stats]
+    covered = [s.epoch - (stats[i - 1].epoch if i else 0) for i, s in enumerate(stats)]
+    # Checkpoints taken once every key has state (the input counts the keys up, epoch by
+    # epoch, then again) and before the input ends (the last epoch fires every key's
+    # timer): each upload against its own checkpoint's state.
+    full = [i for i, st in enumerate(stats)
+            if (st.epoch - covered[i]) * touched_keys >= keys and st.epoch * touched_keys <= n
+            and i < len(uploads)]
     longest = max(stats, key=lambda s: s.duration_ms, default=None)
     return {
         **res, **rss,
@@ -513,6 +527,17 @@ def run_large_case(
         "uploaded_bytes_per_checkpoint": uploads,
         "uploaded_over_state_last": round(uploads[-1] / sizes[-1], 4) if uploads and sizes
         else None,
+        "checkpoint_epochs_covered": covered,
+        "checkpoint_state_bytes_per_checkpoint": sizes,
+        "all_keys_checkpoints": len(full),
+        "all_keys_keys_touched_per_checkpoint_share": sorted(
+            {round(covered[i] * touched_keys / keys, 4) for i in full}),
+        "all_keys_checkpoints_uploading_at_most_5pct": sum(
+            uploads[i] <= 0.05 * sizes[i] for i in full),
+        "all_keys_upload_over_state_median": round(statistics.median(
+            uploads[i] / sizes[i] for i in full), 4) if full else None,
+        "all_keys_upload_over_state_max": round(
+            max((uploads[i] / sizes[i] for i in full), default=0.0), 4),
         "keys_touched_per_epoch_share": round(touched_keys / keys, 4),
         "full_restore_epoch_seconds": restore_epochs,
         "normal_epoch_seconds_avg": round(sum(normal) / max(1, len(normal)), 3),
@@ -638,6 +663,11 @@ def main() -> None:
     parser.add_argument("--timer-events", type=int, default=1_000_000)
     parser.add_argument("--large-keys", type=int, default=10_000_000)
     parser.add_argument("--large-events", type=int, default=20_000_000)
+    parser.add_argument(
+        "--large-records-per-split", type=int, default=0,
+        help="large case: records per split per epoch (0: --records-per-split)",
+    )
+    parser.add_argument("--large-checkpoint-interval-ms", type=int, default=1000)
     parser.add_argument("--parallelism", type=int, nargs="+", default=[128])
     parser.add_argument("--parallelism-events", type=int, default=400_000)
     parser.add_argument("--parallelism-epochs", type=int, default=4)
@@ -738,11 +768,13 @@ def run_cases(spark: Any, args: Any, work: str) -> None:
                   "events": args.timer_events, "keys": args.timer_events // 10, **res})
     if "large" in args.cases:
         # 2 splits of records-per-split per epoch touch at most that many keys
-        touched = 2 * args.records_per_split
+        split = args.large_records_per_split or args.records_per_split
         res = run_large_case(spark, args.large_events, args.large_keys,
-                             os.path.join(work, "lg"), args.records_per_split, touched)
+                             os.path.join(work, "lg"), split, 2 * split,
+                             args.large_checkpoint_interval_ms)
         emit({"bench": "large_state", "backend": "rocksdb", "events": args.large_events,
-              "keys": args.large_keys, **res})
+              "keys": args.large_keys, "records_per_split": split,
+              "checkpoint_interval_ms": args.large_checkpoint_interval_ms, **res})
     if "typed" in args.cases:
         from sparkpoint.common.typeinfo import Types
 
