@@ -25,8 +25,10 @@ import bench_keyed_count as keyed
 
 def cpu_seconds_by_kind() -> dict[str, float]:
     """CPU seconds so far of this machine's Spark processes, by kind (Linux ``/proc``)."""
-    ticks = os.sysconf("SC_CLK_TCK")
     out: dict[str, float] = {}
+    if not os.path.isdir("/proc"):  # not Linux: no breakdown
+        return out
+    ticks = os.sysconf("SC_CLK_TCK")
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
