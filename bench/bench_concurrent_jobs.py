@@ -80,9 +80,7 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=1_000)
     parser.add_argument("--records-per-split", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--warm-up-seconds", type=float, default=150.0)
-    parser.add_argument("--warm-up-max-runs", type=int, default=80)
-    parser.add_argument("--warm-up-tolerance", type=float, default=0.03)
+    keyed.add_warm_up_arguments(parser)
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="sparkpoint-concurrent-")
     for master in args.masters:

@@ -238,6 +238,23 @@ def warm_up(spark: Any, args: Any, work: str) -> dict[str, Any]:
             "runs_events_per_s": runs, "jit_compile_seconds_per_run": jit}
 
 
+def add_warm_up_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options ``warm_up`` reads (every bench that warms up the same way takes them)."""
+    parser.add_argument(
+        "--warm-up-seconds", type=float, default=150.0,
+        help="warm-up per Spark session at least this long (see warm_up)",
+    )
+    parser.add_argument(
+        "--warm-up-max-runs", type=int, default=80,
+        help="warm-up runs per Spark session at most (see warm_up)",
+    )
+    parser.add_argument(
+        "--warm-up-tolerance", type=float, default=0.03,
+        help="warm-up ends when the last three runs' median is within this share of the "
+        "three before",
+    )
+
+
 def _jvm_pids(spark: Any) -> list[int]:
     """The driver's JVM and the JVMs it started (a ``local-cluster``'s executors)."""
     import subprocess
@@ -647,19 +664,7 @@ def main() -> None:
         choices=["standard", "floor", "timers", "large", "parallelism", "typed"],
         help="what to run on local[2] (see the module docstring)",
     )
-    parser.add_argument(
-        "--warm-up-seconds", type=float, default=150.0,
-        help="warm-up per Spark session at least this long (see warm_up)",
-    )
-    parser.add_argument(
-        "--warm-up-max-runs", type=int, default=80,
-        help="warm-up runs per Spark session at most (see warm_up)",
-    )
-    parser.add_argument(
-        "--warm-up-tolerance", type=float, default=0.03,
-        help="warm-up ends when the last three runs' median is within this share of the "
-        "three before",
-    )
+    add_warm_up_arguments(parser)
     parser.add_argument("--timer-events", type=int, default=1_000_000)
     parser.add_argument("--large-keys", type=int, default=10_000_000)
     parser.add_argument("--large-events", type=int, default=20_000_000)

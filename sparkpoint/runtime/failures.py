@@ -32,7 +32,7 @@ def short_error(exc: BaseException) -> str:
     found = [m for m in _ERROR_LINE.findall(text) if not m.startswith(_JVM_PREFIXES)]
     chosen = [m for m in found if not m.startswith("pyspark.")] or found
     if chosen:
-        return _PYSPARK.sub("", str(chosen[-1]))[:500]
+        return _PYSPARK.sub("", chosen[-1])[:500]
     return text.splitlines()[0][:500] if text else type(exc).__name__
 
 
