@@ -199,6 +199,9 @@ def run_sparkpoint(
         "checkpoint_ms_avg": round(sum(s.duration_ms for s in stats) / max(1, len(stats)), 1),
         "checkpoint_state_bytes_last": stats[-1].state_size if stats else 0,
         "checkpoint_files_last": stats[-1].files_written if stats else 0,
+        "changelog_bytes_per_epoch": round(
+            sum(e.changelog_bytes for e in result.epoch_reports) / max(1, len(epochs))
+        ),
         "failovers": len(result.failovers),
         "subtask_restores": len(result.subtask_restores),
         "keyed_tasks_elsewhere": sum(

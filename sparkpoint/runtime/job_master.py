@@ -601,6 +601,9 @@ class JobMaster:
             checkpoint_id=pending.checkpoint_id if pending is not None else None,
             uploads_in_flight=uploads[0],
             uploads_completed=uploads[1],
+            changelog_bytes=sum(
+                a.size for r in reports for a in r.changelogs if a.handle is not None
+            ),
         )
         self._last_failover = None
         self.epoch_reports.append(report)

@@ -65,8 +65,12 @@ class SubtaskState:
         self._async = cp is not None and cp.asynchronous and worker_is_reused()
         # Record each commit's changes when the job keeps a changelog and no snapshot
         # completed with this epoch will cover them (an asynchronous one completes later).
-        self._changelog = spec.job.changelog_storage is not None and (
-            cp is None or cp.asynchronous
+        # The epoch that ends the input needs none: the job ends with it, so no later epoch
+        # can restore a subtask to its end.
+        self._changelog = (
+            spec.job.changelog_storage is not None
+            and not spec.end_of_input
+            and (cp is None or cp.asynchronous)
         )
         self._tracked: set[str] = set()
 

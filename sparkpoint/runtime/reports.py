@@ -58,6 +58,8 @@ class EpochReport:
     accepted run and ``on_preferred_executor`` those that ran where the driver placed them.
     ``uploads_in_flight`` counts asynchronous snapshot uploads still running when the epoch
     ended, ``uploads_completed`` those whose end it learnt of (``None``: not counted).
+    ``changelog_bytes`` is the size of the epoch's stored changelog entries (what
+    per-subtask recovery costs per epoch; 0 when no entry was needed).
     """
 
     epoch: int
@@ -71,6 +73,7 @@ class EpochReport:
     checkpoint_id: int | None = None
     uploads_in_flight: int | None = None
     uploads_completed: int | None = None
+    changelog_bytes: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """A compact JSON form (kept in checkpoints, shown by the CLI)."""
@@ -87,6 +90,7 @@ class EpochReport:
             "failover": None if self.failover is None else dataclasses.asdict(self.failover),
             "uploads_in_flight": self.uploads_in_flight,
             "uploads_completed": self.uploads_completed,
+            "changelog_bytes": self.changelog_bytes,
         }
 
     def describe(self) -> str:
@@ -104,6 +108,8 @@ class EpochReport:
                 f", uploads: {self.uploads_in_flight or 0} running, "
                 f"{self.uploads_completed or 0} done"
             )
+        if self.changelog_bytes:
+            text += f", changelog {self.changelog_bytes / 1e6:.1f} MB"
         if self.failover is not None:
             f = self.failover
             source = f"checkpoint {f.checkpoint_id}" if f.checkpoint_id else "the start"

@@ -193,6 +193,29 @@ def test_lost_local_state_restores_that_subtask_alone(
     _check(read_sink(out_dir), exact=True)
 
 
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+def test_every_epoch_but_the_one_ending_the_input_stores_changes(
+    env: Any, tmp_path: Any, backend: str
+) -> None:
+    """Per-subtask recovery needs each epoch's changes in the changelog, except those of
+    the epoch that ends the input: the job ends with it, so nothing restores to its end."""
+    from sparkpoint.datastream import EmbeddedRocksDBStateBackend
+
+    _configure(env, tmp_path, CheckpointingMode.EXACTLY_ONCE)
+    env.enable_checkpointing(3_600_000)
+    if backend == "rocksdb":
+        env.set_state_backend(EmbeddedRocksDBStateBackend(True))
+    out_dir = str(tmp_path / "out")
+    keyed_count_job(env, out_dir, N_EVENTS, N_KEYS)
+    result = env.execute("changelog-per-epoch")
+    *before, last = result.epoch_reports
+    assert len(before) >= 3
+    assert all(r.changelog_bytes > 0 for r in before), [r.changelog_bytes for r in before]
+    assert last.changelog_bytes == 0 and last.records_in > 0
+    assert "changelog" in before[0].describe() and "changelog" not in last.describe()
+    _check(read_sink(out_dir), exact=True)
+
+
 def test_lost_local_state_without_changelog_fails_over(env: Any, tmp_path: Any) -> None:
     """With the changelog off, the same loss rolls the whole job back to the latest
     checkpoint, and the job reports a failover instead of a subtask restore."""
