@@ -216,6 +216,26 @@ def test_every_epoch_but_the_one_ending_the_input_stores_changes(
     _check(read_sink(out_dir), exact=True)
 
 
+def test_state_lost_in_the_last_epoch_restores_from_the_entries_before_it(
+    env: Any, tmp_path: Any
+) -> None:
+    """The epoch that ends the input stores no entry of its own; a subtask that starts it
+    without local state still restores alone, from the entries of every epoch before it."""
+    lost: list[int] = []
+    _configure(env, tmp_path, CheckpointingMode.EXACTLY_ONCE)
+    env.enable_checkpointing(3_600_000)
+    out_dir = str(tmp_path / "out")
+    keyed_count_job(env, out_dir, N_EVENTS, N_KEYS)
+    env.set_fault_injection(_lose_state_at(tmp_path, 5, lost))
+    result = env.execute("lost-state-last-epoch")
+    assert lost == [5] and result.epoch_reports[-1].epoch == 5  # 2 x 3,000 in 700s
+    assert result.restarts == 0 and result.failovers == ()
+    (restore,) = result.subtask_restores
+    assert (restore.epoch, restore.subtask, restore.changelog_entries) == (5, 0, 4)
+    assert result.epoch_reports[-1].changelog_bytes == 0
+    _check(read_sink(out_dir), exact=True)
+
+
 def test_lost_local_state_without_changelog_fails_over(env: Any, tmp_path: Any) -> None:
     """With the changelog off, the same loss rolls the whole job back to the latest
     checkpoint, and the job reports a failover instead of a subtask restore."""
