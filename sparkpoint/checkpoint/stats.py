@@ -30,6 +30,7 @@ __all__ = [
     "STATS_MASTER_STATE",
     "CheckpointStats",
     "SubtaskStats",
+    "format_bytes",
     "measure",
     "stats_from_metadata",
 ]
@@ -200,3 +201,13 @@ def stats_from_metadata(
         checkpointed_size=int(data.get("checkpointed_size", 0)),
         subtasks=[SubtaskStats.from_json(s) for s in data.get("subtasks", [])],
     )
+
+
+def format_bytes(n: int) -> str:
+    """``n`` bytes for people: ``512 B``, ``1.5 KiB``, ``3.2 MiB``."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(size) < 1024 or unit == "GiB":
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")

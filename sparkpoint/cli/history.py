@@ -14,7 +14,7 @@ import datetime
 import json
 from typing import Any
 
-from sparkpoint.checkpoint.stats import CheckpointStats, stats_from_metadata
+from sparkpoint.checkpoint.stats import CheckpointStats, format_bytes, stats_from_metadata
 from sparkpoint.cli.checkpoints import find_snapshot_dirs, load_pointer
 
 __all__ = ["add_arguments", "checkpoint_history", "format_bytes", "format_history"]
@@ -37,16 +37,6 @@ def checkpoint_history(directory: str) -> tuple[list[dict[str, Any]], int]:
         row["metadata_size"] = entry.metadata_size
         rows.append(row)
     return rows, skipped
-
-
-def format_bytes(n: int) -> str:
-    """``n`` bytes for people: ``512 B``, ``1.5 KiB``, ``3.2 MiB``."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(size) < 1024 or unit == "GiB":
-            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")
 
 
 def _time(ms: int) -> str:

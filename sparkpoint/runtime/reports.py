@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkpoint.checkpoint.stats import format_bytes
+
 __all__ = ["EpochReport", "EpochStart", "FailoverEvent", "SubtaskRestoreEvent"]
 
 
@@ -109,7 +111,7 @@ class EpochReport:
                 f"{self.uploads_completed or 0} done"
             )
         if self.changelog_bytes:
-            text += f", changelog {self.changelog_bytes / 1e6:.1f} MB"
+            text += f", changelog {format_bytes(self.changelog_bytes)}"
         if self.failover is not None:
             f = self.failover
             source = f"checkpoint {f.checkpoint_id}" if f.checkpoint_id else "the start"
