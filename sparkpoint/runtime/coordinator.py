@@ -157,20 +157,42 @@ class CheckpointCoordinator:
         is_savepoint: bool = False,
         synchronous: bool = False,
     ) -> PendingCheckpoint:
-        """Create the checkpoint's location and register it as pending."""
+        """Create the checkpoint's location and register it as pending.
+
+        A location that cannot be created (no savepoint directory, unreachable storage)
+        fails this checkpoint alone, as Flink's trigger failures do: it is recorded as
+        FAILED, not counted against the tolerable failures, and ``CheckpointException``
+        (``TRIGGER_CHECKPOINT_FAILURE``) says why.
+        """
         cid = self.next_checkpoint_id
         self.next_checkpoint_id += 1
-        if is_savepoint:
-            location = self.storage_access.initialize_location_for_savepoint(cid, savepoint_target)
-            props = (
-                CheckpointProperties.for_sync_savepoint(terminate=True)
-                if synchronous
-                else CheckpointProperties.for_savepoint()
-            )
-        else:
-            location = self.storage_access.initialize_location_for_checkpoint(cid)
-            props = CheckpointProperties.for_checkpoint(self.policy.retention)
-            self.last_trigger_ms = self.clock.monotonic_ms()
+        if not is_savepoint:
+            self.last_trigger_ms = self.clock.monotonic_ms()  # a failed one waits too
+        try:
+            if is_savepoint:
+                location = self.storage_access.initialize_location_for_savepoint(
+                    cid, savepoint_target
+                )
+                props = (
+                    CheckpointProperties.for_sync_savepoint(terminate=True)
+                    if synchronous
+                    else CheckpointProperties.for_savepoint()
+                )
+            else:
+                location = self.storage_access.initialize_location_for_checkpoint(cid)
+                props = CheckpointProperties.for_checkpoint(self.policy.retention)
+        except Exception as exc:
+            what = "savepoint" if is_savepoint else "checkpoint"
+            detail = f"Could not create the {what}'s location: {exc}"
+            stats = CheckpointStats(cid, is_savepoint, self.clock.now_ms(), epoch=epoch)
+            stats.status = "FAILED"
+            stats.failure = f"{CheckpointFailureReason.TRIGGER_CHECKPOINT_FAILURE.name}: {detail}"
+            stats.duration_ms = 0
+            self.stats.append(stats)
+            _LOG.warning("Checkpoint %d failed: %s", cid, stats.failure)
+            raise CheckpointException(
+                CheckpointFailureReason.TRIGGER_CHECKPOINT_FAILURE, detail, cid
+            ) from exc
         pending = PendingCheckpoint(
             cid, self.clock.now_ms(), self.clock.monotonic_ms(), location, props, epoch
         )

@@ -337,7 +337,6 @@ class JobMaster:
     def _run_one_epoch(self, stop_request: Any) -> bool:
         ranges = self._plan_ranges()
         end_of_input = self._end_of_input(ranges)
-        drain = isinstance(stop_request, _Request) and stop_request.drain
         has_data = any(ranges.values())
         if not has_data and not end_of_input and stop_request is None and not self.restore_spec:
             time.sleep(self.s.idle_sleep_s)
@@ -350,6 +349,9 @@ class JobMaster:
         while True:
             runs += 1
             pending = self._trigger(stop_request, end_of_input)
+            if isinstance(stop_request, _Request) and stop_request.future.done():
+                stop_request = None  # its savepoint failed to trigger: no drain, no stop
+            drain = isinstance(stop_request, _Request) and stop_request.drain
             try:
                 reports, preferred = self._run_once(ranges, end_of_input or drain, pending)
                 lost = [lost for r in reports for lost in r.lost]
@@ -393,6 +395,7 @@ class JobMaster:
                 }
         uploads = self._advance_uploads(reports)
         self._record_epoch(reports, preferred, seconds, runs, pending, uploads)
+        completed = None
         if pending is not None and not pending.asynchronous:
             completed = self._complete_checkpoint(pending, acks, stop_request)
             if completed is not None:
@@ -405,21 +408,36 @@ class JobMaster:
             # AT_LEAST_ONCE publishes every epoch's output now, checkpoint or not.
             self.sink_commits.commit_up_to(self.epoch)
         if isinstance(stop_request, _Request) and stop_request.kind == "stop":
-            self._terminate(JobStatus.FINISHED, commit=True)
-            raise CancelledByRequest()
+            if completed is not None:
+                self._terminate(JobStatus.FINISHED, commit=True)
+                raise CancelledByRequest()
+            if drain:
+                # The epoch fired every event-time timer for a stop that then failed: its
+                # state and output are the job's end, not a point to go on from.
+                raise SparkpointError(
+                    "The savepoint of a stop with drain failed after the watermark reached "
+                    "the end of event time; the job restores from its latest checkpoint"
+                )
+            # A failed stop without drain leaves the job running (its future has the error).
         return end_of_input
 
     def _trigger(self, stop_request: Any, end_of_input: bool) -> PendingCheckpoint | None:
-        """The checkpoint (or savepoint) this run of the epoch snapshots into, if any."""
-        if isinstance(stop_request, _Request):
-            return self.coordinator.trigger(
-                self.epoch,
-                stop_request.target,
-                is_savepoint=True,
-                synchronous=stop_request.kind == "stop",
-            )
-        if self.coordinator.is_due() and not end_of_input:
-            return self.coordinator.trigger(self.epoch)
+        """The checkpoint (or savepoint) this run of the epoch snapshots into, if any. A
+        savepoint that cannot be triggered fails its request (the job goes on, as in
+        Flink); a checkpoint that cannot be, only itself (the coordinator recorded it)."""
+        try:
+            if isinstance(stop_request, _Request):
+                return self.coordinator.trigger(
+                    self.epoch,
+                    stop_request.target,
+                    is_savepoint=True,
+                    synchronous=stop_request.kind == "stop",
+                )
+            if self.coordinator.is_due() and not end_of_input:
+                return self.coordinator.trigger(self.epoch)
+        except CheckpointException as exc:
+            if isinstance(stop_request, _Request):
+                stop_request.future.set_exception(exc)
         return None
 
     def _requeue(self, stop_request: Any) -> None:

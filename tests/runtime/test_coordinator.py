@@ -425,6 +425,26 @@ def test_a_metadata_write_failure_is_an_io_exception_that_counts(tmp_path: Path)
     assert h.coordinator.stats[0].failure.startswith("IO_EXCEPTION")
 
 
+def test_a_location_that_cannot_be_created_fails_that_checkpoint_alone(tmp_path: Path) -> None:
+    """Flink's trigger failure: the checkpoint is recorded as FAILED and not counted (a
+    tolerance of 0 is not exceeded); the next one waits an interval and takes the next id."""
+    h = Harness(tmp_path, tolerable_failures=0)
+    h.clock.advance(1000)
+    h.chk(1).write_text("")  # a file where the checkpoint's directory would go
+    with pytest.raises(CheckpointException) as info:
+        h.coordinator.trigger(1)
+    assert info.value.reason is CheckpointFailureReason.TRIGGER_CHECKPOINT_FAILURE
+    assert "chk-1" in str(info.value)
+    assert h.coordinator.pending == [] and h.coordinator.consecutive_failures == 0
+    (stats,) = h.coordinator.stats
+    assert stats.status == "FAILED" and not stats.is_savepoint
+    assert stats.failure is not None and stats.failure.startswith("TRIGGER_CHECKPOINT_FAILURE")
+    assert not h.coordinator.is_due()
+    h.clock.advance(1000)
+    assert h.coordinator.is_due()
+    assert h.run_checkpoint().checkpoint_id == 2
+
+
 def test_the_counter_restarts_after_the_threshold_was_exceeded(tmp_path: Path) -> None:
     """Flink's CheckpointFailureManager calls clearCount() before failing the job: after the
     failover, the job again tolerates ``tolerable_failures`` failures."""
@@ -553,8 +573,10 @@ def test_savepoint_goes_to_the_default_directory(tmp_path: Path) -> None:
 
 def test_savepoint_without_any_target_is_refused(tmp_path: Path) -> None:
     h = Harness(tmp_path)
-    with pytest.raises(ValueError, match="No savepoint location given"):
+    with pytest.raises(CheckpointException, match="No savepoint location given") as info:
         h.coordinator.trigger(1, None, is_savepoint=True)
+    assert info.value.reason is CheckpointFailureReason.TRIGGER_CHECKPOINT_FAILURE
+    assert isinstance(info.value.__cause__, ValueError)
 
 
 def test_savepoints_are_never_discarded_by_subsumption(tmp_path: Path) -> None:

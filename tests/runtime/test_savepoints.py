@@ -4,8 +4,11 @@ savepoints on a running job, cancel; and a 16-subtask checkpoint that is one fil
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from typing import Any
+
+import pytest
 
 from sparkpoint.common import Configuration
 from sparkpoint.datastream import (
@@ -13,6 +16,8 @@ from sparkpoint.datastream import (
     FileSystemCheckpointStorage,
     StreamExecutionEnvironment,
 )
+from sparkpoint.errors import CheckpointException, CheckpointFailureReason
+from sparkpoint.testing import Faults
 from tests.runtime.jobs import check_keyed_count_output, keyed_count_job, read_sink
 
 N_EVENTS = 30_000
@@ -165,3 +170,75 @@ def test_keyed_state_of_format_version_1_is_refused_with_its_way_out(
     writer = SavepointWriter.from_existing_savepoint(spark, savepoint)
     with pytest.raises(ValueError, match="format version 1, whose key groups are not"):
         writer.write(str(tmp_path / "rewritten"))
+
+
+def _started(env: Any, out: str, name: str) -> Any:
+    """The keyed count running, three epochs in."""
+    keyed_count_job(env, out, N_EVENTS, N_KEYS)
+    client = env.execute_async(name)
+    while client.job_master.epochs_run < 3:
+        assert not client.get_job_execution_result().done(), "job ended before the request"
+        time.sleep(0.05)
+    return client
+
+
+@pytest.mark.parametrize("kind", ["trigger", "stop", "stop-drain"])
+def test_savepoint_that_cannot_be_triggered_fails_its_request_alone(
+    spark: Any, tmp_path: Any, kind: str
+) -> None:
+    """A savepoint whose directory cannot be created (its parent is a file) fails its
+    future with the reason and the path; the job neither stops, drains nor fails over, and
+    runs to the end of its input with exact output (Flink: a failed savepoint leaves the
+    job running)."""
+    out = str(tmp_path / "out")
+    client = _started(_env(spark, tmp_path, 2), out, "bad-savepoint")
+    (tmp_path / "blocker").write_text("")
+    target = str(tmp_path / "blocker" / "sp")
+    if kind == "trigger":
+        future = client.trigger_savepoint(target)
+    else:
+        future = client.stop_with_savepoint(kind == "stop-drain", target)
+    with pytest.raises(CheckpointException, match="blocker/sp") as failure:
+        future.result(timeout=120)
+    assert failure.value.reason is CheckpointFailureReason.TRIGGER_CHECKPOINT_FAILURE
+    client.wait(timeout=300)
+    master = client.job_master
+    assert client.get_job_status().result() == "FINISHED"
+    assert master.restarts == 0 and client.get_failovers() == []
+    failed = [s for s in client.get_checkpoint_statistics() if s.status == "FAILED"]
+    assert [s.is_savepoint for s in failed] == [True]
+    assert failed[0].failure.startswith("TRIGGER_CHECKPOINT_FAILURE: ")
+    check_keyed_count_output(out, N_EVENTS, N_KEYS)
+
+
+def test_stop_with_drain_whose_savepoint_fails_fails_over(spark: Any, tmp_path: Any) -> None:
+    """A stop with drain whose savepoint fails once the epoch has fired every timer: the
+    future has the error, and the job restores from its latest checkpoint (a failover, not
+    a finish: the drained state is no point to go on from), runs to the end of its input,
+    and its output is exact."""
+    savepoints = tmp_path / "sp"
+    blocked: list[int] = []
+
+    def block_savepoint(event: Any) -> None:
+        # Runs on the driver after the trigger created the savepoint's directory: a file in
+        # its place makes writing its _metadata fail (the small state is inline).
+        for d in savepoints.glob("savepoint-*"):
+            if d.is_dir():
+                shutil.rmtree(d)
+                d.write_text("")
+                blocked.append(event.epoch)
+
+    env = _env(spark, tmp_path, 2)
+    env.set_fault_injection(Faults().on_epoch_start(block_savepoint))
+    out = str(tmp_path / "out")
+    client = _started(env, out, "drain-fails")
+    with pytest.raises(CheckpointException) as failure:
+        client.stop_with_savepoint(True).result(timeout=120)
+    assert failure.value.reason is CheckpointFailureReason.IO_EXCEPTION
+    client.wait(timeout=300)
+    assert len(blocked) == 1
+    assert client.get_job_status().result() == "FINISHED"
+    (failover,) = client.get_failovers()
+    assert failover.epoch == blocked[0]
+    assert "savepoint of a stop with drain failed" in failover.cause
+    check_keyed_count_output(out, N_EVENTS, N_KEYS)
