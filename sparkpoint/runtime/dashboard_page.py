@@ -13,7 +13,7 @@ import datetime
 import html
 from collections.abc import Sequence
 
-from sparkpoint.checkpoint.stats import CheckpointStats
+from sparkpoint.checkpoint.stats import CheckpointStats, format_bytes
 from sparkpoint.runtime.dashboard_view import JobView
 
 __all__ = ["HISTORY_ROWS", "render_page"]
@@ -56,15 +56,6 @@ def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(size) < 1024 or unit == "GiB":
-            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
-
-
 def _ms(ms: int) -> str:
     return "-" if ms < 0 else f"{ms:,} ms" if ms < 10_000 else f"{ms / 1000:.1f} s"
 
@@ -90,7 +81,7 @@ def _bar_chart(
     peak = max([*values, 1])
     step = plot_w / max(len(values), 1)
     bar_w = max(2.0, step * 0.7)
-    fmt = _bytes if unit == "bytes" else (lambda v: _ms(int(v)))
+    fmt = format_bytes if unit == "bytes" else (lambda v: _ms(int(v)))
     parts = [
         f'<svg id="{ident}" width="{width}" height="{height}" role="img" '
         f'xmlns="http://www.w3.org/2000/svg"><title>{_e(title)}</title>',
@@ -151,9 +142,9 @@ def _subtask_bars(stats: CheckpointStats) -> str:
             f'fill="#3b4856">{_e(s.operator_id)} #{s.subtask}</text>'
             f'<rect x="{label_w}" y="{y + 2}" width="{w:.1f}" height="{row_h - 6}" '
             f'fill="#5b8fd4"><title>{_e(s.operator_id)} #{s.subtask}: '
-            f'{_e(_bytes(s.state_size))}</title></rect>'
+            f'{_e(format_bytes(s.state_size))}</title></rect>'
             f'<text x="{label_w + w + 6:.1f}" y="{y + 13}" font-size="11" '
-            f'fill="#3b4856">{_e(_bytes(s.state_size))}</text>'
+            f'fill="#3b4856">{_e(format_bytes(s.state_size))}</text>'
         )
     parts.append("</svg>")
     return "".join(parts)
@@ -162,9 +153,10 @@ def _subtask_bars(stats: CheckpointStats) -> str:
 def _subtask_table(stats: CheckpointStats) -> str:
     rows = "".join(
         f"<tr><td>{_e(s.operator_id)}</td><td class=num>{s.subtask}</td>"
-        f"<td class=num>{_e(_bytes(s.state_size))}</td>"
-        f"<td class=num>{_e(_bytes(s.checkpointed_size))}</td>"
-        f"<td class=num>{_e(_bytes(s.inline_bytes))}</td><td class=num>{s.files_written}</td></tr>"
+        f"<td class=num>{_e(format_bytes(s.state_size))}</td>"
+        f"<td class=num>{_e(format_bytes(s.checkpointed_size))}</td>"
+        f"<td class=num>{_e(format_bytes(s.inline_bytes))}</td>"
+        f"<td class=num>{s.files_written}</td></tr>"
         for s in stats.subtasks
     )
     return ("<table class=subtasks><tr><th>Operator</th><th class=num>Subtask</th>"
@@ -189,9 +181,9 @@ def _history(view: JobView) -> str:
             f"<td>{'savepoint' if s.is_savepoint else 'checkpoint'}</td>"
             f"<td class=num>{s.epoch}</td><td>{_e(_time(s.trigger_timestamp_ms))}</td>"
             f"<td class=num>{_e(_ms(s.duration_ms))}</td>"
-            f"<td class=num>{_e(_bytes(s.state_size))}</td>"
-            f"<td class=num>{_e(_bytes(s.checkpointed_size))}</td>"
-            f"<td class=num>{_e(_bytes(s.inline_bytes))}</td>"
+            f"<td class=num>{_e(format_bytes(s.state_size))}</td>"
+            f"<td class=num>{_e(format_bytes(s.checkpointed_size))}</td>"
+            f"<td class=num>{_e(format_bytes(s.inline_bytes))}</td>"
             f"<td class=num>{s.files_written}</td><td>{detail}</td></tr>"
         )
     more = ""
@@ -260,8 +252,8 @@ def render_page(view: JobView) -> str:
         latest_html = (
             f'<p id="latest-checkpoint">Latest completed: <b>{latest.checkpoint_id}</b> '
             f"(epoch {latest.epoch}) at {_e(_time(latest.trigger_timestamp_ms))} UTC, "
-            f"{_e(_ms(latest.duration_ms))}, {_e(_bytes(latest.state_size))} state, "
-            f"{_e(_bytes(latest.inline_bytes))} inline, {latest.files_written} files"
+            f"{_e(_ms(latest.duration_ms))}, {_e(format_bytes(latest.state_size))} state, "
+            f"{_e(format_bytes(latest.inline_bytes))} inline, {latest.files_written} files"
             f"<br><span class=muted>{_e(latest.external_pointer or '')}</span></p>"
         )
         subtasks_html = (f"<h2>Subtasks of checkpoint {latest.checkpoint_id}</h2>"
