@@ -1,5 +1,6 @@
 """Savepoints: stop-with-savepoint, resume with another parallelism (2 -> 3 -> 1), trigger
-savepoints on a running job, cancel; and a 16-subtask checkpoint that is one file."""
+savepoints on a running job, cancel; a 16-subtask checkpoint that is one file; and
+savepoints that fail (the request fails, the job goes on or, after a drain, fails over)."""
 
 from __future__ import annotations
 
@@ -142,8 +143,6 @@ def test_keyed_state_of_format_version_1_is_refused_with_its_way_out(
 ) -> None:
     """Version 1 of _metadata put keys in Java Flink's key groups (no Row.of(key)): its keyed
     state is refused by a restore and by a writer keeping it, with the reason and the way."""
-    import pytest
-
     from sparkpoint.checkpoint.metadata_format import (
         load_checkpoint_metadata,
         store_checkpoint_metadata,
