@@ -49,7 +49,9 @@ checked to be exact.
   with ``--large-records-per-split 25000`` two epochs touch 1% of 10M keys), a full restore
   (a failure injected after the last data epoch's commit makes the job restore every
   subtask from its latest checkpoint: that epoch's seconds), peak RSS of the executor's
-  Python workers;
+  Python workers; ``--large-changelog-materialize-ms`` runs it again with changelog
+  checkpoints (``state.backend.changelog.enabled``) materializing that often, each upload
+  (materializations and changelog entries) against the first run's state at that epoch;
 - ``parallelism``: the keyed count at each ``--parallelism`` (128 by default; several may
   be given) against the two-stage Spark floor of the same shape (``mapInArrow`` ->
   ``repartition(P)`` -> ``mapInArrow``) run in the same session: per-epoch cost ratio;
@@ -117,6 +119,7 @@ def run_sparkpoint(
     records_per_split: int, parallelism: int = 2, function: Any = None,
     retain_all: bool = False, faults: Any = None, windowed: bool = False,
     output_type: Any = None, checkpoint_interval_ms: int = 1000,
+    materialize_ms: int | None = None,
 ) -> dict[str, Any]:
     from sparkpoint.common import Configuration
     from sparkpoint.connectors.sink import CollectSink
@@ -145,6 +148,10 @@ def run_sparkpoint(
         )
         if retain_all:
             env.get_checkpoint_config().set_num_retained_checkpoints(10_000)
+        if materialize_ms is not None:  # changelog checkpoints
+            env.enable_changelog_state_backend(True)
+            env.configure({"state.backend.changelog.periodic-materialize.interval":
+                           f"{materialize_ms} ms"})
     k = keys
     sink = CollectSink()
     numbers = env.from_source(NumberSequenceSource(0, n - 1), None, "numbers")
@@ -475,9 +482,11 @@ class _CheckpointFiles:
         self._stop.set()
         self._thread.join()
 
-    def uploaded_per_checkpoint(self) -> list[int]:
+    def uploaded_per_checkpoint(self, task_owned: bool = False) -> list[int]:
         """Bytes each checkpoint wrote: its own ``chk-N`` files plus the ``shared/`` files
-        first written before its ``_metadata`` (every checkpoint is retained)."""
+        (with ``task_owned``, for changelog checkpoints, the ``taskowned/`` changelog entries
+        too) first written after the previous checkpoint's ``_metadata`` and before its own
+        (every checkpoint is retained)."""
         chks: list[tuple[float, str]] = []
         shared: list[tuple[float, int]] = []
         own: dict[str, int] = {}
@@ -487,7 +496,7 @@ class _CheckpointFiles:
                 own[parent] = own.get(parent, 0) + size
                 if os.path.basename(path) == "_metadata":
                     chks.append((mtime, parent))
-            elif os.sep + "shared" in parent:
+            elif os.sep + "shared" in parent or (task_owned and os.sep + "taskowned" in parent):
                 shared.append((mtime, size))
         chks.sort()
         out: list[int] = []
@@ -500,9 +509,13 @@ class _CheckpointFiles:
 
 def run_large_case(
     spark: Any, n: int, keys: int, work: str, records_per_split: int, touched_keys: int,
-    checkpoint_interval_ms: int = 1000,
+    checkpoint_interval_ms: int = 1000, materialize_ms: int | None = None,
+    state_by_epoch: dict[int, int] | None = None,
 ) -> dict[str, Any]:
-    """RocksDB at ``keys`` keys with incremental checkpoints; see the module docstring."""
+    """RocksDB at ``keys`` keys with incremental checkpoints; see the module docstring.
+    With ``materialize_ms``, changelog checkpoints materializing that often; their state
+    size counts the changelog too, so ``state_by_epoch`` (a run without changelog: epoch ->
+    state bytes of its checkpoints) gives the state each upload is measured against."""
     import statistics
 
     from sparkpoint.testing import FailureInjector, Faults
@@ -517,16 +530,21 @@ def run_large_case(
     try:
         res = run_sparkpoint(spark, n, keys, "rocksdb", True, os.path.join(work, "large"),
                              records_per_split, retain_all=True, faults=faults,
-                             checkpoint_interval_ms=checkpoint_interval_ms)
+                             checkpoint_interval_ms=checkpoint_interval_ms,
+                             materialize_ms=materialize_ms)
     finally:
         rss = sampler.stop()
         watcher.stop()
     result = res.pop("_result")
-    uploads = watcher.uploaded_per_checkpoint()
+    uploads = watcher.uploaded_per_checkpoint(task_owned=materialize_ms is not None)
     stats = [s for s in result.checkpoints if s.status == "COMPLETED"]
     restore_epochs = [e.seconds for e in result.epoch_reports if e.failover is not None]
     normal = [e.seconds for e in result.epoch_reports if e.failover is None]
     sizes = [s.state_size for s in stats]
+    if state_by_epoch:  # the state of the same epoch in the run without changelog
+        known = sorted(state_by_epoch)
+        sizes = [state_by_epoch[max((e for e in known if e <= s.epoch), default=known[0])]
+                 for s in stats]
     covered = [s.epoch - (stats[i - 1].epoch if i else 0) for i, s in enumerate(stats)]
     # Checkpoints taken once every key has state (the input counts the keys up, epoch by
     # epoch, then again) and before the input ends (the last epoch fires every key's
@@ -548,6 +566,7 @@ def run_large_case(
         "uploaded_over_state_last": round(uploads[-1] / sizes[-1], 4) if uploads and sizes
         else None,
         "checkpoint_epochs_covered": covered,
+        "checkpoint_epochs": [s.epoch for s in stats],
         "checkpoint_state_bytes_per_checkpoint": sizes,
         "all_keys_checkpoints": len(full),
         "all_keys_keys_touched_per_checkpoint_share": sorted(
@@ -676,6 +695,11 @@ def main() -> None:
         help="large case: records per split per epoch (0: --records-per-split)",
     )
     parser.add_argument("--large-checkpoint-interval-ms", type=int, default=1000)
+    parser.add_argument(
+        "--large-changelog-materialize-ms", type=int, nargs="*", default=[],
+        help="large case: run it again with changelog checkpoints materializing this often "
+             "(each value a run; uploads measured against the first run's state by epoch)",
+    )
     parser.add_argument("--parallelism", type=int, nargs="+", default=[128])
     parser.add_argument("--parallelism-events", type=int, default=400_000)
     parser.add_argument("--parallelism-epochs", type=int, default=4)
@@ -783,6 +807,16 @@ def run_cases(spark: Any, args: Any, work: str) -> None:
         emit({"bench": "large_state", "backend": "rocksdb", "events": args.large_events,
               "keys": args.large_keys, "records_per_split": split,
               "checkpoint_interval_ms": args.large_checkpoint_interval_ms, **res})
+        state_by_epoch = dict(zip(res["checkpoint_epochs"],
+                                  res["checkpoint_state_bytes_per_checkpoint"]))
+        for every_ms in args.large_changelog_materialize_ms:
+            res = run_large_case(spark, args.large_events, args.large_keys,
+                                 os.path.join(work, "lg"), split, 2 * split,
+                                 args.large_checkpoint_interval_ms, every_ms, state_by_epoch)
+            emit({"bench": "large_state_changelog", "backend": "rocksdb",
+                  "events": args.large_events, "keys": args.large_keys,
+                  "records_per_split": split, "materialize_ms": every_ms,
+                  "checkpoint_interval_ms": args.large_checkpoint_interval_ms, **res})
     if "typed" in args.cases:
         from sparkpoint.common.typeinfo import Types
 

@@ -13,12 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sparkpoint.checkpoint.fs_storage import CHECKPOINT_DIR_PREFIX
-from sparkpoint.checkpoint.handles import (
-    FileStateHandle,
-    IncrementalRemoteKeyedStateHandle,
-    KeyGroupsStateHandle,
-    OperatorStateHandle,
-)
+from sparkpoint.checkpoint.handles import FileStateHandle, StateObject, stream_handles
 from sparkpoint.checkpoint.metadata import CheckpointMetadata
 from sparkpoint.checkpoint.metadata_format import load_checkpoint_metadata
 from sparkpoint.checkpoint.paths import comparable_path
@@ -55,16 +50,11 @@ class DirectoryAudit:
         return self.files == self.referenced
 
 
-def state_files(state: object) -> Iterator[str]:
+def state_files(state: StateObject) -> Iterator[str]:
     """The paths of the files a state handle references (inline state has none)."""
-    if isinstance(state, FileStateHandle):
-        yield state.path
-    elif isinstance(state, (KeyGroupsStateHandle, OperatorStateHandle)):
-        yield from state_files(state.delegate)
-    elif isinstance(state, IncrementalRemoteKeyedStateHandle):
-        yield from state_files(state.meta_state_handle)
-        for item in (*state.shared_state, *state.private_state):
-            yield from state_files(item.handle)
+    for handle in stream_handles(state):
+        if isinstance(handle, FileStateHandle):
+            yield handle.path
 
 
 def referenced_files(metadata: CheckpointMetadata) -> set[str]:

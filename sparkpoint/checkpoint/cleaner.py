@@ -16,10 +16,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
 
 from sparkpoint.checkpoint.handles import (
+    ChangelogStateBackendHandle,
     IncrementalRemoteKeyedStateHandle,
     PlaceholderStreamStateHandle,
     StateObject,
     discard_quietly,
+    stream_handles,
 )
 from sparkpoint.checkpoint.shared_registry import SharedStateRegistry
 from sparkpoint.checkpoint.storage import CheckpointStorageLocation
@@ -204,14 +206,20 @@ class CheckpointsCleaner:
 def _unregistered_shared_uploads(
     states: list[StateObject], registry: SharedStateRegistry
 ) -> list[StateObject]:
-    """Shared files of incremental handles in ``states`` that no checkpoint registered."""
+    """Shared files uploaded for the checkpoints of ``states`` that no checkpoint registered:
+    new files of incremental handles and a changelog handle's new materialization (its
+    changelog entries belong to the job, which deletes those no checkpoint took)."""
     found: list[StateObject] = []
     for state in states:
         if isinstance(state, IncrementalRemoteKeyedStateHandle):
-            for item in state.shared_state:
-                handle = item.handle
-                if isinstance(handle, PlaceholderStreamStateHandle):
-                    continue
-                if not registry.check_in_use(handle):
-                    found.append(handle)
+            candidates = [item.handle for item in state.shared_state]
+        elif isinstance(state, ChangelogStateBackendHandle) and state.materialized_here:
+            candidates = [h for m in state.materialized for h in stream_handles(m)]
+        else:
+            continue
+        for handle in candidates:
+            if isinstance(handle, PlaceholderStreamStateHandle):
+                continue
+            if not registry.check_in_use(handle):
+                found.append(handle)
     return found

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ByteStreamStateHandle",
+    "ChangelogStateBackendHandle",
     "FileStateHandle",
     "HandleAndLocalPath",
     "IncrementalRemoteKeyedStateHandle",
@@ -34,6 +35,7 @@ __all__ = [
     "StateObject",
     "StreamStateHandle",
     "discard_quietly",
+    "stream_handles",
 ]
 
 
@@ -321,6 +323,91 @@ class IncrementalRemoteKeyedStateHandle(KeyedStateHandle):
             for h in self.shared_state
         )
         return dataclasses.replace(self, shared_state=resolved)
+
+
+@dataclass(frozen=True, slots=True)
+class ChangelogStateBackendHandle(KeyedStateHandle):
+    """A changelog checkpoint of one subtask (Flink's ``ChangelogStateBackendHandle``,
+    FLIP-158): its state as of the latest materialization plus the changelog entries of
+    every epoch since, oldest first.
+
+    Every part is shared: later checkpoints reference the same materialization and entries,
+    so the shared-state registry alone deletes them. ``changelog`` entries hold the change
+    format of the backend named by ``backend_identifier``; ``new_entries`` trailing entries
+    (and the materialization, when ``materialization_id == checkpoint_id``) were written for
+    this checkpoint, the rest were referenced by an earlier one.
+    """
+
+    backend_identifier: str
+    range: KeyGroupRange
+    checkpoint_id: int
+    materialization_id: int
+    materialized: tuple[KeyedStateHandle, ...]
+    changelog: tuple[StreamStateHandle, ...]
+    new_entries: int = 0
+
+    @property
+    def key_group_range(self) -> KeyGroupRange:
+        return self.range
+
+    @property
+    def state_size(self) -> int:
+        return sum(h.state_size for h in self.materialized) + sum(
+            h.state_size for h in self.changelog
+        )
+
+    @property
+    def materialized_here(self) -> bool:
+        """Whether this checkpoint wrote its materialization."""
+        return self.materialization_id == self.checkpoint_id
+
+    @property
+    def new_changelog(self) -> tuple[StreamStateHandle, ...]:
+        """The entries written since the previous checkpoint."""
+        return self.changelog[len(self.changelog) - self.new_entries:]
+
+    def discard(self) -> None:
+        """Nothing: every part is shared, the registry deletes it once unused."""
+
+    def get_intersection(
+        self, key_group_range: KeyGroupRange
+    ) -> ChangelogStateBackendHandle | None:
+        # Entries span the whole range: the restoring side rebuilds this subtask's state and
+        # keeps the key groups it owns (state/changelog_restore.py).
+        if self.range.get_intersection(key_group_range).is_empty():
+            return None
+        return self
+
+    def register_shared_states(
+        self, registry: SharedStateRegistry, checkpoint_id: int
+    ) -> ChangelogStateBackendHandle:
+        """Register every file of the materialization and every entry; placeholders in the
+        materialization are swapped for the registered handles."""
+        materialized = []
+        for handle in self.materialized:
+            resolved = handle.register_shared_states(registry, checkpoint_id)
+            for part in stream_handles(resolved):
+                registry.register_reference(part, checkpoint_id)
+            materialized.append(resolved)
+        changelog = tuple(registry.register_reference(h, checkpoint_id) for h in self.changelog)
+        return dataclasses.replace(self, materialized=tuple(materialized), changelog=changelog)
+
+
+def stream_handles(state: StateObject) -> list[StreamStateHandle]:
+    """Every stream handle inside ``state`` (itself, for a stream handle)."""
+    if isinstance(state, StreamStateHandle):
+        return [state]
+    if isinstance(state, KeyGroupsStateHandle | OperatorStateHandle):
+        return [state.delegate]
+    if isinstance(state, IncrementalRemoteKeyedStateHandle):
+        return [state.meta_state_handle,
+                *(item.handle for item in (*state.shared_state, *state.private_state))]
+    if isinstance(state, ChangelogStateBackendHandle):
+        out: list[StreamStateHandle] = []
+        for handle in state.materialized:
+            out.extend(stream_handles(handle))
+        return [*out, *state.changelog]
+    raise TypeError(f"Unknown state object {type(state).__name__}")
 
 
 class OperatorStateDistributionMode(enum.IntEnum):

@@ -13,6 +13,7 @@ import struct
 
 from sparkpoint.checkpoint.handles import (
     ByteStreamStateHandle,
+    ChangelogStateBackendHandle,
     FileStateHandle,
     HandleAndLocalPath,
     IncrementalRemoteKeyedStateHandle,
@@ -57,6 +58,7 @@ class HandleType:
     INCREMENTAL_KEY_GROUPS = 5
     RELATIVE_STREAM = 6
     SAVEPOINT_KEY_GROUPS = 7
+    CHANGELOG_KEYED = 8
     PLACEHOLDER = 15
 
 
@@ -281,6 +283,20 @@ class MetadataV1Serializer(MetadataSerializer):
                     w.text(f.local_path)
                     self._write_stream_handle(w, f.handle)
             w.text(h.state_handle_id)
+        elif isinstance(h, ChangelogStateBackendHandle):
+            w.u8(HandleType.CHANGELOG_KEYED)
+            w.text(h.backend_identifier)
+            w.i32(h.range.start_key_group)
+            w.i32(h.range.number_of_key_groups)
+            w.i64(h.checkpoint_id)
+            w.i64(h.materialization_id)
+            w.u32(len(h.materialized))
+            for materialized in h.materialized:
+                self._write_keyed_handle(w, materialized)
+            w.u32(len(h.changelog))
+            for entry in h.changelog:
+                self._write_stream_handle(w, entry)
+            w.u32(h.new_entries)
         else:
             raise TypeError(f"Cannot serialize keyed state handle of type {type(h).__name__}")
 
@@ -446,7 +462,36 @@ class MetadataV1Serializer(MetadataSerializer):
                 checkpointed_size,
                 r.text("state handle id"),
             )
+        if tag == HandleType.CHANGELOG_KEYED:
+            return self._read_changelog_handle(r, paths, at)
         raise r.fail(f"unknown keyed state handle type {tag}", at)
+
+    def _read_changelog_handle(
+        self, r: _Reader, paths: SnapshotPaths, at: int
+    ) -> ChangelogStateBackendHandle:
+        backend_id = r.text("backend identifier")
+        kgr = self._read_range(r, with_offsets=False)
+        checkpoint_id = r.i64("checkpoint id")
+        materialization_id = r.i64("materialization id")
+        materialized = []
+        for _ in range(r.count("number of materialized handles")):
+            handle = self._read_keyed_handle(r, paths)
+            if handle is None or isinstance(handle, ChangelogStateBackendHandle):
+                raise r.fail("a changelog handle's materialization must be a snapshot", at)
+            materialized.append(handle)
+        entries = []
+        for _ in range(r.count("number of changelog entries")):
+            entry = self._read_stream_handle(r, paths)
+            if entry is None or isinstance(entry, PlaceholderStreamStateHandle):
+                raise r.fail("a changelog entry without its bytes", at)
+            entries.append(entry)
+        new_entries = r.u32("new changelog entries")
+        if new_entries > len(entries):
+            raise r.fail(f"{new_entries} new changelog entries of {len(entries)}", at)
+        return ChangelogStateBackendHandle(
+            backend_id, kgr, checkpoint_id, materialization_id, tuple(materialized),
+            tuple(entries), new_entries,
+        )
 
     @staticmethod
     def _read_range(r: _Reader, with_offsets: bool = True) -> KeyGroupRange:

@@ -17,6 +17,7 @@ from typing import Any
 
 from sparkpoint.checkpoint.handles import (
     ByteStreamStateHandle,
+    ChangelogStateBackendHandle,
     IncrementalRemoteKeyedStateHandle,
     KeyGroupsStateHandle,
     OperatorStateHandle,
@@ -148,6 +149,13 @@ def _count(handle: StateObject | None, into: SubtaskStats) -> None:
         _count(handle.meta_state_handle, into)
         for part in (*handle.shared_state, *handle.private_state):
             _count(part.handle, into)
+    elif isinstance(handle, ChangelogStateBackendHandle):
+        # Only what this checkpoint wrote: its materialization, if new, and its new entries.
+        if handle.materialized_here:
+            for materialized in handle.materialized:
+                _count(materialized, into)
+        for entry in handle.new_changelog:
+            _count(entry, into)
     elif isinstance(handle, PlaceholderStreamStateHandle):
         return  # uploaded by an earlier checkpoint
     elif isinstance(handle, ByteStreamStateHandle):

@@ -8,7 +8,12 @@ from types import TracebackType
 
 from sparkpoint.checkpoint.handles import StreamStateHandle
 
-__all__ = ["CheckpointStateOutputStream", "CheckpointStreamFactory", "CheckpointedStateScope"]
+__all__ = [
+    "CheckpointStateOutputStream",
+    "CheckpointStreamFactory",
+    "CheckpointedStateScope",
+    "SharedScopeStreamFactory",
+]
 
 
 class CheckpointedStateScope(enum.Enum):
@@ -74,3 +79,17 @@ class CheckpointStreamFactory(abc.ABC):
         self, scope: CheckpointedStateScope = CheckpointedStateScope.EXCLUSIVE
     ) -> CheckpointStateOutputStream:
         """A new stream; the handle it yields stores data inline or in a file of ``scope``."""
+
+
+class SharedScopeStreamFactory(CheckpointStreamFactory):
+    """Writes every stream as shared state. A changelog checkpoint's materialization
+    outlives its checkpoint: later checkpoints reference it, and the shared-state registry
+    deletes it once none does."""
+
+    def __init__(self, inner: CheckpointStreamFactory) -> None:
+        self._inner = inner
+
+    def create_checkpoint_state_output_stream(
+        self, scope: CheckpointedStateScope = CheckpointedStateScope.EXCLUSIVE
+    ) -> CheckpointStateOutputStream:
+        return self._inner.create_checkpoint_state_output_stream(CheckpointedStateScope.SHARED)

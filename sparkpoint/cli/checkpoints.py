@@ -18,6 +18,7 @@ from typing import Any
 from sparkpoint.checkpoint.fs_location import resolve_checkpoint_pointer
 from sparkpoint.checkpoint.handles import (
     ByteStreamStateHandle,
+    ChangelogStateBackendHandle,
     FileStateHandle,
     IncrementalRemoteKeyedStateHandle,
     KeyGroupsStateHandle,
@@ -197,6 +198,15 @@ def _handle_json(handle: StateObject) -> dict[str, Any]:
             for h in handle.private_state
         ]
         out["meta"] = _stream_json(handle.meta_state_handle)
+    elif isinstance(handle, ChangelogStateBackendHandle):
+        rng = handle.key_group_range
+        out["key_groups"] = [rng.start_key_group, rng.end_key_group]
+        out["backend"] = handle.backend_identifier
+        out["checkpoint_id"] = handle.checkpoint_id
+        out["materialization_id"] = handle.materialization_id
+        out["materialized"] = [_handle_json(h) for h in handle.materialized]
+        out["changelog"] = [_stream_json(h) for h in handle.changelog]
+        out["new_entries"] = handle.new_entries
     elif isinstance(handle, OperatorStateHandle):
         out["states"] = {
             name: {"mode": info.distribution_mode.name, "partitions": len(info.offsets)}
@@ -294,6 +304,9 @@ def _fmt_handle(h: dict[str, Any]) -> str:
         parts.append(f"{where} {delegate['path']}" if where == "file" else where)
     if "shared" in h:
         parts.append(f"{len(h['shared'])} shared + {len(h['private'])} private files")
+    if "changelog" in h:
+        parts.append(f"materialized by checkpoint {h['materialization_id']} + "
+                     f"{len(h['changelog'])} changelog entries ({h['new_entries']} new)")
     if "states" in h:
         parts.append("states " + ", ".join(f"{n} ({v['mode']})" for n, v in h["states"].items()))
     return ", ".join(parts)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sparkpoint.config.option import (
     BOOLEAN,
+    DURATION,
     MEMORY_SIZE,
     STRING,
     ConfigOption,
@@ -38,6 +39,19 @@ class StateBackendOptions(OptionGroup):
         "hashmap (objects on the Python worker's heap) or rocksdb (a local RocksDB per "
         "subtask); the 1.x names heap, filesystem and jobmanager mean hashmap.",
         ("state.backend",),
+    )
+    CHANGELOG_ENABLED = ConfigOption(
+        "state.backend.changelog.enabled", BOOLEAN, False,
+        "Changelog checkpoints (Flink's changelog state backend): a checkpoint references "
+        "the latest materialization (a snapshot of the keyed state, taken periodically) plus "
+        "the changes of every epoch since, so it writes only the last epochs' changes. "
+        "Needs sparkpoint.state.changelog.enabled; savepoints are always full snapshots.",
+    )
+    PERIODIC_MATERIALIZE_INTERVAL = ConfigOption(
+        "state.backend.changelog.periodic-materialize.interval", DURATION, 600_000,
+        "With changelog checkpoints: the time after a materialization from which the next "
+        "checkpoint materializes again (snapshots the keyed state). Shorter: smaller "
+        "changelogs to restore, more snapshots written.",
     )
 
 

@@ -69,6 +69,9 @@ class HashMapStateBackend(StateBackend):
     def create_keyed_state_backend(self, params: KeyedStateBackendParameters) -> KeyedStateBackend:
         return HeapKeyedStateBackend(params)
 
+    def keyed_backend_name(self) -> str:
+        return HeapKeyedStateBackend.backend_name
+
 
 def _check_positive(name: str, value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -188,6 +191,11 @@ class EmbeddedRocksDBStateBackend(StateBackend):
         if not isinstance(opts, Mapping):
             raise ValueError(f"RocksDB options factory returned {opts!r}, not a dict")
         return dict(opts)
+
+    def keyed_backend_name(self) -> str:
+        from sparkpoint.state.rocksdb import RocksDBKeyedStateBackend
+
+        return RocksDBKeyedStateBackend.backend_name
 
     def create_keyed_state_backend(self, params: KeyedStateBackendParameters) -> KeyedStateBackend:
         from sparkpoint.state.rocksdb import RocksDBKeyedStateBackend
@@ -398,6 +406,9 @@ class CustomStateBackend(StateBackend):
 
     def supports_incremental_checkpoints(self) -> bool:
         return self._user_backend.supports_incremental_checkpoints()
+
+    def keyed_backend_name(self) -> str:
+        return self._user_backend.keyed_backend_name()
 
     def get_checkpoint_storage(self) -> CheckpointStorage | None:
         getter = getattr(self._user_backend, "get_checkpoint_storage", None)

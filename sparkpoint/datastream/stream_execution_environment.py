@@ -213,6 +213,18 @@ class StreamExecutionEnvironment:
     def get_state_backend(self) -> Any:
         return self._state_backend
 
+    def enable_changelog_state_backend(self, enabled: bool) -> StreamExecutionEnvironment:
+        """Changelog checkpoints (``state.backend.changelog.enabled``): a checkpoint
+        references the latest periodic materialization plus every epoch's changes since."""
+        if not isinstance(enabled, bool):
+            raise TypeError(f"enabled must be a bool, got {enabled!r}")
+        self._configuration.set_boolean(StateBackendOptions.CHANGELOG_ENABLED.key, enabled)
+        return self
+
+    def is_changelog_state_backend_enabled(self) -> bool:
+        """Whether changelog checkpoints are enabled."""
+        return bool(StateBackendOptions.CHANGELOG_ENABLED.read(self._configuration))
+
     def set_default_savepoint_directory(self, directory: str) -> StreamExecutionEnvironment:
         self._default_savepoint_dir = validate_path(directory, "directory")
         return self

@@ -75,6 +75,8 @@ class PendingCheckpoint:
     properties: CheckpointProperties
     epoch: int
     asynchronous: bool = False
+    # Changelog checkpoints: whether keyed subtasks snapshot (materialize) for it.
+    materialize: bool = True
     master_state: Any = None
     acks: list[Any] = field(default_factory=list)
     awaiting: set[tuple[str, int]] = field(default_factory=set)

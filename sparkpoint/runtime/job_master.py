@@ -27,7 +27,12 @@ from sparkpoint.checkpoint.metadata import (
 from sparkpoint.checkpoint.metadata_format import load_checkpoint
 from sparkpoint.checkpoint.store import CompletedCheckpoint, CompletedCheckpointStore
 from sparkpoint.clock import SYSTEM_CLOCK, Clock
-from sparkpoint.config import CheckpointingOptions, SparkpointOptions, StateRecoveryOptions
+from sparkpoint.config import (
+    CheckpointingOptions,
+    SparkpointOptions,
+    StateBackendOptions,
+    StateRecoveryOptions,
+)
 from sparkpoint.connectors.source import SplitEnumerator, SplitRange
 from sparkpoint.errors import (
     CheckpointException,
@@ -37,6 +42,7 @@ from sparkpoint.errors import (
     StateLostError,
 )
 from sparkpoint.fs.registry import get_options as get_fs_options
+from sparkpoint.runtime.changelog_checkpoints import ChangelogCheckpoints
 from sparkpoint.runtime.coordinator import (
     CheckpointCoordinator,
     CheckpointPolicy,
@@ -128,6 +134,8 @@ class JobSettings:
     max_records_per_split: int = SparkpointOptions.MAX_RECORDS_PER_SPLIT.default
     tasks_per_core: int = SparkpointOptions.TASKS_PER_CORE.default  # task groups
     changelog: bool = SparkpointOptions.CHANGELOG_ENABLED.default  # per-subtask recovery
+    changelog_checkpoints: bool = StateBackendOptions.CHANGELOG_ENABLED.default
+    materialize_interval_ms: int = StateBackendOptions.PERIODIC_MATERIALIZE_INTERVAL.default
     idle_sleep_s: float = 0.2
     # With no new input, an (empty) epoch still runs this often, so processing-time timers
     # fire and checkpoints are taken while a continuous source is idle.
@@ -190,9 +198,14 @@ class JobMaster:
         self.runner = EpochRunner(spark, plan, settings.tasks_per_core)
         self.placement = Placement()
         self.keyed_stages = {st.id: st.parallelism for st in plan.stages if st.keyed}
+        self.changelog = ChangelogCheckpoints(
+            plan, settings.changelog_checkpoints and settings.policy.enabled,
+            settings.materialize_interval_ms, settings.state_backend.keyed_backend_name(),
+        )
         self.recovery = SubtaskRecovery(
             plan, settings.explicit_max_parallelism,
             enabled=settings.changelog and settings.policy.enabled,
+            hand_over=self.changelog.enabled,
         )
         # (operator id, subtask) -> why it restores alone in the next run
         self._restore_causes: dict[tuple[str, int], str] = {}
@@ -257,6 +270,7 @@ class JobMaster:
             raise
         finally:
             self.recovery.close()
+            self.changelog.close()
             self.cleaner.close()
             self._cleanup_local_state()
         return {
@@ -313,6 +327,7 @@ class JobMaster:
             routes=self.routes,
             fs_options=dict(get_fs_options()),
             changelog_storage=self.s.checkpoint_storage if self.recovery.enabled else None,
+            changelog_checkpoints=self.changelog.enabled,
             faults=faults.task_hooks() if faults is not None else None,
         )
 
@@ -322,6 +337,10 @@ class JobMaster:
         savepoint = pending.properties.is_savepoint
         # Savepoints upload within their epoch (stop-with-savepoint ends the job with it).
         pending.asynchronous = not savepoint and self.s.state_backend.asynchronous_snapshots()
+        full = self.store.forces_full_snapshot
+        pending.materialize = savepoint or full or self.changelog.should_materialize(
+            self.clock.monotonic_ms(), others_in_flight=len(self.coordinator.pending) > 1
+        )
         return CheckpointRequest(
             pending.checkpoint_id,
             self.s.checkpoint_storage,
@@ -329,9 +348,10 @@ class JobMaster:
             SnapshotType.SAVEPOINT
             if savepoint
             else SnapshotType.FULL_CHECKPOINT
-            if self.store.forces_full_snapshot
+            if full
             else SnapshotType.CHECKPOINT,
             asynchronous=pending.asynchronous,
+            materialize=pending.materialize,
         )
 
     def _run_one_epoch(self, stop_request: Any) -> bool:
@@ -385,6 +405,7 @@ class JobMaster:
         self.accepted_run = self.run_id
         acks = self._absorb(reports, ranges)
         self.recovery.accept(a for r in reports for a in r.changelogs)
+        self.changelog.observe(a for r in reports for a in r.changelogs)
         self.restore_spec = {}
         if pending is not None:
             pending.master_state = self._master_state(self.epoch)
@@ -399,7 +420,7 @@ class JobMaster:
         if pending is not None and not pending.asynchronous:
             completed = self._complete_checkpoint(pending, acks, stop_request)
             if completed is not None:
-                self.recovery.checkpoint_completed(completed, self.epoch)
+                self._covered(completed, self.epoch)
             else:
                 self.recovery.checkpoint_failed()
         elif pending is None and not self.s.policy.enabled:
@@ -685,7 +706,7 @@ class JobMaster:
             completed = self._complete_checkpoint(pending, pending.acks, None)
             if completed is None:
                 continue
-            self.recovery.checkpoint_completed(completed, pending.epoch)
+            self._covered(completed, pending.epoch)
             for older in list(self.coordinator.pending):
                 if older.checkpoint_id < pending.checkpoint_id and not (
                     older.properties.is_savepoint
@@ -749,6 +770,10 @@ class JobMaster:
         self, pending: Any, acks: list[SnapshotAck], stop_request: Any
     ) -> CompletedCheckpoint | None:
         try:
+            if self.changelog.enabled and not pending.properties.is_savepoint:
+                acks = self.changelog.compose(
+                    pending.checkpoint_id, pending.epoch, acks, self.recovery.entries
+                )
             op_states = self._operator_states(acks)
             completed = self.coordinator.complete(
                 pending, op_states, [pending.master_state.to_master_state()]
@@ -773,11 +798,18 @@ class JobMaster:
             stop_request.future.set_result(completed.external_pointer)
         return completed
 
+    def _covered(self, completed: CompletedCheckpoint, epoch: int) -> None:
+        """``completed`` covers every epoch up to ``epoch``."""
+        covered = self.recovery.checkpoint_completed(completed, epoch)
+        if self.changelog.enabled:
+            self.changelog.completed(completed, epoch, covered, self.clock.monotonic_ms())
+
     # -- recovery --------------------------------------------------------------------------
     def _initial_restore(self) -> None:
         if self.s.restore_path is None:
             self._restore_from(None, RestoreReason.START)
             self.recovery.reset(None, 0)
+            self.changelog.reset()
             return
         metadata, location = load_checkpoint(self.s.checkpoint_storage, self.s.restore_path)
         check_unmatched_state(self.plan, metadata, self.s.allow_non_restored_state)
@@ -786,6 +818,7 @@ class JobMaster:
         self.coordinator.next_checkpoint_id = metadata.checkpoint_id + 1
         self._restore_from(metadata, RestoreReason.START)
         self.recovery.reset(restored, 0)
+        self.changelog.reset()
         _LOG.info("Job %s restored from %s", self.job_id, location.external_pointer)
 
     def _restore_from(self, metadata: CheckpointMetadata | None, reason: str) -> None:
@@ -852,6 +885,7 @@ class JobMaster:
         self._restore_from(latest.metadata if latest is not None else None,
                            RestoreReason.FAILOVER)
         self.recovery.reset(latest, self.epoch)
+        self.changelog.reset()
         self._restore_causes.clear()
         event = FailoverEvent(
             self.epoch, self.incarnation, latest.checkpoint_id if latest else None, short_error(exc)

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from sparkpoint.checkpoint.streams import SharedScopeStreamFactory
 from sparkpoint.clock import Clock
 from sparkpoint.runtime.async_upload import SubtaskUploads, worker_is_reused
 from sparkpoint.runtime.context import TIMERS_STATE
@@ -20,7 +21,8 @@ from sparkpoint.runtime.protocol import (
     SubtaskRestored,
     UploadStatus,
 )
-from sparkpoint.state.backend import KeyedStateBackendParameters
+from sparkpoint.state.backend import KeyedStateBackendParameters, SnapshotType
+from sparkpoint.state.changelog_restore import restore_keyed_state
 from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
 from sparkpoint.state.local_recovery import (
     LocalCommitMarker,
@@ -64,13 +66,14 @@ class SubtaskState:
         cp = spec.checkpoint
         self._async = cp is not None and cp.asynchronous and worker_is_reused()
         # Record each commit's changes when the job keeps a changelog and no snapshot
-        # completed with this epoch will cover them (an asynchronous one completes later).
+        # completed with this epoch will cover them (an asynchronous one completes later;
+        # with changelog checkpoints, later checkpoints may build on an earlier snapshot).
         # The epoch that ends the input needs none: the job ends with it, so no later epoch
         # can restore a subtask to its end.
         self._changelog = (
             spec.job.changelog_storage is not None
             and not spec.end_of_input
-            and (cp is None or cp.asynchronous)
+            and (cp is None or cp.asynchronous or spec.job.changelog_checkpoints)
         )
         self._tracked: set[str] = set()
 
@@ -142,7 +145,7 @@ class SubtaskState:
             t0 = time.perf_counter()
             backend.dispose()
             backend = factory.create_keyed_state_backend(params)
-            backend.restore(list(restore.handles))
+            replayed = restore_keyed_state(backend, params, restore.handles)
             if restore.changelog:
                 backend.apply_changes([h.read_all() for h in restore.changelog])
             # Restored timers are unknown to the index: the first firing scans them.
@@ -151,7 +154,7 @@ class SubtaskState:
             )
             backend.commit_local(spec.epoch - 1, self._marker(operator_id, spec.prev_run))
             self.restored.append(SubtaskRestored(
-                operator_id, self.subtask, restore.reason, len(restore.changelog),
+                operator_id, self.subtask, restore.reason, replayed + len(restore.changelog),
                 time.perf_counter() - t0,
             ))
         if spec.notify_complete is not None:
@@ -189,11 +192,18 @@ class SubtaskState:
                 cp = spec.checkpoint
                 if cp is None:
                     continue
+                if not cp.materialize and operator_id in self._tracked:
+                    acks.append(SnapshotAck(operator_id, self.subtask, None, 0, changelog=True))
+                    continue
                 if factory is None:
                     access = cp.storage.create_checkpoint_storage(spec.job.job_id)
                     factory = access.resolve_checkpoint_storage_location(
                         cp.checkpoint_id, cp.location_reference
                     )
+                    if spec.job.changelog_checkpoints and cp.snapshot_type != (
+                        SnapshotType.SAVEPOINT
+                    ):
+                        factory = SharedScopeStreamFactory(factory)
                 if self._async:
                     self._start_upload(operator_id, backend, factory)
                     continue

@@ -56,6 +56,10 @@ class CheckpointRequest:
     # Upload in the background on the executor (acknowledged in later epochs' reports)
     # instead of within the task; savepoints and synchronous backends upload in the task.
     asynchronous: bool = False
+    # Changelog checkpoints (``JobSpec.changelog_checkpoints``): False when keyed subtasks
+    # that keep a changelog take no snapshot, the driver composes their handles from the
+    # latest materialization and the changelog entries since.
+    materialize: bool = True
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,9 @@ class JobSpec:
     fs_options: Mapping[str, str] = field(default_factory=dict)
     # Where keyed subtasks write the durable changes of each epoch (None: they do not).
     changelog_storage: Any = None
+    # state.backend.changelog.enabled: every epoch's changes are stored, and checkpoint
+    # snapshots (materializations) are written as shared state.
+    changelog_checkpoints: bool = False
     faults: TaskFaultHooks | None = None
     # False when pipeline.auto-watermark-interval is 0: only ended splits emit a watermark.
     periodic_watermarks: bool = True
@@ -186,6 +193,8 @@ class SnapshotAck:
     handle: Any  # KeyedStateHandle | None; OperatorStateHandle | None with operator_state
     state_size: int
     operator_state: bool = False
+    # No snapshot: the epoch's changelog entry stands for it (CheckpointRequest.materialize).
+    changelog: bool = False
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,11 @@ from sparkpoint.config import (
     ExecutionOptions,
     PipelineOptions,
     SparkpointOptions,
+    StateBackendOptions,
     StateRecoveryOptions,
     validate,
 )
+from sparkpoint.errors import ConfigurationError
 from sparkpoint.runtime.coordinator import CheckpointPolicy
 from sparkpoint.runtime.dashboard import DashboardSettings
 from sparkpoint.runtime.job_master import JobSettings
@@ -63,6 +65,20 @@ def check_configuration(config: Mapping[str, Any]) -> None:
         key, path = option.find_key(config), option.read(config)
         if key is not None and path is not None:
             check(path, key)
+
+
+def _changelog_checkpoints(config: Mapping[str, Any]) -> bool:
+    """state.backend.changelog.enabled; its checkpoints are made of the changelog entries
+    that sparkpoint.state.changelog.enabled stores, so that one cannot be off."""
+    enabled = StateBackendOptions.CHANGELOG_ENABLED.read(config)
+    if enabled and not SparkpointOptions.CHANGELOG_ENABLED.read(config):
+        raise ConfigurationError(
+            f"{StateBackendOptions.CHANGELOG_ENABLED.key}=true needs "
+            f"{SparkpointOptions.CHANGELOG_ENABLED.key}=true (changelog checkpoints are made "
+            "of the changes it stores); allowed: enable both, or disable "
+            f"{StateBackendOptions.CHANGELOG_ENABLED.key}"
+        )
+    return enabled
 
 
 def _checkpoint_policy(config: Mapping[str, Any]) -> CheckpointPolicy:
@@ -116,6 +132,8 @@ def build_job_settings(job_name: str, request: JobRequest) -> JobSettings:
         max_records_per_split=SparkpointOptions.MAX_RECORDS_PER_SPLIT.read(config),
         tasks_per_core=SparkpointOptions.TASKS_PER_CORE.read(config),
         changelog=SparkpointOptions.CHANGELOG_ENABLED.read(config),
+        changelog_checkpoints=_changelog_checkpoints(config),
+        materialize_interval_ms=StateBackendOptions.PERIODIC_MATERIALIZE_INTERVAL.read(config),
         job_parameters=dict(request.job_parameters),
         faults=request.faults,
     )

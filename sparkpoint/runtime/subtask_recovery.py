@@ -29,10 +29,15 @@ _LOG = logging.getLogger("sparkpoint.job")
 class SubtaskRecovery:
     """Recovery base and changelog entries of one job run (see the module doc)."""
 
-    def __init__(self, plan: Plan, explicit_max_parallelism: bool, enabled: bool) -> None:
+    def __init__(
+        self, plan: Plan, explicit_max_parallelism: bool, enabled: bool,
+        hand_over: bool = False,
+    ) -> None:
         self.plan = plan
         self.explicit_max_parallelism = explicit_max_parallelism
         self.enabled = enabled
+        # Changelog checkpoints: entries a new base covers go to them instead of deletion.
+        self.hand_over = hand_over
         self.base: CompletedCheckpoint | None = None
         self.base_epoch = 0
         self.gap = False
@@ -59,11 +64,15 @@ class SubtaskRecovery:
         """Entries of a run whose results are not used: delete them."""
         self._delete([a for a in acks if a.handle is not None])
 
-    def checkpoint_completed(self, checkpoint: CompletedCheckpoint, epoch: int) -> None:
-        """``checkpoint`` covers every epoch up to ``epoch``: it is the new base."""
-        self._drop(lambda ack: ack.epoch <= epoch)
+    def checkpoint_completed(
+        self, checkpoint: CompletedCheckpoint, epoch: int
+    ) -> list[ChangelogAck]:
+        """``checkpoint`` covers every epoch up to ``epoch``: it is the new base. Returns the
+        entries it covers when they are handed over (else they are deleted)."""
+        covered = self._drop(lambda ack: ack.epoch <= epoch, delete=not self.hand_over)
         self.base, self.base_epoch, self.gap = checkpoint, epoch, False
         self._base_handles = None
+        return [] if not self.hand_over else covered
 
     def checkpoint_failed(self) -> None:
         """The checkpoint that was to cover an epoch without changelog entries failed."""
@@ -95,7 +104,7 @@ class SubtaskRecovery:
         self._pool.shutdown(wait=True)
 
     # -- deleting ------------------------------------------------------------------------
-    def _drop(self, which: Any) -> None:
+    def _drop(self, which: Any, delete: bool = True) -> list[ChangelogAck]:
         doomed: list[ChangelogAck] = []
         for key, acks in list(self.entries.items()):
             keep = [a for a in acks if not which(a)]
@@ -104,7 +113,9 @@ class SubtaskRecovery:
                 self.entries[key] = keep
             else:
                 del self.entries[key]
-        self._delete(doomed)
+        if delete:
+            self._delete(doomed)
+        return doomed
 
     def _delete(self, acks: list[ChangelogAck]) -> None:
         handles = [a.handle for a in acks]

@@ -211,6 +211,11 @@ class StateBackendFactory(abc.ABC):
         """Whether snapshots may reference earlier checkpoints' shared files."""
         return False
 
+    def keyed_backend_name(self) -> str:
+        """The ``backend_name`` of the keyed backends it creates ("": unknown); changelog
+        checkpoints record it to rebuild state from their entries."""
+        return ""
+
     def asynchronous_snapshots(self) -> bool:
         """Whether checkpoint uploads run in the background after the synchronous part
         (Flink's backends always do; the legacy ones let the user turn it off)."""

@@ -15,7 +15,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from sparkpoint.checkpoint.handles import IncrementalRemoteKeyedStateHandle, KeyGroupsStateHandle
+from sparkpoint.checkpoint.handles import (
+    ChangelogStateBackendHandle,
+    IncrementalRemoteKeyedStateHandle,
+    KeyGroupsStateHandle,
+)
 from sparkpoint.errors import RestoreError
 from sparkpoint.state import typeinfo as ti
 from sparkpoint.state.table import RegisteredStateMeta
@@ -27,6 +31,7 @@ from sparkpoint.state_processor.snapshot_reading import (
     merge_metas,
     plan_splits,
     read_split,
+    rebuilt_snapshot,
     registry_metas,
 )
 from sparkpoint.state_processor.spark_support import (
@@ -124,7 +129,8 @@ class SavepointReader:
             for split in payloads(batches):
                 yield from decoder.batches(read_split(split))
 
-        frame = payload_frame(self.spark, plan_splits(handles, target))
+        max_parallelism = self.snapshot.operator(uid).max_parallelism
+        frame = payload_frame(self.spark, plan_splits(handles, target, max_parallelism))
         return frame.mapInArrow(run, spark_schema(decoder.schema))
 
     # -- state meta infos ---------------------------------------------------------------
@@ -136,15 +142,38 @@ class SavepointReader:
         handles = keyed_handles(self.snapshot.operator(uid))
         full = [h for h in handles if isinstance(h, KeyGroupsStateHandle)]
         incremental = [h for h in handles if isinstance(h, IncrementalRemoteKeyedStateHandle)]
-        other = [h for h in handles
-                 if not isinstance(h, KeyGroupsStateHandle | IncrementalRemoteKeyedStateHandle)]
+        changelog = [h for h in handles if isinstance(h, ChangelogStateBackendHandle)]
+        other = [h for h in handles if not isinstance(
+            h, KeyGroupsStateHandle | IncrementalRemoteKeyedStateHandle
+            | ChangelogStateBackendHandle)]
         if other:
             raise RestoreError(f"Operator {uid!r} holds keyed state handles of type "
                                f"{type(other[0]).__name__}, which cannot be read")
-        found = key_groups_metas(full) + self._incremental_metas(incremental)
+        found = (key_groups_metas(full) + self._incremental_metas(incremental)
+                 + self._changelog_metas(changelog, self.snapshot.operator(uid).max_parallelism))
         metas = merge_metas(found, f"operator {uid!r}")
         self._metas[uid] = metas
         return metas
+
+    def _changelog_metas(self, handles: Sequence[ChangelogStateBackendHandle],
+                         max_parallelism: int) -> list[RegisteredStateMeta]:
+        """Meta infos of changelog handles, whose entries may register states: a Spark job
+        rebuilds each handle's state and reads the header of the snapshot it makes."""
+        if not handles:
+            return []
+        setup = ExecutorSetup()
+
+        def describe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            setup.apply()
+            for handle in payloads(batches):
+                rebuilt = rebuilt_snapshot(handle, max_parallelism)
+                metas = key_groups_metas([rebuilt]) if rebuilt is not None else []
+                yield pa.record_batch([pa.array([json.dumps([m.to_json() for m in metas])])],
+                                      names=["metas"])
+
+        rows = payload_frame(self.spark, list(handles)).mapInArrow(
+            describe, "metas string").collect()
+        return [RegisteredStateMeta.from_json(m) for r in rows for m in json.loads(r[0])]
 
     def _incremental_metas(self, handles: Sequence[IncrementalRemoteKeyedStateHandle]
                            ) -> list[RegisteredStateMeta]:

@@ -5,8 +5,10 @@ operator (from the snapshot headers of key-groups handles, or from the state reg
 incremental RocksDB checkpoints) and cuts the handles into ``ReadSplit``s of about equal
 bytes. The executor side reads one split straight from storage: a key-groups handle by
 seeking to each key group's offset, an incremental RocksDB handle by downloading its files and
-scanning the key-group range. Both yield the entries of each key group as canonical byte
-columns per state, the form every snapshot format shares. Plain Python; no Spark.
+scanning the key-group range, a changelog checkpoint's handle by rebuilding its state
+(materialization plus changes) as a snapshot in memory. All yield the entries of each key
+group as canonical byte columns per state, the form every snapshot format shares. Plain
+Python; no Spark.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pyarrow as pa
 
 from sparkpoint.checkpoint.fs_location import resolve_checkpoint_pointer
 from sparkpoint.checkpoint.handles import (
+    ChangelogStateBackendHandle,
     FileStateHandle,
     IncrementalRemoteKeyedStateHandle,
     KeyedStateHandle,
@@ -35,7 +38,11 @@ from sparkpoint.checkpoint.metadata import CheckpointMetadata, OperatorState
 from sparkpoint.checkpoint.metadata_format import load_checkpoint_metadata
 from sparkpoint.checkpoint.storage import CompletedCheckpointStorageLocation
 from sparkpoint.errors import RestoreError
+from sparkpoint.runtime.context import TIMERS_STATE
+from sparkpoint.state.backend import KeyedStateBackendParameters
+from sparkpoint.state.changelog_restore import rebuild_as_snapshot
 from sparkpoint.state.descriptors import StateKind
+from sparkpoint.state.key_groups import UPPER_BOUND_MAX_PARALLELISM
 from sparkpoint.state.snapshot_format import (
     OBJECT_ENCODINGS,
     Columns,
@@ -54,6 +61,7 @@ __all__ = [
     "merge_metas",
     "plan_splits",
     "read_split",
+    "rebuilt_snapshot",
     "registry_metas",
 ]
 
@@ -81,6 +89,8 @@ def _state_format(handles: Sequence[KeyedStateHandle]) -> str:
             kinds.add("full checkpoint")
         elif isinstance(h, IncrementalRemoteKeyedStateHandle):
             kinds.add("incremental checkpoint")
+        elif isinstance(h, ChangelogStateBackendHandle):
+            kinds.add("changelog checkpoint")
         else:
             kinds.add(type(h).__name__)
     return " + ".join(sorted(kinds)) or "none"
@@ -129,8 +139,32 @@ class Snapshot:
 
 
 def keyed_handles(op: OperatorState) -> list[KeyedStateHandle]:
-    """The managed keyed state handles of every subtask of ``op``."""
-    return [h for sub in op.subtask_states.values() for h in sub.managed_keyed_state]
+    """The managed keyed state handles of every subtask of ``op``; a changelog handle
+    without entries stands for its materialization."""
+    out: list[KeyedStateHandle] = []
+    for sub in op.subtask_states.values():
+        for h in sub.managed_keyed_state:
+            if isinstance(h, ChangelogStateBackendHandle) and not h.changelog:
+                out.extend(h.materialized)
+            else:
+                out.append(h)
+    return out
+
+
+def rebuilt_snapshot(
+    handle: ChangelogStateBackendHandle, max_parallelism: int
+) -> KeyGroupsStateHandle | None:
+    """A changelog handle's state (of an operator with ``max_parallelism``) as a canonical
+    snapshot in memory (``None``: empty)."""
+    params = KeyedStateBackendParameters(
+        job_id="state-processor", operator_id="", subtask_index=0, parallelism=1,
+        max_parallelism=max_parallelism, key_group_range=handle.range,
+        local_dir="", timer_states=frozenset({TIMERS_STATE}),
+    )
+    rebuilt = rebuild_as_snapshot(handle, params)
+    if rebuilt is not None and not isinstance(rebuilt, KeyGroupsStateHandle):
+        raise RestoreError(f"Rebuilt changelog state is a {type(rebuilt).__name__}")
+    return rebuilt
 
 
 def merge_metas(found: Sequence[RegisteredStateMeta], where: str) -> dict[str, RegisteredStateMeta]:
@@ -165,6 +199,7 @@ class ReadSplit:
 
     handle: KeyedStateHandle
     key_groups: KeyGroupRange
+    max_parallelism: int = UPPER_BOUND_MAX_PARALLELISM  # of the operator
 
 
 def _group_sizes(handle: KeyGroupsStateHandle) -> list[tuple[int, int]]:
@@ -177,18 +212,22 @@ def _group_sizes(handle: KeyGroupsStateHandle) -> list[tuple[int, int]]:
     return [(kg, size.get(kg, 0)) for kg, _ in items]
 
 
-def plan_splits(handles: Sequence[KeyedStateHandle], target_splits: int) -> list[ReadSplit]:
+def plan_splits(
+    handles: Sequence[KeyedStateHandle], target_splits: int,
+    max_parallelism: int = UPPER_BOUND_MAX_PARALLELISM,
+) -> list[ReadSplit]:
     """Cut ``handles`` into about ``target_splits`` splits of about equal bytes.
 
     A key-groups handle is cut between key groups (a task seeks to each of its groups); an
-    incremental RocksDB handle is one split, since its files are read as a whole.
+    incremental RocksDB handle is one split, since its files are read as a whole, and so is
+    a changelog handle, whose state is rebuilt as a whole.
     """
     total = sum(h.state_size for h in handles) or 1
     per_split = max(1, total // max(1, target_splits))
     out: list[ReadSplit] = []
     for h in handles:
         if not isinstance(h, KeyGroupsStateHandle):
-            out.append(ReadSplit(h, h.key_group_range))
+            out.append(ReadSplit(h, h.key_group_range, max_parallelism))
             continue
         start, acc = None, 0
         last = h.key_group_range.end_key_group
@@ -197,7 +236,7 @@ def plan_splits(handles: Sequence[KeyedStateHandle], target_splits: int) -> list
                 start = kg
             acc += size
             if acc >= per_split or kg == last:
-                out.append(ReadSplit(h, KeyGroupRange.of(start, kg)))
+                out.append(ReadSplit(h, KeyGroupRange.of(start, kg), max_parallelism))
                 start, acc = None, 0
     return out
 
@@ -215,6 +254,10 @@ def read_split(split: ReadSplit) -> Iterator[KeyGroupEntries]:
         yield from _read_key_groups(handle, split.key_groups)
     elif isinstance(handle, IncrementalRemoteKeyedStateHandle):
         yield from _read_incremental(handle, split.key_groups)
+    elif isinstance(handle, ChangelogStateBackendHandle):
+        rebuilt = rebuilt_snapshot(handle, split.max_parallelism)
+        if rebuilt is not None:
+            yield from _read_key_groups(rebuilt, split.key_groups)
     else:
         raise RestoreError(f"Cannot read keyed state handles of type {type(handle).__name__}")
 

@@ -27,6 +27,7 @@ from typing import Any
 import pyarrow as pa
 
 from sparkpoint.checkpoint.handles import (
+    ChangelogStateBackendHandle,
     FileStateHandle,
     HandleAndLocalPath,
     IncrementalRemoteKeyedStateHandle,
@@ -461,6 +462,11 @@ def _map_stream_handles(op: OperatorState, fn: Any) -> OperatorState:
                 private_state=tuple(HandleAndLocalPath(fn(x.handle), x.local_path)
                                     for x in h.private_state),
                 meta_state_handle=fn(h.meta_state_handle),
+            )
+        if isinstance(h, ChangelogStateBackendHandle):
+            return dataclasses.replace(
+                h, materialized=tuple(keyed(m) for m in h.materialized),
+                changelog=tuple(fn(e) for e in h.changelog),
             )
         raise TypeError(f"Cannot keep keyed state handles of type {type(h).__name__}")
 

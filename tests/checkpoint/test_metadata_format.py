@@ -7,12 +7,18 @@ import struct
 import zlib
 
 import pytest
-from ckpt_metadata_samples import EXCLUSIVE_DIR, every_handle_subtask, sample_metadata
+from ckpt_metadata_samples import (
+    EXCLUSIVE_DIR,
+    every_handle_subtask,
+    key_groups_handle,
+    sample_metadata,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sparkpoint.checkpoint.handles import (
     ByteStreamStateHandle,
+    ChangelogStateBackendHandle,
     FileStateHandle,
     HandleAndLocalPath,
     IncrementalRemoteKeyedStateHandle,
@@ -228,6 +234,38 @@ def test_serializer_registry() -> None:
         MetadataSerializers.register(MetadataV1Serializer())
 
 
+def _changelog_metadata(entry: StreamStateHandle, new_entries: int = 1) -> CheckpointMetadata:
+    handle = ChangelogStateBackendHandle(
+        "rocksdb", KeyGroupRange(0, 3), 9, 7, (key_groups_handle(),), (entry,), new_entries,
+    )
+    sub = OperatorSubtaskState(managed_keyed_state=(handle,))
+    return CheckpointMetadata(9, (OperatorState("keyed", 1, 128, {0: sub}),))
+
+
+def test_changelog_handle_round_trips() -> None:
+    md = _changelog_metadata(FileStateHandle("/data/chk/job/taskowned/entry-1", 77))
+    loaded = _round_trip(md)
+    assert loaded == md
+    (handle,) = loaded.operator_states[0].subtask_states[0].managed_keyed_state
+    assert isinstance(handle, ChangelogStateBackendHandle)
+    assert (handle.materialization_id, handle.checkpoint_id, handle.new_entries) == (7, 9, 1)
+    assert not handle.materialized_here and handle.new_changelog == handle.changelog
+
+
+def test_changelog_entry_outside_the_snapshot_directories_is_refused() -> None:
+    data = store_checkpoint_metadata(_changelog_metadata(FileStateHandle("/etc/passwd", 5)))
+    with pytest.raises(UnsafeStatePathError) as info:
+        load_checkpoint_metadata(data, EXCLUSIVE_DIR, SOURCE)
+    assert "/etc/passwd" in str(info.value) and SOURCE in str(info.value)
+
+
+def test_changelog_handle_with_more_new_entries_than_entries_is_refused() -> None:
+    entry = FileStateHandle("/data/chk/job/taskowned/entry-1", 77)
+    data = store_checkpoint_metadata(_changelog_metadata(entry, new_entries=2))
+    with pytest.raises(MetadataFormatError, match="2 new changelog entries of 1"):
+        load_checkpoint_metadata(data, EXCLUSIVE_DIR, SOURCE)
+
+
 def test_unserialisable_handle_is_refused() -> None:
     class Strange(StreamStateHandle):
         state_size = 0
@@ -390,11 +428,20 @@ def _stream_handles(draw: st.DrawFn, relative_ok: bool = True) -> StreamStateHan
 
 
 @st.composite
-def _keyed_handles(draw: st.DrawFn) -> object:
+def _keyed_handles(draw: st.DrawFn, changelog_ok: bool = True) -> object:
     start = draw(st.integers(0, 200))
     count = draw(st.integers(0, 6))
     kgr = KeyGroupRange.of(start, start + count - 1)
-    kind = draw(st.sampled_from(["kg", "savepoint", "incremental"]))
+    kind = draw(st.sampled_from(["kg", "savepoint", "incremental", "changelog"] if changelog_ok
+                                else ["kg", "savepoint", "incremental"]))
+    if kind == "changelog":
+        entries = tuple(draw(st.lists(_stream_handles(relative_ok=False), max_size=3)))
+        return ChangelogStateBackendHandle(
+            draw(st.sampled_from(["heap", "rocksdb"])), kgr, draw(st.integers(0, 2**40)),
+            draw(st.integers(0, 2**40)),
+            tuple(draw(st.lists(_keyed_handles(changelog_ok=False), max_size=2))),
+            entries, draw(st.integers(0, len(entries))),
+        )
     if kind == "incremental":
         files = st.lists(
             st.builds(HandleAndLocalPath, _stream_handles(), _local_names), max_size=3
