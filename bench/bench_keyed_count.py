@@ -521,6 +521,7 @@ def run_large_case(
     from sparkpoint.testing import FailureInjector, Faults
 
     epochs = -(-n // (2 * records_per_split))
+    shutil.rmtree(os.path.join(work, "inject"), ignore_errors=True)  # fires once per run
     injector = FailureInjector(os.path.join(work, "inject"), at_record=epochs, times=1)
     faults = Faults().on_local_commit(
         lambda op, sub, epoch: injector.maybe_fail(epoch) if sub == 0 else None)

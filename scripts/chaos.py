@@ -15,6 +15,9 @@ passed and ``--faults`` faults have fired. Every round draws random faults:
 - ``upload-kill``: the Python worker uploading a checkpoint in the background SIGKILLs
   itself (the checkpoint is aborted; the job goes on).
 
+Two rounds in three use changelog checkpoints (``state.backend.changelog.enabled``),
+materializing every 3 s or every 10 minutes.
+
 Each round's output is checked record by record; the script prints one JSON line per round
 and a summary: how often each fault fired and each kind of recovery happened. Not run by CI.
 Run it under the shared lock: ``flock /tmp/sparkpoint-heavy.lock python scripts/chaos.py``.
@@ -119,6 +122,9 @@ def run_round(spark: Any, work: str, rng: random.Random, index: int) -> dict[str
     round_dir = os.path.join(work, f"round-{index}")
     shutil.rmtree(round_dir, ignore_errors=True)
     backend = rng.choice(["hashmap", "rocksdb"])
+    # changelog checkpoints in half the rounds: materializing often (composed checkpoints
+    # and new materializations under faults) or every ten minutes (long changelogs)
+    materialize = rng.choice([None, "3 s", "10 min"])
     planned: Counter[str] = Counter()
     map_faults: dict[int, FailureInjector] = {}
     keyed_faults: dict[int, FailureInjector] = {}
@@ -157,6 +163,9 @@ def run_round(spark: Any, work: str, rng: random.Random, index: int) -> dict[str
     env.set_state_backend(
         EmbeddedRocksDBStateBackend(True) if backend == "rocksdb" else HashMapStateBackend()
     )
+    if materialize is not None:
+        env.enable_changelog_state_backend(True)
+        env.configure({"state.backend.changelog.periodic-materialize.interval": materialize})
     cluster = SparkCluster(spark)
     app_id = spark.sparkContext.applicationId
     killed: list[str] = []
@@ -191,6 +200,7 @@ def run_round(spark: Any, work: str, rng: random.Random, index: int) -> dict[str
     summary = {
         "round": index,
         "backend": backend,
+        "changelog_materialize": materialize,
         "seconds": round(time.monotonic() - t0, 1),
         "epochs": result.epochs,
         "faults": dict(fired),

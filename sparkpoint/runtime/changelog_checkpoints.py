@@ -20,7 +20,6 @@ materialization covers them, or when the job restarts or ends.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -30,11 +29,10 @@ from sparkpoint.checkpoint.store import CompletedCheckpoint
 from sparkpoint.errors import CheckpointException, CheckpointFailureReason
 from sparkpoint.runtime.graph import Plan
 from sparkpoint.runtime.protocol import ChangelogAck, SnapshotAck
+from sparkpoint.runtime.subtask_recovery import discard_entries
 from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
 
 __all__ = ["ChangelogCheckpoints"]
-
-_LOG = logging.getLogger("sparkpoint.job")
 
 _Key = tuple[str, int]  # (operator id, subtask)
 # Small entries are inline in the report and so in every ``_metadata`` that references them
@@ -195,12 +193,5 @@ class ChangelogCheckpoints:
         # Every registered entry is held until released: only the held ones' ids matter.
         self._registered &= {a.handle.physical_id for acks in self._held.values() for a in acks}
         if doomed:
-            self._pool.submit(_discard_all, doomed)
+            self._pool.submit(discard_entries, doomed)
 
-
-def _discard_all(handles: list[Any]) -> None:
-    for handle in handles:
-        try:
-            handle.discard()
-        except Exception:  # a leftover file is harmless; never fail the job for it
-            _LOG.debug("Could not delete changelog entry %s", handle, exc_info=True)

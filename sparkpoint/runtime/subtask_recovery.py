@@ -3,10 +3,10 @@
 It keeps the recovery base, the latest completed checkpoint (or savepoint) and the epoch it
 covers, and every later changelog entry of every keyed subtask, in epoch order. A subtask
 that lost its local state restores the base's handles cut to its key groups and applies
-its own entries; nothing else in the job moves. Entries covered by a new base are deleted.
-If some epoch's changes are missing (an entry could not be stored, or a checkpoint that
-was to cover an epoch failed), subtasks cannot restore alone until the next checkpoint:
-the job fails over instead.
+its own entries; nothing else in the job moves. Entries covered by a new base are deleted
+(with changelog checkpoints, handed over to them instead). If some epoch's changes are
+missing (an entry could not be stored, or a checkpoint that was to cover an epoch failed),
+subtasks cannot restore alone until the next checkpoint: the job fails over instead.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from sparkpoint.runtime.graph import Plan
 from sparkpoint.runtime.protocol import ChangelogAck, RestoreReason, SubtaskRestore
 from sparkpoint.runtime.state_assignment import assign_keyed_state
 
-__all__ = ["SubtaskRecovery"]
+__all__ = ["SubtaskRecovery", "discard_entries"]
 
 _LOG = logging.getLogger("sparkpoint.job")
 
@@ -120,10 +120,11 @@ class SubtaskRecovery:
     def _delete(self, acks: list[ChangelogAck]) -> None:
         handles = [a.handle for a in acks]
         if handles:
-            self._pool.submit(_discard_all, handles)
+            self._pool.submit(discard_entries, handles)
 
 
-def _discard_all(handles: list[Any]) -> None:
+def discard_entries(handles: list[Any]) -> None:
+    """Delete changelog entries, logging (not raising) what cannot be deleted."""
     for handle in handles:
         try:
             handle.discard()

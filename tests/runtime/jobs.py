@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import time
 from typing import Any
 
 from sparkpoint.common import Encoder, Types
@@ -56,6 +57,22 @@ def keyed_count_job(
         .sink_to(FileSink.for_row_format(out_dir, Encoder.simple_string_encoder()).build())
         .uid("sink")
     )
+
+
+def run_until_checkpoints(env: Any, checkpoints: int, name: str) -> list[Any]:
+    """Run the job until ``checkpoints`` checkpoints completed, then cancel it; returns the
+    statistics of its completed checkpoints, oldest first."""
+    client = env.execute_async(name)
+    done: list[Any] = []
+    deadline = time.time() + 240
+    while len(done) < checkpoints:
+        assert not client.get_job_execution_result().done(), "the job ended too early"
+        assert time.time() < deadline, "no checkpoints before the deadline"
+        time.sleep(0.05)
+        done = [s for s in client.get_checkpoint_statistics() if s.status == "COMPLETED"]
+    client.cancel().result(timeout=120)
+    client.wait(timeout=120)
+    return [s for s in client.get_checkpoint_statistics() if s.status == "COMPLETED"]
 
 
 def read_sink(out_dir: str) -> list[tuple[Any, ...]]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import collections
 import os
 import pickle
-import time
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,12 @@ from sparkpoint.datastream import (
 )
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.testing import FailureInjector, Faults
-from tests.runtime.jobs import check_keyed_count_output, keyed_count_job, read_sink
+from tests.runtime.jobs import (
+    check_keyed_count_output,
+    keyed_count_job,
+    read_sink,
+    run_until_checkpoints,
+)
 
 N_EVENTS = 30_000
 N_KEYS = 17
@@ -73,17 +77,7 @@ def _env(spark: Any, tmp_path: Path, name: str, backend: str, parallelism: int =
 def _run_until(env: Any, checkpoints: int) -> tuple[str, list[Any]]:
     """Run until ``checkpoints`` checkpoints completed, then cancel; returns the job
     directory and the completed checkpoints' statistics, oldest first."""
-    client = env.execute_async("changelog")
-    done: list[Any] = []
-    deadline = time.time() + 240
-    while len(done) < checkpoints:
-        assert not client.get_job_execution_result().done(), "the job ended too early"
-        assert time.time() < deadline, "no checkpoints before the deadline"
-        time.sleep(0.05)
-        done = [s for s in client.get_checkpoint_statistics() if s.status == "COMPLETED"]
-    client.cancel().result(timeout=120)
-    client.wait(timeout=120)
-    done = [s for s in client.get_checkpoint_statistics() if s.status == "COMPLETED"]
+    done = run_until_checkpoints(env, checkpoints, "changelog")
     return os.path.dirname(done[-1].external_pointer), done
 
 
@@ -99,8 +93,6 @@ def test_checkpoints_reference_the_materialization_and_restore_at_another_parall
 ) -> None:
     job_dir, done = _run_until(_env(spark, tmp_path, "ckpt-a", backend), 8)
     first, latest = done[0], done[-1]
-    materialization = _keyed(first.external_pointer) if os.path.exists(
-        first.external_pointer) else None
     handles = _keyed(latest.external_pointer)
     assert len(handles) == 2 and all(isinstance(h, ChangelogStateBackendHandle) for h in handles)
     for h in handles:
@@ -110,7 +102,8 @@ def test_checkpoints_reference_the_materialization_and_restore_at_another_parall
         kind = IncrementalRemoteKeyedStateHandle if backend == "rocksdb" else KeyGroupsStateHandle
         assert all(isinstance(m, kind) for m in h.materialized)
         assert h.backend_identifier == ("rocksdb" if backend == "rocksdb" else "heap")
-    assert materialization is None  # subsumed: only the last three are retained
+    # The materialization's checkpoint is subsumed (three are retained), its files are not.
+    assert not os.path.exists(first.external_pointer)
     # A changelog checkpoint writes the epochs' changes, not the state.
     for stats in done[1:]:
         assert 0 < stats.checkpointed_size < first.checkpointed_size

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from sparkpoint.datastream import (
     StreamExecutionEnvironment,
 )
 from sparkpoint.errors import UnsafeStatePathError
-from tests.runtime.jobs import check_keyed_count_output, keyed_count_job
+from tests.runtime.jobs import check_keyed_count_output, keyed_count_job, run_until_checkpoints
 
 N_EVENTS = 40_000
 N_KEYS = 17
@@ -63,19 +62,8 @@ def _env(spark: Any, tmp_path: Path, name: str, retained: int = 3,
 def _run_until(env: Any, checkpoints: int) -> tuple[str, list[str]]:
     """Run until ``checkpoints`` checkpoints completed, then cancel; returns the job
     directory and the completed checkpoints' pointers, oldest first."""
-    client = env.execute_async("claim-modes")
-    done: list[Any] = []
-    deadline = time.time() + 240
-    while len(done) < checkpoints:
-        assert not client.get_job_execution_result().done(), "the job ended too early"
-        assert time.time() < deadline, "no checkpoints before the deadline"
-        time.sleep(0.05)
-        done = [s for s in client.get_checkpoint_statistics()
-                if s.status == "COMPLETED" and not s.is_savepoint]
-    client.cancel().result(timeout=120)
-    client.wait(timeout=120)
-    pointers = [s.external_pointer for s in client.get_checkpoint_statistics()
-                if s.status == "COMPLETED"]
+    done = run_until_checkpoints(env, checkpoints, "claim-modes")
+    pointers = [s.external_pointer for s in done]
     return os.path.dirname(pointers[-1]), pointers
 
 
