@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sparkpoint.checkpoint.handles import ChangelogStateBackendHandle, KeyedStateHandle
+from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.checkpoint.store import CompletedCheckpoint
 from sparkpoint.errors import CheckpointException, CheckpointFailureReason
 from sparkpoint.runtime.graph import Plan
@@ -131,7 +132,7 @@ class ChangelogCheckpoints:
             self._materialized.get(key, ()), handles, new,
         )
 
-    def _range(self, key: _Key) -> Any:
+    def _range(self, key: _Key) -> KeyGroupRange:
         max_parallelism, parallelism = self._ranges[key[0]]
         return compute_key_group_range_for_operator_index(max_parallelism, parallelism, key[1])
 

@@ -200,9 +200,8 @@ class SubtaskState:
                     factory = access.resolve_checkpoint_storage_location(
                         cp.checkpoint_id, cp.location_reference
                     )
-                    if spec.job.changelog_checkpoints and cp.snapshot_type != (
-                        SnapshotType.SAVEPOINT
-                    ):
+                    savepoint = cp.snapshot_type == SnapshotType.SAVEPOINT
+                    if spec.job.changelog_checkpoints and not savepoint:
                         factory = SharedScopeStreamFactory(factory)
                 if self._async:
                     self._start_upload(operator_id, backend, factory)
