@@ -50,8 +50,12 @@ checked to be exact.
   (a failure injected after the last data epoch's commit makes the job restore every
   subtask from its latest checkpoint: that epoch's seconds), peak RSS of the executor's
   Python workers; ``--large-changelog-materialize-ms`` runs it again with changelog
-  checkpoints (``state.backend.changelog.enabled``) materializing that often, each upload
-  (materializations and changelog entries) against the first run's state at that epoch;
+  checkpoints (``state.backend.changelog.enabled``) materializing that often (periodic
+  materializations in the background, at ``--large-changelog-upload-rate`` per subtask),
+  against the first run's state at that epoch: what each checkpoint wrote (its
+  ``_metadata`` and changelog entries; a materialization only when it took one itself), the
+  adopted background materializations (bytes, seconds), and everything written in each
+  checkpoint interval, background materializations included;
 - ``parallelism``: the keyed count at each ``--parallelism`` (128 by default; several may
   be given) against the two-stage Spark floor of the same shape (``mapInArrow`` ->
   ``repartition(P)`` -> ``mapInArrow``) run in the same session: per-epoch cost ratio;
@@ -119,7 +123,7 @@ def run_sparkpoint(
     records_per_split: int, parallelism: int = 2, function: Any = None,
     retain_all: bool = False, faults: Any = None, windowed: bool = False,
     output_type: Any = None, checkpoint_interval_ms: int = 1000,
-    materialize_ms: int | None = None,
+    materialize_ms: int | None = None, upload_rate: str | None = None,
 ) -> dict[str, Any]:
     from sparkpoint.common import Configuration
     from sparkpoint.connectors.sink import CollectSink
@@ -152,6 +156,9 @@ def run_sparkpoint(
             env.enable_changelog_state_backend(True)
             env.configure({"state.backend.changelog.periodic-materialize.interval":
                            f"{materialize_ms} ms"})
+            if upload_rate is not None:
+                env.configure({"sparkpoint.state.changelog.materialization.max-upload-rate":
+                               upload_rate})
     k = keys
     sink = CollectSink()
     numbers = env.from_source(NumberSequenceSource(0, n - 1), None, "numbers")
@@ -453,16 +460,48 @@ class _RssSampler:
 
 class _CheckpointFiles:
     """Every file seen under a checkpoint directory while the job runs (a finished job
-    deletes its checkpoints), polled once a second: path -> (size, mtime)."""
+    deletes its checkpoints), polled once a second: path -> (size, mtime). The ``shared/``
+    directories are also polled every 0.2 s for how much their files grew (``growth``:
+    time, bytes), which places a file written slowly (a background materialization at a
+    bounded rate) in the checkpoint intervals it was written in, not only the last."""
 
     def __init__(self, root: str) -> None:
         import threading
 
         self.root = root
         self.files: dict[str, tuple[int, float]] = {}
+        self.growth: list[tuple[float, int]] = []
+        self._sizes: dict[str, int] = {}
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, daemon=True),
+                         threading.Thread(target=self._run_shared, daemon=True)]
+        for thread in self._threads:
+            thread.start()
+
+    def _poll_shared(self) -> None:
+        now = time.time()
+        try:
+            jobs = os.listdir(self.root)
+        except OSError:
+            return
+        for job in jobs:
+            try:
+                entries = list(os.scandir(os.path.join(self.root, job, "shared")))
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    size = entry.stat().st_size
+                except OSError:
+                    continue
+                grew = size - self._sizes.get(entry.path, 0)
+                if grew > 0:
+                    self.growth.append((now, grew))
+                    self._sizes[entry.path] = size
+
+    def _run_shared(self) -> None:
+        while not self._stop.wait(0.2):
+            self._poll_shared()
 
     def _poll(self) -> None:
         for dirpath, _dirs, names in os.walk(self.root):
@@ -480,15 +519,16 @@ class _CheckpointFiles:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join()
+        for thread in self._threads:
+            thread.join()
 
-    def uploaded_per_checkpoint(self, task_owned: bool = False) -> list[int]:
-        """Bytes each checkpoint wrote: its own ``chk-N`` files plus the ``shared/`` files
-        (with ``task_owned``, for changelog checkpoints, the ``taskowned/`` changelog entries
-        too) first written after the previous checkpoint's ``_metadata`` and before its own
-        (every checkpoint is retained)."""
+    def uploaded_per_checkpoint(self) -> list[tuple[int, int, int, int]]:
+        """What was written for each checkpoint: its own ``chk-N`` files, the
+        ``taskowned/`` (changelog entries) and ``shared/`` files first written after the
+        previous checkpoint's ``_metadata`` and before its own (every checkpoint is
+        retained), and the growth of ``shared/`` files seen in that time."""
         chks: list[tuple[float, str]] = []
-        shared: list[tuple[float, int]] = []
+        written: dict[str, list[tuple[float, int]]] = {"shared": [], "taskowned": []}
         own: dict[str, int] = {}
         for path, (size, mtime) in self.files.items():
             parent = os.path.dirname(path)
@@ -496,13 +536,18 @@ class _CheckpointFiles:
                 own[parent] = own.get(parent, 0) + size
                 if os.path.basename(path) == "_metadata":
                     chks.append((mtime, parent))
-            elif os.sep + "shared" in parent or (task_owned and os.sep + "taskowned" in parent):
-                shared.append((mtime, size))
+            else:
+                for kind, files in written.items():
+                    if os.sep + kind in parent:
+                        files.append((mtime, size))
         chks.sort()
-        out: list[int] = []
+        out: list[tuple[int, int, int, int]] = []
         prev = float("-inf")
         for mtime, parent in chks:
-            out.append(own[parent] + sum(size for t, size in shared if prev < t <= mtime))
+            entries, shared = (sum(size for t, size in written[kind] if prev < t <= mtime)
+                               for kind in ("taskowned", "shared"))
+            grew = sum(size for t, size in self.growth if prev < t <= mtime)
+            out.append((own[parent], entries, shared, grew))
             prev = mtime
         return out
 
@@ -510,7 +555,7 @@ class _CheckpointFiles:
 def run_large_case(
     spark: Any, n: int, keys: int, work: str, records_per_split: int, touched_keys: int,
     checkpoint_interval_ms: int = 1000, materialize_ms: int | None = None,
-    state_by_epoch: dict[int, int] | None = None,
+    state_by_epoch: dict[int, int] | None = None, upload_rate: str | None = None,
 ) -> dict[str, Any]:
     """RocksDB at ``keys`` keys with incremental checkpoints; see the module docstring.
     With ``materialize_ms``, changelog checkpoints materializing that often; their state
@@ -532,13 +577,34 @@ def run_large_case(
         res = run_sparkpoint(spark, n, keys, "rocksdb", True, os.path.join(work, "large"),
                              records_per_split, retain_all=True, faults=faults,
                              checkpoint_interval_ms=checkpoint_interval_ms,
-                             materialize_ms=materialize_ms)
+                             materialize_ms=materialize_ms, upload_rate=upload_rate)
     finally:
         rss = sampler.stop()
         watcher.stop()
     result = res.pop("_result")
-    uploads = watcher.uploaded_per_checkpoint(task_owned=materialize_ms is not None)
+    written = watcher.uploaded_per_checkpoint()
     stats = [s for s in result.checkpoints if s.status == "COMPLETED"]
+    # With changelog checkpoints, shared/ holds materializations: a checkpoint wrote one
+    # itself only when it is the first, or the first after a failover (the bench's entries
+    # are files, so no checkpoint materializes for inline bytes); the others' shared files
+    # are background materializations, written while the checkpoint ran.
+    ids = [s.checkpoint_id for s in stats]
+    own_materialization = {0} | {
+        next((i for i, c in enumerate(ids) if c > (f.checkpoint_id or 0)), 0)
+        for f in result.failovers}
+    uploads: list[int] = []  # what each checkpoint wrote
+    totals: list[int] = []  # everything written meanwhile (background materializations too)
+    background: list[int] = []
+    for i, (own, entries, shared, grew) in enumerate(written):
+        if materialize_ms is None:
+            entries = 0  # per-subtask recovery's entries: no checkpoint references them
+        # background materializations: their bytes by when they were written
+        totals.append(own + entries + (grew if result.materializations else shared))
+        if materialize_ms is not None and i not in own_materialization:
+            uploads.append(own + entries)
+            background.append(grew)
+        else:
+            uploads.append(own + entries + shared)
     restore_epochs = [e.seconds for e in result.epoch_reports if e.failover is not None]
     normal = [e.seconds for e in result.epoch_reports if e.failover is None]
     sizes = [s.state_size for s in stats]
@@ -578,6 +644,18 @@ def run_large_case(
             uploads[i] / sizes[i] for i in full), 4) if full else None,
         "all_keys_upload_over_state_max": round(
             max((uploads[i] / sizes[i] for i in full), default=0.0), 4),
+        # background materializations (changelog checkpoints with an interval): adopted
+        # ones, and what they wrote between checkpoints (by file, when each file ended)
+        "background_materializations": [
+            [m.materialization_id, m.epoch, m.uploaded_bytes, round(m.seconds, 2)]
+            for m in result.materializations],
+        "background_bytes_per_second": round(
+            sum(m.uploaded_bytes for m in result.materializations)
+            / max(1e-9, sum(m.seconds for m in result.materializations))),
+        "background_bytes_per_checkpoint_max": max(background, default=0),
+        "written_bytes_per_checkpoint_interval": totals,
+        "all_keys_checkpoints_with_background_at_most_5pct": sum(
+            totals[i] <= 0.05 * sizes[i] for i in full),
         "keys_touched_per_epoch_share": round(touched_keys / keys, 4),
         "full_restore_epoch_seconds": restore_epochs,
         "normal_epoch_seconds_avg": round(sum(normal) / max(1, len(normal)), 3),
@@ -701,6 +779,11 @@ def main() -> None:
         help="large case: run it again with changelog checkpoints materializing this often "
              "(each value a run; uploads measured against the first run's state by epoch)",
     )
+    parser.add_argument(
+        "--large-changelog-upload-rate", default=None,
+        help="large case, changelog runs: sparkpoint.state.changelog.materialization."
+             "max-upload-rate (e.g. '4 mb'; per subtask and second)",
+    )
     parser.add_argument("--parallelism", type=int, nargs="+", default=[128])
     parser.add_argument("--parallelism-events", type=int, default=400_000)
     parser.add_argument("--parallelism-epochs", type=int, default=4)
@@ -813,10 +896,12 @@ def run_cases(spark: Any, args: Any, work: str) -> None:
         for every_ms in args.large_changelog_materialize_ms:
             res = run_large_case(spark, args.large_events, args.large_keys,
                                  os.path.join(work, "lg"), split, 2 * split,
-                                 args.large_checkpoint_interval_ms, every_ms, state_by_epoch)
+                                 args.large_checkpoint_interval_ms, every_ms, state_by_epoch,
+                                 args.large_changelog_upload_rate)
             emit({"bench": "large_state_changelog", "backend": "rocksdb",
                   "events": args.large_events, "keys": args.large_keys,
                   "records_per_split": split, "materialize_ms": every_ms,
+                  "upload_rate": args.large_changelog_upload_rate,
                   "checkpoint_interval_ms": args.large_checkpoint_interval_ms, **res})
     if "typed" in args.cases:
         from sparkpoint.common.typeinfo import Types

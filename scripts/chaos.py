@@ -16,7 +16,9 @@ passed and ``--faults`` faults have fired. Every round draws random faults:
   itself (the checkpoint is aborted; the job goes on).
 
 Two rounds in three use changelog checkpoints (``state.backend.changelog.enabled``),
-materializing every 3 s or every 10 minutes.
+materializing every 3 s or every 10 minutes; periodic materializations upload in the
+background, in some rounds at 64 KiB per second and subtask, so that faults hit them
+mid-upload (``upload-kill`` hits them too: a materialization's id is its checkpoint's).
 
 Each round's output is checked record by record; the script prints one JSON line per round
 and a summary: how often each fault fired and each kind of recovery happened. Not run by CI.
@@ -125,6 +127,7 @@ def run_round(spark: Any, work: str, rng: random.Random, index: int) -> dict[str
     # changelog checkpoints in half the rounds: materializing often (composed checkpoints
     # and new materializations under faults) or every ten minutes (long changelogs)
     materialize = rng.choice([None, "3 s", "10 min"])
+    upload_rate = rng.choice([None, "64 kb"]) if materialize == "3 s" else None
     planned: Counter[str] = Counter()
     map_faults: dict[int, FailureInjector] = {}
     keyed_faults: dict[int, FailureInjector] = {}
@@ -166,6 +169,9 @@ def run_round(spark: Any, work: str, rng: random.Random, index: int) -> dict[str
     if materialize is not None:
         env.enable_changelog_state_backend(True)
         env.configure({"state.backend.changelog.periodic-materialize.interval": materialize})
+        if upload_rate is not None:
+            env.configure(
+                {"sparkpoint.state.changelog.materialization.max-upload-rate": upload_rate})
     cluster = SparkCluster(spark)
     app_id = spark.sparkContext.applicationId
     killed: list[str] = []
@@ -201,6 +207,8 @@ def run_round(spark: Any, work: str, rng: random.Random, index: int) -> dict[str
         "round": index,
         "backend": backend,
         "changelog_materialize": materialize,
+        "materialization_upload_rate": upload_rate,
+        "materializations_adopted": len(result.materializations),
         "seconds": round(time.monotonic() - t0, 1),
         "epochs": result.epochs,
         "faults": dict(fired),
@@ -253,7 +261,8 @@ def main() -> int:
             totals.update(summary["faults"])
             recoveries.update({k: summary[k] for k in
                                ("failovers", "subtask_restores", "epochs_run_again",
-                                "checkpoints_completed", "checkpoints_aborted")})
+                                "checkpoints_completed", "checkpoints_aborted",
+                                "materializations_adopted")})
             exact = exact and summary["exact"]
         spark.stop()
     finally:

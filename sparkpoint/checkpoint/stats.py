@@ -34,6 +34,7 @@ __all__ = [
     "format_bytes",
     "measure",
     "stats_from_metadata",
+    "written_bytes",
 ]
 
 STATS_MASTER_STATE = "sparkpoint.checkpoint-stats"
@@ -164,6 +165,13 @@ def _count(handle: StateObject | None, into: SubtaskStats) -> None:
     elif isinstance(handle, StreamStateHandle):
         into.checkpointed_size += handle.state_size
         into.files_written += 1
+
+
+def written_bytes(handle: StateObject | None) -> int:
+    """Bytes ``handle`` wrote itself, inline or in files (reused files count zero)."""
+    one = SubtaskStats("", 0)
+    _count(handle, one)
+    return one.checkpointed_size
 
 
 def measure(operator_states: Iterable[OperatorState]) -> list[SubtaskStats]:

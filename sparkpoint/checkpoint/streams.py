@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import abc
 import enum
+import threading
+import time
 from types import TracebackType
 
 from sparkpoint.checkpoint.handles import StreamStateHandle
@@ -12,8 +14,11 @@ __all__ = [
     "CheckpointStateOutputStream",
     "CheckpointStreamFactory",
     "CheckpointedStateScope",
+    "RateLimitedStreamFactory",
     "SharedScopeStreamFactory",
 ]
+
+_THROTTLE_CHUNK = 1 << 20  # a rate-limited stream writes at most this many bytes at once
 
 
 class CheckpointedStateScope(enum.Enum):
@@ -93,3 +98,69 @@ class SharedScopeStreamFactory(CheckpointStreamFactory):
         self, scope: CheckpointedStateScope = CheckpointedStateScope.EXCLUSIVE
     ) -> CheckpointStateOutputStream:
         return self._inner.create_checkpoint_state_output_stream(CheckpointedStateScope.SHARED)
+
+
+class _Throttle:
+    """Lets bytes through at ``rate`` per second on average (shared by threads)."""
+
+    def __init__(self, rate: int) -> None:
+        self._rate = float(rate)
+        self._lock = threading.Lock()
+        self._next = time.monotonic()  # when the bytes let through so far have "drained"
+
+    def acquire(self, n: int) -> None:
+        with self._lock:
+            now = time.monotonic()
+            start = max(self._next, now)
+            self._next = start + n / self._rate
+        if start > now:
+            time.sleep(start - now)
+
+
+class _RateLimitedStream(CheckpointStateOutputStream):
+    def __init__(self, inner: CheckpointStateOutputStream, throttle: _Throttle) -> None:
+        self._inner = inner
+        self._throttle = throttle
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        view = memoryview(data).cast("B")
+        for offset in range(0, len(view), _THROTTLE_CHUNK):
+            chunk = view[offset:offset + _THROTTLE_CHUNK]
+            self._throttle.acquire(len(chunk))
+            self._inner.write(chunk)
+        return len(view)
+
+    def tell(self) -> int:
+        return self._inner.tell()
+
+    def flush(self) -> None:
+        self._inner.flush()
+
+    def close_and_get_handle(self) -> StreamStateHandle | None:
+        return self._inner.close_and_get_handle()
+
+    def close(self) -> None:
+        self._inner.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._inner.closed
+
+
+class RateLimitedStreamFactory(CheckpointStreamFactory):
+    """Streams whose writes, all streams together, go at most ``bytes_per_second``: a
+    background upload (a changelog checkpoint's materialization) that must not take the
+    bandwidth of the checkpoints running meanwhile."""
+
+    def __init__(self, inner: CheckpointStreamFactory, bytes_per_second: int) -> None:
+        if bytes_per_second <= 0:
+            raise ValueError(f"bytes_per_second must be positive, got {bytes_per_second}")
+        self._inner = inner
+        self._throttle = _Throttle(bytes_per_second)
+
+    def create_checkpoint_state_output_stream(
+        self, scope: CheckpointedStateScope = CheckpointedStateScope.EXCLUSIVE
+    ) -> CheckpointStateOutputStream:
+        return _RateLimitedStream(
+            self._inner.create_checkpoint_state_output_stream(scope), self._throttle
+        )

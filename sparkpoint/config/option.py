@@ -20,6 +20,7 @@ __all__ = [
     "MAP",
     "MEMORY_SIZE",
     "PATH",
+    "POSITIVE_MEMORY_SIZE",
     "STRING",
     "ConfigOption",
     "OptionGroup",
@@ -61,6 +62,19 @@ def int_type(minimum: int | None = None, maximum: int | None = None) -> OptionTy
     """Integers, optionally bounded."""
     parse = functools.partial(parsers.parse_int, minimum=minimum, maximum=maximum)
     return OptionType("Integer", parse)
+
+
+def _parse_positive_memory_size(raw: object, key: str | None) -> int:
+    size = parsers.parse_memory_size(raw, key)
+    if size <= 0:
+        raise parsers.invalid_value(key, raw, "a memory size above 0, such as '8 mb'")
+    return size
+
+
+POSITIVE_MEMORY_SIZE = OptionType(
+    "MemorySize", _parse_positive_memory_size, parsers.format_memory_size
+)
+"""Memory sizes above zero (a rate, a limit that 0 would make meaningless)."""
 
 
 def float_type(minimum: float | None = None, maximum: float | None = None) -> OptionType[float]:

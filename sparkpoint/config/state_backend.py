@@ -11,6 +11,7 @@ from sparkpoint.config.option import (
     BOOLEAN,
     DURATION,
     MEMORY_SIZE,
+    POSITIVE_MEMORY_SIZE,
     STRING,
     ConfigOption,
     OptionGroup,
@@ -52,6 +53,14 @@ class StateBackendOptions(OptionGroup):
         "With changelog checkpoints: the time after a materialization from which the next "
         "checkpoint materializes again (snapshots the keyed state). Shorter: smaller "
         "changelogs to restore, more snapshots written.",
+    )
+    MATERIALIZATION_MAX_UPLOAD_RATE: ConfigOption[int | None] = ConfigOption(
+        "sparkpoint.state.changelog.materialization.max-upload-rate", POSITIVE_MEMORY_SIZE,
+        None,
+        "With changelog checkpoints: the most bytes per second one keyed subtask uploads "
+        "for a periodic materialization, which runs in the background while checkpoints "
+        "go on referencing the previous one (e.g. 8 mb: at most 8 MiB per second); unset: "
+        "no limit.",
     )
 
 

@@ -48,6 +48,7 @@ __all__ = [
     "SubtaskUploads",
     "UploadCancelled",
     "end_job_uploads",
+    "uploaded_files",
     "worker_is_reused",
 ]
 
@@ -128,7 +129,7 @@ def _remove(path: str) -> None:
         pass
 
 
-def _own_files(handle: KeyedStateHandle) -> list[StateObject]:
+def uploaded_files(handle: KeyedStateHandle) -> list[StateObject]:
     """What an upload wrote itself: the handle, plus for incremental handles the shared
     files it uploaded (placeholders stand for files of confirmed checkpoints)."""
     owned: list[StateObject] = [handle]
@@ -287,7 +288,7 @@ class SubtaskUploads:
             if "done" in kinds and cid in aborted:
                 found = self.status(cid, ("done",))
                 if found is not None and found.handle is not None:
-                    discard_quietly(_own_files(found.handle))
+                    discard_quietly(uploaded_files(found.handle))
             for kind in kinds:
                 _remove(self._path(cid, kind))
         return running
@@ -299,7 +300,8 @@ def end_job_uploads(job_dir: str, aborted: Collection[int], wait_s: float = 30.0
     wrote. Returns how many were still running when the wait ended."""
     uploads = [
         SubtaskUploads(d, os.path.basename(os.path.dirname(d)), 0)
-        for d in glob.glob(os.path.join(glob.escape(job_dir), "*", "*.uploads"))
+        for kind in ("*.uploads", "*.materializations")
+        for d in glob.glob(os.path.join(glob.escape(job_dir), "*", kind))
     ]
     deadline = time.monotonic() + wait_s
     while True:

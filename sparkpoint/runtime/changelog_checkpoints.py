@@ -6,39 +6,81 @@ state: its handle is the latest *materialization* (a snapshot taken by an earlie
 checkpoint) plus the changelog entries of every epoch since. A checkpoint then writes only
 the last epochs' changes, whatever the size of the state or the compactions of RocksDB.
 A checkpoint materializes (every keyed subtask snapshots, as without the changelog) when
-the periodic materialization interval has passed since the latest completed one, when
-there is none yet (job start, failover), when an entry since it is missing, when the
-latest checkpoint carried more than ``MAX_INLINE_CHANGELOG_BYTES`` of small (inline)
-entries, or when another checkpoint is in flight; savepoints are always snapshots of their
-own.
+there is no materialization yet (job start, failover), when an entry since it is missing,
+when the latest checkpoint carried more than ``MAX_INLINE_CHANGELOG_BYTES`` of small
+(inline) entries, or when another checkpoint is in flight; savepoints are always snapshots
+of their own. When the periodic materialization interval has passed since the latest
+materialization, the subtasks snapshot their state at the end of the next checkpoint's
+epoch and upload it in the background, at most ``materialization_rate`` bytes per second
+each (Flink's periodic materialization): that checkpoint and the ones after it go on
+referencing the previous materialization until every subtask's upload has ended; then the
+driver adopts the new one. Without background uploads (synchronous snapshots), the
+checkpoint materializes itself.
 
 Ownership of the entries: the job's until a completed checkpoint references them, the
 shared-state registry's from then on (as it owns the materialization's files, which are
 written as shared state). Entries no checkpoint took are deleted here once a newer
-materialization covers them, or when the job restarts or ends.
+materialization covers them, or when the job restarts or ends. A background
+materialization's files are the job's until a completed checkpoint references them: one
+abandoned (an upload failed or was lost, a failover, the end of the job) is deleted.
 """
 
 from __future__ import annotations
 
+import logging
+import time
+from collections import deque
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
-from sparkpoint.checkpoint.handles import ChangelogStateBackendHandle, KeyedStateHandle
+from sparkpoint.checkpoint.handles import (
+    ChangelogStateBackendHandle,
+    KeyedStateHandle,
+    discard_quietly,
+)
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
+from sparkpoint.checkpoint.stats import written_bytes
 from sparkpoint.checkpoint.store import CompletedCheckpoint
 from sparkpoint.errors import CheckpointException, CheckpointFailureReason
+from sparkpoint.runtime.async_upload import uploaded_files
 from sparkpoint.runtime.graph import Plan
-from sparkpoint.runtime.protocol import ChangelogAck, SnapshotAck
+from sparkpoint.runtime.protocol import ChangelogAck, SnapshotAck, UploadStatus
 from sparkpoint.runtime.subtask_recovery import discard_entries
 from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
 
-__all__ = ["ChangelogCheckpoints"]
+__all__ = ["BackgroundMaterialization", "ChangelogCheckpoints", "MaterializationStats"]
 
 _Key = tuple[str, int]  # (operator id, subtask)
 # Small entries are inline in the report and so in every ``_metadata`` that references them
 # again: past this many inline bytes in one checkpoint, the next one materializes.
 MAX_INLINE_CHANGELOG_BYTES = 4 * 1024 * 1024
+_KEPT_ABORTED = 16  # abandoned materializations the tasks are told about
+_LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MaterializationStats:
+    """A background materialization the job adopted: what it uploaded, how long it took."""
+
+    materialization_id: int
+    epoch: int  # the epoch whose state it holds
+    uploaded_bytes: int  # files reused from the previous one count zero
+    seconds: float  # from the end of its epoch's run to its adoption
+
+
+@dataclass
+class BackgroundMaterialization:
+    """A periodic materialization uploading in the background (its id is the id of the
+    checkpoint whose epoch it snapshots)."""
+
+    materialization_id: int
+    epoch: int | None = None  # None until the run that started it is accepted
+    started: float = field(default_factory=time.perf_counter)
+    awaiting: set[_Key] = field(default_factory=set)
+    handles: dict[_Key, tuple[KeyedStateHandle, ...]] = field(default_factory=dict)
+    uploaded_bytes: int = 0
 
 
 class ChangelogCheckpoints:
@@ -62,10 +104,20 @@ class ChangelogCheckpoints:
         self._missing_epoch = 0  # latest epoch whose changes some subtask failed to store
         self._inline_bytes = 0  # inline entry bytes of the latest completed checkpoint
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sparkpoint-changelog")
+        self._background: BackgroundMaterialization | None = None
+        # adopted from the background and no completed checkpoint references it yet
+        self._unreferenced: BackgroundMaterialization | None = None
+        self.aborted: deque[int] = deque(maxlen=_KEPT_ABORTED)
+        # the materialization the latest completed checkpoint references
+        self.notify_id: int | None = None
+        self.adopted: list[MaterializationStats] = []
 
     # -- deciding --------------------------------------------------------------------------
-    def should_materialize(self, now_ms: int, others_in_flight: bool) -> bool:
-        """Whether the checkpoint triggered now must snapshot the keyed state."""
+    def should_materialize(
+        self, now_ms: int, others_in_flight: bool, background: bool = False
+    ) -> bool:
+        """Whether the checkpoint triggered now must snapshot the keyed state (with
+        ``background``, a periodic materialization can upload in the background)."""
         if not self.enabled:
             return True
         return (
@@ -73,8 +125,105 @@ class ChangelogCheckpoints:
             or others_in_flight
             or self._missing_epoch > self.materialization_epoch
             or self._inline_bytes > MAX_INLINE_CHANGELOG_BYTES
-            or now_ms - self._materialized_ms >= self.interval_ms
+            or (not background and self._interval_passed(now_ms))
         )
+
+    def _interval_passed(self, now_ms: int) -> bool:
+        return now_ms - self._materialized_ms >= self.interval_ms
+
+    def start_background(self, checkpoint_id: int, now_ms: int) -> bool:
+        """Whether checkpoint ``checkpoint_id`` (which does not materialize) starts a
+        background materialization: the interval has passed and none is uploading."""
+        current = self._background
+        if current is not None and current.epoch is None:
+            self._abandon(current, "its run was not accepted")
+        if not self.enabled or self._background is not None or not self._interval_passed(now_ms):
+            return False
+        self._background = BackgroundMaterialization(checkpoint_id)
+        return True
+
+    def pending_materializations(self) -> frozenset[int]:
+        """The background materialization the tasks report on (if any)."""
+        current = self._background
+        return frozenset() if current is None else frozenset({current.materialization_id})
+
+    def run_accepted(
+        self, epoch: int, started: Iterable[_Key], keyed: set[_Key], checkpoint_id: int | None
+    ) -> None:
+        """The run of ``epoch`` was accepted; ``started``: the subtasks that acknowledged
+        checkpoint ``checkpoint_id`` with their changelog (and so started uploading when it
+        materializes in the background)."""
+        current = self._background
+        if current is None or current.epoch is not None:
+            return
+        if current.materialization_id != checkpoint_id:
+            self._abandon(current, "its run was not accepted")
+            return
+        awaiting = set(started)
+        if awaiting != keyed:  # e.g. the epoch ending the input keeps no changelog
+            self._abandon(current, f"only {len(awaiting)} of {len(keyed)} subtasks started it")
+            return
+        current.epoch = epoch
+        current.awaiting = awaiting
+
+    def advance(self, statuses: Iterable[UploadStatus], now_ms: int) -> None:
+        """Take the background materialization's upload statuses of an accepted run: adopt
+        it once every upload has ended, abandon it when one failed or was lost (the next
+        attempt comes an interval later)."""
+        current = self._background
+        if current is None or current.epoch is None:
+            return
+        found = {
+            (s.operator_id, s.subtask): s for s in statuses
+            if s.checkpoint_id == current.materialization_id
+        }
+        for key in sorted(current.awaiting):
+            status = found.get(key)
+            if status is None or status.state in (UploadStatus.FAILED, UploadStatus.LOST):
+                detail = "no record of it" if status is None else status.detail
+                self._abandon(current, f"the upload of {key[0]}#{key[1]} ended: {detail}")
+                self._materialized_ms = now_ms
+                return
+            if status.state == UploadStatus.DONE:
+                handle = status.handle
+                current.handles[key] = (handle,) if handle is not None else ()
+                current.uploaded_bytes += written_bytes(handle)
+                current.awaiting.discard(key)
+        if current.awaiting:
+            return
+        self._background = None
+        if current.epoch <= self.materialization_epoch:  # a checkpoint materialized since
+            self._abandon(current, "a newer materialization completed")
+            return
+        seconds = time.perf_counter() - current.started
+        self.materialization_id = current.materialization_id
+        self.materialization_epoch = current.epoch
+        self._materialized_ms = now_ms
+        self._materialized = dict(current.handles)
+        self._unreferenced = current
+        self.adopted.append(MaterializationStats(
+            current.materialization_id, current.epoch, current.uploaded_bytes, seconds
+        ))
+        _LOG.info(
+            "Materialization %d (epoch %d) adopted: %d bytes uploaded in %.1f s",
+            current.materialization_id, current.epoch, current.uploaded_bytes, seconds,
+        )
+        self._release(lambda ack: ack.epoch <= current.epoch)
+
+    def _abandon(self, materialization: BackgroundMaterialization, why: str) -> None:
+        """Stop waiting for ``materialization``: its uploads stop, its files go."""
+        _LOG.warning("Materialization %d abandoned: %s",
+                     materialization.materialization_id, why)
+        if self._background is materialization:
+            self._background = None
+        self.aborted.append(materialization.materialization_id)
+        self._discard_files(materialization)
+
+    def _discard_files(self, materialization: BackgroundMaterialization) -> None:
+        files = [f for hs in materialization.handles.values() for h in hs
+                 for f in uploaded_files(h)]
+        if files:
+            self._pool.submit(discard_quietly, files)
 
     def observe(self, acks: Iterable[ChangelogAck]) -> None:
         """Changelog entries of an accepted run: note epochs whose changes were not stored."""
@@ -146,6 +295,7 @@ class ChangelogCheckpoints:
         materialized: dict[_Key, tuple[KeyedStateHandle, ...]] = {}
         is_materialization = False
         inline = 0
+        referenced: set[int] = set()
         for op in checkpoint.operator_states:
             for index, sub in op.subtask_states.items():
                 for handle in sub.managed_keyed_state:
@@ -153,6 +303,7 @@ class ChangelogCheckpoints:
                         self._registered.update(h.physical_id for h in handle.changelog)
                         materialized[(op.operator_id, index)] = handle.materialized
                         is_materialization |= handle.materialized_here
+                        referenced.add(handle.materialization_id)
                         inline += sum(len(h.as_bytes_if_in_memory() or b"")
                                       for h in handle.changelog)
         if materialized:
@@ -165,18 +316,40 @@ class ChangelogCheckpoints:
             self._materialized_ms = now_ms
             self._materialized = materialized
             self._release(lambda ack: ack.epoch <= epoch)
+            if self._unreferenced is not None:  # older than this one: never referenced
+                self._discard_files(self._unreferenced)
+                self._unreferenced = None
+        if self.materialization_id in referenced:
+            self.notify_id = self.materialization_id
+            self._materialized = materialized  # as registered (placeholders resolved)
+            if (self._unreferenced is not None
+                    and self._unreferenced.materialization_id in referenced):
+                self._unreferenced = None  # the shared-state registry owns its files now
 
     def reset(self) -> None:
         """Every subtask restarts from a checkpoint (job start, failover): the next
         checkpoint materializes."""
+        self._drop_background("the job restarts from a checkpoint")
         self.materialization_id = None
         self.materialization_epoch = 0
         self._materialized = {}
         self._missing_epoch = 0
+        self.notify_id = None
         self._release(lambda _ack: True)
 
+    def _drop_background(self, why: str) -> None:
+        """Abandon the materialization uploading, and delete an adopted one no completed
+        checkpoint references."""
+        if self._background is not None:
+            self._abandon(self._background, why)
+        if self._unreferenced is not None:
+            self._discard_files(self._unreferenced)
+            self._unreferenced = None
+
     def close(self) -> None:
-        """The job ended: delete the entries no checkpoint took, and wait for it."""
+        """The job ended: delete the entries and materializations no checkpoint took, and
+        wait for it."""
+        self._drop_background("the job ended")
         self._release(lambda _ack: True)
         self._pool.shutdown(wait=True)
 

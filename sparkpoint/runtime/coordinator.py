@@ -77,6 +77,8 @@ class PendingCheckpoint:
     asynchronous: bool = False
     # Changelog checkpoints: whether keyed subtasks snapshot (materialize) for it.
     materialize: bool = True
+    # ... and whether its epoch starts a background materialization instead.
+    materialize_in_background: bool = False
     master_state: Any = None
     acks: list[Any] = field(default_factory=list)
     awaiting: set[tuple[str, int]] = field(default_factory=set)

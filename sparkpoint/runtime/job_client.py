@@ -7,6 +7,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+from sparkpoint.runtime.changelog_checkpoints import MaterializationStats
 from sparkpoint.runtime.coordinator import CheckpointStats
 from sparkpoint.runtime.dashboard import start_dashboard
 from sparkpoint.runtime.job_master import JobMaster
@@ -27,6 +28,8 @@ class JobExecutionResult:
     checkpoints: tuple[CheckpointStats, ...]
     epoch_reports: tuple[EpochReport, ...] = ()
     failovers: tuple[FailoverEvent, ...] = ()
+    # sparkpoint: background materializations adopted (changelog checkpoints), in order
+    materializations: tuple[MaterializationStats, ...] = ()
 
     @property
     def subtask_restores(self) -> tuple[SubtaskRestoreEvent, ...]:
@@ -167,4 +170,5 @@ def result_of(master: JobMaster, out: dict[str, Any]) -> JobExecutionResult:
         checkpoints=tuple(s.copy() for s in master.coordinator.stats),
         epoch_reports=tuple(master.epoch_reports),
         failovers=tuple(master.failovers),
+        materializations=tuple(master.changelog.adopted),
     )

@@ -136,6 +136,7 @@ class JobSettings:
     changelog: bool = SparkpointOptions.CHANGELOG_ENABLED.default  # per-subtask recovery
     changelog_checkpoints: bool = StateBackendOptions.CHANGELOG_ENABLED.default
     materialize_interval_ms: int = StateBackendOptions.PERIODIC_MATERIALIZE_INTERVAL.default
+    materialization_rate: int | None = None  # bytes per second per subtask; None: no limit
     idle_sleep_s: float = 0.2
     # With no new input, an (empty) epoch still runs this often, so processing-time timers
     # fire and checkpoints are taken while a continuous source is idle.
@@ -328,18 +329,26 @@ class JobMaster:
             fs_options=dict(get_fs_options()),
             changelog_storage=self.s.checkpoint_storage if self.recovery.enabled else None,
             changelog_checkpoints=self.changelog.enabled,
+            materialization_rate=self.s.materialization_rate,
             faults=faults.task_hooks() if faults is not None else None,
         )
 
-    def _checkpoint_request(self, pending: Any) -> CheckpointRequest | None:
+    def _checkpoint_request(self, pending: Any, end_of_input: bool) -> CheckpointRequest | None:
         if pending is None:
             return None
         savepoint = pending.properties.is_savepoint
         # Savepoints upload within their epoch (stop-with-savepoint ends the job with it).
         pending.asynchronous = not savepoint and self.s.state_backend.asynchronous_snapshots()
         full = self.store.forces_full_snapshot
+        now_ms = self.clock.monotonic_ms()
         pending.materialize = savepoint or full or self.changelog.should_materialize(
-            self.clock.monotonic_ms(), others_in_flight=len(self.coordinator.pending) > 1
+            now_ms, others_in_flight=len(self.coordinator.pending) > 1,
+            background=pending.asynchronous,
+        )
+        # The epoch ending the input stores no changelog: nothing would start uploading.
+        pending.materialize_in_background = (
+            not pending.materialize and pending.asynchronous and not end_of_input
+            and self.changelog.start_background(pending.checkpoint_id, now_ms)
         )
         return CheckpointRequest(
             pending.checkpoint_id,
@@ -352,6 +361,7 @@ class JobMaster:
             else SnapshotType.CHECKPOINT,
             asynchronous=pending.asynchronous,
             materialize=pending.materialize,
+            materialize_in_background=pending.materialize_in_background,
         )
 
     def _run_one_epoch(self, stop_request: Any) -> bool:
@@ -406,6 +416,14 @@ class JobMaster:
         acks = self._absorb(reports, ranges)
         self.recovery.accept(a for r in reports for a in r.changelogs)
         self.changelog.observe(a for r in reports for a in r.changelogs)
+        self.changelog.run_accepted(
+            self.epoch, {(a.operator_id, a.subtask) for a in acks if a.changelog},
+            self._keyed_subtasks(),
+            pending.checkpoint_id if pending is not None else None,
+        )
+        self.changelog.advance(
+            (m for r in reports for m in r.materializations), self.clock.monotonic_ms()
+        )
         self.restore_spec = {}
         if pending is not None:
             pending.master_state = self._master_state(self.epoch)
@@ -479,6 +497,7 @@ class JobMaster:
             self.s.faults.before_epoch(
                 EpochStart(self.job_id, self.epoch, self.run_id, self._placement_view())
             )
+        checkpoint = self._checkpoint_request(pending, end_of_input)
         spec = EpochSpec(
             job=self._job_spec(),
             epoch=self.epoch,
@@ -490,12 +509,15 @@ class JobMaster:
             generator_state=dict(self.generators),
             source_ranges=ranges,
             processing_time_ms=self.clock.now_ms(),
-            checkpoint=self._checkpoint_request(pending),
+            checkpoint=checkpoint,
             restore=self.restore_spec,
             operator_state=self.operator_state,
             notify_complete=self.notify_complete,
             pending_checkpoints=frozenset(p.checkpoint_id for p in self.coordinator.pending),
             aborted_checkpoints=frozenset(self.coordinator.recently_aborted),
+            pending_materializations=self.changelog.pending_materializations(),
+            aborted_materializations=frozenset(self.changelog.aborted),
+            notify_materialized=self.changelog.notify_id,
         )
         preferred = {
             (stage, sub): self.placement.executor_of(stage, sub)
@@ -949,7 +971,7 @@ class JobMaster:
             executors = self.runner.cluster.live_executors()
             self.runner.cleanup(
                 self._job_spec(), {e: slot.location for e, slot in executors.items()},
-                frozenset(self.coordinator.recently_aborted),
+                frozenset((*self.coordinator.recently_aborted, *self.changelog.aborted)),
             )
         except Exception:  # the job's outcome stands; dead executors' roots get swept
             _LOG.warning("Job %s: could not remove local state", self.job_id, exc_info=True)

@@ -4,11 +4,12 @@ restore when told, commit locally, snapshot, close."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from sparkpoint.checkpoint.streams import SharedScopeStreamFactory
+from sparkpoint.checkpoint.streams import RateLimitedStreamFactory, SharedScopeStreamFactory
 from sparkpoint.clock import Clock
 from sparkpoint.runtime.async_upload import SubtaskUploads, worker_is_reused
 from sparkpoint.runtime.context import TIMERS_STATE
@@ -54,6 +55,13 @@ class SubtaskState:
         self.uploads = {
             node.operator_id: SubtaskUploads(
                 local_dir(node.operator_id) + ".uploads", node.operator_id, subtask
+            )
+            for node in stage.keyed_nodes
+        }
+        # operator id -> the subtask's background materializations (changelog checkpoints)
+        self.materializations = {
+            node.operator_id: SubtaskUploads(
+                local_dir(node.operator_id) + ".materializations", node.operator_id, subtask
             )
             for node in stage.keyed_nodes
         }
@@ -157,8 +165,15 @@ class SubtaskState:
                 operator_id, self.subtask, restore.reason, replayed + len(restore.changelog),
                 time.perf_counter() - t0,
             ))
-        if spec.notify_complete is not None:
-            backend.notify_checkpoint_complete(spec.notify_complete)
+        # With changelog checkpoints, a backend's snapshots are materializations: the one
+        # the latest completed checkpoint references is the confirmed one.
+        notify = (
+            spec.notify_materialized
+            if spec.job.changelog_checkpoints and backend.track_changes()
+            else spec.notify_complete
+        )
+        if notify is not None:
+            backend.notify_checkpoint_complete(notify)
         if self._changelog and backend.track_changes():
             self._tracked.add(operator_id)
         self.backends[operator_id] = backend
@@ -194,7 +209,8 @@ class SubtaskState:
                     continue
                 if not cp.materialize and operator_id in self._tracked:
                     acks.append(SnapshotAck(operator_id, self.subtask, None, 0, changelog=True))
-                    continue
+                    if not cp.materialize_in_background:
+                        continue
                 if factory is None:
                     access = cp.storage.create_checkpoint_storage(spec.job.job_id)
                     factory = access.resolve_checkpoint_storage_location(
@@ -203,6 +219,9 @@ class SubtaskState:
                     savepoint = cp.snapshot_type == SnapshotType.SAVEPOINT
                     if spec.job.changelog_checkpoints and not savepoint:
                         factory = SharedScopeStreamFactory(factory)
+                if not cp.materialize and operator_id in self._tracked:
+                    self._start_materialization(operator_id, backend, factory)
+                    continue
                 if self._async:
                     self._start_upload(operator_id, backend, factory)
                     continue
@@ -214,11 +233,14 @@ class SubtaskState:
             self.close()
         return acks, changes
 
-    def _start_upload(self, operator_id: str, backend: Any, factory: Any) -> None:
-        """Take the snapshot's synchronous part now and upload it in the background."""
+    def _start_upload(
+        self, operator_id: str, backend: Any, factory: Any, uploads: SubtaskUploads | None = None
+    ) -> threading.Thread:
+        """Take the snapshot's synchronous part now and upload it in the background (a
+        checkpoint's, or with ``uploads`` a materialization's)."""
         cp = self.spec.checkpoint
         assert cp is not None
-        uploads = self.uploads[operator_id]
+        uploads = uploads or self.uploads[operator_id]
         wrapped = uploads.stream_factory(cp.checkpoint_id, factory)
         upload = backend.snapshot(cp.checkpoint_id, wrapped, cp.snapshot_type)
         faults = self.spec.job.faults
@@ -226,13 +248,29 @@ class SubtaskState:
         if faults is not None:
             def before() -> None:
                 faults.before_upload(operator_id, self.subtask, cp.checkpoint_id)
-        uploads.start(cp.checkpoint_id, upload, before)
+        return uploads.start(cp.checkpoint_id, upload, before)
+
+    def _start_materialization(self, operator_id: str, backend: Any, factory: Any) -> None:
+        """Snapshot the committed state now and upload it in the background (at most
+        ``JobSpec.materialization_rate`` bytes per second) as materialization
+        ``checkpoint_id``."""
+        rate = self.spec.job.materialization_rate
+        if rate is not None:
+            factory = RateLimitedStreamFactory(factory, rate)
+        thread = self._start_upload(
+            operator_id, backend, factory, self.materializations[operator_id]
+        )
+        if not self._async:  # the worker ends with the task: upload within it
+            thread.join()
 
     def settle_uploads(self) -> None:
-        """Forget (and cancel) uploads of checkpoints the driver no longer waits for."""
+        """Forget (and cancel) uploads of checkpoints and materializations the driver no
+        longer waits for."""
         spec = self.spec
         for uploads in self.uploads.values():
             uploads.settle(spec.pending_checkpoints, spec.aborted_checkpoints)
+        for uploads in self.materializations.values():
+            uploads.settle(spec.pending_materializations, spec.aborted_materializations)
 
     def upload_statuses(self) -> list[UploadStatus]:
         """Where every upload of a checkpoint the driver waits for stands."""
@@ -240,6 +278,13 @@ class SubtaskState:
         if not pending:
             return []
         return [s for u in self.uploads.values() for s in u.statuses(pending)]
+
+    def materialization_statuses(self) -> list[UploadStatus]:
+        """Where every background materialization the driver waits for stands."""
+        pending = self.spec.pending_materializations
+        if not pending:
+            return []
+        return [s for u in self.materializations.values() for s in u.statuses(pending)]
 
     def _store_changes(self, operator_id: str, entry: bytes) -> ChangelogAck:
         """Write a changelog entry as task-owned state (inline when small); a failure is

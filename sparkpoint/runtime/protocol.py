@@ -60,6 +60,10 @@ class CheckpointRequest:
     # that keep a changelog take no snapshot, the driver composes their handles from the
     # latest materialization and the changelog entries since.
     materialize: bool = True
+    # With ``materialize`` False: those subtasks also start a periodic materialization in
+    # the background, identified by ``checkpoint_id`` (reported in ``TaskReport``'s
+    # ``materializations``; checkpoints go on without it until the driver adopts it).
+    materialize_in_background: bool = False
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,8 @@ class JobSpec:
     # state.backend.changelog.enabled: every epoch's changes are stored, and checkpoint
     # snapshots (materializations) are written as shared state.
     changelog_checkpoints: bool = False
+    # Bytes per second one subtask's background materialization uploads (None: no limit).
+    materialization_rate: int | None = None
     faults: TaskFaultHooks | None = None
     # False when pipeline.auto-watermark-interval is 0: only ended splits emit a watermark.
     periodic_watermarks: bool = True
@@ -167,6 +173,13 @@ class EpochSpec:
     # recently aborted ones (an upload that finishes after its abort deletes its files).
     pending_checkpoints: frozenset[int] = frozenset()
     aborted_checkpoints: frozenset[int] = frozenset()
+    # Background materializations (``CheckpointRequest.materialize_in_background``): the one
+    # still uploading, recently abandoned ones (their uploads stop and delete their files),
+    # and the one the latest completed checkpoint references (the keyed backends treat it
+    # as their confirmed snapshot, as notify_complete does without changelog checkpoints).
+    pending_materializations: frozenset[int] = frozenset()
+    aborted_materializations: frozenset[int] = frozenset()
+    notify_materialized: int | None = None
     # Task groups (``task_groups``): stage id -> the subtasks each Spark task of the stage
     # runs, one after the other (absent: one subtask per task); stage id -> the shuffle
     # partition of each channel of the exchange the stage writes (absent: the channel).
@@ -289,4 +302,6 @@ class TaskReport:
     # Every asynchronous upload record of this task's keyed subtasks, for the checkpoints
     # the driver still waits for.
     uploads: tuple[UploadStatus, ...] = ()
+    # Background materializations (``checkpoint_id`` is the materialization's id).
+    materializations: tuple[UploadStatus, ...] = ()
     operator_states: tuple[CarriedState, ...] = ()

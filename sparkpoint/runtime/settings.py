@@ -134,6 +134,7 @@ def build_job_settings(job_name: str, request: JobRequest) -> JobSettings:
         changelog=SparkpointOptions.CHANGELOG_ENABLED.read(config),
         changelog_checkpoints=_changelog_checkpoints(config),
         materialize_interval_ms=StateBackendOptions.PERIODIC_MATERIALIZE_INTERVAL.read(config),
+        materialization_rate=StateBackendOptions.MATERIALIZATION_MAX_UPLOAD_RATE.read(config),
         job_parameters=dict(request.job_parameters),
         faults=request.faults,
     )

@@ -226,6 +226,7 @@ class StageTask:
             restored=tuple(self.state.restored),
             lost=tuple(self.state.lost),
             uploads=tuple(self.state.upload_statuses()),
+            materializations=tuple(self.state.materialization_statuses()),
             operator_states=tuple(carried),
         )
         report_channel = self._report_channel()

@@ -89,7 +89,8 @@ class Faults:
 
     def on_upload(self, callback: UploadCallback) -> Faults:
         """Call ``callback(operator_id, subtask, checkpoint_id)`` in the upload thread
-        before each asynchronous snapshot upload."""
+        before each asynchronous snapshot upload (a background materialization's too: its
+        id is the id of the checkpoint whose epoch started it)."""
         self._before_upload.append(callback)
         return self
 

@@ -47,12 +47,16 @@ BACKENDS = ["hashmap", "rocksdb"]
 
 def _env(spark: Any, tmp_path: Path, name: str, backend: str, parallelism: int = 2,
          restore: str | None = None, materialize: str = "1 h",
-         injector: FailureInjector | None = None, n_events: int = N_EVENTS) -> Any:
+         injector: FailureInjector | None = None, n_events: int = N_EVENTS,
+         retained: int = 3, upload_rate: str | None = None) -> Any:
     conf = Configuration()
     conf.set_string("sparkpoint.epoch.max-records-per-split", "500")
     conf.set_string("sparkpoint.local-state.dir", str(tmp_path / "local"))
-    conf.set_string("execution.checkpointing.num-retained", "3")
+    conf.set_string("execution.checkpointing.num-retained", str(retained))
     conf.set_string("state.backend.changelog.periodic-materialize.interval", materialize)
+    if upload_rate is not None:
+        conf.set_string("sparkpoint.state.changelog.materialization.max-upload-rate",
+                        upload_rate)
     if restore is not None:
         conf.set_string("execution.state-recovery.path", restore)
     env = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
@@ -199,6 +203,86 @@ def test_retained_checkpoints_keep_exactly_their_files_across_materializations(
     assert min(h.materialization_id for h in retained) > done[0].checkpoint_id
     assert any(h.changelog for h in retained)
     assert sum("/taskowned/" in f for f in audit.files) >= 2  # entries are files here
+
+
+def _materializations(done: list[Any]) -> list[tuple[int, int]]:
+    """(checkpoint id, the materialization it references) of retained checkpoints."""
+    out = []
+    for stats in done:
+        ids = {h.materialization_id for h in _keyed(stats.external_pointer)}
+        assert len(ids) == 1, ids  # every subtask references the same one
+        out.append((stats.checkpoint_id, ids.pop()))
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_periodic_materializations_upload_in_the_background(
+    spark: Any, tmp_path: Path, backend: str
+) -> None:
+    """Materializing every 300 ms at most 4 KiB per second and subtask: only the first
+    checkpoint snapshots; later materializations are started by a checkpoint's epoch,
+    uploaded while checkpoints go on referencing the previous one, then adopted. The
+    directory holds exactly what the retained checkpoints reference, and the latest
+    restores exactly at parallelism 3."""
+    env = _env(spark, tmp_path, "ckpt-a", backend, materialize="300 ms", n_events=100_000,
+               retained=100, upload_rate="4 kb")
+    job_dir, done = _run_until(env, 24)
+    refs = _materializations(done)
+    first = done[0].checkpoint_id
+    assert refs[0] == (first, first)
+    # no checkpoint but the first wrote a materialization: each wrote its changes only
+    for stats in done[1:]:
+        assert all(not h.materialized_here for h in _keyed(stats.external_pointer))
+        assert 0 < stats.checkpointed_size < done[0].checkpointed_size
+    adopted = sorted({m for _c, m in refs} - {first})
+    assert adopted, refs  # some background materialization was adopted
+    by_id = dict(refs)
+    for m in adopted:
+        # its own checkpoint went on with the previous materialization
+        assert m in by_id and by_id[m] < m, (m, refs)
+        if backend == "rocksdb":
+            # its files (OPTIONS alone is ~7 KiB) took more than an epoch at 4 KiB/s
+            users = [c for c, ref in refs if ref == m]
+            assert min(users) > m + 1, (m, refs)
+    assert [m for _c, m in refs] == sorted(m for _c, m in refs)  # never an older one
+    assert audit_checkpoint_directory(job_dir).exact
+
+    env = _env(spark, tmp_path, "ckpt-b", backend, parallelism=3,
+               restore=done[-1].external_pointer, n_events=100_000)
+    env.execute("background-materialization-rescaled")
+    check_keyed_count_output(str(tmp_path / "out"), 100_000, N_KEYS)
+
+
+def test_a_failed_background_materialization_is_abandoned_and_deleted(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The first background materialization's upload fails in one subtask: the driver
+    abandons it (the other subtask's files go too), checkpoints go on referencing the
+    first materialization, and a later attempt is adopted; the directory stays exact and
+    the latest checkpoint restores exactly."""
+    failed = tmp_path / "failed-upload"
+
+    def fail_once(operator_id: str, subtask: int, checkpoint_id: int) -> None:
+        if checkpoint_id > 2 and subtask == 0 and not failed.exists():
+            failed.write_text(str(checkpoint_id))
+            raise RuntimeError("injected materialization upload failure")
+
+    env = _env(spark, tmp_path, "ckpt-a", "rocksdb", materialize="300 ms", n_events=100_000,
+               retained=100)
+    env.set_fault_injection(Faults().on_upload(fail_once))
+    job_dir, done = _run_until(env, 24)
+    assert failed.exists()
+    failed_id = int(failed.read_text())
+    refs = _materializations(done)
+    assert all(m != failed_id for _c, m in refs)
+    assert any(m > failed_id for _c, m in refs), (failed_id, refs)
+    audit = audit_checkpoint_directory(job_dir)
+    assert audit.unreferenced == frozenset() and audit.missing == frozenset()
+
+    env = _env(spark, tmp_path, "ckpt-b", "rocksdb", restore=done[-1].external_pointer,
+               n_events=100_000)
+    env.execute("background-materialization-failed-restored")
+    check_keyed_count_output(str(tmp_path / "out"), 100_000, N_KEYS)
 
 
 def test_changelog_checkpoints_need_the_changelog(spark: Any, tmp_path: Path) -> None:
