@@ -14,6 +14,7 @@ __all__ = [
     "CheckpointStateOutputStream",
     "CheckpointStreamFactory",
     "CheckpointedStateScope",
+    "ForwardingOutputStream",
     "RateLimitedStreamFactory",
     "SharedScopeStreamFactory",
 ]
@@ -117,18 +118,15 @@ class _Throttle:
             time.sleep(start - now)
 
 
-class _RateLimitedStream(CheckpointStateOutputStream):
-    def __init__(self, inner: CheckpointStateOutputStream, throttle: _Throttle) -> None:
+class ForwardingOutputStream(CheckpointStateOutputStream):
+    """A stream that forwards every call to ``inner``: the base of wrappers that change
+    one or two calls."""
+
+    def __init__(self, inner: CheckpointStateOutputStream) -> None:
         self._inner = inner
-        self._throttle = throttle
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
-        view = memoryview(data).cast("B")
-        for offset in range(0, len(view), _THROTTLE_CHUNK):
-            chunk = view[offset:offset + _THROTTLE_CHUNK]
-            self._throttle.acquire(len(chunk))
-            self._inner.write(chunk)
-        return len(view)
+        return self._inner.write(data)
 
     def tell(self) -> int:
         return self._inner.tell()
@@ -145,6 +143,20 @@ class _RateLimitedStream(CheckpointStateOutputStream):
     @property
     def closed(self) -> bool:
         return self._inner.closed
+
+
+class _RateLimitedStream(ForwardingOutputStream):
+    def __init__(self, inner: CheckpointStateOutputStream, throttle: _Throttle) -> None:
+        super().__init__(inner)
+        self._throttle = throttle
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        view = memoryview(data).cast("B")
+        for offset in range(0, len(view), _THROTTLE_CHUNK):
+            chunk = view[offset:offset + _THROTTLE_CHUNK]
+            self._throttle.acquire(len(chunk))
+            self._inner.write(chunk)
+        return len(view)
 
 
 class RateLimitedStreamFactory(CheckpointStreamFactory):

@@ -39,6 +39,7 @@ from sparkpoint.checkpoint.streams import (
     CheckpointedStateScope,
     CheckpointStateOutputStream,
     CheckpointStreamFactory,
+    ForwardingOutputStream,
 )
 from sparkpoint.runtime.executor import process_alive, process_start_time
 from sparkpoint.runtime.protocol import UploadStatus
@@ -66,11 +67,11 @@ def worker_is_reused() -> bool:
     return bool(os.environ.get("SPARK_REUSE_WORKER"))
 
 
-class _CancellableStream(CheckpointStateOutputStream):
+class _CancellableStream(ForwardingOutputStream):
     """A checkpoint stream that stops (and discards what it wrote) once cancelled."""
 
     def __init__(self, inner: CheckpointStateOutputStream, cancelled: Callable[[], bool]) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._cancelled = cancelled
 
     def _check(self) -> None:
@@ -82,22 +83,9 @@ class _CancellableStream(CheckpointStateOutputStream):
         self._check()
         return self._inner.write(data)
 
-    def tell(self) -> int:
-        return self._inner.tell()
-
-    def flush(self) -> None:
-        self._inner.flush()
-
     def close_and_get_handle(self) -> StreamStateHandle | None:
         self._check()
         return self._inner.close_and_get_handle()
-
-    def close(self) -> None:
-        self._inner.close()
-
-    @property
-    def closed(self) -> bool:
-        return self._inner.closed
 
 
 class CancellableStreamFactory(CheckpointStreamFactory):
