@@ -54,6 +54,18 @@ class StateBackendOptions(OptionGroup):
         "checkpoint materializes again (snapshots the keyed state). Shorter: smaller "
         "changelogs to restore, more snapshots written.",
     )
+    PERIODIC_MATERIALIZE_ENABLED = ConfigOption(
+        "state.backend.changelog.periodic-materialize.enabled", BOOLEAN, True,
+        "With changelog checkpoints: whether to materialize periodically. Off: only a "
+        "failover, a missing changelog entry or too many inline entries make a checkpoint "
+        "materialize, so the changelog a restore replays keeps growing.",
+    )
+    MATERIALIZATION_MAX_FAILURES_ALLOWED = ConfigOption(
+        "state.backend.changelog.max-failures-allowed", int_type(minimum=1), 3,
+        "With changelog checkpoints: periodic materializations that may fail in a row; "
+        "the one that reaches this count fails the job over (the restart strategy "
+        "applies). Each failure waits a materialization interval before the next attempt.",
+    )
     MATERIALIZATION_MAX_UPLOAD_RATE: ConfigOption[int | None] = ConfigOption(
         "sparkpoint.state.changelog.materialization.max-upload-rate", POSITIVE_MEMORY_SIZE,
         None,

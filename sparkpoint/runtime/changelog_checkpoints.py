@@ -43,14 +43,20 @@ from sparkpoint.checkpoint.handles import (
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.checkpoint.stats import written_bytes
 from sparkpoint.checkpoint.store import CompletedCheckpoint
-from sparkpoint.errors import CheckpointException, CheckpointFailureReason
+from sparkpoint.config import StateBackendOptions
+from sparkpoint.errors import CheckpointException, CheckpointFailureReason, SparkpointError
 from sparkpoint.runtime.async_upload import uploaded_files
 from sparkpoint.runtime.graph import Plan
 from sparkpoint.runtime.protocol import ChangelogAck, SnapshotAck, UploadStatus
 from sparkpoint.runtime.subtask_recovery import discard_entries
 from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
 
-__all__ = ["BackgroundMaterialization", "ChangelogCheckpoints", "MaterializationStats"]
+__all__ = [
+    "BackgroundMaterialization",
+    "ChangelogCheckpoints",
+    "MaterializationFailuresExceeded",
+    "MaterializationStats",
+]
 
 _Key = tuple[str, int]  # (operator id, subtask)
 # Small entries are inline in the report and so in every ``_metadata`` that references them
@@ -58,6 +64,10 @@ _Key = tuple[str, int]  # (operator id, subtask)
 MAX_INLINE_CHANGELOG_BYTES = 4 * 1024 * 1024
 _KEPT_ABORTED = 16  # abandoned materializations the tasks are told about
 _LOG = logging.getLogger(__name__)
+
+
+class MaterializationFailuresExceeded(SparkpointError):
+    """More periodic materializations failed in a row than allowed: the job fails over."""
 
 
 @dataclass(frozen=True)
@@ -86,10 +96,15 @@ class BackgroundMaterialization:
 class ChangelogCheckpoints:
     """Materializations and changelog entries of one job run (see the module doc)."""
 
-    def __init__(self, plan: Plan, enabled: bool, interval_ms: int, backend: str) -> None:
+    def __init__(
+        self, plan: Plan, enabled: bool, interval_ms: int | None, backend: str,
+        failures_allowed: int = 3,
+    ) -> None:
         self.enabled = enabled
-        self.interval_ms = interval_ms
+        self.interval_ms = interval_ms  # None: no periodic materialization
         self.backend = backend  # the keyed backends' name (the entries' format)
+        self.failures_allowed = failures_allowed
+        self._failures = 0  # periodic materializations failed in a row
         self._ranges = {
             node.operator_id: (st.max_parallelism, st.parallelism)
             for st in plan.stages for node in st.keyed_nodes
@@ -129,7 +144,8 @@ class ChangelogCheckpoints:
         )
 
     def _interval_passed(self, now_ms: int) -> bool:
-        return now_ms - self._materialized_ms >= self.interval_ms
+        return (self.interval_ms is not None
+                and now_ms - self._materialized_ms >= self.interval_ms)
 
     def start_background(self, checkpoint_id: int, now_ms: int) -> bool:
         """Whether checkpoint ``checkpoint_id`` (which does not materialize) starts a
@@ -169,7 +185,8 @@ class ChangelogCheckpoints:
     def advance(self, statuses: Iterable[UploadStatus], now_ms: int) -> None:
         """Take the background materialization's upload statuses of an accepted run: adopt
         it once every upload has ended, abandon it when one failed or was lost (the next
-        attempt comes an interval later)."""
+        attempt comes an interval later); ``MaterializationFailuresExceeded`` when that
+        makes more failures in a row than allowed."""
         current = self._background
         if current is None or current.epoch is None:
             return
@@ -181,8 +198,17 @@ class ChangelogCheckpoints:
             status = found.get(key)
             if status is None or status.state in (UploadStatus.FAILED, UploadStatus.LOST):
                 detail = "no record of it" if status is None else status.detail
-                self._abandon(current, f"the upload of {key[0]}#{key[1]} ended: {detail}")
+                why = f"the upload of {key[0]}#{key[1]} ended: {detail}"
+                self._abandon(current, why)
                 self._materialized_ms = now_ms
+                self._failures += 1
+                if self._failures >= self.failures_allowed:
+                    raise MaterializationFailuresExceeded(
+                        f"periodic materializations failed in a row: {self._failures} "
+                        f"({StateBackendOptions.MATERIALIZATION_MAX_FAILURES_ALLOWED.key} = "
+                        f"{self.failures_allowed}); materialization "
+                        f"{current.materialization_id}: {why}"
+                    )
                 return
             if status.state == UploadStatus.DONE:
                 handle = status.handle
@@ -196,6 +222,7 @@ class ChangelogCheckpoints:
             self._abandon(current, "a newer materialization completed")
             return
         seconds = time.perf_counter() - current.started
+        self._failures = 0
         self.materialization_id = current.materialization_id
         self.materialization_epoch = current.epoch
         self._materialized_ms = now_ms
@@ -334,6 +361,7 @@ class ChangelogCheckpoints:
         self.materialization_epoch = 0
         self._materialized = {}
         self._missing_epoch = 0
+        self._failures = 0
         self.notify_id = None
         self._release(lambda _ack: True)
 

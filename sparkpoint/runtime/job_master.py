@@ -137,6 +137,10 @@ class JobSettings:
     changelog_checkpoints: bool = StateBackendOptions.CHANGELOG_ENABLED.default
     materialize_interval_ms: int = StateBackendOptions.PERIODIC_MATERIALIZE_INTERVAL.default
     materialization_rate: int | None = None  # bytes per second per subtask; None: no limit
+    periodic_materialization: bool = True
+    materialization_failures_allowed: int = (
+        StateBackendOptions.MATERIALIZATION_MAX_FAILURES_ALLOWED.default
+    )
     idle_sleep_s: float = 0.2
     # With no new input, an (empty) epoch still runs this often, so processing-time timers
     # fire and checkpoints are taken while a continuous source is idle.
@@ -201,7 +205,9 @@ class JobMaster:
         self.keyed_stages = {st.id: st.parallelism for st in plan.stages if st.keyed}
         self.changelog = ChangelogCheckpoints(
             plan, settings.changelog_checkpoints and settings.policy.enabled,
-            settings.materialize_interval_ms, settings.state_backend.keyed_backend_name(),
+            settings.materialize_interval_ms if settings.periodic_materialization else None,
+            settings.state_backend.keyed_backend_name(),
+            settings.materialization_failures_allowed,
         )
         self.recovery = SubtaskRecovery(
             plan, settings.explicit_max_parallelism,

@@ -135,6 +135,10 @@ def build_job_settings(job_name: str, request: JobRequest) -> JobSettings:
         changelog_checkpoints=_changelog_checkpoints(config),
         materialize_interval_ms=StateBackendOptions.PERIODIC_MATERIALIZE_INTERVAL.read(config),
         materialization_rate=StateBackendOptions.MATERIALIZATION_MAX_UPLOAD_RATE.read(config),
+        periodic_materialization=StateBackendOptions.PERIODIC_MATERIALIZE_ENABLED.read(config),
+        materialization_failures_allowed=(
+            StateBackendOptions.MATERIALIZATION_MAX_FAILURES_ALLOWED.read(config)
+        ),
         job_parameters=dict(request.job_parameters),
         faults=request.faults,
     )

@@ -8,13 +8,18 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from sparkpoint.checkpoint.handles import (
     FileStateHandle,
     KeyGroupRangeOffsets,
     KeyGroupsStateHandle,
 )
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
-from sparkpoint.runtime.changelog_checkpoints import ChangelogCheckpoints
+from sparkpoint.runtime.changelog_checkpoints import (
+    ChangelogCheckpoints,
+    MaterializationFailuresExceeded,
+)
 from sparkpoint.runtime.protocol import UploadStatus
 
 KEYED = {("count", 0), ("count", 1)}
@@ -126,3 +131,46 @@ def test_one_older_than_a_materialization_completed_since_is_abandoned(
     changelog.close()
     assert changelog.materialization_id == 8 and list(changelog.aborted) == [6]
     assert not any(tmp_path.iterdir())
+
+
+def _fail_one(changelog: ChangelogCheckpoints, mid: int, now_ms: int) -> None:
+    assert changelog.start_background(mid, now_ms)
+    changelog.run_accepted(mid + 1, KEYED, KEYED, mid)
+    changelog.advance([_status(0, mid, UploadStatus.FAILED)], now_ms)
+
+
+def test_failures_in_a_row_beyond_the_allowed_fail_the_job_over(tmp_path: Path) -> None:
+    changelog = _changelog()
+    _fail_one(changelog, 6, INTERVAL_MS)
+    # an adopted one starts the count again
+    assert changelog.start_background(8, 2 * INTERVAL_MS)
+    changelog.run_accepted(9, KEYED, KEYED, 8)
+    changelog.advance([_status(s, 8, UploadStatus.DONE, _handle(tmp_path, f"h{s}"))
+                       for s in (0, 1)], 2 * INTERVAL_MS)
+    assert changelog.materialization_id == 8
+    _fail_one(changelog, 10, 3 * INTERVAL_MS)
+    _fail_one(changelog, 12, 4 * INTERVAL_MS)
+    with pytest.raises(MaterializationFailuresExceeded) as info:
+        _fail_one(changelog, 14, 5 * INTERVAL_MS)
+    message = str(info.value)
+    assert "periodic materializations failed in a row: 3 " in message
+    assert "state.backend.changelog.max-failures-allowed = 3" in message
+    assert "materialization 14: the upload of count#0 ended: boom" in message
+    # the failover that follows starts the count again
+    changelog.reset()
+    changelog.materialization_id, changelog.materialization_epoch = 16, 17
+    _fail_one(changelog, 18, 10 * INTERVAL_MS)
+    changelog.close()
+
+
+def test_no_periodic_materialization_when_it_is_off() -> None:
+    node = SimpleNamespace(operator_id="count")
+    stage = SimpleNamespace(keyed_nodes=[node], max_parallelism=128, parallelism=2)
+    changelog = ChangelogCheckpoints(
+        SimpleNamespace(stages=[stage]), True, None, "heap"  # type: ignore[arg-type]
+    )
+    assert changelog.should_materialize(0, False)  # no materialization yet
+    changelog.materialization_id = 1
+    assert not changelog.should_materialize(10**9, False, background=False)
+    assert not changelog.start_background(2, 10**9)
+    changelog.close()

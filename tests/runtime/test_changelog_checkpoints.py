@@ -285,6 +285,31 @@ def test_a_failed_background_materialization_is_abandoned_and_deleted(
     check_keyed_count_output(str(tmp_path / "out"), 100_000, N_KEYS)
 
 
+def test_materialization_failures_beyond_the_allowed_fail_the_job_over(
+    spark: Any, tmp_path: Path
+) -> None:
+    """With state.backend.changelog.max-failures-allowed = 1, the first failed background
+    materialization fails the job over (the restart strategy applies); the output stays
+    exact."""
+    failed = tmp_path / "failed-upload"
+
+    def fail_once(operator_id: str, subtask: int, checkpoint_id: int) -> None:
+        if checkpoint_id > 2 and subtask == 1 and not failed.exists():
+            failed.write_text(str(checkpoint_id))
+            raise RuntimeError("injected materialization upload failure")
+
+    env = _env(spark, tmp_path, "ckpt", "hashmap", materialize="300 ms", n_events=60_000)
+    env.configure({"state.backend.changelog.max-failures-allowed": "1"})
+    env.set_fault_injection(Faults().on_upload(fail_once))
+    result = env.execute("materialization-failures")
+    assert failed.exists() and result.restarts == 1
+    [failover] = result.failovers
+    assert "periodic materializations failed in a row: 1 " in failover.cause
+    assert "state.backend.changelog.max-failures-allowed = 1" in failover.cause
+    assert result.materializations  # later ones were adopted
+    check_keyed_count_output(str(tmp_path / "out"), 60_000, N_KEYS)
+
+
 def test_changelog_checkpoints_need_the_changelog(spark: Any, tmp_path: Path) -> None:
     env = _env(spark, tmp_path, "ckpt", "hashmap")
     env.configure({"sparkpoint.state.changelog.enabled": "false"})
