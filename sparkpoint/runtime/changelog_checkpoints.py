@@ -15,7 +15,8 @@ epoch and upload it in the background, at most ``materialization_rate`` bytes pe
 each (Flink's periodic materialization): that checkpoint and the ones after it go on
 referencing the previous materialization until every subtask's upload has ended; then the
 driver adopts the new one. Without background uploads (synchronous snapshots), the
-checkpoint materializes itself.
+checkpoint materializes itself. A failed background materialization is retried an
+interval later; ``failures_allowed`` of them in a row fail the job over.
 
 Ownership of the entries: the job's until a completed checkpoint references them, the
 shared-state registry's from then on (as it owns the materialization's files, which are
@@ -77,7 +78,7 @@ class MaterializationStats:
     materialization_id: int
     epoch: int  # the epoch whose state it holds
     uploaded_bytes: int  # files reused from the previous one count zero
-    seconds: float  # from the end of its epoch's run to its adoption
+    seconds: float  # from the request that started it to its adoption
 
 
 @dataclass

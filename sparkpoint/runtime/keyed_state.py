@@ -166,11 +166,10 @@ class SubtaskState:
                 time.perf_counter() - t0,
             ))
         # With changelog checkpoints, a backend's snapshots are materializations: the one
-        # the latest completed checkpoint references is the confirmed one.
+        # the latest completed checkpoint references is the confirmed one (a backend that
+        # keeps no changelog materializes in every checkpoint, so that is the checkpoint).
         notify = (
-            spec.notify_materialized
-            if spec.job.changelog_checkpoints and backend.track_changes()
-            else spec.notify_complete
+            spec.notify_materialized if spec.job.changelog_checkpoints else spec.notify_complete
         )
         if notify is not None:
             backend.notify_checkpoint_complete(notify)

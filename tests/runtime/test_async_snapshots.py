@@ -67,7 +67,9 @@ def test_checkpoints_complete_when_their_background_uploads_end(
     env: Any, tmp_path: Path, backend: str
 ) -> None:
     state = HashMapStateBackend() if backend == "heap" else EmbeddedRocksDBStateBackend(True)
-    _configure(env, tmp_path, state)
+    # 30 epochs: each checkpoint waits 0.3 s for its uploads, and a warm session runs an
+    # epoch in well under 0.1 s, so ten epochs could end before a third one completes.
+    _configure(env, tmp_path, state, records=100)
     env.set_fault_injection(Faults().on_upload(Delay(0.3)))
     result = env.execute("async")
     _check_output(tmp_path)
