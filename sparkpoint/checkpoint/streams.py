@@ -19,7 +19,9 @@ __all__ = [
     "SharedScopeStreamFactory",
 ]
 
-_THROTTLE_CHUNK = 1 << 20  # a rate-limited stream writes at most this many bytes at once
+# A rate-limited stream passes on at most a tenth of a second's bytes at once (at least
+# 4 KiB, at most 1 MiB), so a wrapped stream sees a write (e.g. a cancel check) that often.
+_MIN_PIECE, _MAX_PIECE = 4 << 10, 1 << 20
 
 
 class CheckpointedStateScope(enum.Enum):
@@ -106,6 +108,7 @@ class _Throttle:
 
     def __init__(self, rate: int) -> None:
         self._rate = float(rate)
+        self.piece = min(_MAX_PIECE, max(_MIN_PIECE, rate // 10))
         self._lock = threading.Lock()
         self._next = time.monotonic()  # when the bytes let through so far have "drained"
 
@@ -152,8 +155,9 @@ class _RateLimitedStream(ForwardingOutputStream):
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
         view = memoryview(data).cast("B")
-        for offset in range(0, len(view), _THROTTLE_CHUNK):
-            chunk = view[offset:offset + _THROTTLE_CHUNK]
+        piece = self._throttle.piece
+        for offset in range(0, len(view), piece):
+            chunk = view[offset:offset + piece]
             self._throttle.acquire(len(chunk))
             self._inner.write(chunk)
         return len(view)

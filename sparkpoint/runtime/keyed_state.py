@@ -233,14 +233,18 @@ class SubtaskState:
         return acks, changes
 
     def _start_upload(
-        self, operator_id: str, backend: Any, factory: Any, uploads: SubtaskUploads | None = None
+        self, operator_id: str, backend: Any, factory: Any,
+        uploads: SubtaskUploads | None = None, rate: int | None = None,
     ) -> threading.Thread:
         """Take the snapshot's synchronous part now and upload it in the background (a
-        checkpoint's, or with ``uploads`` a materialization's)."""
+        checkpoint's, or with ``uploads`` a materialization's, at most ``rate`` bytes per
+        second)."""
         cp = self.spec.checkpoint
         assert cp is not None
         uploads = uploads or self.uploads[operator_id]
         wrapped = uploads.stream_factory(cp.checkpoint_id, factory)
+        if rate is not None:  # outside the cancellable streams: each paced piece checks
+            wrapped = RateLimitedStreamFactory(wrapped, rate)
         upload = backend.snapshot(cp.checkpoint_id, wrapped, cp.snapshot_type)
         faults = self.spec.job.faults
         before = None
@@ -253,11 +257,9 @@ class SubtaskState:
         """Snapshot the committed state now and upload it in the background (at most
         ``JobSpec.materialization_rate`` bytes per second) as materialization
         ``checkpoint_id``."""
-        rate = self.spec.job.materialization_rate
-        if rate is not None:
-            factory = RateLimitedStreamFactory(factory, rate)
         thread = self._start_upload(
-            operator_id, backend, factory, self.materializations[operator_id]
+            operator_id, backend, factory, self.materializations[operator_id],
+            self.spec.job.materialization_rate,
         )
         if not self._async:  # the worker ends with the task: upload within it
             thread.join()

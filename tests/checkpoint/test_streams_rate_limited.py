@@ -11,7 +11,13 @@ import pytest
 
 from sparkpoint.checkpoint.fs_streams import FsCheckpointStreamFactory
 from sparkpoint.checkpoint.handles import StreamStateHandle
-from sparkpoint.checkpoint.streams import CheckpointedStateScope, RateLimitedStreamFactory
+from sparkpoint.checkpoint.streams import (
+    CheckpointedStateScope,
+    CheckpointStateOutputStream,
+    CheckpointStreamFactory,
+    ForwardingOutputStream,
+    RateLimitedStreamFactory,
+)
 from sparkpoint.fs.arrow import LocalFileSystem
 
 KIB = 1024
@@ -59,7 +65,8 @@ def test_a_large_write_is_paced_in_chunks_and_abort_discards(tmp_path: Path) -> 
     stream = factory.create_checkpoint_state_output_stream()
     t0 = time.monotonic()
     assert stream.write(b"x" * (3 * 1024 * KIB)) == 3 * 1024 * KIB  # one call, 3 MiB
-    assert time.monotonic() - t0 >= 2 * 1024 * KIB / rate  # the last 1 MiB chunk is free
+    # paced in pieces of a tenth of a second's bytes; only the first goes at once
+    assert time.monotonic() - t0 >= (3 * 1024 * KIB - rate // 10) / rate
     assert stream.tell() == 3 * 1024 * KIB
     stream.close()  # an abort: the file goes
     assert stream.closed
@@ -70,3 +77,33 @@ def test_a_large_write_is_paced_in_chunks_and_abort_discards(tmp_path: Path) -> 
 def test_the_rate_must_be_positive(tmp_path: Path, rate: int) -> None:
     with pytest.raises(ValueError, match="bytes_per_second must be positive"):
         RateLimitedStreamFactory(_inner(tmp_path), rate)
+
+
+class _Recording(CheckpointStreamFactory):
+    """Records the size of every write its streams get."""
+
+    def __init__(self, inner: CheckpointStreamFactory) -> None:
+        self.inner = inner
+        self.writes: list[int] = []
+
+    def create_checkpoint_state_output_stream(
+        self, scope: CheckpointedStateScope = CheckpointedStateScope.EXCLUSIVE
+    ) -> CheckpointStateOutputStream:
+        writes = self.writes
+
+        class Stream(ForwardingOutputStream):
+            def write(self, data: bytes | bytearray | memoryview) -> int:
+                writes.append(len(data))
+                return super().write(data)
+
+        return Stream(self.inner.create_checkpoint_state_output_stream(scope))
+
+
+def test_the_wrapped_stream_sees_a_write_every_tenth_of_a_second(tmp_path: Path) -> None:
+    """A cancellable stream inside checks for its cancel at every write: a slow rate must
+    not hold one write for long."""
+    recording = _Recording(_inner(tmp_path))
+    stream = RateLimitedStreamFactory(recording, 80 * KIB).create_checkpoint_state_output_stream()
+    stream.write(b"y" * (40 * KIB))
+    assert recording.writes == [8 * KIB] * 5  # a tenth of a second each
+    assert stream.close_and_get_handle() is not None
