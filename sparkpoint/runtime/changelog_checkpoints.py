@@ -228,6 +228,8 @@ class ChangelogCheckpoints:
         self.materialization_epoch = current.epoch
         self._materialized_ms = now_ms
         self._materialized = dict(current.handles)
+        if self._unreferenced is not None:  # adopted before, never referenced, superseded
+            self._discard_files(self._unreferenced)
         self._unreferenced = current
         self.adopted.append(MaterializationStats(
             current.materialization_id, current.epoch, current.uploaded_bytes, seconds

@@ -174,3 +174,18 @@ def test_no_periodic_materialization_when_it_is_off() -> None:
     assert not changelog.should_materialize(10**9, False, background=False)
     assert not changelog.start_background(2, 10**9)
     changelog.close()
+
+
+def test_an_adopted_one_no_checkpoint_referenced_goes_when_the_next_is_adopted(
+    tmp_path: Path,
+) -> None:
+    changelog = _changelog()
+    for mid, now in ((6, INTERVAL_MS), (8, 3 * INTERVAL_MS)):
+        assert changelog.start_background(mid, now)
+        changelog.run_accepted(mid + 1, KEYED, KEYED, mid)
+        changelog.advance([_status(s, mid, UploadStatus.DONE, _handle(tmp_path, f"{mid}-{s}"))
+                           for s in (0, 1)], now)
+    assert changelog.materialization_id == 8
+    changelog.close()  # waits for the deletions
+    # 6's files went when 8 was adopted (close deletes only the unreferenced 8's)
+    assert list(tmp_path.iterdir()) == []
