@@ -645,7 +645,7 @@ def run_large_case(
         "all_keys_upload_over_state_max": round(
             max((uploads[i] / sizes[i] for i in full), default=0.0), 4),
         # background materializations (changelog checkpoints with an interval): adopted
-        # ones, and what they wrote between checkpoints (by file, when each file ended)
+        # ones, their rate, and the most they wrote in one checkpoint interval (by growth)
         "background_materializations": [
             [m.materialization_id, m.epoch, m.uploaded_bytes, round(m.seconds, 2)]
             for m in result.materializations],

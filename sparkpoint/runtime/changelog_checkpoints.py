@@ -110,6 +110,7 @@ class ChangelogCheckpoints:
             node.operator_id: (st.max_parallelism, st.parallelism)
             for st in plan.stages for node in st.keyed_nodes
         }
+        self._keyed = {(op, i) for op, (_mp, p) in self._ranges.items() for i in range(p)}
         self.materialization_id: int | None = None
         self.materialization_epoch = 0
         self._materialized_ms = 0
@@ -165,7 +166,7 @@ class ChangelogCheckpoints:
         return frozenset() if current is None else frozenset({current.materialization_id})
 
     def run_accepted(
-        self, epoch: int, started: Iterable[_Key], keyed: set[_Key], checkpoint_id: int | None
+        self, epoch: int, started: Iterable[_Key], checkpoint_id: int | None
     ) -> None:
         """The run of ``epoch`` was accepted; ``started``: the subtasks that acknowledged
         checkpoint ``checkpoint_id`` with their changelog (and so started uploading when it
@@ -177,8 +178,10 @@ class ChangelogCheckpoints:
             self._abandon(current, "its run was not accepted")
             return
         awaiting = set(started)
-        if awaiting != keyed:  # e.g. the epoch ending the input keeps no changelog
-            self._abandon(current, f"only {len(awaiting)} of {len(keyed)} subtasks started it")
+        if awaiting != self._keyed:  # e.g. the epoch ending the input keeps no changelog
+            self._abandon(
+                current, f"only {len(awaiting)} of {len(self._keyed)} subtasks started it"
+            )
             return
         current.epoch = epoch
         current.awaiting = awaiting

@@ -424,7 +424,6 @@ class JobMaster:
         self.changelog.observe(a for r in reports for a in r.changelogs)
         self.changelog.run_accepted(
             self.epoch, {(a.operator_id, a.subtask) for a in acks if a.changelog},
-            self._keyed_subtasks(),
             pending.checkpoint_id if pending is not None else None,
         )
         self.changelog.advance(

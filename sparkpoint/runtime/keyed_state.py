@@ -270,8 +270,9 @@ class SubtaskState:
         spec = self.spec
         for uploads in self.uploads.values():
             uploads.settle(spec.pending_checkpoints, spec.aborted_checkpoints)
-        for uploads in self.materializations.values():
-            uploads.settle(spec.pending_materializations, spec.aborted_materializations)
+        if spec.job.changelog_checkpoints:  # no materialization records otherwise
+            for uploads in self.materializations.values():
+                uploads.settle(spec.pending_materializations, spec.aborted_materializations)
 
     def upload_statuses(self) -> list[UploadStatus]:
         """Where every upload of a checkpoint the driver waits for stands."""

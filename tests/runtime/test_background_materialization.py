@@ -56,7 +56,7 @@ def test_starts_after_the_interval_and_only_one_at_a_time() -> None:
     assert not changelog.start_background(5, INTERVAL_MS - 1)
     assert changelog.start_background(6, INTERVAL_MS)
     assert changelog.pending_materializations() == frozenset({6})
-    changelog.run_accepted(7, KEYED, KEYED, 6)
+    changelog.run_accepted(7, KEYED, 6)
     # the interval passed, but one is uploading: checkpoints compose, none materializes
     assert not changelog.should_materialize(5 * INTERVAL_MS, False, background=True)
     assert not changelog.start_background(7, 5 * INTERVAL_MS)
@@ -67,7 +67,7 @@ def test_starts_after_the_interval_and_only_one_at_a_time() -> None:
 def test_adopted_once_every_upload_is_done(tmp_path: Path) -> None:
     changelog = _changelog()
     assert changelog.start_background(6, INTERVAL_MS)
-    changelog.run_accepted(7, KEYED, KEYED, 6)
+    changelog.run_accepted(7, KEYED, 6)
     h0, h1 = _handle(tmp_path, "a"), _handle(tmp_path, "b")
     changelog.advance([_status(0, 6, UploadStatus.DONE, h0),
                        _status(1, 6, UploadStatus.RUNNING)], INTERVAL_MS + 10)
@@ -90,7 +90,7 @@ def test_adopted_once_every_upload_is_done(tmp_path: Path) -> None:
 def test_a_failed_upload_abandons_it_and_deletes_what_the_others_wrote(tmp_path: Path) -> None:
     changelog = _changelog()
     assert changelog.start_background(6, INTERVAL_MS)
-    changelog.run_accepted(7, KEYED, KEYED, 6)
+    changelog.run_accepted(7, KEYED, 6)
     done = _handle(tmp_path, "done")
     changelog.advance([_status(0, 6, UploadStatus.DONE, done),
                        _status(1, 6, UploadStatus.FAILED)], 3000)
@@ -104,7 +104,7 @@ def test_a_failed_upload_abandons_it_and_deletes_what_the_others_wrote(tmp_path:
 def test_lost_records_and_runs_not_accepted_abandon_it() -> None:
     changelog = _changelog()
     assert changelog.start_background(6, INTERVAL_MS)
-    changelog.run_accepted(7, KEYED, KEYED, 6)
+    changelog.run_accepted(7, KEYED, 6)
     changelog.advance([_status(0, 6, UploadStatus.RUNNING)], INTERVAL_MS)  # 1: no record
     assert list(changelog.aborted) == [6]
     # the next attempt comes an interval after the failure
@@ -113,7 +113,7 @@ def test_lost_records_and_runs_not_accepted_abandon_it() -> None:
     # its run was discarded and the epoch ran again with checkpoint 9
     assert changelog.start_background(9, 2 * INTERVAL_MS)
     assert list(changelog.aborted) == [6, 8]
-    changelog.run_accepted(9, {("count", 0)}, KEYED, 9)  # one subtask kept no changelog
+    changelog.run_accepted(9, {("count", 0)}, 9)  # one subtask kept no changelog
     assert list(changelog.aborted) == [6, 8, 9]
     assert changelog.pending_materializations() == frozenset()
     changelog.close()
@@ -124,7 +124,7 @@ def test_one_older_than_a_materialization_completed_since_is_abandoned(
 ) -> None:
     changelog = _changelog()
     assert changelog.start_background(6, INTERVAL_MS)
-    changelog.run_accepted(7, KEYED, KEYED, 6)
+    changelog.run_accepted(7, KEYED, 6)
     changelog.materialization_id, changelog.materialization_epoch = 8, 9  # a failover's
     changelog.advance([_status(s, 6, UploadStatus.DONE, _handle(tmp_path, f"h{s}"))
                        for s in (0, 1)], 2 * INTERVAL_MS)
@@ -135,7 +135,7 @@ def test_one_older_than_a_materialization_completed_since_is_abandoned(
 
 def _fail_one(changelog: ChangelogCheckpoints, mid: int, now_ms: int) -> None:
     assert changelog.start_background(mid, now_ms)
-    changelog.run_accepted(mid + 1, KEYED, KEYED, mid)
+    changelog.run_accepted(mid + 1, KEYED, mid)
     changelog.advance([_status(0, mid, UploadStatus.FAILED)], now_ms)
 
 
@@ -144,7 +144,7 @@ def test_failures_in_a_row_beyond_the_allowed_fail_the_job_over(tmp_path: Path) 
     _fail_one(changelog, 6, INTERVAL_MS)
     # an adopted one starts the count again
     assert changelog.start_background(8, 2 * INTERVAL_MS)
-    changelog.run_accepted(9, KEYED, KEYED, 8)
+    changelog.run_accepted(9, KEYED, 8)
     changelog.advance([_status(s, 8, UploadStatus.DONE, _handle(tmp_path, f"h{s}"))
                        for s in (0, 1)], 2 * INTERVAL_MS)
     assert changelog.materialization_id == 8
@@ -182,7 +182,7 @@ def test_an_adopted_one_no_checkpoint_referenced_goes_when_the_next_is_adopted(
     changelog = _changelog()
     for mid, now in ((6, INTERVAL_MS), (8, 3 * INTERVAL_MS)):
         assert changelog.start_background(mid, now)
-        changelog.run_accepted(mid + 1, KEYED, KEYED, mid)
+        changelog.run_accepted(mid + 1, KEYED, mid)
         changelog.advance([_status(s, mid, UploadStatus.DONE, _handle(tmp_path, f"{mid}-{s}"))
                            for s in (0, 1)], now)
     assert changelog.materialization_id == 8
