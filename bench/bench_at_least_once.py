@@ -38,8 +38,9 @@ def _visible(out: str) -> list[int]:
     return values
 
 
-def run(spark: Any, mode_name: str, n: int, per_epoch: int, interval_ms: int, work: str
-        ) -> dict[str, Any]:
+def run(
+    spark: Any, mode_name: str, n: int, per_epoch: int, interval_ms: int, work: str
+) -> dict[str, Any]:
     from sparkpoint.common import Configuration, Encoder
     from sparkpoint.connectors.number_seq import NumberSequenceSource
     from sparkpoint.datastream import CheckpointingMode, StreamExecutionEnvironment
@@ -63,9 +64,11 @@ def run(spark: Any, mode_name: str, n: int, per_epoch: int, interval_ms: int, wo
             first_seen.setdefault(value, now)
 
     env.set_fault_injection(Faults().on_epoch_start(observe))
-    (env.from_source(NumberSequenceSource(0, n - 1), None, "numbers")
-     .map(lambda x: x)
-     .sink_to(FileSink.for_row_format(out, Encoder.simple_string_encoder()).build()))
+    (
+        env.from_source(NumberSequenceSource(0, n - 1), None, "numbers")
+        .map(lambda x: x)
+        .sink_to(FileSink.for_row_format(out, Encoder.simple_string_encoder()).build())
+    )
     t0 = time.perf_counter()
     result = env.execute(f"bench-{mode_name}")
     end = time.perf_counter()
@@ -86,9 +89,14 @@ def run(spark: Any, mode_name: str, n: int, per_epoch: int, interval_ms: int, wo
         "delay_ms_median": round(statistics.median(delays), 1),
         "delay_ms_p95": round(delays[int(0.95 * (n - 1))], 1),
         "delay_ms_max": round(delays[-1], 1),
-        "epoch_ms_median": round(statistics.median(
-            (epoch_start[e + 1] - epoch_start[e]) * 1000
-            for e in epoch_start if e + 1 in epoch_start), 1),
+        "epoch_ms_median": round(
+            statistics.median(
+                (epoch_start[e + 1] - epoch_start[e]) * 1000
+                for e in epoch_start
+                if e + 1 in epoch_start
+            ),
+            1,
+        ),
         "wall_s": round(end - t0, 2),
         "epochs": len(result.epoch_reports),
         "checkpoints": sum(1 for r in result.epoch_reports if r.checkpoint_id is not None),

@@ -54,8 +54,11 @@ def timed(spark: Any, work: str, jobs: int, events: int, keys: int, split: int) 
     results: list[dict[str, Any]] = []
 
     def one(i: int) -> None:
-        results.append(keyed.run_sparkpoint(spark, events // jobs, keys, "hashmap", True,
-                                            os.path.join(work, f"job{i}"), split))
+        results.append(
+            keyed.run_sparkpoint(
+                spark, events // jobs, keys, "hashmap", True, os.path.join(work, f"job{i}"), split
+            )
+        )
 
     before = cpu_seconds_by_kind()
     t0 = time.perf_counter()
@@ -68,14 +71,17 @@ def timed(spark: Any, work: str, jobs: int, events: int, keys: int, split: int) 
     after = cpu_seconds_by_kind()
     if len(results) != jobs or not all(r["exact"] for r in results):
         raise RuntimeError(f"{jobs} concurrent jobs: not every job finished exact")
-    return {"jobs": jobs, "seconds": round(seconds, 3), "events_per_s": round(events / seconds),
-            "cpu_seconds": {k: round(after[k] - before.get(k, 0.0), 2) for k in after}}
+    return {
+        "jobs": jobs,
+        "seconds": round(seconds, 3),
+        "events_per_s": round(events / seconds),
+        "cpu_seconds": {k: round(after[k] - before.get(k, 0.0), 2) for k in after},
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--masters", nargs="+",
-                        default=["local[2]", "local-cluster[2,1,1024]"])
+    parser.add_argument("--masters", nargs="+", default=["local[2]", "local-cluster[2,1,1024]"])
     parser.add_argument("--events", type=int, default=2_000_000)
     parser.add_argument("--keys", type=int, default=1_000)
     parser.add_argument("--records-per-split", type=int, default=100_000)
@@ -87,20 +93,24 @@ def main() -> None:
         spark = keyed._session(master, work)
         # The job's functions live in bench_keyed_count: ship it to the executors.
         spark.sparkContext.addPyFile(keyed.__file__)
-        keyed.emit({"bench": "warm_up", "master": master,
-                    **keyed.warm_up(spark, args, work)})
+        keyed.emit({"bench": "warm_up", "master": master, **keyed.warm_up(spark, args, work)})
         runs: dict[int, list[int]] = {1: [], 2: []}
         for _ in range(args.repeats):
             for jobs in (1, 2):
                 res = timed(spark, work, jobs, args.events, args.keys, args.records_per_split)
                 runs[jobs].append(res["events_per_s"])
                 keyed.emit({"bench": "concurrent_jobs_run", "master": master, **res})
-        keyed.emit({"bench": "concurrent_jobs", "master": master, "events": args.events,
-                    "keys": args.keys,
-                    "one_job_events_per_s": statistics.median(runs[1]),
-                    "two_jobs_events_per_s": statistics.median(runs[2]),
-                    "two_over_one": round(statistics.median(runs[2])
-                                          / statistics.median(runs[1]), 3)})
+        keyed.emit(
+            {
+                "bench": "concurrent_jobs",
+                "master": master,
+                "events": args.events,
+                "keys": args.keys,
+                "one_job_events_per_s": statistics.median(runs[1]),
+                "two_jobs_events_per_s": statistics.median(runs[2]),
+                "two_over_one": round(statistics.median(runs[2]) / statistics.median(runs[1]), 3),
+            }
+        )
         spark.stop()
 
 

@@ -119,11 +119,22 @@ def _add_counts(a: Any, b: Any) -> Any:
 
 
 def run_sparkpoint(
-    spark: Any, n: int, keys: int, backend: str, checkpoint: bool, work: str,
-    records_per_split: int, parallelism: int = 2, function: Any = None,
-    retain_all: bool = False, faults: Any = None, windowed: bool = False,
-    output_type: Any = None, checkpoint_interval_ms: int = 1000,
-    materialize_ms: int | None = None, upload_rate: str | None = None,
+    spark: Any,
+    n: int,
+    keys: int,
+    backend: str,
+    checkpoint: bool,
+    work: str,
+    records_per_split: int,
+    parallelism: int = 2,
+    function: Any = None,
+    retain_all: bool = False,
+    faults: Any = None,
+    windowed: bool = False,
+    output_type: Any = None,
+    checkpoint_interval_ms: int = 1000,
+    materialize_ms: int | None = None,
+    upload_rate: str | None = None,
 ) -> dict[str, Any]:
     from sparkpoint.common import Configuration
     from sparkpoint.connectors.sink import CollectSink
@@ -154,11 +165,13 @@ def run_sparkpoint(
             env.get_checkpoint_config().set_num_retained_checkpoints(10_000)
         if materialize_ms is not None:  # changelog checkpoints
             env.enable_changelog_state_backend(True)
-            env.configure({"state.backend.changelog.periodic-materialize.interval":
-                           f"{materialize_ms} ms"})
+            env.configure(
+                {"state.backend.changelog.periodic-materialize.interval": f"{materialize_ms} ms"}
+            )
             if upload_rate is not None:
-                env.configure({"sparkpoint.state.changelog.materialization.max-upload-rate":
-                               upload_rate})
+                env.configure(
+                    {"sparkpoint.state.changelog.materialization.max-upload-rate": upload_rate}
+                )
     k = keys
     sink = CollectSink()
     numbers = env.from_source(NumberSequenceSource(0, n - 1), None, "numbers")
@@ -173,8 +186,9 @@ def run_sparkpoint(
             # times, so no record falls behind the watermark of the other split.
             numbers.map(lambda x: (x % k, 1, x, x % half))
             .assign_timestamps_and_watermarks(
-                WatermarkStrategy.for_monotonous_timestamps()
-                .with_timestamp_assigner(EventTimeIsX())
+                WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(
+                    EventTimeIsX()
+                )
             )
             .key_by(lambda t: t[0])
             .window(TumblingEventTimeWindows.of(Time.milliseconds(size)))
@@ -242,8 +256,15 @@ def warm_up(spark: Any, args: Any, work: str) -> dict[str, Any]:
     while len(runs) < args.warm_up_max_runs and not (
         settled and time.perf_counter() - t0 >= args.warm_up_seconds
     ):
-        res = run_sparkpoint(spark, args.events, 1_000, "hashmap", True,
-                             os.path.join(work, "warm"), args.records_per_split)
+        res = run_sparkpoint(
+            spark,
+            args.events,
+            1_000,
+            "hashmap",
+            True,
+            os.path.join(work, "warm"),
+            args.records_per_split,
+        )
         runs.append(res["events_per_s"])
         now = _jit_seconds(pids)
         jit.append(None if now is None or compiled is None else round(now - compiled, 2))
@@ -251,22 +272,32 @@ def warm_up(spark: Any, args: Any, work: str) -> dict[str, Any]:
         if len(runs) >= 6:
             last, before = statistics.median(runs[-3:]), statistics.median(runs[-6:-3])
             settled = abs(last - before) <= args.warm_up_tolerance * before
-    return {"seconds": round(time.perf_counter() - t0, 1), "settled": settled,
-            "runs_events_per_s": runs, "jit_compile_seconds_per_run": jit}
+    return {
+        "seconds": round(time.perf_counter() - t0, 1),
+        "settled": settled,
+        "runs_events_per_s": runs,
+        "jit_compile_seconds_per_run": jit,
+    }
 
 
 def add_warm_up_arguments(parser: argparse.ArgumentParser) -> None:
     """The options ``warm_up`` reads (every bench that warms up the same way takes them)."""
     parser.add_argument(
-        "--warm-up-seconds", type=float, default=150.0,
+        "--warm-up-seconds",
+        type=float,
+        default=150.0,
         help="warm-up per Spark session at least this long (see warm_up)",
     )
     parser.add_argument(
-        "--warm-up-max-runs", type=int, default=80,
+        "--warm-up-max-runs",
+        type=int,
+        default=80,
         help="warm-up runs per Spark session at most (see warm_up)",
     )
     parser.add_argument(
-        "--warm-up-tolerance", type=float, default=0.03,
+        "--warm-up-tolerance",
+        type=float,
+        default=0.03,
         help="warm-up ends when the last three runs' median is within this share of the "
         "three before",
     )
@@ -278,12 +309,18 @@ def _jvm_pids(spark: Any) -> list[int]:
 
     driver = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     try:
-        children = subprocess.run(["ps", "-o", "pid=,comm=", "--ppid", str(driver)],
-                                  capture_output=True, text=True, check=False).stdout
+        children = subprocess.run(
+            ["ps", "-o", "pid=,comm=", "--ppid", str(driver)],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
     except OSError:  # no ps: the driver alone
         children = ""
-    return [driver, *(int(line.split()[0]) for line in children.splitlines()
-                      if line.split()[1:] == ["java"])]
+    return [
+        driver,
+        *(int(line.split()[0]) for line in children.splitlines() if line.split()[1:] == ["java"]),
+    ]
 
 
 def _jit_seconds(pids: list[int]) -> float | None:
@@ -294,8 +331,9 @@ def _jit_seconds(pids: list[int]) -> float | None:
     total = 0.0
     for pid in pids:
         try:
-            out = subprocess.run(["jcmd", str(pid), "PerfCounter.print"],
-                                 capture_output=True, text=True, check=False).stdout
+            out = subprocess.run(
+                ["jcmd", str(pid), "PerfCounter.print"], capture_output=True, text=True, check=False
+            ).stdout
         except OSError:
             return None
         counters = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
@@ -398,21 +436,37 @@ def run_python_floor(n: int, keys: int) -> dict[str, Any]:
         out.extend(fn.on_timer(MAX_WATERMARK, ctx))
     seconds = time.perf_counter() - t0
     ok = len(out) == keys and sum(c for _, c in out) == n
-    return {"seconds": round(seconds, 3), "events_per_s_per_core": round(n / seconds),
-            "exact": ok}
+    return {"seconds": round(seconds, 3), "events_per_s_per_core": round(n / seconds), "exact": ok}
 
 
 def run_timers_case(
     spark: Any, n: int, keys: int, backend: str, work: str, records_per_split: int
 ) -> dict[str, Any]:
     """N records emitting per record vs N records emitting per fired timer."""
-    records = run_sparkpoint(spark, n, keys, backend, False, os.path.join(work, "rec"),
-                             records_per_split, function=EmitPerRecord())
-    timers = run_sparkpoint(spark, n, keys, backend, False, os.path.join(work, "tim"),
-                            records_per_split, function=EmitPerTimer())
+    records = run_sparkpoint(
+        spark,
+        n,
+        keys,
+        backend,
+        False,
+        os.path.join(work, "rec"),
+        records_per_split,
+        function=EmitPerRecord(),
+    )
+    timers = run_sparkpoint(
+        spark,
+        n,
+        keys,
+        backend,
+        False,
+        os.path.join(work, "tim"),
+        records_per_split,
+        function=EmitPerTimer(),
+    )
     extra = timers["seconds"] - records["seconds"]
     return {
-        "records_seconds": records["seconds"], "timers_seconds": timers["seconds"],
+        "records_seconds": records["seconds"],
+        "timers_seconds": timers["seconds"],
         "exact": records["exact"] and timers["exact"],
         "timer_extra_seconds": round(extra, 3),
         "timer_cost_over_record_cost": round(extra / records["seconds"], 3),
@@ -454,8 +508,10 @@ class _RssSampler:
     def stop(self) -> dict[str, int]:
         self._stop.set()
         self._thread.join()
-        return {"peak_rss_python_worker_bytes": self.peak_worker,
-                "peak_rss_python_workers_total_bytes": self.peak_workers_total}
+        return {
+            "peak_rss_python_worker_bytes": self.peak_worker,
+            "peak_rss_python_workers_total_bytes": self.peak_workers_total,
+        }
 
 
 class _CheckpointFiles:
@@ -473,8 +529,10 @@ class _CheckpointFiles:
         self.growth: list[tuple[float, int]] = []
         self._sizes: dict[str, int] = {}
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._run, daemon=True),
-                         threading.Thread(target=self._run_shared, daemon=True)]
+        self._threads = [
+            threading.Thread(target=self._run, daemon=True),
+            threading.Thread(target=self._run_shared, daemon=True),
+        ]
         for thread in self._threads:
             thread.start()
 
@@ -544,8 +602,10 @@ class _CheckpointFiles:
         out: list[tuple[int, int, int, int]] = []
         prev = float("-inf")
         for mtime, parent in chks:
-            entries, shared = (sum(size for t, size in written[kind] if prev < t <= mtime)
-                               for kind in ("taskowned", "shared"))
+            entries, shared = (
+                sum(size for t, size in written[kind] if prev < t <= mtime)
+                for kind in ("taskowned", "shared")
+            )
             grew = sum(size for t, size in self.growth if prev < t <= mtime)
             out.append((own[parent], entries, shared, grew))
             prev = mtime
@@ -553,9 +613,16 @@ class _CheckpointFiles:
 
 
 def run_large_case(
-    spark: Any, n: int, keys: int, work: str, records_per_split: int, touched_keys: int,
-    checkpoint_interval_ms: int = 1000, materialize_ms: int | None = None,
-    state_by_epoch: dict[int, int] | None = None, upload_rate: str | None = None,
+    spark: Any,
+    n: int,
+    keys: int,
+    work: str,
+    records_per_split: int,
+    touched_keys: int,
+    checkpoint_interval_ms: int = 1000,
+    materialize_ms: int | None = None,
+    state_by_epoch: dict[int, int] | None = None,
+    upload_rate: str | None = None,
 ) -> dict[str, Any]:
     """RocksDB at ``keys`` keys with incremental checkpoints; see the module docstring.
     With ``materialize_ms``, changelog checkpoints materializing that often; their state
@@ -569,15 +636,26 @@ def run_large_case(
     shutil.rmtree(os.path.join(work, "inject"), ignore_errors=True)  # fires once per run
     injector = FailureInjector(os.path.join(work, "inject"), at_record=epochs, times=1)
     faults = Faults().on_local_commit(
-        lambda op, sub, epoch: injector.maybe_fail(epoch) if sub == 0 else None)
+        lambda op, sub, epoch: injector.maybe_fail(epoch) if sub == 0 else None
+    )
     sampler = _RssSampler()
     os.makedirs(os.path.join(work, "large", "ckpt"), exist_ok=True)
     watcher = _CheckpointFiles(os.path.join(work, "large", "ckpt"))
     try:
-        res = run_sparkpoint(spark, n, keys, "rocksdb", True, os.path.join(work, "large"),
-                             records_per_split, retain_all=True, faults=faults,
-                             checkpoint_interval_ms=checkpoint_interval_ms,
-                             materialize_ms=materialize_ms, upload_rate=upload_rate)
+        res = run_sparkpoint(
+            spark,
+            n,
+            keys,
+            "rocksdb",
+            True,
+            os.path.join(work, "large"),
+            records_per_split,
+            retain_all=True,
+            faults=faults,
+            checkpoint_interval_ms=checkpoint_interval_ms,
+            materialize_ms=materialize_ms,
+            upload_rate=upload_rate,
+        )
     finally:
         rss = sampler.stop()
         watcher.stop()
@@ -591,7 +669,8 @@ def run_large_case(
     ids = [s.checkpoint_id for s in stats]
     own_materialization = {0} | {
         next((i for i, c in enumerate(ids) if c > (f.checkpoint_id or 0)), 0)
-        for f in result.failovers}
+        for f in result.failovers
+    }
     uploads: list[int] = []  # what each checkpoint wrote
     totals: list[int] = []  # everything written meanwhile (background materializations too)
     background: list[int] = []
@@ -610,52 +689,70 @@ def run_large_case(
     sizes = [s.state_size for s in stats]
     if state_by_epoch:  # the state of the same epoch in the run without changelog
         known = sorted(state_by_epoch)
-        sizes = [state_by_epoch[max((e for e in known if e <= s.epoch), default=known[0])]
-                 for s in stats]
+        sizes = [
+            state_by_epoch[max((e for e in known if e <= s.epoch), default=known[0])] for s in stats
+        ]
     covered = [s.epoch - (stats[i - 1].epoch if i else 0) for i, s in enumerate(stats)]
     # Checkpoints taken once every key has state (the input counts the keys up, epoch by
     # epoch, then again) and before the input ends (the last epoch fires every key's
     # timer): each upload against its own checkpoint's state.
-    full = [i for i, st in enumerate(stats)
-            if (st.epoch - covered[i]) * touched_keys >= keys and st.epoch * touched_keys <= n
-            and i < len(uploads)]
+    full = [
+        i
+        for i, st in enumerate(stats)
+        if (st.epoch - covered[i]) * touched_keys >= keys
+        and st.epoch * touched_keys <= n
+        and i < len(uploads)
+    ]
     longest = max(stats, key=lambda s: s.duration_ms, default=None)
     return {
-        **res, **rss,
+        **res,
+        **rss,
         "injected_failures": injector.fired(),
         "checkpoint_ms_max": longest.duration_ms if longest is not None else 0,
         # the epoch that triggered it, and the seconds of each epoch from then on
-        "checkpoint_max_epochs_seconds": [] if longest is None else [
-            [e.epoch, round(e.seconds, 2)] for e in result.epoch_reports
-            if e.epoch >= longest.epoch][:4],
+        "checkpoint_max_epochs_seconds": []
+        if longest is None
+        else [
+            [e.epoch, round(e.seconds, 2)] for e in result.epoch_reports if e.epoch >= longest.epoch
+        ][:4],
         "checkpoint_state_bytes_max": max(sizes, default=0),
         "uploaded_bytes_per_checkpoint": uploads,
-        "uploaded_over_state_last": round(uploads[-1] / sizes[-1], 4) if uploads and sizes
+        "uploaded_over_state_last": round(uploads[-1] / sizes[-1], 4)
+        if uploads and sizes
         else None,
         "checkpoint_epochs_covered": covered,
         "checkpoint_epochs": [s.epoch for s in stats],
         "checkpoint_state_bytes_per_checkpoint": sizes,
         "all_keys_checkpoints": len(full),
         "all_keys_keys_touched_per_checkpoint_share": sorted(
-            {round(covered[i] * touched_keys / keys, 4) for i in full}),
+            {round(covered[i] * touched_keys / keys, 4) for i in full}
+        ),
         "all_keys_checkpoints_uploading_at_most_5pct": sum(
-            uploads[i] <= 0.05 * sizes[i] for i in full),
-        "all_keys_upload_over_state_median": round(statistics.median(
-            uploads[i] / sizes[i] for i in full), 4) if full else None,
+            uploads[i] <= 0.05 * sizes[i] for i in full
+        ),
+        "all_keys_upload_over_state_median": round(
+            statistics.median(uploads[i] / sizes[i] for i in full), 4
+        )
+        if full
+        else None,
         "all_keys_upload_over_state_max": round(
-            max((uploads[i] / sizes[i] for i in full), default=0.0), 4),
+            max((uploads[i] / sizes[i] for i in full), default=0.0), 4
+        ),
         # background materializations (changelog checkpoints with an interval): adopted
         # ones, their rate, and the most they wrote in one checkpoint interval (by growth)
         "background_materializations": [
             [m.materialization_id, m.epoch, m.uploaded_bytes, round(m.seconds, 2)]
-            for m in result.materializations],
+            for m in result.materializations
+        ],
         "background_bytes_per_second": round(
             sum(m.uploaded_bytes for m in result.materializations)
-            / max(1e-9, sum(m.seconds for m in result.materializations))),
+            / max(1e-9, sum(m.seconds for m in result.materializations))
+        ),
         "background_bytes_per_checkpoint_max": max(background, default=0),
         "written_bytes_per_checkpoint_interval": totals,
         "all_keys_checkpoints_with_background_at_most_5pct": sum(
-            totals[i] <= 0.05 * sizes[i] for i in full),
+            totals[i] <= 0.05 * sizes[i] for i in full
+        ),
         "keys_touched_per_epoch_share": round(touched_keys / keys, 4),
         "full_restore_epoch_seconds": restore_epochs,
         "normal_epoch_seconds_avg": round(sum(normal) / max(1, len(normal)), 3),
@@ -673,8 +770,13 @@ def run_spark_two_stage_floor(spark: Any, rows: int, parallelism: int, jobs: int
     times = []
     for _ in range(jobs):
         t0 = time.perf_counter()
-        (spark.range(0, rows, 1, 2).mapInArrow(ident, "id long").repartition(parallelism)
-         .mapInArrow(ident, "id long").count())
+        (
+            spark.range(0, rows, 1, 2)
+            .mapInArrow(ident, "id long")
+            .repartition(parallelism)
+            .mapInArrow(ident, "id long")
+            .count()
+        )
         times.append(time.perf_counter() - t0)
     return sum(times) / len(times)
 
@@ -685,11 +787,22 @@ def run_parallelism_case(
     """The keyed count (heap) at ``parallelism`` in about ``epochs`` epochs vs the floor."""
     per_split = max(1, -(-n // (parallelism * epochs)))
     floor = run_spark_two_stage_floor(spark, n // epochs, parallelism, epochs)
-    res = run_sparkpoint(spark, n, keys, "hashmap", True, os.path.join(work, "par"),
-                         per_split, parallelism=parallelism)
+    res = run_sparkpoint(
+        spark,
+        n,
+        keys,
+        "hashmap",
+        True,
+        os.path.join(work, "par"),
+        per_split,
+        parallelism=parallelism,
+    )
     res.pop("_result")
-    return {**res, "spark_floor_job_ms": round(1000 * floor, 1),
-            "epoch_over_floor": round(res["epoch_ms_avg"] / (1000 * floor), 2)}
+    return {
+        **res,
+        "spark_floor_job_ms": round(1000 * floor, 1),
+        "epoch_over_floor": round(res["epoch_ms_avg"] / (1000 * floor), 2),
+    }
 
 
 def run_spark_groupby(spark: Any, n: int, keys: int) -> dict[str, Any]:
@@ -749,19 +862,26 @@ def main() -> None:
     parser.add_argument("--backends", nargs="+", default=["hashmap", "rocksdb"])
     parser.add_argument("--records-per-split", type=int, default=100_000)
     parser.add_argument(
-        "--repeats", type=int, default=3,
+        "--repeats",
+        type=int,
+        default=3,
         help="standard case: runs with and without checkpoints (alternated); medians count",
     )
     parser.add_argument(
-        "--cluster", default="local-cluster[2,1,1024]",
+        "--cluster",
+        default="local-cluster[2,1,1024]",
         help="multi-executor master compared with local[2] ('' to skip)",
     )
     parser.add_argument(
-        "--no-windowed", dest="windowed", action="store_false",
+        "--no-windowed",
+        dest="windowed",
+        action="store_false",
         help="skip the windowed variant (tumbling event-time window + reduce) on local[2]",
     )
     parser.add_argument(
-        "--cases", nargs="*", default=["standard", "floor", "timers"],
+        "--cases",
+        nargs="*",
+        default=["standard", "floor", "timers"],
         choices=["standard", "floor", "timers", "large", "parallelism", "typed"],
         help="what to run on local[2] (see the module docstring)",
     )
@@ -770,19 +890,25 @@ def main() -> None:
     parser.add_argument("--large-keys", type=int, default=10_000_000)
     parser.add_argument("--large-events", type=int, default=20_000_000)
     parser.add_argument(
-        "--large-records-per-split", type=int, default=0,
+        "--large-records-per-split",
+        type=int,
+        default=0,
         help="large case: records per split per epoch (0: --records-per-split)",
     )
     parser.add_argument("--large-checkpoint-interval-ms", type=int, default=1000)
     parser.add_argument(
-        "--large-changelog-materialize-ms", type=int, nargs="*", default=[],
+        "--large-changelog-materialize-ms",
+        type=int,
+        nargs="*",
+        default=[],
         help="large case: run it again with changelog checkpoints materializing this often "
-             "(each value a run; uploads measured against the first run's state by epoch)",
+        "(each value a run; uploads measured against the first run's state by epoch)",
     )
     parser.add_argument(
-        "--large-changelog-upload-rate", default=None,
+        "--large-changelog-upload-rate",
+        default=None,
         help="large case, changelog runs: sparkpoint.state.changelog.materialization."
-             "max-upload-rate (e.g. '4 mb'; per subtask and second)",
+        "max-upload-rate (e.g. '4 mb'; per subtask and second)",
     )
     parser.add_argument("--parallelism", type=int, nargs="+", default=[128])
     parser.add_argument("--parallelism-events", type=int, default=400_000)
@@ -801,71 +927,118 @@ def main() -> None:
         emit({"bench": "empty_spark_job", "master": master, "ms_median": floor})
         if local:
             run_cases(spark, args, work)
-        for keys in (args.keys if "standard" in args.cases or not local else []):
+        for keys in args.keys if "standard" in args.cases or not local else []:
             base = run_spark_groupby(spark, args.events, keys) if local else None
             if base is not None:
                 emit({"bench": "spark_groupby", "events": args.events, "keys": keys, **base})
             for backend in args.backends:
-                common = {"master": master, "backend": backend, "events": args.events,
-                          "keys": keys}
+                common = {"master": master, "backend": backend, "events": args.events, "keys": keys}
                 # Runs without and with checkpoints alternate, ``--repeats`` times each; the
                 # median run of each is reported (one run on this machine varies by ~10%).
                 nos: list[dict[str, Any]] = []
                 cks: list[dict[str, Any]] = []
                 for _ in range(args.repeats):
                     if local:
-                        nos.append(run_sparkpoint(spark, args.events, keys, backend, False,
-                                                  os.path.join(work, "no"),
-                                                  args.records_per_split))
-                    cks.append(run_sparkpoint(spark, args.events, keys, backend, True,
-                                              os.path.join(work, "ck"),
-                                              args.records_per_split))
+                        nos.append(
+                            run_sparkpoint(
+                                spark,
+                                args.events,
+                                keys,
+                                backend,
+                                False,
+                                os.path.join(work, "no"),
+                                args.records_per_split,
+                            )
+                        )
+                    cks.append(
+                        run_sparkpoint(
+                            spark,
+                            args.events,
+                            keys,
+                            backend,
+                            True,
+                            os.path.join(work, "ck"),
+                            args.records_per_split,
+                        )
+                    )
                 no = None
                 if local:
                     no = _median_run(nos)
-                    emit({"bench": "sparkpoint_nockpt", **common, **public(no),
-                          "runs_events_per_s": [r["events_per_s"] for r in nos]})
+                    emit(
+                        {
+                            "bench": "sparkpoint_nockpt",
+                            **common,
+                            **public(no),
+                            "runs_events_per_s": [r["events_per_s"] for r in nos],
+                        }
+                    )
                 ck = _median_run(cks)
-                emit({"bench": "sparkpoint_ckpt", **common, **public(ck),
-                      "runs_events_per_s": [r["events_per_s"] for r in cks]})
+                emit(
+                    {
+                        "bench": "sparkpoint_ckpt",
+                        **common,
+                        **public(ck),
+                        "runs_events_per_s": [r["events_per_s"] for r in cks],
+                    }
+                )
                 checkpointed[(master, keys, backend)] = ck
                 if local and args.windowed:
-                    win = run_sparkpoint(spark, args.events, keys, backend, True,
-                                         os.path.join(work, "win"), args.records_per_split,
-                                         windowed=True)
-                    emit({"bench": "sparkpoint_window_ckpt", **common, **public(win),
-                          "vs_keyed_count_ckpt": round(
-                              win["events_per_s"] / ck["events_per_s"], 3)})
+                    win = run_sparkpoint(
+                        spark,
+                        args.events,
+                        keys,
+                        backend,
+                        True,
+                        os.path.join(work, "win"),
+                        args.records_per_split,
+                        windowed=True,
+                    )
+                    emit(
+                        {
+                            "bench": "sparkpoint_window_ckpt",
+                            **common,
+                            **public(win),
+                            "vs_keyed_count_ckpt": round(
+                                win["events_per_s"] / ck["events_per_s"], 3
+                            ),
+                        }
+                    )
                 if no is not None and base is not None:
-                    emit({
-                        "bench": "summary",
-                        **common,
-                        "checkpoint_overhead": round(
-                            1 - ck["events_per_s"] / no["events_per_s"], 3),
-                        "ckpt_vs_spark_groupby": round(
-                            ck["events_per_s"] / base["events_per_s"], 3),
-                        "epoch_ms_avg": ck["epoch_ms_avg"],
-                        "empty_spark_job_ms": floor,
-                        "epoch_latency_over_empty_job": round(ck["epoch_ms_avg"] / floor, 1),
-                    })
+                    emit(
+                        {
+                            "bench": "summary",
+                            **common,
+                            "checkpoint_overhead": round(
+                                1 - ck["events_per_s"] / no["events_per_s"], 3
+                            ),
+                            "ckpt_vs_spark_groupby": round(
+                                ck["events_per_s"] / base["events_per_s"], 3
+                            ),
+                            "epoch_ms_avg": ck["epoch_ms_avg"],
+                            "empty_spark_job_ms": floor,
+                            "epoch_latency_over_empty_job": round(ck["epoch_ms_avg"] / floor, 1),
+                        }
+                    )
         spark.stop()
     if args.cluster and "standard" in args.cases:
         for keys in args.keys:
             for backend in args.backends:
                 ck_local = checkpointed[("local[2]", keys, backend)]
                 ck_cluster = checkpointed[(args.cluster, keys, backend)]
-                emit({
-                    "bench": "cluster_vs_local",
-                    "cluster": args.cluster,
-                    "backend": backend,
-                    "keys": keys,
-                    "local_events_per_s": ck_local["events_per_s"],
-                    "cluster_events_per_s": ck_cluster["events_per_s"],
-                    "ratio": round(ck_cluster["events_per_s"] / ck_local["events_per_s"], 3),
-                    "cluster_failovers": ck_cluster["failovers"],
-                    "cluster_subtask_restores": ck_cluster["subtask_restores"],
-                    "cluster_keyed_tasks_elsewhere": ck_cluster["keyed_tasks_elsewhere"],
-                })
+                emit(
+                    {
+                        "bench": "cluster_vs_local",
+                        "cluster": args.cluster,
+                        "backend": backend,
+                        "keys": keys,
+                        "local_events_per_s": ck_local["events_per_s"],
+                        "cluster_events_per_s": ck_cluster["events_per_s"],
+                        "ratio": round(ck_cluster["events_per_s"] / ck_local["events_per_s"], 3),
+                        "cluster_failovers": ck_cluster["failovers"],
+                        "cluster_subtask_restores": ck_cluster["subtask_restores"],
+                        "cluster_keyed_tasks_elsewhere": ck_cluster["keyed_tasks_elsewhere"],
+                    }
+                )
     shutil.rmtree(work, ignore_errors=True)
 
 
@@ -874,35 +1047,86 @@ def run_cases(spark: Any, args: Any, work: str) -> None:
     if "floor" in args.cases:
         for keys in args.keys:
             floor = run_python_floor(args.events // 2, keys)
-            emit({"bench": "python_floor", "events": args.events // 2, "keys": keys, **floor,
-                  "two_cores_events_per_s": 2 * floor["events_per_s_per_core"]})
+            emit(
+                {
+                    "bench": "python_floor",
+                    "events": args.events // 2,
+                    "keys": keys,
+                    **floor,
+                    "two_cores_events_per_s": 2 * floor["events_per_s_per_core"],
+                }
+            )
     if "timers" in args.cases:
         for backend in args.backends:
-            res = run_timers_case(spark, args.timer_events, args.timer_events // 10, backend,
-                                  os.path.join(work, "timers"), args.records_per_split)
-            emit({"bench": "timers_vs_records", "backend": backend,
-                  "events": args.timer_events, "keys": args.timer_events // 10, **res})
+            res = run_timers_case(
+                spark,
+                args.timer_events,
+                args.timer_events // 10,
+                backend,
+                os.path.join(work, "timers"),
+                args.records_per_split,
+            )
+            emit(
+                {
+                    "bench": "timers_vs_records",
+                    "backend": backend,
+                    "events": args.timer_events,
+                    "keys": args.timer_events // 10,
+                    **res,
+                }
+            )
     if "large" in args.cases:
         # 2 splits of records-per-split per epoch touch at most that many keys
         split = args.large_records_per_split or args.records_per_split
-        res = run_large_case(spark, args.large_events, args.large_keys,
-                             os.path.join(work, "lg"), split, 2 * split,
-                             args.large_checkpoint_interval_ms)
-        emit({"bench": "large_state", "backend": "rocksdb", "events": args.large_events,
-              "keys": args.large_keys, "records_per_split": split,
-              "checkpoint_interval_ms": args.large_checkpoint_interval_ms, **res})
-        state_by_epoch = dict(zip(res["checkpoint_epochs"],
-                                  res["checkpoint_state_bytes_per_checkpoint"]))
+        res = run_large_case(
+            spark,
+            args.large_events,
+            args.large_keys,
+            os.path.join(work, "lg"),
+            split,
+            2 * split,
+            args.large_checkpoint_interval_ms,
+        )
+        emit(
+            {
+                "bench": "large_state",
+                "backend": "rocksdb",
+                "events": args.large_events,
+                "keys": args.large_keys,
+                "records_per_split": split,
+                "checkpoint_interval_ms": args.large_checkpoint_interval_ms,
+                **res,
+            }
+        )
+        state_by_epoch = dict(
+            zip(res["checkpoint_epochs"], res["checkpoint_state_bytes_per_checkpoint"])
+        )
         for every_ms in args.large_changelog_materialize_ms:
-            res = run_large_case(spark, args.large_events, args.large_keys,
-                                 os.path.join(work, "lg"), split, 2 * split,
-                                 args.large_checkpoint_interval_ms, every_ms, state_by_epoch,
-                                 args.large_changelog_upload_rate)
-            emit({"bench": "large_state_changelog", "backend": "rocksdb",
-                  "events": args.large_events, "keys": args.large_keys,
-                  "records_per_split": split, "materialize_ms": every_ms,
-                  "upload_rate": args.large_changelog_upload_rate,
-                  "checkpoint_interval_ms": args.large_checkpoint_interval_ms, **res})
+            res = run_large_case(
+                spark,
+                args.large_events,
+                args.large_keys,
+                os.path.join(work, "lg"),
+                split,
+                2 * split,
+                args.large_checkpoint_interval_ms,
+                every_ms,
+                state_by_epoch,
+                args.large_changelog_upload_rate,
+            )
+            emit(
+                {
+                    "bench": "large_state_changelog",
+                    "backend": "rocksdb",
+                    "events": args.large_events,
+                    "keys": args.large_keys,
+                    "records_per_split": split,
+                    "materialize_ms": every_ms,
+                    "upload_rate": args.large_changelog_upload_rate,
+                    "checkpoint_interval_ms": args.large_checkpoint_interval_ms,
+                    **res,
+                }
+            )
     if "typed" in args.cases:
         from sparkpoint.common.typeinfo import Types
 
@@ -914,23 +1138,49 @@ def run_cases(spark: Any, args: Any, work: str) -> None:
                 exact = True
                 for _ in range(3):
                     for name, out_type in (("untyped", None), ("typed", pair)):
-                        r = run_sparkpoint(spark, args.events, keys, backend, False,
-                                           os.path.join(work, "typed"), args.records_per_split,
-                                           output_type=out_type)
+                        r = run_sparkpoint(
+                            spark,
+                            args.events,
+                            keys,
+                            backend,
+                            False,
+                            os.path.join(work, "typed"),
+                            args.records_per_split,
+                            output_type=out_type,
+                        )
                         rates[name].append(r["events_per_s"])
                         exact = exact and r["exact"]
                 median = {name: sorted(v)[1] for name, v in rates.items()}
-                emit({"bench": "typed_records", "backend": backend, "events": args.events,
-                      "keys": keys, "exact": exact,
-                      **{f"{name}_events_per_s": m for name, m in median.items()},
-                      **{f"{name}_runs": v for name, v in rates.items()},
-                      "typed_over_untyped": round(median["typed"] / median["untyped"], 3)})
+                emit(
+                    {
+                        "bench": "typed_records",
+                        "backend": backend,
+                        "events": args.events,
+                        "keys": keys,
+                        "exact": exact,
+                        **{f"{name}_events_per_s": m for name, m in median.items()},
+                        **{f"{name}_runs": v for name, v in rates.items()},
+                        "typed_over_untyped": round(median["typed"] / median["untyped"], 3),
+                    }
+                )
     for parallelism in args.parallelism if "parallelism" in args.cases else []:
-        res = run_parallelism_case(spark, args.parallelism_events, 1_000,
-                                   os.path.join(work, "par"), parallelism,
-                                   args.parallelism_epochs)
-        emit({"bench": "parallelism", "parallelism": parallelism,
-              "events": args.parallelism_events, "keys": 1_000, **res})
+        res = run_parallelism_case(
+            spark,
+            args.parallelism_events,
+            1_000,
+            os.path.join(work, "par"),
+            parallelism,
+            args.parallelism_epochs,
+        )
+        emit(
+            {
+                "bench": "parallelism",
+                "parallelism": parallelism,
+                "events": args.parallelism_events,
+                "keys": 1_000,
+                **res,
+            }
+        )
 
 
 if __name__ == "__main__":

@@ -55,8 +55,9 @@ def emit(record: Result) -> None:
 def heap_params(local_dir: str) -> KeyedStateBackendParameters:
     """Parameters of a single-subtask heap backend with LONG keys."""
     rng = compute_key_group_range_for_operator_index(MAX_P, 1, 0)
-    return KeyedStateBackendParameters("bench", "op", 0, 1, MAX_P, rng, local_dir,
-                                       key_serializer=Types.LONG().get_serializer())
+    return KeyedStateBackendParameters(
+        "bench", "op", 0, 1, MAX_P, rng, local_dir, key_serializer=Types.LONG().get_serializer()
+    )
 
 
 # -- value-state operations ---------------------------------------------------------------
@@ -98,10 +99,18 @@ def bench_heap_ops(scale: float, work: str) -> list[Result]:
     b.dispose()
     return [
         {"bench": "value_get_update", "impl": "plain_dict", "ops_per_s": round(dict_rate)},
-        {"bench": "value_get_update", "impl": "heap_set_current_key",
-         "ops_per_s": round(full_rate), "ratio_vs_dict": round(full_rate / dict_rate, 3)},
-        {"bench": "value_get_update", "impl": "heap_precomputed_key_group",
-         "ops_per_s": round(fast_rate), "ratio_vs_dict": round(fast_rate / dict_rate, 3)},
+        {
+            "bench": "value_get_update",
+            "impl": "heap_set_current_key",
+            "ops_per_s": round(full_rate),
+            "ratio_vs_dict": round(full_rate / dict_rate, 3),
+        },
+        {
+            "bench": "value_get_update",
+            "impl": "heap_precomputed_key_group",
+            "ops_per_s": round(fast_rate),
+            "ratio_vs_dict": round(fast_rate / dict_rate, 3),
+        },
     ]
 
 
@@ -126,14 +135,14 @@ def raw_write_read(path: str, chunks: list[bytes]) -> tuple[float, float]:
     return write_s, read_s
 
 
-def _snapshot_restore(b: HeapKeyedStateBackend, kind: str, work: str, n_keys: int
-                      ) -> tuple[float, float, float, float, int]:
+def _snapshot_restore(
+    b: HeapKeyedStateBackend, kind: str, work: str, n_keys: int
+) -> tuple[float, float, float, float, int]:
     """(sync part s, snapshot s incl. fsync, restore s, restore incl. decoding every key
     group s, file bytes) of one snapshot type."""
     chk = os.path.join(work, f"chk-{kind}")
     os.makedirs(chk)
-    factory = FsCheckpointStreamFactory(get_filesystem(chk), chk, chk, 20 * 1024,
-                                        4 * 1024 * 1024)
+    factory = FsCheckpointStreamFactory(get_filesystem(chk), chk, chk, 20 * 1024, 4 * 1024 * 1024)
     t0 = time.perf_counter()
     upload = b.snapshot(1, factory, kind)
     sync_s = time.perf_counter() - t0
@@ -186,33 +195,50 @@ def bench_heap_snapshot(scale: float, work: str) -> list[Result]:
     read_s = min(r[1] for r in raw)
     del values
     gc.collect()
-    out: list[Result] = [{"bench": "raw_sequential_io", "bytes": total,
-                          "write_fsync_s": round(write_s, 3), "read_s": round(read_s, 3)}]
+    out: list[Result] = [
+        {
+            "bench": "raw_sequential_io",
+            "bytes": total,
+            "write_fsync_s": round(write_s, 3),
+            "read_s": round(read_s, 3),
+        }
+    ]
     for kind in (SnapshotType.CHECKPOINT, SnapshotType.SAVEPOINT):
         runs = [_snapshot_restore(b, kind, work, n_keys) for _ in range(repeats)]
         sync_s = min(r[0] for r in runs)
         snap_s = min(r[1] for r in runs)
         restore_s = min(r[2] for r in runs)
         decoded_s = min(r[3] for r in runs)
-        out.append({
-            "bench": "heap_full_snapshot", "snapshot_type": kind, "keys": n_keys,
-            "bytes": total, "file_bytes": runs[0][4],
-            "sync_part_ms": round(sync_s * 1000, 2), "snapshot_s": round(snap_s, 3),
-            "restore_s": round(restore_s, 3),
-            "restore_incl_decode_all_s": round(decoded_s, 3),
-            "snapshot_ratio_vs_raw_write": round(write_s / snap_s, 3),
-            "restore_ratio_vs_raw_read": round(read_s / restore_s, 3),
-            "restore_incl_decode_ratio_vs_raw_read": round(read_s / decoded_s, 3),
-            "snapshot_mb_s": round(total / snap_s / 1e6, 1),
-            "restore_mb_s": round(total / restore_s / 1e6, 1),
-        })
+        out.append(
+            {
+                "bench": "heap_full_snapshot",
+                "snapshot_type": kind,
+                "keys": n_keys,
+                "bytes": total,
+                "file_bytes": runs[0][4],
+                "sync_part_ms": round(sync_s * 1000, 2),
+                "snapshot_s": round(snap_s, 3),
+                "restore_s": round(restore_s, 3),
+                "restore_incl_decode_all_s": round(decoded_s, 3),
+                "snapshot_ratio_vs_raw_write": round(write_s / snap_s, 3),
+                "restore_ratio_vs_raw_read": round(read_s / restore_s, 3),
+                "restore_incl_decode_ratio_vs_raw_read": round(read_s / decoded_s, 3),
+                "snapshot_mb_s": round(total / snap_s / 1e6, 1),
+                "restore_mb_s": round(total / restore_s / 1e6, 1),
+            }
+        )
 
     t0 = time.perf_counter()
     b.commit_local(1)
     commit_s = time.perf_counter() - t0
-    out.append({"bench": "heap_commit_local_all_dirty", "bytes": total,
-                "commit_s": round(commit_s, 3),
-                "ratio_vs_raw_write": round(write_s / commit_s, 3)})
+    out.append(
+        {
+            "bench": "heap_commit_local_all_dirty",
+            "bytes": total,
+            "commit_s": round(commit_s, 3),
+            "ratio_vs_raw_write": round(write_s / commit_s, 3),
+        }
+    )
     b.dispose()
     clear_heap_cache()
     return out
@@ -236,10 +262,15 @@ def _register_rocksdb() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Run the selected benchmarks and print JSON lines."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--scale", type=float, default=1.0,
-                        help="fraction of the default sizes (1.0 = 1 GiB snapshot state)")
-    parser.add_argument("--only", action="append", default=None,
-                        help="run only these benchmarks (repeatable)")
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="fraction of the default sizes (1.0 = 1 GiB snapshot state)",
+    )
+    parser.add_argument(
+        "--only", action="append", default=None, help="run only these benchmarks (repeatable)"
+    )
     args = parser.parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     _register_rocksdb()

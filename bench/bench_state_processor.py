@@ -87,9 +87,13 @@ def memory(spark: Any) -> dict[str, Any]:
 
         for _ in batches:
             pass
-        yield _pa.record_batch([_pa.array([_os.getpid()]),
-                                _pa.array([_resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss])],
-                               names=["pid", "kb"])
+        yield _pa.record_batch(
+            [
+                _pa.array([_os.getpid()]),
+                _pa.array([_resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss]),
+            ],
+            names=["pid", "kb"],
+        )
 
     rows = spark.range(0, 32, 1, 32).mapInArrow(probe, "pid long, kb long").collect()
     workers = {r["pid"]: r["kb"] for r in rows}
@@ -104,8 +108,10 @@ def frame(spark: Any, n: int) -> Any:
     from pyspark.sql import functions as F
 
     return spark.range(0, n, 1, 8).select(
-        F.col("id").alias("key"), (F.col("id") * 2).alias("count"),
-        F.concat(F.lit("n"), F.col("id").cast("string")).alias("name"))
+        F.col("id").alias("key"),
+        (F.col("id") * 2).alias("count"),
+        F.concat(F.lit("n"), F.col("id").cast("string")).alias("name"),
+    )
 
 
 def bootstrap(spark: Any, n: int, path: str, parallelism: int) -> dict[str, Any]:
@@ -115,15 +121,25 @@ def bootstrap(spark: Any, n: int, path: str, parallelism: int) -> dict[str, Any]
 
     t0 = time.perf_counter()
     writer = SavepointWriter.new_savepoint(spark, 128)
-    writer.with_operator(UID, OperatorTransformation.bootstrap_with(frame(spark, n))
-                         .key_by("key").transform(ValueStateDescriptor("count", Types.LONG()),
-                                                  ValueStateDescriptor("name", Types.STRING()),
-                                                  parallelism=parallelism))
+    writer.with_operator(
+        UID,
+        OperatorTransformation.bootstrap_with(frame(spark, n))
+        .key_by("key")
+        .transform(
+            ValueStateDescriptor("count", Types.LONG()),
+            ValueStateDescriptor("name", Types.STRING()),
+            parallelism=parallelism,
+        ),
+    )
     writer.write(path)
     seconds = time.perf_counter() - t0
     size = sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
-    return {"seconds": round(seconds, 2), "rows_per_s": round(n / seconds),
-            "savepoint_bytes": size, "files": len(os.listdir(path))}
+    return {
+        "seconds": round(seconds, 2),
+        "rows_per_s": round(n / seconds),
+        "savepoint_bytes": size,
+        "files": len(os.listdir(path)),
+    }
 
 
 def parquet_write(spark: Any, n: int, path: str) -> dict[str, Any]:
@@ -136,8 +152,9 @@ def parquet_write(spark: Any, n: int, path: str) -> dict[str, Any]:
 def _aggregate(df: Any, n: int) -> bool:
     from pyspark.sql import functions as F
 
-    row = df.agg(F.count("*").alias("n"), F.sum("count").alias("s"),
-                 F.sum(F.length("name")).alias("chars")).collect()[0]
+    row = df.agg(
+        F.count("*").alias("n"), F.sum("count").alias("s"), F.sum(F.length("name")).alias("chars")
+    ).collect()[0]
     return bool(row["n"] == n and row["s"] == n * (n - 1) and row["chars"] == _name_chars(n))
 
 
@@ -186,18 +203,27 @@ def job(spark: Any, n: int, backend: str, restore: str | None, work: str) -> dic
         conf.set_string("execution.savepoint.path", restore)
     env = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
     env.set_parallelism(2)
-    env.set_state_backend(EmbeddedRocksDBStateBackend() if backend == "rocksdb"
-                          else HashMapStateBackend())
-    ds = (env.from_source(NumberSequenceSource(0, n - 1), None, "numbers")
-          .key_by(lambda x: x).process(CheckState(restore is not None)).uid(UID))
+    env.set_state_backend(
+        EmbeddedRocksDBStateBackend() if backend == "rocksdb" else HashMapStateBackend()
+    )
+    ds = (
+        env.from_source(NumberSequenceSource(0, n - 1), None, "numbers")
+        .key_by(lambda x: x)
+        .process(CheckState(restore is not None))
+        .uid(UID)
+    )
     t0 = time.perf_counter()
     out = list(ds.execute_and_collect("bench-state-processor"))
     seconds = time.perf_counter() - t0
     bad = [o for o in out if o[0] == "bad"]
     samples = sorted(o[1] for o in out if o[0] == "sample")
     ok = not bad and samples == list(range(0, n, SAMPLE))
-    return {"seconds": round(seconds, 2), "events_per_s": round(n / seconds), "exact": ok,
-            "mismatches": len(bad)}
+    return {
+        "seconds": round(seconds, 2),
+        "events_per_s": round(n / seconds),
+        "exact": ok,
+        "mismatches": len(bad),
+    }
 
 
 def main() -> None:
@@ -224,25 +250,49 @@ def main() -> None:
         base = parquet_write(spark, n, os.path.join(work, "parquet"))
         emit({"bench": "baseline_parquet_write", "rows": n, **base})
         boot = bootstrap(spark, n, os.path.join(work, "savepoint"), args.parallelism)
-        emit({"bench": "bootstrap", "rows": n, "parallelism": args.parallelism, **boot,
-              "vs_parquet_write": round(boot["seconds"] / base["seconds"], 2),
-              **memory(spark)})
+        emit(
+            {
+                "bench": "bootstrap",
+                "rows": n,
+                "parallelism": args.parallelism,
+                **boot,
+                "vs_parquet_write": round(boot["seconds"] / base["seconds"], 2),
+                **memory(spark),
+            }
+        )
 
         base_read = parquet_read(spark, n, os.path.join(work, "parquet"))
         emit({"bench": "baseline_parquet_read", "rows": n, **base_read})
         got = read(spark, n, os.path.join(work, "savepoint"))
-        emit({"bench": "read", "rows": n, **got,
-              "vs_parquet_read": round(got["seconds"] / base_read["seconds"], 2),
-              **memory(spark)})
+        emit(
+            {
+                "bench": "read",
+                "rows": n,
+                **got,
+                "vs_parquet_read": round(got["seconds"] / base_read["seconds"], 2),
+                **memory(spark),
+            }
+        )
 
         for backend in args.backends:
             plain = job(spark, n, backend, None, os.path.join(work, f"job-{backend}-plain"))
             emit({"bench": f"baseline_job_{backend}_without_state", "events": n, **plain})
-            restored = job(spark, n, backend, os.path.join(work, "savepoint"),
-                           os.path.join(work, f"job-{backend}"))
-            emit({"bench": f"job_{backend}_restored", "events": n, **restored,
-                  "vs_without_state": round(restored["seconds"] / plain["seconds"], 2),
-                  **memory(spark)})
+            restored = job(
+                spark,
+                n,
+                backend,
+                os.path.join(work, "savepoint"),
+                os.path.join(work, f"job-{backend}"),
+            )
+            emit(
+                {
+                    "bench": f"job_{backend}_restored",
+                    "events": n,
+                    **restored,
+                    "vs_without_state": round(restored["seconds"] / plain["seconds"], 2),
+                    **memory(spark),
+                }
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
         spark.stop()

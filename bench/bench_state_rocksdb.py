@@ -66,7 +66,10 @@ def _backend(local_dir: str, incremental: bool = True) -> RocksDBKeyedStateBacke
 def _factory(directory: str, threshold: int = 20 * 1024) -> FsCheckpointStreamFactory:
     os.makedirs(os.path.join(directory, "shared"), exist_ok=True)
     return FsCheckpointStreamFactory(
-        get_filesystem(directory), directory, os.path.join(directory, "shared"), threshold,
+        get_filesystem(directory),
+        directory,
+        os.path.join(directory, "shared"),
+        threshold,
         4 * 1024 * 1024,
     )
 
@@ -167,29 +170,45 @@ def bench_rocksdb_ops(scale: float, work: str) -> list[Result]:
     groups = [assign_to_key_group(k, MAX_P) for k in keys]
     best = {"wal": 0.0, "no_wal": 0.0, "backend": 0.0}
     for t in range(trials):
-        best["wal"] = max(best["wal"], _plain_rate(
-            os.path.join(work, f"plain-wal-{t}"), keys, rounds, True))
-        best["no_wal"] = max(best["no_wal"], _plain_rate(
-            os.path.join(work, f"plain-nowal-{t}"), keys, rounds, False))
-        best["backend"] = max(best["backend"], _backend_rate(
-            os.path.join(work, f"ops-{t}"), keys, groups, rounds))
+        best["wal"] = max(
+            best["wal"], _plain_rate(os.path.join(work, f"plain-wal-{t}"), keys, rounds, True)
+        )
+        best["no_wal"] = max(
+            best["no_wal"], _plain_rate(os.path.join(work, f"plain-nowal-{t}"), keys, rounds, False)
+        )
+        best["backend"] = max(
+            best["backend"], _backend_rate(os.path.join(work, f"ops-{t}"), keys, groups, rounds)
+        )
     return [
-        {"bench": "value_get_update", "impl": "plain_rocksdict_wal_true",
-         "ops_per_s": round(best["wal"]), "trials": trials},
-        {"bench": "value_get_update", "impl": "plain_rocksdict_wal_false",
-         "ops_per_s": round(best["no_wal"]), "trials": trials},
-        {"bench": "value_get_update", "impl": "rocksdb_backend_commit_per_round",
-         "ops_per_s": round(best["backend"]), "trials": trials,
-         "ratio_vs_plain_rocksdict_wal": round(best["backend"] / best["wal"], 3),
-         "ratio_vs_plain_rocksdict_no_wal": round(best["backend"] / best["no_wal"], 3)},
+        {
+            "bench": "value_get_update",
+            "impl": "plain_rocksdict_wal_true",
+            "ops_per_s": round(best["wal"]),
+            "trials": trials,
+        },
+        {
+            "bench": "value_get_update",
+            "impl": "plain_rocksdict_wal_false",
+            "ops_per_s": round(best["no_wal"]),
+            "trials": trials,
+        },
+        {
+            "bench": "value_get_update",
+            "impl": "rocksdb_backend_commit_per_round",
+            "ops_per_s": round(best["backend"]),
+            "trials": trials,
+            "ratio_vs_plain_rocksdict_wal": round(best["backend"] / best["wal"], 3),
+            "ratio_vs_plain_rocksdict_no_wal": round(best["backend"] / best["no_wal"], 3),
+        },
     ]
 
 
 # -- snapshot / restore of 1 GiB ----------------------------------------------------------
 
 
-def _load(b: RocksDBKeyedStateBackend, n_keys: int, payloads: list[bytes],
-          desc: ValueStateDescriptor) -> None:
+def _load(
+    b: RocksDBKeyedStateBackend, n_keys: int, payloads: list[bytes], desc: ValueStateDescriptor
+) -> None:
     """Write ``n_keys`` values (``payloads[k % 64] + k``) through the state API, one epoch
     per 64Ki keys."""
     state = b.get_partitioned_state(desc)
@@ -236,14 +255,22 @@ def bench_rocksdb_snapshot(scale: float, work: str) -> list[Result]:
     t0 = time.perf_counter()
     b.local_db.db.flush()  # steady state: no flush or compaction left over from the load
     b.local_db.db.compact_range(None, None)
-    out.append({"bench": "rocksdb_load_via_state_api", "keys": n_keys, "bytes": total,
-                "load_s": round(load_s, 3),
-                "flush_and_compact_s": round(time.perf_counter() - t0, 3)})
+    out.append(
+        {
+            "bench": "rocksdb_load_via_state_api",
+            "keys": n_keys,
+            "bytes": total,
+            "load_s": round(load_s, 3),
+            "flush_and_compact_s": round(time.perf_counter() - t0, 3),
+        }
+    )
 
     _warm_up(os.path.join(work, "warm-up"), desc)
-    cases = [("full_checkpoint", False, SnapshotType.CHECKPOINT),
-             ("savepoint", False, SnapshotType.SAVEPOINT),
-             ("incremental_checkpoint", True, SnapshotType.CHECKPOINT)]
+    cases = [
+        ("full_checkpoint", False, SnapshotType.CHECKPOINT),
+        ("savepoint", False, SnapshotType.SAVEPOINT),
+        ("incremental_checkpoint", True, SnapshotType.CHECKPOINT),
+    ]
     for i, (name, incremental, kind) in enumerate(cases):
         b.incremental = incremental
         factory = _factory(os.path.join(work, f"chk-{name}"))
@@ -268,19 +295,26 @@ def bench_rocksdb_snapshot(scale: float, work: str) -> list[Result]:
         got = r.get_partitioned_state(desc).value()
         assert got == payloads[(n_keys - 1) % 64] + (n_keys - 1).to_bytes(8, "big")
         r.dispose()
-        out.append({
-            "bench": "rocksdb_snapshot", "kind": name, "keys": n_keys, "bytes": total,
-            "raw_write_s": round(write_s, 3), "raw_read_cold_s": round(cold_s, 3),
-            "raw_read_warm_s": round(read_s, 3),
-            "uploaded_bytes": sum(os.path.getsize(f) for f in files),
-            "sync_part_ms": round(sync_s * 1000, 2), "snapshot_s": round(snap_s, 3),
-            "restore_s": round(restore_s, 3),
-            "snapshot_ratio_vs_raw_write": round(write_s / snap_s, 3),
-            "restore_ratio_vs_raw_cold_read": round(cold_s / restore_s, 3),
-            "restore_ratio_vs_raw_warm_read": round(read_s / restore_s, 3),
-            "snapshot_mb_s": round(total / snap_s / 1e6, 1),
-            "restore_mb_s": round(total / restore_s / 1e6, 1),
-        })
+        out.append(
+            {
+                "bench": "rocksdb_snapshot",
+                "kind": name,
+                "keys": n_keys,
+                "bytes": total,
+                "raw_write_s": round(write_s, 3),
+                "raw_read_cold_s": round(cold_s, 3),
+                "raw_read_warm_s": round(read_s, 3),
+                "uploaded_bytes": sum(os.path.getsize(f) for f in files),
+                "sync_part_ms": round(sync_s * 1000, 2),
+                "snapshot_s": round(snap_s, 3),
+                "restore_s": round(restore_s, 3),
+                "snapshot_ratio_vs_raw_write": round(write_s / snap_s, 3),
+                "restore_ratio_vs_raw_cold_read": round(cold_s / restore_s, 3),
+                "restore_ratio_vs_raw_warm_read": round(read_s / restore_s, 3),
+                "snapshot_mb_s": round(total / snap_s / 1e6, 1),
+                "restore_mb_s": round(total / restore_s / 1e6, 1),
+            }
+        )
     b.dispose()
     return out
 
@@ -314,20 +348,28 @@ def bench_rocksdb_incremental(scale: float, work: str) -> list[Result]:
     second = b.snapshot(3, factory)()
     inc_s = time.perf_counter() - t0
     assert isinstance(second, IncrementalRemoteKeyedStateHandle)
-    reused = sum(1 for p in second.shared_state
-                 if type(p.handle).__name__ == "PlaceholderStreamStateHandle")
+    reused = sum(
+        1 for p in second.shared_state if type(p.handle).__name__ == "PlaceholderStreamStateHandle"
+    )
     b.dispose()
-    return [{
-        "bench": "rocksdb_incremental_size", "keys": n_keys, "touched_keys": touched,
-        "value_bytes": value_size,
-        "first_incremental_bytes": first.checkpointed_size,
-        "full_key_groups_snapshot_bytes": full.state_size,
-        "incremental_after_1pct_bytes": second.checkpointed_size,
-        "ratio_vs_first_incremental": round(second.checkpointed_size / first.checkpointed_size, 4),
-        "ratio_vs_full_snapshot": round(second.checkpointed_size / full.state_size, 4),
-        "sst_files_reused": reused, "sst_files_uploaded": len(second.shared_state) - reused,
-        "incremental_snapshot_s": round(inc_s, 3),
-    }]
+    return [
+        {
+            "bench": "rocksdb_incremental_size",
+            "keys": n_keys,
+            "touched_keys": touched,
+            "value_bytes": value_size,
+            "first_incremental_bytes": first.checkpointed_size,
+            "full_key_groups_snapshot_bytes": full.state_size,
+            "incremental_after_1pct_bytes": second.checkpointed_size,
+            "ratio_vs_first_incremental": round(
+                second.checkpointed_size / first.checkpointed_size, 4
+            ),
+            "ratio_vs_full_snapshot": round(second.checkpointed_size / full.state_size, 4),
+            "sst_files_reused": reused,
+            "sst_files_uploaded": len(second.shared_state) - reused,
+            "incremental_snapshot_s": round(inc_s, 3),
+        }
+    ]
 
 
 ROCKSDB_BENCHMARKS: dict[str, Callable[[float, str], list[Result]]] = {

@@ -58,8 +58,9 @@ def dataframe_vehicle(spark: Any, events: int, p: int, u: int) -> Callable[[], i
     def batch(rows: list[tuple[int, int, bytes]]) -> pa.RecordBatch:
         subs, kinds, pays = zip(*rows)
         return pa.RecordBatch.from_arrays(
-            [pa.array(subs, pa.int32()), pa.array(kinds, pa.int8()),
-             pa.array(pays, pa.binary())], schema=schema)
+            [pa.array(subs, pa.int32()), pa.array(kinds, pa.int8()), pa.array(pays, pa.binary())],
+            schema=schema,
+        )
 
     def source(batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark import TaskContext
@@ -156,13 +157,22 @@ def main() -> None:
                 times[name].append(time.perf_counter() - t0)
         base = statistics.median(times["dataframe"])
         for name, ts in times.items():
-            print(json.dumps({
-                "bench": "vehicle", "vehicle": name, "master": args.master,
-                "events_per_epoch": args.events, "parallelism": p, "splits": args.splits,
-                "median_ms": round(1000 * statistics.median(ts), 1),
-                "min_ms": round(1000 * min(ts), 1),
-                "vs_dataframe": round(statistics.median(ts) / base, 3),
-            }), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "bench": "vehicle",
+                        "vehicle": name,
+                        "master": args.master,
+                        "events_per_epoch": args.events,
+                        "parallelism": p,
+                        "splits": args.splits,
+                        "median_ms": round(1000 * statistics.median(ts), 1),
+                        "min_ms": round(1000 * min(ts), 1),
+                        "vs_dataframe": round(statistics.median(ts) / base, 3),
+                    }
+                ),
+                flush=True,
+            )
     spark.stop()
 
 

@@ -83,18 +83,27 @@ def build_job(env: Any, out1: str, out2: str, map_chaos: Chaos, keyed_chaos: Cha
 
     encoder = Encoder.simple_string_encoder()
     counted = (
-        env.from_source(NumberSequenceSource(0, EVENTS - 1), None, "numbers").uid("numbers")
-        .map(to_pair).uid("to-pair")
+        env.from_source(NumberSequenceSource(0, EVENTS - 1), None, "numbers")
+        .uid("numbers")
+        .map(to_pair)
+        .uid("to-pair")
         .key_by(lambda p: p[0])
-        .process(ChaoticCount(keyed_chaos)).uid("count").set_parallelism(3)
+        .process(ChaoticCount(keyed_chaos))
+        .uid("count")
+        .set_parallelism(3)
     )
     counted.sink_to(FileSink.for_row_format(out1, encoder).build()).uid("sink1")
     (
-        counted.filter(lambda r: r[0] == "rec").uid("records")
-        .map(lambda r: (r[2] % KEYS2, r[2])).uid("to-pair-2")
+        counted.filter(lambda r: r[0] == "rec")
+        .uid("records")
+        .map(lambda r: (r[2] % KEYS2, r[2]))
+        .uid("to-pair-2")
         .key_by(lambda p: p[0])
-        .process(CountAndEcho()).uid("count2").set_parallelism(6)
-        .sink_to(FileSink.for_row_format(out2, encoder).build()).uid("sink2")
+        .process(CountAndEcho())
+        .uid("count2")
+        .set_parallelism(6)
+        .sink_to(FileSink.for_row_format(out2, encoder).build())
+        .uid("sink2")
     )
 
 
@@ -106,8 +115,12 @@ def check(out: str, keys: int) -> bool:
     got = read_sink(out)
     echoed = [o for o in got if o[0] == "rec"]
     final = [o for o in got if o[0] == "final"]
-    return (len(echoed) == EVENTS and set(echoed) == recs and len(final) == keys
-            and {o[1]: (o[2], o[3]) for o in final} == finals)
+    return (
+        len(echoed) == EVENTS
+        and set(echoed) == recs
+        and len(final) == keys
+        and {o[1]: (o[2], o[3]) for o in final} == finals
+    )
 
 
 def run_round(spark: Any, work: str, rng: random.Random, index: int) -> dict[str, Any]:
@@ -171,7 +184,8 @@ def run_round(spark: Any, work: str, rng: random.Random, index: int) -> dict[str
         env.configure({"state.backend.changelog.periodic-materialize.interval": materialize})
         if upload_rate is not None:
             env.configure(
-                {"sparkpoint.state.changelog.materialization.max-upload-rate": upload_rate})
+                {"sparkpoint.state.changelog.materialization.max-upload-rate": upload_rate}
+            )
     cluster = SparkCluster(spark)
     app_id = spark.sparkContext.applicationId
     killed: list[str] = []
@@ -228,8 +242,9 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--faults", type=int, default=100)
     parser.add_argument("--seed", type=int, default=20261123)
-    parser.add_argument("--standalone", action="store_true",
-                        help="a standalone cluster of three isolated workers")
+    parser.add_argument(
+        "--standalone", action="store_true", help="a standalone cluster of three isolated workers"
+    )
     args = parser.parse_args()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYTHONPATH"] = os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])
@@ -253,31 +268,44 @@ def main() -> int:
         while len(SparkCluster(spark).executor_ids()) < 3:
             time.sleep(0.5)
         index = 0
-        while (time.monotonic() - started < args.minutes * 60
-               or sum(totals.values()) < args.faults):
+        while time.monotonic() - started < args.minutes * 60 or sum(totals.values()) < args.faults:
             index += 1
             summary = run_round(spark, work, rng, index)
             print(json.dumps(summary), flush=True)
             totals.update(summary["faults"])
-            recoveries.update({k: summary[k] for k in
-                               ("failovers", "subtask_restores", "epochs_run_again",
-                                "checkpoints_completed", "checkpoints_aborted",
-                                "materializations_adopted")})
+            recoveries.update(
+                {
+                    k: summary[k]
+                    for k in (
+                        "failovers",
+                        "subtask_restores",
+                        "epochs_run_again",
+                        "checkpoints_completed",
+                        "checkpoints_aborted",
+                        "materializations_adopted",
+                    )
+                }
+            )
             exact = exact and summary["exact"]
         spark.stop()
     finally:
         if standalone is not None:
             standalone.stop()
         shutil.rmtree(work, ignore_errors=True)
-    print(json.dumps({
-        "summary": True,
-        "minutes": round((time.monotonic() - started) / 60, 1),
-        "rounds": index,
-        "faults": dict(totals),
-        "faults_total": sum(totals.values()),
-        "recoveries": dict(recoveries),
-        "all_exact": exact,
-    }), flush=True)
+    print(
+        json.dumps(
+            {
+                "summary": True,
+                "minutes": round((time.monotonic() - started) / 60, 1),
+                "rounds": index,
+                "faults": dict(totals),
+                "faults_total": sum(totals.values()),
+                "recoveries": dict(recoveries),
+                "all_exact": exact,
+            }
+        ),
+        flush=True,
+    )
     return 0 if exact else 1
 
 

@@ -47,8 +47,9 @@ EXAMPLES = {
     "tumbling_time_window": "examples/datastream/windowing/tumbling_time_window.py",
     "sliding_time_window": "examples/datastream/windowing/sliding_time_window.py",
     "session_with_gap_window": "examples/datastream/windowing/session_with_gap_window.py",
-    "session_with_dynamic_gap_window":
-        "examples/datastream/windowing/session_with_dynamic_gap_window.py",
+    "session_with_dynamic_gap_window": (
+        "examples/datastream/windowing/session_with_dynamic_gap_window.py"
+    ),
     "tumbling_count_window": "examples/datastream/windowing/tumbling_count_window.py",
 }
 
@@ -62,9 +63,14 @@ def installed_version(venv: Path) -> str | None:
     if not venv_python(venv).exists():
         return None
     probe = subprocess.run(
-        [str(venv_python(venv)), "-c",
-         "import importlib.metadata as m; print(m.version('apache-flink'))"],
-        capture_output=True, text=True, check=False,
+        [
+            str(venv_python(venv)),
+            "-c",
+            "import importlib.metadata as m; print(m.version('apache-flink'))",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     return probe.stdout.strip() if probe.returncode == 0 else None
 
@@ -88,9 +94,14 @@ def ensure_venv(venv: Path, version: str) -> None:
 
 def pyflink_dir(venv: Path) -> Path:
     out = subprocess.run(
-        [str(venv_python(venv)), "-c",
-         "import os, pyflink; print(os.path.dirname(pyflink.__file__))"],
-        capture_output=True, text=True, check=True,
+        [
+            str(venv_python(venv)),
+            "-c",
+            "import os, pyflink; print(os.path.dirname(pyflink.__file__))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return Path(out.stdout.strip())
 
@@ -120,7 +131,12 @@ def run_one(venv: Path, path: Path, args: list[str], timeout: float) -> tuple[st
         start = time.monotonic()
         proc = subprocess.run(
             [str(venv_python(venv)), str(path), *args],
-            cwd=work, env=env, capture_output=True, text=True, timeout=timeout, check=False,
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
         seconds = time.monotonic() - start
     if proc.returncode != 0:
@@ -140,8 +156,11 @@ def main() -> None:
     parser.add_argument("--venv", type=Path, default=DEFAULT_VENV)
     parser.add_argument("--pyflink-version", default=DEFAULT_VERSION)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per program")
-    parser.add_argument("--check", action="store_true",
-                        help="re-run and compare with the committed goldens; write nothing")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="re-run and compare with the committed goldens; write nothing",
+    )
     opts = parser.parse_args()
 
     ensure_venv(opts.venv, opts.pyflink_version)
@@ -156,13 +175,18 @@ def main() -> None:
 
     record_file = GOLDENS / "recorded.json"
     recorded = json.loads(record_file.read_text()) if record_file.exists() else {}
-    recorded.update({
-        "pyflink_version": installed_version(opts.venv),
-        "java": java_version(),
-        "python": subprocess.run(
-            [str(venv_python(opts.venv)), "--version"], capture_output=True, text=True,
-            check=True).stdout.strip(),
-    })
+    recorded.update(
+        {
+            "pyflink_version": installed_version(opts.venv),
+            "java": java_version(),
+            "python": subprocess.run(
+                [str(venv_python(opts.venv)), "--version"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip(),
+        }
+    )
     programs = recorded.setdefault("programs", {})
     mismatches: list[str] = []
     failures: list[str] = []
@@ -183,7 +207,9 @@ def main() -> None:
             golden = e.golden.read_text() if e.golden.exists() else ""
             problems = runner.differences(
                 runner.normalise(golden, e.strip_prefix, e.ignore_lines),
-                runner.normalise(stdout, e.strip_prefix, e.ignore_lines), e.order)
+                runner.normalise(stdout, e.strip_prefix, e.ignore_lines),
+                e.order,
+            )
             print(f"{'DIFFERENT' if problems else 'same'} {e.id} {seconds:.1f}s", flush=True)
             if problems:
                 print("\n".join(problems), flush=True)

@@ -93,7 +93,12 @@ class KeyedJob:
             self.max_parallelism, self.parallelism, subtask
         )
         return KeyedStateBackendParameters(
-            self.job_id, OPERATOR, subtask, self.parallelism, self.max_parallelism, rng,
+            self.job_id,
+            OPERATOR,
+            subtask,
+            self.parallelism,
+            self.max_parallelism,
+            rng,
             self.local_dir,
         )
 
@@ -107,9 +112,7 @@ class KeyedJob:
     def subtask_of(self, key: int) -> int:
         """The subtask that owns ``key``."""
         group = assign_to_key_group(key, self.max_parallelism)
-        return compute_operator_index_for_key_group(
-            self.max_parallelism, self.parallelism, group
-        )
+        return compute_operator_index_for_key_group(self.max_parallelism, self.parallelism, group)
 
     # ---- epochs and checkpoints ------------------------------------------------------
 
@@ -171,7 +174,9 @@ class KeyedJob:
                 h for s in states[0].subtask_states.values() for h in s.all_handles()
             ]
             self.cleaner.clean_aborted_checkpoint(
-                checkpoint_id, location, handles,
+                checkpoint_id,
+                location,
+                handles,
                 shared_state_registry=self.store.shared_state_registry,
             )
             self._notify = lambda b: b.notify_checkpoint_aborted(checkpoint_id)
@@ -345,22 +350,33 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with _temp_dirs(args.dir) as (checkpoint_dir, local_dir):
         result = run_soak(
-            checkpoint_dir, local_dir, args.checkpoints, args.retained, args.parallelism,
-            args.keys, args.updates, args.audit_every, args.abort_every,
+            checkpoint_dir,
+            local_dir,
+            args.checkpoints,
+            args.retained,
+            args.parallelism,
+            args.keys,
+            args.updates,
+            args.audit_every,
+            args.abort_every,
             report=lambda line: print(json.dumps(line), flush=True),
         )
-    print(json.dumps({
-        "soak": "retention-summary",
-        "checkpoints": result.checkpoints,
-        "aborted": result.aborted,
-        "retained": args.retained,
-        "audits": len(result.audits),
-        "all_exact": all(a.exact for a in result.audits),
-        "keys": result.restored_keys,
-        "wrong_keys": result.wrong_keys,
-        "seconds": round(result.seconds, 1),
-        "ok": result.ok,
-    }))
+    print(
+        json.dumps(
+            {
+                "soak": "retention-summary",
+                "checkpoints": result.checkpoints,
+                "aborted": result.aborted,
+                "retained": args.retained,
+                "audits": len(result.audits),
+                "all_exact": all(a.exact for a in result.audits),
+                "keys": result.restored_keys,
+                "wrong_keys": result.wrong_keys,
+                "seconds": round(result.seconds, 1),
+                "ok": result.ok,
+            }
+        )
+    )
     return 0 if result.ok else 1
 
 

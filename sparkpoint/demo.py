@@ -97,9 +97,11 @@ class _Watch:
         fired = self.kill.fired()
         if fired > self.kills_shown:
             self.kills_shown = fired
-            self.progress.event("  !! a Python worker was killed with SIGKILL mid-epoch "
-                                "(Spark may not retry: sparkpoint must recover)")
-        for report in reports[self.seen_epochs:]:
+            self.progress.event(
+                "  !! a Python worker was killed with SIGKILL mid-epoch "
+                "(Spark may not retry: sparkpoint must recover)"
+            )
+        for report in reports[self.seen_epochs :]:
             if report.failover is not None:
                 f = report.failover
                 source = f"checkpoint {f.checkpoint_id}" if f.checkpoint_id else "the start"
@@ -116,8 +118,7 @@ class _Watch:
         self.seen_epochs = len(reports)
         completed = [s for s in stats if s.status == "COMPLETED"]
         done = _position(reports, {s.checkpoint_id: s.epoch for s in completed})
-        detail = (f"epoch {reports[-1].epoch if reports else 0}, "
-                  f"{len(completed)} checkpoint(s)")
+        detail = f"epoch {reports[-1].epoch if reports else 0}, {len(completed)} checkpoint(s)"
         if final:
             self.progress.finish(done, detail)
         else:
@@ -128,24 +129,35 @@ def _summary(out: TextIO, result: Any, fault: str, log_path: str, ckpt_dir: str)
     completed = [s for s in result.checkpoints if s.status == "COMPLETED"]
     failed = [s for s in result.checkpoints if s.status == "FAILED"]
     print("\nSummary", file=out)
-    print(f"  run time      {result.net_runtime_ms / 1000:.1f}s, {result.epochs} epochs, "
-          f"{result.records_in:,} records read", file=out)
+    print(
+        f"  run time      {result.net_runtime_ms / 1000:.1f}s, {result.epochs} epochs, "
+        f"{result.records_in:,} records read",
+        file=out,
+    )
     if completed:
         durations = [s.duration_ms for s in completed]
         last = completed[-1]
-        print(f"  checkpoints   {len(completed)} completed, {len(failed)} aborted; "
-              f"{min(durations)}-{max(durations)} ms; the last ({last.checkpoint_id}, epoch "
-              f"{last.epoch}): {_kib(last.state_size)} state, {_kib(last.inline_bytes)} inline, "
-              f"{last.files_written} files", file=out)
+        print(
+            f"  checkpoints   {len(completed)} completed, {len(failed)} aborted; "
+            f"{min(durations)}-{max(durations)} ms; the last ({last.checkpoint_id}, epoch "
+            f"{last.epoch}): {_kib(last.state_size)} state, {_kib(last.inline_bytes)} inline, "
+            f"{last.files_written} files",
+            file=out,
+        )
     else:
         print(f"  checkpoints   none completed, {len(failed)} aborted", file=out)
     print(f"  fault         {fault}", file=out)
     restores = result.subtask_restores
-    print(f"  recovery      {len(result.failovers)} whole-job failover(s), "
-          f"{len(restores)} subtask restore(s)", file=out)
+    print(
+        f"  recovery      {len(result.failovers)} whole-job failover(s), "
+        f"{len(restores)} subtask restore(s)",
+        file=out,
+    )
     print(f"  log           {log_path} (Spark's output, the fault's stack traces)", file=out)
-    print(f"  storage       {ckpt_dir} (checkpoints are removed when the job finishes, as in "
-          "Flink)", file=out)
+    print(
+        f"  storage       {ckpt_dir} (checkpoints are removed when the job finishes, as in Flink)",
+        file=out,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,16 +168,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--dir", default=None, help="work directory (default: a temp dir)")
     parser.add_argument("--backend", choices=["hashmap", "rocksdb"], default="rocksdb")
-    parser.add_argument("--master", default=None,
-                        help="Spark master (default local[P]; e.g. local-cluster[3,1,1024])")
+    parser.add_argument(
+        "--master",
+        default=None,
+        help="Spark master (default local[P]; e.g. local-cluster[3,1,1024])",
+    )
     parser.add_argument("--fault", choices=["worker", "executor"], default="worker")
-    parser.add_argument("--dashboard", action="store_true",
-                        help="serve the job's dashboard on 127.0.0.1 while it runs")
+    parser.add_argument(
+        "--dashboard",
+        action="store_true",
+        help="serve the job's dashboard on 127.0.0.1 while it runs",
+    )
     args = parser.parse_args(argv)
     multi = bool(args.master) and not args.master.startswith("local[")
     if args.fault == "executor" and not multi:
-        parser.error("--fault executor needs a multi-executor --master, e.g. "
-                     "local-cluster[3,1,1024]")
+        parser.error(
+            "--fault executor needs a multi-executor --master, e.g. local-cluster[3,1,1024]"
+        )
     work = args.dir or tempfile.mkdtemp(prefix="sparkpoint-demo-")
     for sub in ("checkpoints", "output", "failures"):
         shutil.rmtree(os.path.join(work, sub), ignore_errors=True)
@@ -181,8 +200,9 @@ def _run(args: argparse.Namespace, multi: bool, work: str, out: TextIO, log_path
     from sparkpoint.runtime.session import get_spark_session, prepare_environment
 
     prepare_environment()
-    logging.basicConfig(level=logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     logging.getLogger("sparkpoint.job").setLevel(logging.DEBUG)
     for noisy in ("py4j", "pyspark"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
@@ -221,8 +241,10 @@ def _run(args: argparse.Namespace, multi: bool, work: str, out: TextIO, log_path
         print(f"Starting Spark on {args.master} ...", file=out)
         spark = get_spark_session(args.master)
     else:
-        print("Starting local Spark (no task retries: a failure must be recovered by "
-              "sparkpoint) ...", file=out)
+        print(
+            "Starting local Spark (no task retries: a failure must be recovered by sparkpoint) ...",
+            file=out,
+        )
         spark = get_spark_session(args.master or f"local[{max(2, args.parallelism)}]")
 
     conf = Configuration()
@@ -251,8 +273,10 @@ def _run(args: argparse.Namespace, multi: bool, work: str, out: TextIO, log_path
                 return
             executor = event.placement["count"][0]
             killed.append(executor)
-            messages.append(f"  !! killing executor {executor} (holds subtask 0 of count) "
-                            f"with SIGKILL in epoch {event.epoch}")
+            messages.append(
+                f"  !! killing executor {executor} (holds subtask 0 of count) "
+                f"with SIGKILL in epoch {event.epoch}"
+            )
             threading.Timer(0.2, kill_executor, (app_id, executor)).start()
 
         env.set_fault_injection(Faults().on_epoch_start(kill_holder))
@@ -287,19 +311,17 @@ def _run(args: argparse.Namespace, multi: bool, work: str, out: TextIO, log_path
     output = _read_output(out_dir)
     echoed = [o for o in output if o[0] == "rec"]
     got_final = {o[1]: (o[2], o[3]) for o in output if o[0] == "final"}
-    fault = (f"SIGKILL of executor {killed[0]}" if killed
-             else f"{kill.fired()} SIGKILL(s) of a Python worker")
+    fault = (
+        f"SIGKILL of executor {killed[0]}"
+        if killed
+        else f"{kill.fired()} SIGKILL(s) of a Python worker"
+    )
     _summary(out, result, fault, log_path, ckpt_dir)
     if args.fault == "executor":
         recovered = bool(killed) and not result.failovers and bool(result.subtask_restores)
     else:
         recovered = kill.fired() == 1 and result.restarts >= 1
-    ok = (
-        recovered
-        and len(echoed) == n
-        and set(echoed) == recs
-        and got_final == finals
-    )
+    ok = recovered and len(echoed) == n and set(echoed) == recs and got_final == finals
     print(
         f"  output        {len(echoed):,} records (expected {n:,}, duplicates "
         f"{len(echoed) - len(set(echoed)):,}); final counts for {len(got_final):,} keys",

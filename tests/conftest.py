@@ -46,7 +46,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if shutil.disk_usage(_RAM_DIR).free < _RAM_NEEDED:
             return
         for name in os.listdir(_RAM_DIR):
-            owner = name[len(_RAM_PREFIX):].split("-", 1)[0]
+            owner = name[len(_RAM_PREFIX) :].split("-", 1)[0]
             if name.startswith(_RAM_PREFIX) and owner.isdigit() and not _alive(int(owner)):
                 shutil.rmtree(os.path.join(_RAM_DIR, name), ignore_errors=True)
         _ram_base = tempfile.mkdtemp(prefix=f"{_RAM_PREFIX}{os.getpid()}-", dir=_RAM_DIR)

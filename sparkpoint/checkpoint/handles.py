@@ -364,7 +364,7 @@ class ChangelogStateBackendHandle(KeyedStateHandle):
     @property
     def new_changelog(self) -> tuple[StreamStateHandle, ...]:
         """The entries written since the previous checkpoint."""
-        return self.changelog[len(self.changelog) - self.new_entries:]
+        return self.changelog[len(self.changelog) - self.new_entries :]
 
     def discard(self) -> None:
         """Nothing: every part is shared, the registry deletes it once unused."""
@@ -400,8 +400,10 @@ def stream_handles(state: StateObject) -> list[StreamStateHandle]:
     if isinstance(state, KeyGroupsStateHandle | OperatorStateHandle):
         return [state.delegate]
     if isinstance(state, IncrementalRemoteKeyedStateHandle):
-        return [state.meta_state_handle,
-                *(item.handle for item in (*state.shared_state, *state.private_state))]
+        return [
+            state.meta_state_handle,
+            *(item.handle for item in (*state.shared_state, *state.private_state)),
+        ]
     if isinstance(state, ChangelogStateBackendHandle):
         out: list[StreamStateHandle] = []
         for handle in state.materialized:

@@ -92,9 +92,7 @@ class OperatorState:
     operator_id: str
     parallelism: int
     max_parallelism: int
-    subtask_states: Mapping[int, OperatorSubtaskState] = field(
-        default_factory=dict, hash=False
-    )
+    subtask_states: Mapping[int, OperatorSubtaskState] = field(default_factory=dict, hash=False)
     coordinator_state: ByteStreamStateHandle | None = None
 
     def __post_init__(self) -> None:

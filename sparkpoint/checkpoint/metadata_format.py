@@ -142,8 +142,10 @@ def load_checkpoint_metadata(
         )
     if size < HEADER_SIZE:
         raise metadata_format_error(
-            "truncated", f"file ends after {size} bytes, inside the {HEADER_SIZE}-byte header",
-            size, source,
+            "truncated",
+            f"file ends after {size} bytes, inside the {HEADER_SIZE}-byte header",
+            size,
+            source,
         )
     _, version, length = _HEADER.unpack_from(data, 0)
     (header_crc,) = _U32.unpack_from(data, 16)

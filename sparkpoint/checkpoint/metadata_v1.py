@@ -489,8 +489,13 @@ class MetadataV1Serializer(MetadataSerializer):
         if new_entries > len(entries):
             raise r.fail(f"{new_entries} new changelog entries of {len(entries)}", at)
         return ChangelogStateBackendHandle(
-            backend_id, kgr, checkpoint_id, materialization_id, tuple(materialized),
-            tuple(entries), new_entries,
+            backend_id,
+            kgr,
+            checkpoint_id,
+            materialization_id,
+            tuple(materialized),
+            tuple(entries),
+            new_entries,
         )
 
     @staticmethod

@@ -211,9 +211,7 @@ class SnapshotPaths:
     def check_local_name(self, name: str) -> str:
         """``name``, once checked to be one plain file name (a RocksDB file's local name)."""
         if not _LOCAL_NAME.fullmatch(name) or name in _BAD_SEGMENTS:
-            raise self.refuse(
-                name, "is not a plain file name (letters, digits, '.', '_' and '-')"
-            )
+            raise self.refuse(name, "is not a plain file name (letters, digits, '.', '_' and '-')")
         return name
 
     # ---- helpers ----------------------------------------------------------------------
@@ -245,7 +243,8 @@ class SnapshotPaths:
             fs = get_filesystem(path)
             known = fs.exists(fs.join(parent, METADATA_FILE_NAME))
             if not known and fs.name(parent) in (
-                CHECKPOINT_SHARED_STATE_DIR, CHECKPOINT_TASK_OWNED_STATE_DIR
+                CHECKPOINT_SHARED_STATE_DIR,
+                CHECKPOINT_TASK_OWNED_STATE_DIR,
             ):
                 job_dir = fs.parent(parent)
                 known = any(
@@ -269,6 +268,5 @@ class SnapshotPaths:
         if not any(_inside(real, root) for root in real_roots):
             raise self.refuse(
                 shown,
-                f"resolves through a symbolic link to {real}, outside the snapshot's "
-                "directories",
+                f"resolves through a symbolic link to {real}, outside the snapshot's directories",
             )

@@ -55,8 +55,10 @@ def check_scheme(path: str, what: str) -> str:
         raise invalid_value(what, path, "a path or a URI with a valid scheme") from None
     if not is_known_scheme(scheme):
         raise invalid_value(
-            what, path, f"a path or URI of a known filesystem; scheme {scheme!r} is unknown "
-            "(file://, s3://, gs://, hdfs://, memory:// and other fsspec schemes are known)"
+            what,
+            path,
+            f"a path or URI of a known filesystem; scheme {scheme!r} is unknown "
+            "(file://, s3://, gs://, hdfs://, memory:// and other fsspec schemes are known)",
         )
     return path
 

@@ -237,9 +237,7 @@ class CompletedCheckpointStore:
                 checkpoint, properties=CheckpointProperties.for_unclaimed_snapshot()
             )
         with self._lock:
-            checkpoint.operator_states = self._registry.register_all_after_restore(
-                checkpoint, mode
-            )
+            checkpoint.operator_states = self._registry.register_all_after_restore(checkpoint, mode)
         subsumed = self.add_checkpoint_and_subsume_oldest(checkpoint, cleaner)
         with self._lock:
             self._force_full = True

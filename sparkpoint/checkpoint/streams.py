@@ -157,7 +157,7 @@ class _RateLimitedStream(ForwardingOutputStream):
         view = memoryview(data).cast("B")
         piece = self._throttle.piece
         for offset in range(0, len(view), piece):
-            chunk = view[offset:offset + piece]
+            chunk = view[offset : offset + piece]
             self._throttle.acquire(len(chunk))
             self._inner.write(chunk)
         return len(view)

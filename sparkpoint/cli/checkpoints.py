@@ -261,14 +261,16 @@ def describe_metadata(
             subtasks.append(
                 {"subtask": index, "finished": sub.finished, "keyed": keyed, "operator": non_keyed}
             )
-        operators.append({
-            "operator_id": op.operator_id,
-            "parallelism": op.parallelism,
-            "max_parallelism": op.max_parallelism,
-            "state_size": op.state_size,
-            "coordinator_state": _stream_json(op.coordinator_state),
-            "subtasks": subtasks,
-        })
+        operators.append(
+            {
+                "operator_id": op.operator_id,
+                "parallelism": op.parallelism,
+                "max_parallelism": op.max_parallelism,
+                "state_size": op.state_size,
+                "coordinator_state": _stream_json(op.coordinator_state),
+                "subtasks": subtasks,
+            }
+        )
     inline, files = _storage_totals(operators)
     meta_handle = location.metadata_handle
     return {
@@ -276,7 +278,9 @@ def describe_metadata(
         "pointer": location.external_pointer,
         "metadata_file": meta_handle.path if isinstance(meta_handle, FileStateHandle) else None,
         "metadata_size": meta_handle.state_size,
-        "properties": None if props is None else {
+        "properties": None
+        if props is None
+        else {
             "type": props.checkpoint_type.name,
             "savepoint": props.is_savepoint,
             "discard_subsumed": props.discard_subsumed,
@@ -305,8 +309,10 @@ def _fmt_handle(h: dict[str, Any]) -> str:
     if "shared" in h:
         parts.append(f"{len(h['shared'])} shared + {len(h['private'])} private files")
     if "changelog" in h:
-        parts.append(f"materialized by checkpoint {h['materialization_id']} + "
-                     f"{len(h['changelog'])} changelog entries ({h['new_entries']} new)")
+        parts.append(
+            f"materialized by checkpoint {h['materialization_id']} + "
+            f"{len(h['changelog'])} changelog entries ({h['new_entries']} new)"
+        )
     if "states" in h:
         parts.append("states " + ", ".join(f"{n} ({v['mode']})" for n, v in h["states"].items()))
     return ", ".join(parts)
@@ -321,8 +327,9 @@ def format_description(d: dict[str, Any]) -> str:
         f"  _metadata:  {d['metadata_file'] or '(in memory)'} ({d['metadata_size']} bytes)",
     ]
     if props:
-        flags = [k.removeprefix("discard_") for k, v in props.items()
-                 if k.startswith("discard_") and v]
+        flags = [
+            k.removeprefix("discard_") for k, v in props.items() if k.startswith("discard_") and v
+        ]
         lines.append(f"  discarded when: {', '.join(flags) if flags else 'never (kept)'}")
     lines.append(
         f"  state:      {d['state_size']} bytes ({d['inline_bytes']} inline in _metadata, "
@@ -343,8 +350,11 @@ def format_description(d: dict[str, Any]) -> str:
     lines.append(f"  master states: {len(d['master_states'])}")
     for m in d["master_states"]:
         lines.append(f"  - {m['name']} (version {m['version']}, {m['size']} bytes):")
-        body = json.dumps(m["value"], indent=2, sort_keys=True) if m["value"] is not None \
+        body = (
+            json.dumps(m["value"], indent=2, sort_keys=True)
+            if m["value"] is not None
             else f"<binary> {m['hex']}"
+        )
         lines.extend("      " + line for line in body.splitlines())
     return "\n".join(lines)
 
@@ -363,7 +373,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
     header = ("ID", "KIND", "STATUS", "METADATA", "STATE", "OPERATORS", "PATH")
     rows = [header] + [
         (
-            "-" if e.checkpoint_id is None and e.dir_id is None
+            "-"
+            if e.checkpoint_id is None and e.dir_id is None
             else str(e.checkpoint_id if e.checkpoint_id is not None else e.dir_id),
             e.kind,
             e.status,

@@ -55,8 +55,18 @@ def _subtasks(row: dict[str, Any]) -> str:
 
 def format_history(rows: list[dict[str, Any]], skipped: int) -> str:
     """The table ``history`` prints (times in UTC)."""
-    header = ("ID", "KIND", "EPOCH", "TRIGGERED (UTC)", "DURATION", "STATE", "WRITTEN",
-              "INLINE", "FILES", "PER SUBTASK")
+    header = (
+        "ID",
+        "KIND",
+        "EPOCH",
+        "TRIGGERED (UTC)",
+        "DURATION",
+        "STATE",
+        "WRITTEN",
+        "INLINE",
+        "FILES",
+        "PER SUBTASK",
+    )
     table = [header] + [
         (
             str(r["id"]),
@@ -96,6 +106,7 @@ def add_arguments(actions: Any) -> None:
         help="per retained checkpoint: trigger time, duration, sizes, files, per subtask",
     )
     p.add_argument("directory", help="checkpoint base directory, job directory or URI")
-    p.add_argument("--json", action="store_true",
-                   help="print a JSON list, one object per retained checkpoint")
+    p.add_argument(
+        "--json", action="store_true", help="print a JSON list, one object per retained checkpoint"
+    )
     p.set_defaults(handler=_cmd_history)

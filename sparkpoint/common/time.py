@@ -36,22 +36,22 @@ class Duration:
     @staticmethod
     def of_seconds(seconds: int) -> Duration:
         """A duration of ``seconds`` seconds."""
-        return Duration(_whole(seconds, 'seconds') * 1000)
+        return Duration(_whole(seconds, "seconds") * 1000)
 
     @staticmethod
     def of_minutes(minutes: int) -> Duration:
         """A duration of ``minutes`` minutes."""
-        return Duration(_whole(minutes, 'minutes') * 60_000)
+        return Duration(_whole(minutes, "minutes") * 60_000)
 
     @staticmethod
     def of_hours(hours: int) -> Duration:
         """A duration of ``hours`` hours."""
-        return Duration(_whole(hours, 'hours') * 3_600_000)
+        return Duration(_whole(hours, "hours") * 3_600_000)
 
     @staticmethod
     def of_days(days: int) -> Duration:
         """A duration of ``days`` days."""
-        return Duration(_whole(days, 'days') * 86_400_000)
+        return Duration(_whole(days, "days") * 86_400_000)
 
     @staticmethod
     def parse(text: str) -> Duration:
@@ -116,22 +116,22 @@ class Time:
     @staticmethod
     def seconds(seconds: int) -> Time:
         """``seconds`` seconds."""
-        return Time(_whole(seconds, 'seconds') * 1000)
+        return Time(_whole(seconds, "seconds") * 1000)
 
     @staticmethod
     def minutes(minutes: int) -> Time:
         """``minutes`` minutes."""
-        return Time(_whole(minutes, 'minutes') * 60_000)
+        return Time(_whole(minutes, "minutes") * 60_000)
 
     @staticmethod
     def hours(hours: int) -> Time:
         """``hours`` hours."""
-        return Time(_whole(hours, 'hours') * 3_600_000)
+        return Time(_whole(hours, "hours") * 3_600_000)
 
     @staticmethod
     def days(days: int) -> Time:
         """``days`` days."""
-        return Time(_whole(days, 'days') * 86_400_000)
+        return Time(_whole(days, "days") * 86_400_000)
 
     def to_milliseconds(self) -> int:
         """The length in milliseconds."""

@@ -13,21 +13,29 @@ class DashboardOptions(OptionGroup):
     TITLE = "Dashboard"
 
     ENABLED = ConfigOption(
-        "sparkpoint.dashboard.enabled", BOOLEAN, False,
+        "sparkpoint.dashboard.enabled",
+        BOOLEAN,
+        False,
         "Serve a read-only web page of the running job (status, epoch rate, checkpoint "
         "history with durations and sizes, per-subtask sizes, restores and failovers) from "
         "the driver; its URL is logged and given by JobClient.get_dashboard_url().",
     )
     HOST = ConfigOption(
-        "sparkpoint.dashboard.host", STRING, "127.0.0.1",
+        "sparkpoint.dashboard.host",
+        STRING,
+        "127.0.0.1",
         "Address the dashboard binds to; the default serves this machine only (the page "
         "shows job and operator names and paths: widen it knowingly).",
     )
     PORT = ConfigOption(
-        "sparkpoint.dashboard.port", int_type(minimum=0, maximum=65535), 0,
+        "sparkpoint.dashboard.port",
+        int_type(minimum=0, maximum=65535),
+        0,
         "Port of the dashboard; 0 takes any free port.",
     )
     REFRESH_INTERVAL = ConfigOption(
-        "sparkpoint.dashboard.refresh-interval", DURATION, 2000,
+        "sparkpoint.dashboard.refresh-interval",
+        DURATION,
+        2000,
         "How often the page reloads itself in the browser (as Flink's web.refresh-interval).",
     )

@@ -42,8 +42,7 @@ def _default(option: ConfigOption[Any]) -> str:
 
 def _row(option: ConfigOption[Any]) -> str:
     deprecated = ", ".join(f"`{key}`" for key in option.deprecated_keys)
-    cells = (f"`{option.key}`", option.type.name, _default(option), deprecated,
-             option.description)
+    cells = (f"`{option.key}`", option.type.name, _default(option), deprecated, option.description)
     return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
 
 

@@ -27,7 +27,10 @@ class RestartStrategyOptions(OptionGroup):
     RESTART_STRATEGY: ConfigOption[str | None] = ConfigOption(
         f"{_PREFIX}.type",
         enum_type(
-            "none", "fixed-delay", "failure-rate", "exponential-delay",
+            "none",
+            "fixed-delay",
+            "failure-rate",
+            "exponential-delay",
             aliases={
                 "off": "none",
                 "disable": "none",
@@ -42,48 +45,68 @@ class RestartStrategyOptions(OptionGroup):
         (_PREFIX,),
     )
     FIXED_DELAY_ATTEMPTS = ConfigOption(
-        f"{_PREFIX}.fixed-delay.attempts", int_type(minimum=0), 1,
+        f"{_PREFIX}.fixed-delay.attempts",
+        int_type(minimum=0),
+        1,
         "Restarts before the job fails (fixed-delay).",
     )
     FIXED_DELAY_DELAY = ConfigOption(
-        f"{_PREFIX}.fixed-delay.delay", DURATION, 1_000,
+        f"{_PREFIX}.fixed-delay.delay",
+        DURATION,
+        1_000,
         "Delay before each restart (fixed-delay).",
     )
     FAILURE_RATE_MAX_FAILURES_PER_INTERVAL = ConfigOption(
-        f"{_PREFIX}.failure-rate.max-failures-per-interval", int_type(minimum=1), 1,
+        f"{_PREFIX}.failure-rate.max-failures-per-interval",
+        int_type(minimum=1),
+        1,
         "Most failures tolerated within the interval (failure-rate).",
     )
     FAILURE_RATE_FAILURE_RATE_INTERVAL = ConfigOption(
-        f"{_PREFIX}.failure-rate.failure-rate-interval", DURATION, 60_000,
+        f"{_PREFIX}.failure-rate.failure-rate-interval",
+        DURATION,
+        60_000,
         "Sliding interval over which failures are counted (failure-rate).",
     )
     FAILURE_RATE_DELAY = ConfigOption(
-        f"{_PREFIX}.failure-rate.delay", DURATION, 1_000,
+        f"{_PREFIX}.failure-rate.delay",
+        DURATION,
+        1_000,
         "Delay before each restart (failure-rate).",
     )
     EXPONENTIAL_DELAY_INITIAL_BACKOFF = ConfigOption(
-        f"{_PREFIX}.exponential-delay.initial-backoff", DURATION, 1_000,
+        f"{_PREFIX}.exponential-delay.initial-backoff",
+        DURATION,
+        1_000,
         "Delay before the first restart (exponential-delay).",
     )
     EXPONENTIAL_DELAY_MAX_BACKOFF = ConfigOption(
-        f"{_PREFIX}.exponential-delay.max-backoff", DURATION, 60_000,
+        f"{_PREFIX}.exponential-delay.max-backoff",
+        DURATION,
+        60_000,
         "Largest delay between restarts (exponential-delay).",
     )
     EXPONENTIAL_DELAY_BACKOFF_MULTIPLIER = ConfigOption(
-        f"{_PREFIX}.exponential-delay.backoff-multiplier", float_type(), 1.5,
+        f"{_PREFIX}.exponential-delay.backoff-multiplier",
+        float_type(),
+        1.5,
         "Factor applied to the delay after each failure, above 1 (exponential-delay).",
     )
     EXPONENTIAL_DELAY_RESET_BACKOFF_THRESHOLD = ConfigOption(
-        f"{_PREFIX}.exponential-delay.reset-backoff-threshold", DURATION, 3_600_000,
+        f"{_PREFIX}.exponential-delay.reset-backoff-threshold",
+        DURATION,
+        3_600_000,
         "Time without failure after which the delay resets (exponential-delay).",
     )
     EXPONENTIAL_DELAY_JITTER_FACTOR = ConfigOption(
-        f"{_PREFIX}.exponential-delay.jitter-factor", float_type(0.0, 1.0), 0.1,
+        f"{_PREFIX}.exponential-delay.jitter-factor",
+        float_type(0.0, 1.0),
+        0.1,
         "Random portion added to or taken from each delay (exponential-delay).",
     )
     EXPONENTIAL_DELAY_ATTEMPTS = ConfigOption(
-        f"{_PREFIX}.exponential-delay.attempts-before-reset-backoff", int_type(minimum=1),
+        f"{_PREFIX}.exponential-delay.attempts-before-reset-backoff",
+        int_type(minimum=1),
         INFINITE_ATTEMPTS,
-        "Restarts allowed before the job fails, counted since the last reset "
-        "(exponential-delay).",
+        "Restarts allowed before the job fails, counted since the last reset (exponential-delay).",
     )

@@ -173,9 +173,11 @@ class FileSourceBuilder:
 
     def monitor_continuously(self, discovery_interval: Any) -> FileSourceBuilder:
         """Keep watching the paths for new files (an unbounded source)."""
-        ms = discovery_interval.to_milliseconds() if hasattr(
-            discovery_interval, "to_milliseconds"
-        ) else int(discovery_interval)
+        ms = (
+            discovery_interval.to_milliseconds()
+            if hasattr(discovery_interval, "to_milliseconds")
+            else int(discovery_interval)
+        )
         if ms <= 0:
             raise ValueError("discovery interval must be positive")
         self._monitor = ms

@@ -144,6 +144,7 @@ def _layout(digits: str, exp10: int) -> str:
 
 # --- hashCode and HashMap order ---------------------------------------------------------
 
+
 def _int32(h: int) -> int:
     return h & 0xFFFFFFFF
 
@@ -246,6 +247,7 @@ def hash_map_order(keys: list[Any], key_type: Any = None) -> list[Any]:
 
 # --- toString ----------------------------------------------------------------------------
 
+
 def _sql_time(t: datetime.time) -> str:
     return f"{t.hour:02d}:{t.minute:02d}:{t.second:02d}"
 
@@ -253,8 +255,10 @@ def _sql_time(t: datetime.time) -> str:
 def _sql_timestamp(ts: datetime.datetime) -> str:
     nanos = ts.microsecond * 1000
     frac = str(nanos).rjust(9, "0").rstrip("0") or "0"
-    return (f"{ts.year:04d}-{ts.month:02d}-{ts.day:02d} "
-            f"{ts.hour:02d}:{ts.minute:02d}:{ts.second:02d}.{frac}")
+    return (
+        f"{ts.year:04d}-{ts.month:02d}-{ts.day:02d} "
+        f"{ts.hour:02d}:{ts.minute:02d}:{ts.second:02d}.{frac}"
+    )
 
 
 def _instant(ts: Any) -> str:
@@ -272,8 +276,16 @@ def _instant(ts: Any) -> str:
 def _java_array(value: Any, element: Any) -> str:
     """A Java array's ``toString`` is its identity (``[I@1b6d3586``), which no program can
     reproduce: Java's element type code, then the Python object's id in hex."""
-    code = {"INT": "[I", "LONG": "[J", "SHORT": "[S", "BYTE": "[B", "FLOAT": "[F",
-            "DOUBLE": "[D", "BOOLEAN": "[Z", "CHAR": "[C"}
+    code = {
+        "INT": "[I",
+        "LONG": "[J",
+        "SHORT": "[S",
+        "BYTE": "[B",
+        "FLOAT": "[F",
+        "DOUBLE": "[D",
+        "BOOLEAN": "[Z",
+        "CHAR": "[C",
+    }
     name = element.type_name if isinstance(element, BasicTypeInfo) else ""
     prefix = code.get(name, "[Ljava.lang.Object;")
     return f"{prefix}@{id(value) & 0x7FFFFFFF:x}"
@@ -307,17 +319,21 @@ def java_string(value: Any, type_info: Any = None) -> str:
         fields = ", ".join(java_string(v, t) for v, t in zip(value, type_info.field_types))
         return f"{kind}[{fields}]"
     if isinstance(type_info, TupleTypeInfo) and isinstance(value, (tuple, list)):
-        return "(" + ",".join(java_string(v, t)
-                              for v, t in zip(value, type_info.field_types)) + ")"
+        return "(" + ",".join(java_string(v, t) for v, t in zip(value, type_info.field_types)) + ")"
     if isinstance(type_info, ListTypeInfo) and isinstance(value, (list, tuple)):
         return "[" + ", ".join(java_string(v, type_info.element) for v in value) + "]"
     if isinstance(type_info, (BasicArrayTypeInfo, PrimitiveArrayTypeInfo)):
         return _java_array(value, type_info.element)
     if isinstance(type_info, MapTypeInfo) and isinstance(value, dict):
-        keys = hash_map_order(list(value), type_info.key_type)
-        return "{" + ", ".join(
-            f"{java_string(k, type_info.key_type)}={java_string(value[k], type_info.value_type)}"
-            for k in keys) + "}"
+        key_type, value_type = type_info.key_type, type_info.value_type
+        keys = hash_map_order(list(value), key_type)
+        return (
+            "{"
+            + ", ".join(
+                f"{java_string(k, key_type)}={java_string(value[k], value_type)}" for k in keys
+            )
+            + "}"
+        )
     return _untyped_string(value)
 
 
@@ -337,6 +353,7 @@ def _untyped_string(value: Any) -> str:
         return "[" + ", ".join(_untyped_string(v) for v in value) + "]"
     if isinstance(value, dict):
         keys = hash_map_order(list(value))
-        return "{" + ", ".join(
-            f"{_untyped_string(k)}={_untyped_string(value[k])}" for k in keys) + "}"
+        return (
+            "{" + ", ".join(f"{_untyped_string(k)}={_untyped_string(value[k])}" for k in keys) + "}"
+        )
     return str(value)

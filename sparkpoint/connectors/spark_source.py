@@ -33,9 +33,15 @@ class SparkStreamSource(Source):
     ``end_batch`` makes the source bounded: it finishes after that batch id.
     """
 
-    def __init__(self, df: Any, staging_path: str, spark_checkpoint: str,
-                 trigger_interval: str = "1 second", end_batch: int | None = None,
-                 max_batches_per_epoch: int = 16) -> None:
+    def __init__(
+        self,
+        df: Any,
+        staging_path: str,
+        spark_checkpoint: str,
+        trigger_interval: str = "1 second",
+        end_batch: int | None = None,
+        max_batches_per_epoch: int = 16,
+    ) -> None:
         if not getattr(df, "isStreaming", False):
             raise ValueError("SparkStreamSource needs a streaming DataFrame (spark.readStream)")
         if max_batches_per_epoch < 1:
@@ -55,8 +61,9 @@ class SparkStreamSource(Source):
         return {**self.__dict__, "df": None, "query": None, "on_batch_staged": None}
 
     def get_boundedness(self) -> str:
-        return Boundedness.BOUNDED if self.end_batch is not None else \
-            Boundedness.CONTINUOUS_UNBOUNDED
+        return (
+            Boundedness.BOUNDED if self.end_batch is not None else Boundedness.CONTINUOUS_UNBOUNDED
+        )
 
     def batch_dir(self, batch_id: int) -> str:
         """Where batch ``batch_id`` is published."""
@@ -119,8 +126,10 @@ class SparkStreamSource(Source):
             raise RuntimeError(f"the Spark streaming query failed: {self.query.exception()}")
         published = self._published()
         start = end = int(split.position)
-        while end in published and end - start < self.max_batches_per_epoch and (
-            self.end_batch is None or end <= self.end_batch
+        while (
+            end in published
+            and end - start < self.max_batches_per_epoch
+            and (self.end_batch is None or end <= self.end_batch)
         ):
             end += 1
         if end == start:
@@ -136,7 +145,8 @@ class SparkStreamSource(Source):
         fs = get_filesystem(self.staging_path)
         for batch_id in range(split_range.start, split_range.end):
             files = sorted(
-                i.path for i in fs.list(self.batch_dir(batch_id))
+                i.path
+                for i in fs.list(self.batch_dir(batch_id))
                 if not i.is_dir and i.path.endswith(".parquet")
             )
             for path in files:

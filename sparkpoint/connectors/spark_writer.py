@@ -70,8 +70,9 @@ def _spark_schema(schema: Any) -> Any:
 class _StagingWriter(SinkWriter):
     """Stages one task's epoch output as one Parquet file (written at ``prepare_commit``)."""
 
-    def __init__(self, sink: SparkWriterSink, job_id: str, epoch: int, subtask: int,
-                 attempt: int) -> None:
+    def __init__(
+        self, sink: SparkWriterSink, job_id: str, epoch: int, subtask: int, attempt: int
+    ) -> None:
         self._sink = sink
         self._meta = (job_id, epoch, subtask, attempt)
         self._rows: list[Any] = []
@@ -86,11 +87,11 @@ class _StagingWriter(SinkWriter):
         import pyarrow.parquet as pq
 
         job_id, epoch, subtask, attempt = self._meta
-        table = pa.Table.from_arrays(
-            self._sink.columns(self._rows), schema=self._sink.arrow_schema
+        table = pa.Table.from_arrays(self._sink.columns(self._rows), schema=self._sink.arrow_schema)
+        path = (
+            f"{self._sink.staging_path.rstrip('/')}/{job_id}/"
+            f"e{epoch}-s{subtask}-a{attempt}-{uuid.uuid4().hex}.parquet"
         )
-        path = (f"{self._sink.staging_path.rstrip('/')}/{job_id}/"
-                f"e{epoch}-s{subtask}-a{attempt}-{uuid.uuid4().hex}.parquet")
         fs = get_filesystem(path)
         fs.mkdirs(fs.parent(path))
         with fs.open_output(path) as out:
@@ -138,9 +139,9 @@ class FileTarget(WriterTarget):
         return get_filesystem(self.path).exists(self.published_dir(cid))
 
     def write(self, spark: Any, df: Any, cid: str) -> None:
-        df.drop(ROW_ID).write.format(self.format).options(**self.options).mode(
-            "overwrite"
-        ).save(self.staged_dir(cid))
+        df.drop(ROW_ID).write.format(self.format).options(**self.options).mode("overwrite").save(
+            self.staged_dir(cid)
+        )
 
     def publish(self, spark: Any, cid: str, info: Mapping[str, Any]) -> None:
         fs = get_filesystem(self.path)
@@ -158,8 +159,13 @@ class JdbcTarget(WriterTarget):
     it into ``table`` (each staged row once, even if a retried Spark task wrote it twice)
     and inserts the id into ``commit_table``, whose primary key refuses a second commit."""
 
-    def __init__(self, url: str, table: str, properties: Mapping[str, str] | None = None,
-                 commit_table: str = "sparkpoint_commits") -> None:
+    def __init__(
+        self,
+        url: str,
+        table: str,
+        properties: Mapping[str, str] | None = None,
+        commit_table: str = "sparkpoint_commits",
+    ) -> None:
         self.url = url
         self.table = table
         self.properties = dict(properties or {})
@@ -235,9 +241,7 @@ class JdbcTarget(WriterTarget):
             tables.close()
             if not exists:
                 return False
-            ps = conn.prepareStatement(
-                f"SELECT 1 FROM {self.commit_table} WHERE commit_id = ?"
-            )
+            ps = conn.prepareStatement(f"SELECT 1 FROM {self.commit_table} WHERE commit_id = ?")
             ps.setString(1, cid)
             rs = ps.executeQuery()
             found = bool(rs.next())
@@ -301,8 +305,13 @@ class SparkWriterSink(Sink):
     executors and the driver (a shared or object-store path on a cluster).
     """
 
-    def __init__(self, schema: Any, target: WriterTarget, staging_path: str,
-                 transform: Callable[[Any], Any] | None = None) -> None:
+    def __init__(
+        self,
+        schema: Any,
+        target: WriterTarget,
+        staging_path: str,
+        transform: Callable[[Any], Any] | None = None,
+    ) -> None:
         self.schema = _spark_schema(schema)
         self.arrow_schema = _arrow_schema(self.schema)
         self.target = target
@@ -312,8 +321,13 @@ class SparkWriterSink(Sink):
         self.on_commit_step: Callable[[str, str], None] | None = None
 
     @staticmethod
-    def for_format(fmt: str, path: str, schema: Any, options: Mapping[str, str] | None = None,
-                   staging_path: str | None = None) -> SparkWriterSink:
+    def for_format(
+        fmt: str,
+        path: str,
+        schema: Any,
+        options: Mapping[str, str] | None = None,
+        staging_path: str | None = None,
+    ) -> SparkWriterSink:
         """Files of ``fmt`` (``parquet``, ``orc``, ``json``, ``csv``...) under ``path``."""
         if not path:
             raise ValueError("SparkWriterSink.for_format needs an output path")
@@ -326,9 +340,14 @@ class SparkWriterSink(Sink):
         return SparkWriterSink.for_format("parquet", path, schema, staging_path=staging_path)
 
     @staticmethod
-    def jdbc(url: str, table: str, schema: Any, staging_path: str,
-             properties: Mapping[str, str] | None = None,
-             commit_table: str = "sparkpoint_commits") -> SparkWriterSink:
+    def jdbc(
+        url: str,
+        table: str,
+        schema: Any,
+        staging_path: str,
+        properties: Mapping[str, str] | None = None,
+        commit_table: str = "sparkpoint_commits",
+    ) -> SparkWriterSink:
         """A JDBC table (created from ``schema`` when missing); the JDBC driver's jar must be
         on Spark's classpath (``spark.jars``)."""
         return SparkWriterSink(

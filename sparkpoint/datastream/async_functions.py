@@ -62,9 +62,16 @@ class AsyncRetryStrategy:
     ) -> AsyncRetryStrategy:
         """Retry up to ``max_attempts`` times, ``backoff_time_millis`` apart, when the results
         match ``result_predicate`` or the request raised what ``exception_predicate`` accepts."""
-        return AsyncRetryStrategy(RetryPolicy(
-            _count(max_attempts, "max_attempts"), _count(backoff_time_millis, "backoff"),
-            _count(backoff_time_millis, "backoff"), 1.0, result_predicate, exception_predicate))
+        return AsyncRetryStrategy(
+            RetryPolicy(
+                _count(max_attempts, "max_attempts"),
+                _count(backoff_time_millis, "backoff"),
+                _count(backoff_time_millis, "backoff"),
+                1.0,
+                result_predicate,
+                exception_predicate,
+            )
+        )
 
     @staticmethod
     def exponential_backoff(
@@ -78,10 +85,16 @@ class AsyncRetryStrategy:
         """Like ``fixed_delay``, the delay growing by ``multiplier`` up to ``max_retry_delay``."""
         if multiplier < 1.0:
             raise ValueError(f"multiplier must be >= 1, got {multiplier}")
-        return AsyncRetryStrategy(RetryPolicy(
-            _count(max_attempts, "max_attempts"), _count(initial_delay, "initial_delay"),
-            _count(max_retry_delay, "max_retry_delay"), float(multiplier), result_predicate,
-            exception_predicate))
+        return AsyncRetryStrategy(
+            RetryPolicy(
+                _count(max_attempts, "max_attempts"),
+                _count(initial_delay, "initial_delay"),
+                _count(max_retry_delay, "max_retry_delay"),
+                float(multiplier),
+                result_predicate,
+                exception_predicate,
+            )
+        )
 
 
 class AsyncRetryStrategies:
@@ -102,40 +115,65 @@ class AsyncDataStream:
     """Applies an ``AsyncFunction`` to a stream (PyFlink's ``AsyncDataStream``)."""
 
     @staticmethod
-    def ordered_wait(data_stream: DataStream, async_function: AsyncFunction, timeout: Time,
-                     capacity: int = DEFAULT_CAPACITY, output_type: Any = None) -> DataStream:
+    def ordered_wait(
+        data_stream: DataStream,
+        async_function: AsyncFunction,
+        timeout: Time,
+        capacity: int = DEFAULT_CAPACITY,
+        output_type: Any = None,
+    ) -> DataStream:
         """Results leave in the order of their inputs."""
         return _wait(data_stream, async_function, timeout, capacity, output_type, True, None)
 
     @staticmethod
-    def unordered_wait(data_stream: DataStream, async_function: AsyncFunction, timeout: Time,
-                       capacity: int = DEFAULT_CAPACITY, output_type: Any = None) -> DataStream:
+    def unordered_wait(
+        data_stream: DataStream,
+        async_function: AsyncFunction,
+        timeout: Time,
+        capacity: int = DEFAULT_CAPACITY,
+        output_type: Any = None,
+    ) -> DataStream:
         """Results leave as their requests complete."""
         return _wait(data_stream, async_function, timeout, capacity, output_type, False, None)
 
     @staticmethod
     def ordered_wait_with_retry(
-        data_stream: DataStream, async_function: AsyncFunction, timeout: Time,
-        async_retry_strategy: AsyncRetryStrategy, capacity: int = DEFAULT_CAPACITY,
+        data_stream: DataStream,
+        async_function: AsyncFunction,
+        timeout: Time,
+        async_retry_strategy: AsyncRetryStrategy,
+        capacity: int = DEFAULT_CAPACITY,
         output_type: Any = None,
     ) -> DataStream:
         """``ordered_wait`` retrying as ``async_retry_strategy`` says."""
-        return _wait(data_stream, async_function, timeout, capacity, output_type, True,
-                     async_retry_strategy)
+        return _wait(
+            data_stream, async_function, timeout, capacity, output_type, True, async_retry_strategy
+        )
 
     @staticmethod
     def unordered_wait_with_retry(
-        data_stream: DataStream, async_function: AsyncFunction, timeout: Time,
-        async_retry_strategy: AsyncRetryStrategy, capacity: int = DEFAULT_CAPACITY,
+        data_stream: DataStream,
+        async_function: AsyncFunction,
+        timeout: Time,
+        async_retry_strategy: AsyncRetryStrategy,
+        capacity: int = DEFAULT_CAPACITY,
         output_type: Any = None,
     ) -> DataStream:
         """``unordered_wait`` retrying as ``async_retry_strategy`` says."""
-        return _wait(data_stream, async_function, timeout, capacity, output_type, False,
-                     async_retry_strategy)
+        return _wait(
+            data_stream, async_function, timeout, capacity, output_type, False, async_retry_strategy
+        )
 
 
-def _wait(data_stream: DataStream, function: AsyncFunction, timeout: Time, capacity: int,
-          output_type: Any, ordered: bool, retry: AsyncRetryStrategy | None) -> DataStream:
+def _wait(
+    data_stream: DataStream,
+    function: AsyncFunction,
+    timeout: Time,
+    capacity: int,
+    output_type: Any,
+    ordered: bool,
+    retry: AsyncRetryStrategy | None,
+) -> DataStream:
     from sparkpoint.datastream.data_stream import DataStream
 
     if not isinstance(function, AsyncFunction):
@@ -145,8 +183,9 @@ def _wait(data_stream: DataStream, function: AsyncFunction, timeout: Time, capac
     timeout_ms = to_millis(timeout, what="timeout")
     if timeout_ms <= 0:
         raise ValueError(f"timeout must be positive, got {timeout_ms} ms")
-    settings = AsyncWaitSettings(timeout_ms, capacity, ordered,
-                                 None if retry is None else retry.policy)
+    settings = AsyncWaitSettings(
+        timeout_ms, capacity, ordered, None if retry is None else retry.policy
+    )
     name = "AsyncWaitOperator" if ordered else "AsyncWaitOperator (unordered)"
     node = data_stream._add("async_wait", name, output_type, function=function, call=settings)
     return DataStream(data_stream._env, node)

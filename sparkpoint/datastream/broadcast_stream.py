@@ -43,7 +43,9 @@ class BroadcastConnectedStream:
     with a ``BroadcastProcessFunction`` or, when keyed, a ``KeyedBroadcastProcessFunction``."""
 
     def __init__(
-        self, non_broadcast_stream: DataStream, broadcast_stream: BroadcastStream,
+        self,
+        non_broadcast_stream: DataStream,
+        broadcast_stream: BroadcastStream,
         broadcast_state_descriptors: tuple[Any, ...],
     ) -> None:
         self.non_broadcast_stream = non_broadcast_stream
@@ -72,13 +74,19 @@ class BroadcastConnectedStream:
             raise TypeError(
                 "process() on a non-keyed stream connected with a broadcast stream takes a "
                 f"BroadcastProcessFunction, got {type(func).__name__}"
-                + (" (key the stream to use a KeyedBroadcastProcessFunction)"
-                   if isinstance(func, KeyedBroadcastProcessFunction) else "")
+                + (
+                    " (key the stream to use a KeyedBroadcastProcessFunction)"
+                    if isinstance(func, KeyedBroadcastProcessFunction)
+                    else ""
+                )
             )
         env = self.non_broadcast_stream._env
         side = self.broadcast_stream.input_stream
         every_subtask = env._add_node(
-            "partition", "Broadcast", [side._node], output_type=side._node.output_type,
+            "partition",
+            "Broadcast",
+            [side._node],
+            output_type=side._node.output_type,
             partitioning=Partitioning("broadcast"),
         )
         node = env._add_node(

@@ -435,10 +435,13 @@ class CheckpointConfig:
 
     def _apply(self, config: Mapping[str, Any]) -> None:
         backlog = Opt.CHECKPOINTING_INTERVAL_DURING_BACKLOG
-        apply_options(config, (
-            (Opt.CHECKPOINTING_INTERVAL, self.set_checkpoint_interval),
-            (backlog, self.set_checkpoint_interval_during_backlog),
-        ))
+        apply_options(
+            config,
+            (
+                (Opt.CHECKPOINTING_INTERVAL, self.set_checkpoint_interval),
+                (backlog, self.set_checkpoint_interval_during_backlog),
+            ),
+        )
         # Mode, unaligned and concurrency are checked together once all are read.
         mode = self._mode
         if Opt.CHECKPOINTING_CONSISTENCY_MODE.is_set(config):
@@ -451,22 +454,28 @@ class CheckpointConfig:
             max_concurrent = Opt.MAX_CONCURRENT_CHECKPOINTS.read(config)
         _check_unaligned(unaligned, mode, max_concurrent)
         self._mode, self._unaligned, self._max_concurrent = mode, unaligned, max_concurrent
-        apply_options(config, (
-            (Opt.CHECKPOINTING_TIMEOUT, self.set_checkpoint_timeout),
-            (Opt.MIN_PAUSE_BETWEEN_CHECKPOINTS, self.set_min_pause_between_checkpoints),
-            (Opt.TOLERABLE_FAILURE_NUMBER, self.set_tolerable_checkpoint_failure_number),
-            (Opt.MAX_RETAINED_CHECKPOINTS, self.set_num_retained_checkpoints),
-            (Opt.EXTERNALIZED_CHECKPOINT_RETENTION, self.set_externalized_checkpoint_retention),
-            (Opt.ALIGNED_CHECKPOINT_TIMEOUT, self.set_aligned_checkpoint_timeout),
-            (Opt.FORCE_UNALIGNED, self.set_force_unaligned_checkpoints),
-            (Opt.ENABLE_CHECKPOINTS_AFTER_TASKS_FINISH, self.enable_checkpoints_after_tasks_finish),
-            (Opt.PREFER_CHECKPOINT_FOR_RECOVERY, self.set_prefer_checkpoint_for_recovery),
-            (Recovery.APPROXIMATE_LOCAL_RECOVERY, self.enable_approximate_local_recovery),
+        apply_options(
+            config,
             (
-                Recovery.CHECKPOINT_ID_OF_IGNORED_IN_FLIGHT_DATA,
-                self.set_checkpoint_id_of_ignored_in_flight_data,
+                (Opt.CHECKPOINTING_TIMEOUT, self.set_checkpoint_timeout),
+                (Opt.MIN_PAUSE_BETWEEN_CHECKPOINTS, self.set_min_pause_between_checkpoints),
+                (Opt.TOLERABLE_FAILURE_NUMBER, self.set_tolerable_checkpoint_failure_number),
+                (Opt.MAX_RETAINED_CHECKPOINTS, self.set_num_retained_checkpoints),
+                (Opt.EXTERNALIZED_CHECKPOINT_RETENTION, self.set_externalized_checkpoint_retention),
+                (Opt.ALIGNED_CHECKPOINT_TIMEOUT, self.set_aligned_checkpoint_timeout),
+                (Opt.FORCE_UNALIGNED, self.set_force_unaligned_checkpoints),
+                (
+                    Opt.ENABLE_CHECKPOINTS_AFTER_TASKS_FINISH,
+                    self.enable_checkpoints_after_tasks_finish,
+                ),
+                (Opt.PREFER_CHECKPOINT_FOR_RECOVERY, self.set_prefer_checkpoint_for_recovery),
+                (Recovery.APPROXIMATE_LOCAL_RECOVERY, self.enable_approximate_local_recovery),
+                (
+                    Recovery.CHECKPOINT_ID_OF_IGNORED_IN_FLIGHT_DATA,
+                    self.set_checkpoint_id_of_ignored_in_flight_data,
+                ),
             ),
-        ))
+        )
         self._apply_storage(config)
 
     def _apply_storage(self, config: Mapping[str, Any]) -> None:
@@ -550,4 +559,3 @@ def _as_int(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{what} must be an int, got {value!r}")
     return value
-

@@ -31,9 +31,9 @@ class ConnectedStreams:
 
         return isinstance(self.stream1, KeyedStream) and isinstance(self.stream2, KeyedStream)
 
-    def key_by(self, key_selector1: Any, key_selector2: Any, key_type: Any = None) -> (
-        ConnectedStreams
-    ):
+    def key_by(
+        self, key_selector1: Any, key_selector2: Any, key_type: Any = None
+    ) -> ConnectedStreams:
         """Key both inputs (the same key on either side reaches the same subtask)."""
         return ConnectedStreams(
             self.stream1.key_by(key_selector1, key_type),
@@ -46,9 +46,12 @@ class ConnectedStreams:
         env = self.stream1._env
         keyed = self._is_keyed()
         node = env._add_node(
-            "keyed_co_process" if keyed else kind, name,
-            [self.stream1._node, self.stream2._node], output_type=output_type,
-            function=func, call=kind if keyed else None,
+            "keyed_co_process" if keyed else kind,
+            name,
+            [self.stream1._node, self.stream2._node],
+            output_type=output_type,
+            function=func,
+            call=kind if keyed else None,
         )
         return DataStream(env, node)
 
@@ -76,7 +79,10 @@ class ConnectedStreams:
             raise TypeError(
                 "process() on connected streams takes a CoProcessFunction, got "
                 f"{type(func).__name__}"
-                + (" (key both streams to use a KeyedCoProcessFunction)"
-                   if isinstance(func, KeyedCoProcessFunction) else "")
+                + (
+                    " (key both streams to use a KeyedCoProcessFunction)"
+                    if isinstance(func, KeyedCoProcessFunction)
+                    else ""
+                )
             )
         return self._add("co_process", "Co-Process", func, output_type)

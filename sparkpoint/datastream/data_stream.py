@@ -116,9 +116,7 @@ class DataStream:
 
     # -- partitioning (Flink's StreamPartitioners) -------------------------------------------
     def _partition(self, partitioning: Partitioning, name: str) -> DataStream:
-        node = self._add(
-            "partition", name, self._node.output_type, partitioning=partitioning
-        )
+        node = self._add("partition", name, self._node.output_type, partitioning=partitioning)
         return DataStream(self._env, node)
 
     def shuffle(self) -> DataStream:
@@ -198,9 +196,9 @@ class DataStream:
             raise TypeError("process() on a DataStream takes a ProcessFunction")
         return DataStream(self._env, self._add("process", "Process", output_type, function=func))
 
-    def key_by(self, key_selector: Callable[[Any], Any] | KeySelector, key_type: Any = None) -> (
-        KeyedStream
-    ):
+    def key_by(
+        self, key_selector: Callable[[Any], Any] | KeySelector, key_type: Any = None
+    ) -> KeyedStream:
         ks = _wrap(key_selector, KeySelector, KeySelectorFunctionWrapper, "key selector")
         node = self._add("key_by", "KeyBy", self._node.output_type, key_selector=ks)
         return KeyedStream(self._env, node)
@@ -216,7 +214,9 @@ class DataStream:
         if not streams:
             return self
         node = self._env._add_node(
-            "union", "Union", [self._node, *(s._node for s in streams)],
+            "union",
+            "Union",
+            [self._node, *(s._node for s in streams)],
             output_type=self._node.output_type,
         )
         return DataStream(self._env, node)
@@ -228,7 +228,9 @@ class DataStream:
                 f"get_side_output() takes an OutputTag, got {type(output_tag).__name__}"
             )
         node = self._add(
-            "side_output", f"SideOutput:{output_tag.tag_id}", output_tag.type_info,
+            "side_output",
+            f"SideOutput:{output_tag.tag_id}",
+            output_tag.type_info,
             tag_id=output_tag.tag_id,
         )
         return DataStream(self._env, node)
@@ -256,7 +258,9 @@ class DataStream:
 
     def assign_timestamps_and_watermarks(self, watermark_strategy: Any) -> DataStream:
         node = self._add(
-            "timestamps", "Timestamps/Watermarks", self._node.output_type,
+            "timestamps",
+            "Timestamps/Watermarks",
+            self._node.output_type,
             watermark_strategy=watermark_strategy,
         )
         return DataStream(self._env, node)
@@ -414,9 +418,9 @@ class KeyedStream(DataStream):
     def max_by(self, position_to_max_by: int | str = 0) -> DataStream:
         return self._by(position_to_max_by, lambda new, old: new > old, "MaxBy")
 
-    def _aggregate(self, field: int | str, combine: Callable[[Any, Any], Any], name: str) -> (
-        DataStream
-    ):
+    def _aggregate(
+        self, field: int | str, combine: Callable[[Any, Any], Any], name: str
+    ) -> DataStream:
         def agg(a: Any, b: Any) -> Any:
             return _replace_field(a, field, combine(_get_field(a, field), _get_field(b, field)))
 

@@ -574,7 +574,6 @@ class PartitionerFunctionWrapper(FunctionWrapper, Partitioner):
         return int(self._func(key, num_partitions))
 
 
-
 _ASYNC_NAMES = ("AsyncFunction", "AsyncRetryStrategies", "AsyncRetryStrategy")
 
 

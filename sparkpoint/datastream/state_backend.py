@@ -84,7 +84,8 @@ class EmbeddedRocksDBStateBackend(StateBackend):
 
     def __init__(self, enable_incremental_checkpointing: bool | None = None) -> None:
         self._incremental = (
-            None if enable_incremental_checkpointing is None
+            None
+            if enable_incremental_checkpointing is None
             else parse_bool(enable_incremental_checkpointing, "enable_incremental_checkpointing")
         )
         self._db_storage_paths: list[str] | None = None
@@ -111,8 +112,9 @@ class EmbeddedRocksDBStateBackend(StateBackend):
                 raise ValueError(f"RocksDB storage path must be a non-empty string, got {p!r}")
             if "://" in p and not p.startswith("file://"):
                 raise ValueError(
-                    f"Path {p} has a non-local scheme: RocksDB storage paths must be local")
-            local = p[len("file://"):] if p.startswith("file://") else p
+                    f"Path {p} has a non-local scheme: RocksDB storage paths must be local"
+                )
+            local = p[len("file://") :] if p.startswith("file://") else p
             if not local.startswith("/"):
                 raise ValueError(f"Relative paths are not supported as RocksDB storage path: {p}")
             checked.append(local)
@@ -131,8 +133,9 @@ class EmbeddedRocksDBStateBackend(StateBackend):
         """The predefined profile (``PredefinedOptions.DEFAULT`` unless set)."""
         return self._predefined_options
 
-    def set_options(self, options: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | str
-                    ) -> None:
+    def set_options(
+        self, options: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | str
+    ) -> None:
         """RocksDB options applied on top of the predefined profile.
 
         Give a dict of ``state.backend.rocksdb.*`` keys or rocksdict setter names, a Python
@@ -147,7 +150,8 @@ class EmbeddedRocksDBStateBackend(StateBackend):
             options = dict(options)
         elif not callable(options):
             raise ValueError(
-                f"RocksDB options must be a dict, a callable or a dotted path, got {options!r}")
+                f"RocksDB options must be a dict, a callable or a dotted path, got {options!r}"
+            )
         self._options = options
 
     def get_options(self) -> Any:
@@ -157,7 +161,8 @@ class EmbeddedRocksDBStateBackend(StateBackend):
     def set_number_of_transfer_threads(self, number_of_transfering_threads: int) -> None:
         """Threads used to upload and download files in snapshots and restores."""
         self._transfer_threads = _check_positive(
-            "number_of_transfering_threads", number_of_transfering_threads)
+            "number_of_transfering_threads", number_of_transfering_threads
+        )
 
     def get_number_of_transfer_threads(self) -> int:
         """Threads used to transfer files (default 4)."""
@@ -225,7 +230,8 @@ def _resolve_options(path: str) -> Any:
     if target is None or not (callable(target) or isinstance(target, Mapping)):
         raise ValueError(
             f"RocksDB options {path!r} must name a Python callable or dict "
-            "(pkg.module.name); Java options factories are not supported")
+            "(pkg.module.name); Java options factories are not supported"
+        )
     return target
 
 
@@ -247,8 +253,7 @@ class MemoryStateBackend(HashMapStateBackend):
         self._savepoint_path = savepoint_path
         self._max_state_size = max_state_size or self.DEFAULT_MAX_STATE_SIZE
         self._async = True if using_asynchronous_snapshots is None else using_asynchronous_snapshots
-        self._storage = _job_manager_storage(checkpoint_path, savepoint_path,
-                                             self._max_state_size)
+        self._storage = _job_manager_storage(checkpoint_path, savepoint_path, self._max_state_size)
 
     def get_checkpoint_storage(self) -> CheckpointStorage:
         return self._storage
@@ -276,13 +281,16 @@ class MemoryStateBackend(HashMapStateBackend):
     get_default_savepoint_directory = get_savepoint_path
 
     def __repr__(self) -> str:
-        return (f"MemoryStateBackend (data in heap memory / checkpoints to JobManager) "
-                f"(checkpoints: '{self._checkpoint_path}', savepoints: '{self._savepoint_path}',"
-                f" asynchronous: {self._async}, maxStateSize: {self._max_state_size})")
+        return (
+            f"MemoryStateBackend (data in heap memory / checkpoints to JobManager) "
+            f"(checkpoints: '{self._checkpoint_path}', savepoints: '{self._savepoint_path}',"
+            f" asynchronous: {self._async}, maxStateSize: {self._max_state_size})"
+        )
 
 
-def _job_manager_storage(checkpoint_path: str | None, savepoint_path: str | None,
-                         max_state_size: int) -> CheckpointStorage:
+def _job_manager_storage(
+    checkpoint_path: str | None, savepoint_path: str | None, max_state_size: int
+) -> CheckpointStorage:
     storage = JobManagerCheckpointStorage(checkpoint_path, max_state_size)
     if savepoint_path is not None:
         storage = storage.configure({CheckpointingOptions.SAVEPOINT_DIRECTORY.key: savepoint_path})
@@ -307,9 +315,11 @@ class FsStateBackend(HashMapStateBackend):
         self._async = True if using_asynchronous_snapshots is None else using_asynchronous_snapshots
         # Unset sizes stay -1: the job's configuration fills them in when the job starts.
         self._storage = FileSystemCheckpointStorage(
-            checkpoint_directory_uri, file_state_size_threshold,
+            checkpoint_directory_uri,
+            file_state_size_threshold,
             -1 if write_buffer_size is None else write_buffer_size,
-            default_savepoint_directory_uri)
+            default_savepoint_directory_uri,
+        )
 
     def get_checkpoint_storage(self) -> CheckpointStorage:
         return self._storage
@@ -343,9 +353,11 @@ class FsStateBackend(HashMapStateBackend):
         return self._async
 
     def __repr__(self) -> str:
-        return (f"File State Backend (checkpoints: '{self._checkpoint_path}', savepoints: "
-                f"'{self._savepoint_path}', asynchronous: {self._async}, fileStateThreshold: "
-                f"{self.get_min_file_size_threshold()})")
+        return (
+            f"File State Backend (checkpoints: '{self._checkpoint_path}', savepoints: "
+            f"'{self._savepoint_path}', asynchronous: {self._async}, fileStateThreshold: "
+            f"{self.get_min_file_size_threshold()})"
+        )
 
 
 class RocksDBStateBackend(EmbeddedRocksDBStateBackend):
@@ -361,17 +373,19 @@ class RocksDBStateBackend(EmbeddedRocksDBStateBackend):
         if checkpoint_stream_backend is None:
             if not checkpoint_data_uri:
                 raise ValueError(
-                    "RocksDBStateBackend needs a checkpoint_data_uri or a "
-                    "checkpoint_stream_backend")
+                    "RocksDBStateBackend needs a checkpoint_data_uri or a checkpoint_stream_backend"
+                )
             checkpoint_stream_backend = FsStateBackend(checkpoint_data_uri)
         elif not isinstance(checkpoint_stream_backend, StateBackend):
             raise TypeError(
                 f"checkpoint_stream_backend must be a StateBackend (MemoryStateBackend or "
-                f"FsStateBackend), got {checkpoint_stream_backend!r}")
+                f"FsStateBackend), got {checkpoint_stream_backend!r}"
+            )
         elif checkpoint_stream_backend.get_checkpoint_storage() is None:
             raise ValueError(
                 f"checkpoint_stream_backend {checkpoint_stream_backend!r} has no checkpoint "
-                "storage; use MemoryStateBackend or FsStateBackend")
+                "storage; use MemoryStateBackend or FsStateBackend"
+            )
         self._checkpoint_backend = checkpoint_stream_backend
 
     def get_checkpoint_backend(self) -> StateBackend:
@@ -389,7 +403,8 @@ class CustomStateBackend(StateBackend):
         if not isinstance(user_backend, StateBackendFactory):
             raise TypeError(
                 "CustomStateBackend needs an instance of "
-                f"sparkpoint.state.backend.StateBackendFactory, got {type(user_backend).__name__}")
+                f"sparkpoint.state.backend.StateBackendFactory, got {type(user_backend).__name__}"
+            )
         self._user_backend = user_backend
 
     def get_user_backend(self) -> StateBackendFactory:

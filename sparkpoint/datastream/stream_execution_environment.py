@@ -81,7 +81,8 @@ class StreamExecutionEnvironment:
     # -- creation --------------------------------------------------------------------------
     @staticmethod
     def get_execution_environment(
-        configuration: Configuration | None = None, spark: Any | None = None,
+        configuration: Configuration | None = None,
+        spark: Any | None = None,
         master: str | None = None,
     ) -> StreamExecutionEnvironment:
         """A local environment on ``local[*]`` Spark, or on the given session / master URL."""
@@ -117,15 +118,21 @@ class StreamExecutionEnvironment:
     def _apply_configuration(self, config: Mapping[str, Any]) -> None:
         """Set what ``config`` names on the API objects (values are checked already)."""
         execution_config = self._config
-        apply_options(config, (
-            (CoreOptions.DEFAULT_PARALLELISM, execution_config.set_parallelism),
-            (PipelineOptions.MAX_PARALLELISM, execution_config.set_max_parallelism),
-            (PipelineOptions.AUTO_WATERMARK_INTERVAL, execution_config.set_auto_watermark_interval),
-            (PipelineOptions.GLOBAL_JOB_PARAMETERS, execution_config.set_global_job_parameters),
-            (ExecutionOptions.BUFFER_TIMEOUT, self.set_buffer_timeout),
-            (ExecutionOptions.RUNTIME_MODE, self.set_runtime_mode),
-            (CheckpointingOptions.SAVEPOINT_DIRECTORY, self.set_default_savepoint_directory),
-        ))
+        apply_options(
+            config,
+            (
+                (CoreOptions.DEFAULT_PARALLELISM, execution_config.set_parallelism),
+                (PipelineOptions.MAX_PARALLELISM, execution_config.set_max_parallelism),
+                (
+                    PipelineOptions.AUTO_WATERMARK_INTERVAL,
+                    execution_config.set_auto_watermark_interval,
+                ),
+                (PipelineOptions.GLOBAL_JOB_PARAMETERS, execution_config.set_global_job_parameters),
+                (ExecutionOptions.BUFFER_TIMEOUT, self.set_buffer_timeout),
+                (ExecutionOptions.RUNTIME_MODE, self.set_runtime_mode),
+                (CheckpointingOptions.SAVEPOINT_DIRECTORY, self.set_default_savepoint_directory),
+            ),
+        )
         for name in PipelineOptions.REGISTERED_KRYO_TYPES.read(config) or ():
             execution_config.register_kryo_type(name)
         for name in PipelineOptions.REGISTERED_POJO_TYPES.read(config) or ():
@@ -144,8 +151,9 @@ class StreamExecutionEnvironment:
     def from_collection(self, collection: Iterable[Any], type_info: Any = None) -> DataStream:
         """A bounded stream of the collection's elements, in order."""
         items = list(collection)
-        node = self._add_node("source", "Collection Source", [], source=CollectionSource(items),
-                              output_type=type_info)
+        node = self._add_node(
+            "source", "Collection Source", [], source=CollectionSource(items), output_type=type_info
+        )
         return DataStream(self, node)
 
     def from_source(
@@ -167,8 +175,11 @@ class StreamExecutionEnvironment:
         with the replacement, ``from_source`` with a sparkpoint ``Source``."""
         if isinstance(source_func, Source):
             return self.from_source(source_func, None, source_name, type_info)
-        what = (f"a SourceFunction wrapping the Java class {source_func.source_func!r}"
-                if isinstance(source_func, SourceFunction) else f"{source_func!r}")
+        what = (
+            f"a SourceFunction wrapping the Java class {source_func.source_func!r}"
+            if isinstance(source_func, SourceFunction)
+            else f"{source_func!r}"
+        )
         raise JavaFunctionError(
             f"add_source() got {what}: sparkpoint runs no JVM user code. Use "
             "from_source() with a sparkpoint Source: NumberSequenceSource, FileSource, "
@@ -290,7 +301,8 @@ class StreamExecutionEnvironment:
         auto-watermark interval to 0 and the others to its default (200 ms)."""
         self._time_characteristic = TimeCharacteristic.of(characteristic)
         self._config.set_auto_watermark_interval(
-            0 if self._time_characteristic is TimeCharacteristic.ProcessingTime
+            0
+            if self._time_characteristic is TimeCharacteristic.ProcessingTime
             else PipelineOptions.AUTO_WATERMARK_INTERVAL.default
         )
 
@@ -370,8 +382,7 @@ class StreamExecutionEnvironment:
         strategy = IngestionTimeStrategy(self._config.get_auto_watermark_interval())
         for source in [n for n in self._nodes if n.kind == "source"]:
             stamped = any(
-                n.kind == "timestamps" and any(i is source for i in n.inputs)
-                for n in self._nodes
+                n.kind == "timestamps" and any(i is source for i in n.inputs) for n in self._nodes
             )
             source.watermark_strategy = strategy if ingestion and not stamped else None
 
@@ -383,8 +394,10 @@ class StreamExecutionEnvironment:
         if self._max_parallelism is not None:
             conf.set_integer(PipelineOptions.MAX_PARALLELISM.key, self._max_parallelism)
         conf.set_string(ExecutionOptions.RUNTIME_MODE.key, self._runtime_mode.name)
-        conf.set_string(PipelineOptions.AUTO_WATERMARK_INTERVAL.key,
-                        f"{self._config.get_auto_watermark_interval()} ms")
+        conf.set_string(
+            PipelineOptions.AUTO_WATERMARK_INTERVAL.key,
+            f"{self._config.get_auto_watermark_interval()} ms",
+        )
         savepoint_dir = self._default_savepoint_dir
         if savepoint_dir is not None:
             conf.set_string(CheckpointingOptions.SAVEPOINT_DIRECTORY.key, savepoint_dir)

@@ -150,9 +150,7 @@ class TimeWindow(Window):
         return h
 
     def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, TimeWindow) and self.end == other.end and self.start == other.start
-        )
+        return isinstance(other, TimeWindow) and self.end == other.end and self.start == other.start
 
     def __lt__(self, other: TimeWindow) -> bool:
         if not isinstance(other, TimeWindow):
@@ -308,9 +306,9 @@ class Trigger(ABC, Generic[T, W]):
 class EventTimeTrigger(Trigger[Any, TimeWindow]):
     """Fires once the watermark passes the end of the window."""
 
-    def on_element(self, element: Any, timestamp: int, window: TimeWindow, ctx: Any) -> (
-        TriggerResult
-    ):
+    def on_element(
+        self, element: Any, timestamp: int, window: TimeWindow, ctx: Any
+    ) -> TriggerResult:
         if window.max_timestamp() <= ctx.get_current_watermark():
             return TriggerResult.FIRE
         ctx.register_event_time_timer(window.max_timestamp())
@@ -340,9 +338,9 @@ class EventTimeTrigger(Trigger[Any, TimeWindow]):
 class ProcessingTimeTrigger(Trigger[Any, TimeWindow]):
     """Fires once processing time passes the end of the window."""
 
-    def on_element(self, element: Any, timestamp: int, window: TimeWindow, ctx: Any) -> (
-        TriggerResult
-    ):
+    def on_element(
+        self, element: Any, timestamp: int, window: TimeWindow, ctx: Any
+    ) -> TriggerResult:
         ctx.register_processing_time_timer(window.max_timestamp())
         return TriggerResult.CONTINUE
 
@@ -428,9 +426,9 @@ class ContinuousEventTimeTrigger(_ContinuousTrigger):
     def of(interval: Time | int) -> ContinuousEventTimeTrigger:
         return ContinuousEventTimeTrigger(_millis(interval, "interval"))
 
-    def on_element(self, element: Any, timestamp: int, window: TimeWindow, ctx: Any) -> (
-        TriggerResult
-    ):
+    def on_element(
+        self, element: Any, timestamp: int, window: TimeWindow, ctx: Any
+    ) -> TriggerResult:
         if window.max_timestamp() <= ctx.get_current_watermark():
             return TriggerResult.FIRE
         ctx.register_event_time_timer(window.max_timestamp())
@@ -457,9 +455,9 @@ class ContinuousProcessingTimeTrigger(_ContinuousTrigger):
     def of(interval: Time | int) -> ContinuousProcessingTimeTrigger:
         return ContinuousProcessingTimeTrigger(_millis(interval, "interval"))
 
-    def on_element(self, element: Any, timestamp: int, window: TimeWindow, ctx: Any) -> (
-        TriggerResult
-    ):
+    def on_element(
+        self, element: Any, timestamp: int, window: TimeWindow, ctx: Any
+    ) -> TriggerResult:
         state = ctx.get_partitioned_state(self.state_desc)
         now = ctx.get_current_processing_time()
         if state.get() is None:
@@ -731,7 +729,8 @@ class SlidingEventTimeWindows(_SlidingWindows):
         size: Time | int, slide: Time | int, offset: Time | int | None = None
     ) -> SlidingEventTimeWindows:
         return SlidingEventTimeWindows(
-            _millis(size, "size"), _millis(slide, "slide"),
+            _millis(size, "size"),
+            _millis(slide, "slide"),
             0 if offset is None else _millis(offset, "offset"),
         )
 
@@ -746,7 +745,8 @@ class SlidingProcessingTimeWindows(_SlidingWindows):
         size: Time | int, slide: Time | int, offset: Time | int | None = None
     ) -> SlidingProcessingTimeWindows:
         return SlidingProcessingTimeWindows(
-            _millis(size, "size"), _millis(slide, "slide"),
+            _millis(size, "size"),
+            _millis(slide, "slide"),
             0 if offset is None else _millis(offset, "offset"),
         )
 
@@ -813,9 +813,9 @@ class EventTimeSessionWindows(_SessionWindows):
         return EventTimeSessionWindows(_millis(size, "gap"))
 
     @staticmethod
-    def with_dynamic_gap(extractor: SessionWindowTimeGapExtractor) -> (
-        DynamicEventTimeSessionWindows
-    ):
+    def with_dynamic_gap(
+        extractor: SessionWindowTimeGapExtractor,
+    ) -> DynamicEventTimeSessionWindows:
         return DynamicEventTimeSessionWindows(0, extractor)
 
 
@@ -829,9 +829,9 @@ class ProcessingTimeSessionWindows(_SessionWindows):
         return ProcessingTimeSessionWindows(_millis(size, "gap"))
 
     @staticmethod
-    def with_dynamic_gap(extractor: SessionWindowTimeGapExtractor) -> (
-        DynamicProcessingTimeSessionWindows
-    ):
+    def with_dynamic_gap(
+        extractor: SessionWindowTimeGapExtractor,
+    ) -> DynamicProcessingTimeSessionWindows:
         return DynamicProcessingTimeSessionWindows(0, extractor)
 
 
@@ -839,9 +839,9 @@ class DynamicEventTimeSessionWindows(_SessionWindows):
     """Event-time sessions whose gap comes from each element."""
 
     @staticmethod
-    def with_dynamic_gap(extractor: SessionWindowTimeGapExtractor) -> (
-        DynamicEventTimeSessionWindows
-    ):
+    def with_dynamic_gap(
+        extractor: SessionWindowTimeGapExtractor,
+    ) -> DynamicEventTimeSessionWindows:
         return DynamicEventTimeSessionWindows(0, extractor)
 
 
@@ -851,9 +851,9 @@ class DynamicProcessingTimeSessionWindows(_SessionWindows):
     event_time = False
 
     @staticmethod
-    def with_dynamic_gap(extractor: SessionWindowTimeGapExtractor) -> (
-        DynamicProcessingTimeSessionWindows
-    ):
+    def with_dynamic_gap(
+        extractor: SessionWindowTimeGapExtractor,
+    ) -> DynamicProcessingTimeSessionWindows:
         return DynamicProcessingTimeSessionWindows(0, extractor)
 
 

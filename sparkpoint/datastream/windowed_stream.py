@@ -109,7 +109,10 @@ class WindowedStream:
                 f"aggregate() takes an AggregateFunction, got {type(aggregate_function).__name__}"
             )
         return self._build(
-            "aggregate", window_function, output_type, aggregate_function=aggregate_function,
+            "aggregate",
+            window_function,
+            output_type,
+            aggregate_function=aggregate_function,
             name="Window(Aggregate)",
         )
 
@@ -127,8 +130,9 @@ class WindowedStream:
             )
         return self._build("list", process_window_function, output_type, name="Window(Process)")
 
-    def _build(self, contents: str, window_function: Any, output_type: Any, name: str,
-               **functions: Any) -> DataStream:
+    def _build(
+        self, contents: str, window_function: Any, output_type: Any, name: str, **functions: Any
+    ) -> DataStream:
         if contents == "list" and window_function is None:
             raise TypeError("apply()/process() need a window function")
         if window_function is not None and not isinstance(

@@ -123,7 +123,8 @@ def uploaded_files(handle: KeyedStateHandle) -> list[StateObject]:
     owned: list[StateObject] = [handle]
     if isinstance(handle, IncrementalRemoteKeyedStateHandle):
         owned.extend(
-            item.handle for item in handle.shared_state
+            item.handle
+            for item in handle.shared_state
             if not isinstance(item.handle, PlaceholderStreamStateHandle)
         )
     return owned
@@ -182,11 +183,20 @@ class SubtaskUploads:
                     self._path(checkpoint_id, "done"), pickle.dumps((handle, size), protocol=5)
                 )
             except UploadCancelled:
-                _LOG.info("Upload of %s#%d for checkpoint %d cancelled",
-                          self.operator_id, self.subtask, checkpoint_id)
+                _LOG.info(
+                    "Upload of %s#%d for checkpoint %d cancelled",
+                    self.operator_id,
+                    self.subtask,
+                    checkpoint_id,
+                )
             except BaseException as exc:  # recorded for the driver, which aborts
-                _LOG.warning("Upload of %s#%d for checkpoint %d failed: %r",
-                             self.operator_id, self.subtask, checkpoint_id, exc)
+                _LOG.warning(
+                    "Upload of %s#%d for checkpoint %d failed: %r",
+                    self.operator_id,
+                    self.subtask,
+                    checkpoint_id,
+                    exc,
+                )
                 try:
                     _write_atomic(self._path(checkpoint_id, "failed"), repr(exc).encode())
                 except OSError:
@@ -195,7 +205,8 @@ class SubtaskUploads:
                 _remove(running)
 
         thread = threading.Thread(
-            target=run, name=f"sparkpoint-upload-{self.operator_id}-{self.subtask}-{checkpoint_id}",
+            target=run,
+            name=f"sparkpoint-upload-{self.operator_id}-{self.subtask}-{checkpoint_id}",
             daemon=True,
         )
         thread.start()
@@ -231,8 +242,13 @@ class SubtaskUploads:
                     handle, size = pickle.load(f)
                 return UploadStatus(op, sub, checkpoint_id, UploadStatus.DONE, handle, size)
             except (OSError, pickle.UnpicklingError, EOFError, ValueError) as exc:
-                return UploadStatus(op, sub, checkpoint_id, UploadStatus.FAILED,
-                                    detail=f"unreadable upload record: {exc!r}")
+                return UploadStatus(
+                    op,
+                    sub,
+                    checkpoint_id,
+                    UploadStatus.FAILED,
+                    detail=f"unreadable upload record: {exc!r}",
+                )
         if "failed" in kinds:
             try:
                 with open(self._path(checkpoint_id, "failed"), encoding="utf-8") as f:
@@ -246,8 +262,13 @@ class SubtaskUploads:
             # Finished between the listing and now, or its worker died.
             if os.path.exists(self._path(checkpoint_id, "done")):
                 return self.status(checkpoint_id, ("done",))
-            return UploadStatus(op, sub, checkpoint_id, UploadStatus.LOST,
-                                detail="the Python worker uploading it is gone")
+            return UploadStatus(
+                op,
+                sub,
+                checkpoint_id,
+                UploadStatus.LOST,
+                detail="the Python worker uploading it is gone",
+            )
         return None
 
     def statuses(self, pending: Collection[int]) -> list[UploadStatus]:

@@ -53,8 +53,9 @@ class AsyncWaitSettings:
 class AsyncWaitOperator(Operator):
     """Applies an ``AsyncFunction`` to each batch (see the module docstring)."""
 
-    def __init__(self, operator_id: str, name: str, function: Any,
-                 settings: AsyncWaitSettings) -> None:
+    def __init__(
+        self, operator_id: str, name: str, function: Any, settings: AsyncWaitSettings
+    ) -> None:
         super().__init__(operator_id, name)
         self.function = function
         self.settings = settings
@@ -100,7 +101,8 @@ class AsyncWaitOperator(Operator):
     async def _request(self, value: Any) -> list[Any]:
         try:
             results = await asyncio.wait_for(
-                self._with_retries(value), self.settings.timeout_ms / 1000.0)
+                self._with_retries(value), self.settings.timeout_ms / 1000.0
+            )
         except TimeoutError:
             results = self.function.timeout(value)
         return list(results) if results is not None else []
@@ -112,14 +114,20 @@ class AsyncWaitOperator(Operator):
             try:
                 results = await self.function.async_invoke(value)
             except Exception as exc:
-                if (policy is None or retry >= policy.max_attempts
-                        or policy.exception_predicate is None
-                        or not policy.exception_predicate(exc)):
+                if (
+                    policy is None
+                    or retry >= policy.max_attempts
+                    or policy.exception_predicate is None
+                    or not policy.exception_predicate(exc)
+                ):
                     raise
             else:
-                if (policy is None or retry >= policy.max_attempts
-                        or policy.result_predicate is None
-                        or not policy.result_predicate(list(results or []))):
+                if (
+                    policy is None
+                    or retry >= policy.max_attempts
+                    or policy.result_predicate is None
+                    or not policy.result_predicate(list(results or []))
+                ):
                     return results
             retry += 1
             await asyncio.sleep(policy.delay_ms(retry) / 1000.0)

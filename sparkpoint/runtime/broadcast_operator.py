@@ -61,7 +61,10 @@ class BroadcastContext:
     ``apply_to_keyed_state``."""
 
     def __init__(
-        self, env: OperatorEnv, states: BroadcastStates, writable: bool,
+        self,
+        env: OperatorEnv,
+        states: BroadcastStates,
+        writable: bool,
         keyed_backend: Any = None,
     ) -> None:
         self._env = env
@@ -116,7 +119,10 @@ class KeyedBroadcastContext(KeyedContext):
 
 
 def _process_broadcast(
-    op: Operator, function: Any, ctx: BroadcastContext, values: list[Any],
+    op: Operator,
+    function: Any,
+    ctx: BroadcastContext,
+    values: list[Any],
     timestamps: list[int | None] | None,
 ) -> None:
     """Call ``process_broadcast_element`` for a batch of input 1 and emit its output."""
@@ -148,9 +154,7 @@ class BroadcastProcessOperator(UserFunctionOperator):
         self.write_ctx = BroadcastContext(env, states, writable=True)
         super().open(env)
 
-    def push_input(
-        self, side: int, values: list[Any], timestamps: list[int | None] | None
-    ) -> None:
+    def push_input(self, side: int, values: list[Any], timestamps: list[int | None] | None) -> None:
         if side == 1:
             _process_broadcast(self, self.function, self.write_ctx, values, timestamps)
         else:
@@ -173,7 +177,11 @@ class KeyedBroadcastProcessOperator(KeyedProcessOperator):
     state written by input 1 and read by input 0 and the timers."""
 
     def __init__(
-        self, operator_id: str, name: str, function: Any, key_selector: Any,
+        self,
+        operator_id: str,
+        name: str,
+        function: Any,
+        key_selector: Any,
         descriptors: tuple[Any, ...],
     ) -> None:
         super().__init__(operator_id, name, function, key_selector)
@@ -184,9 +192,7 @@ class KeyedBroadcastProcessOperator(KeyedProcessOperator):
         self.write_ctx = BroadcastContext(env, states, writable=True, keyed_backend=self.backend)
         return KeyedBroadcastContext(env, self.backend, self.operator_id, states)
 
-    def push_input(
-        self, side: int, values: list[Any], timestamps: list[int | None] | None
-    ) -> None:
+    def push_input(self, side: int, values: list[Any], timestamps: list[int | None] | None) -> None:
         if side == 1:
             _process_broadcast(self, self.function, self.write_ctx, values, timestamps)
         else:

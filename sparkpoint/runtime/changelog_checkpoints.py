@@ -98,7 +98,11 @@ class ChangelogCheckpoints:
     """Materializations and changelog entries of one job run (see the module doc)."""
 
     def __init__(
-        self, plan: Plan, enabled: bool, interval_ms: int | None, backend: str,
+        self,
+        plan: Plan,
+        enabled: bool,
+        interval_ms: int | None,
+        backend: str,
         failures_allowed: int = 3,
     ) -> None:
         self.enabled = enabled
@@ -108,7 +112,8 @@ class ChangelogCheckpoints:
         self._failures = 0  # periodic materializations failed in a row
         self._ranges = {
             node.operator_id: (st.max_parallelism, st.parallelism)
-            for st in plan.stages for node in st.keyed_nodes
+            for st in plan.stages
+            for node in st.keyed_nodes
         }
         self._keyed = {(op, i) for op, (_mp, p) in self._ranges.items() for i in range(p)}
         self.materialization_id: int | None = None
@@ -146,8 +151,7 @@ class ChangelogCheckpoints:
         )
 
     def _interval_passed(self, now_ms: int) -> bool:
-        return (self.interval_ms is not None
-                and now_ms - self._materialized_ms >= self.interval_ms)
+        return self.interval_ms is not None and now_ms - self._materialized_ms >= self.interval_ms
 
     def start_background(self, checkpoint_id: int, now_ms: int) -> bool:
         """Whether checkpoint ``checkpoint_id`` (which does not materialize) starts a
@@ -165,9 +169,7 @@ class ChangelogCheckpoints:
         current = self._background
         return frozenset() if current is None else frozenset({current.materialization_id})
 
-    def run_accepted(
-        self, epoch: int, started: Iterable[_Key], checkpoint_id: int | None
-    ) -> None:
+    def run_accepted(self, epoch: int, started: Iterable[_Key], checkpoint_id: int | None) -> None:
         """The run of ``epoch`` was accepted; ``started``: the subtasks that acknowledged
         checkpoint ``checkpoint_id`` with their changelog (and so started uploading when it
         materializes in the background)."""
@@ -195,7 +197,8 @@ class ChangelogCheckpoints:
         if current is None or current.epoch is None:
             return
         found = {
-            (s.operator_id, s.subtask): s for s in statuses
+            (s.operator_id, s.subtask): s
+            for s in statuses
             if s.checkpoint_id == current.materialization_id
         }
         for key in sorted(current.awaiting):
@@ -234,27 +237,32 @@ class ChangelogCheckpoints:
         if self._unreferenced is not None:  # adopted before, never referenced, superseded
             self._discard_files(self._unreferenced)
         self._unreferenced = current
-        self.adopted.append(MaterializationStats(
-            current.materialization_id, current.epoch, current.uploaded_bytes, seconds
-        ))
+        self.adopted.append(
+            MaterializationStats(
+                current.materialization_id, current.epoch, current.uploaded_bytes, seconds
+            )
+        )
         _LOG.info(
             "Materialization %d (epoch %d) adopted: %d bytes uploaded in %.1f s",
-            current.materialization_id, current.epoch, current.uploaded_bytes, seconds,
+            current.materialization_id,
+            current.epoch,
+            current.uploaded_bytes,
+            seconds,
         )
         self._release(lambda ack: ack.epoch <= current.epoch)
 
     def _abandon(self, materialization: BackgroundMaterialization, why: str) -> None:
         """Stop waiting for ``materialization``: its uploads stop, its files go."""
-        _LOG.warning("Materialization %d abandoned: %s",
-                     materialization.materialization_id, why)
+        _LOG.warning("Materialization %d abandoned: %s", materialization.materialization_id, why)
         if self._background is materialization:
             self._background = None
         self.aborted.append(materialization.materialization_id)
         self._discard_files(materialization)
 
     def _discard_files(self, materialization: BackgroundMaterialization) -> None:
-        files = [f for hs in materialization.handles.values() for h in hs
-                 for f in uploaded_files(h)]
+        files = [
+            f for hs in materialization.handles.values() for h in hs for f in uploaded_files(h)
+        ]
         if files:
             self._pool.submit(discard_quietly, files)
 
@@ -266,7 +274,10 @@ class ChangelogCheckpoints:
 
     # -- composing -------------------------------------------------------------------------
     def compose(
-        self, checkpoint_id: int, epoch: int, acks: list[SnapshotAck],
+        self,
+        checkpoint_id: int,
+        epoch: int,
+        acks: list[SnapshotAck],
         recent: dict[_Key, list[ChangelogAck]],
     ) -> list[SnapshotAck]:
         """``acks`` with every keyed handle made a changelog handle: a subtask's snapshot
@@ -284,14 +295,21 @@ class ChangelogCheckpoints:
                 handle = self._composed(checkpoint_id, epoch, key, recent)
             else:
                 handle = ChangelogStateBackendHandle(
-                    self.backend, self._range(key), checkpoint_id, checkpoint_id,
-                    (ack.handle,) if ack.handle is not None else (), (),
+                    self.backend,
+                    self._range(key),
+                    checkpoint_id,
+                    checkpoint_id,
+                    (ack.handle,) if ack.handle is not None else (),
+                    (),
                 )
             out.append(SnapshotAck(ack.operator_id, ack.subtask, handle, handle.state_size))
         return out
 
     def _composed(
-        self, checkpoint_id: int, epoch: int, key: _Key,
+        self,
+        checkpoint_id: int,
+        epoch: int,
+        key: _Key,
         recent: dict[_Key, list[ChangelogAck]],
     ) -> ChangelogStateBackendHandle:
         if self.materialization_id is None or self._missing_epoch > self.materialization_epoch:
@@ -303,15 +321,23 @@ class ChangelogCheckpoints:
                 checkpoint_id,
             )
         entries = sorted(
-            (a for a in (*self._held.get(key, ()), *recent.get(key, ()))
-             if self.materialization_epoch < a.epoch <= epoch),
+            (
+                a
+                for a in (*self._held.get(key, ()), *recent.get(key, ()))
+                if self.materialization_epoch < a.epoch <= epoch
+            ),
             key=lambda a: a.epoch,
         )
         handles = tuple(a.handle for a in entries)
         new = sum(1 for h in handles if h.physical_id not in self._registered)
         return ChangelogStateBackendHandle(
-            self.backend, self._range(key), checkpoint_id, self.materialization_id,
-            self._materialized.get(key, ()), handles, new,
+            self.backend,
+            self._range(key),
+            checkpoint_id,
+            self.materialization_id,
+            self._materialized.get(key, ()),
+            handles,
+            new,
         )
 
     def _range(self, key: _Key) -> KeyGroupRange:
@@ -320,7 +346,10 @@ class ChangelogCheckpoints:
 
     # -- what happened ---------------------------------------------------------------------
     def completed(
-        self, checkpoint: CompletedCheckpoint, epoch: int, covered: list[ChangelogAck],
+        self,
+        checkpoint: CompletedCheckpoint,
+        epoch: int,
+        covered: list[ChangelogAck],
         now_ms: int,
     ) -> None:
         """``checkpoint`` (as of ``epoch``) completed; ``covered`` are the entries up to
@@ -337,8 +366,9 @@ class ChangelogCheckpoints:
                         materialized[(op.operator_id, index)] = handle.materialized
                         is_materialization |= handle.materialized_here
                         referenced.add(handle.materialization_id)
-                        inline += sum(len(h.as_bytes_if_in_memory() or b"")
-                                      for h in handle.changelog)
+                        inline += sum(
+                            len(h.as_bytes_if_in_memory() or b"") for h in handle.changelog
+                        )
         if materialized:
             self._inline_bytes = inline
         for ack in covered:
@@ -355,8 +385,10 @@ class ChangelogCheckpoints:
         if self.materialization_id in referenced:
             self.notify_id = self.materialization_id
             self._materialized = materialized  # as registered (placeholders resolved)
-            if (self._unreferenced is not None
-                    and self._unreferenced.materialization_id in referenced):
+            if (
+                self._unreferenced is not None
+                and self._unreferenced.materialization_id in referenced
+            ):
                 self._unreferenced = None  # the shared-state registry owns its files now
 
     def reset(self) -> None:
@@ -392,8 +424,9 @@ class ChangelogCheckpoints:
         doomed: list[Any] = []
         for key, acks in list(self._held.items()):
             keep = [a for a in acks if not which(a)]
-            doomed.extend(a.handle for a in acks
-                          if which(a) and a.handle.physical_id not in self._registered)
+            doomed.extend(
+                a.handle for a in acks if which(a) and a.handle.physical_id not in self._registered
+            )
             if keep:
                 self._held[key] = keep
             else:
@@ -402,4 +435,3 @@ class ChangelogCheckpoints:
         self._registered &= {a.handle.physical_id for acks in self._held.values() for a in acks}
         if doomed:
             self._pool.submit(discard_entries, doomed)
-

@@ -68,9 +68,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-store")
-        self.send_header(
-            "Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'"
-        )
+        self.send_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
         self.send_header("X-Content-Type-Options", "nosniff")
         self.end_headers()
         if body:

@@ -67,13 +67,19 @@ def _time(ms: int) -> str:
 
 
 def _card(label: str, value: str, ident: str) -> str:
-    return (f'<div class="card"><div class="label">{_e(label)}</div>'
-            f'<div class="value" id="{ident}">{_e(value)}</div></div>')
+    return (
+        f'<div class="card"><div class="label">{_e(label)}</div>'
+        f'<div class="value" id="{ident}">{_e(value)}</div></div>'
+    )
 
 
 def _bar_chart(
-    title: str, ident: str, stats: Sequence[CheckpointStats], values: Sequence[int],
-    overlay: Sequence[int] | None, unit: str,
+    title: str,
+    ident: str,
+    stats: Sequence[CheckpointStats],
+    values: Sequence[int],
+    overlay: Sequence[int] | None,
+    unit: str,
 ) -> str:
     """Vertical bars, one per checkpoint (``overlay``: a darker bar inside each)."""
     width, height, left, bottom, top = 560, 190, 56, 22, 10
@@ -117,8 +123,10 @@ def _bar_chart(
                 f'text-anchor="middle" fill="#6b7785">{s.checkpoint_id}</text>'
             )
     if not values:
-        parts.append(f'<text x="{left + 10}" y="{top + plot_h / 2}" font-size="12" '
-                     'fill="#6b7785">no checkpoint yet</text>')
+        parts.append(
+            f'<text x="{left + 10}" y="{top + plot_h / 2}" font-size="12" '
+            'fill="#6b7785">no checkpoint yet</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -131,9 +139,11 @@ def _subtask_bars(stats: CheckpointStats) -> str:
     peak = max([s.state_size for s in subs] + [1])
     row_h, label_w, bar_max = 20, 190, 300
     height = row_h * len(subs) + 6
-    parts = [f'<svg id="subtask-chart" width="{label_w + bar_max + 110}" height="{height}" '
-             'role="img" xmlns="http://www.w3.org/2000/svg">'
-             f'<title>state size per subtask, checkpoint {stats.checkpoint_id}</title>']
+    parts = [
+        f'<svg id="subtask-chart" width="{label_w + bar_max + 110}" height="{height}" '
+        'role="img" xmlns="http://www.w3.org/2000/svg">'
+        f"<title>state size per subtask, checkpoint {stats.checkpoint_id}</title>"
+    ]
     for i, s in enumerate(subs):
         y = 3 + i * row_h
         w = bar_max * s.state_size / peak
@@ -142,7 +152,7 @@ def _subtask_bars(stats: CheckpointStats) -> str:
             f'fill="#3b4856">{_e(s.operator_id)} #{s.subtask}</text>'
             f'<rect x="{label_w}" y="{y + 2}" width="{w:.1f}" height="{row_h - 6}" '
             f'fill="#5b8fd4"><title>{_e(s.operator_id)} #{s.subtask}: '
-            f'{_e(format_bytes(s.state_size))}</title></rect>'
+            f"{_e(format_bytes(s.state_size))}</title></rect>"
             f'<text x="{label_w + w + 6:.1f}" y="{y + 13}" font-size="11" '
             f'fill="#3b4856">{_e(format_bytes(s.state_size))}</text>'
         )
@@ -159,9 +169,11 @@ def _subtask_table(stats: CheckpointStats) -> str:
         f"<td class=num>{s.files_written}</td></tr>"
         for s in stats.subtasks
     )
-    return ("<table class=subtasks><tr><th>Operator</th><th class=num>Subtask</th>"
-            "<th class=num>State</th><th class=num>Written</th><th class=num>Inline</th>"
-            f"<th class=num>Files</th></tr>{rows}</table>")
+    return (
+        "<table class=subtasks><tr><th>Operator</th><th class=num>Subtask</th>"
+        "<th class=num>State</th><th class=num>Written</th><th class=num>Inline</th>"
+        f"<th class=num>Files</th></tr>{rows}</table>"
+    )
 
 
 def _history(view: JobView) -> str:
@@ -170,8 +182,10 @@ def _history(view: JobView) -> str:
     for s in shown:
         detail = ""
         if s.subtasks:
-            detail = (f"<details><summary>{len(s.subtasks)} subtasks</summary>"
-                      f"{_subtask_table(s)}</details>")
+            detail = (
+                f"<details><summary>{len(s.subtasks)} subtasks</summary>"
+                f"{_subtask_table(s)}</details>"
+            )
         elif s.failure:
             detail = f'<span class="FAILED">{_e(s.failure)}</span>'
         rows.append(
@@ -188,8 +202,10 @@ def _history(view: JobView) -> str:
         )
     more = ""
     if len(view.checkpoints) > HISTORY_ROWS:
-        more = (f'<p class="muted">The newest {HISTORY_ROWS} of {len(view.checkpoints)} '
-                "checkpoints; all of them: /api/job</p>")
+        more = (
+            f'<p class="muted">The newest {HISTORY_ROWS} of {len(view.checkpoints)} '
+            "checkpoints; all of them: /api/job</p>"
+        )
     return (
         '<table id="checkpoint-history"><tr><th class=num>ID</th><th>Status</th><th>Type</th>'
         "<th class=num>Epoch</th><th>Triggered (UTC)</th><th class=num>Duration</th>"
@@ -235,8 +251,10 @@ def _operators(view: JobView) -> str:
         f"<td>{', '.join(f'#{i}: {_e(ex)}' for i, ex in enumerate(o.executors))}</td></tr>"
         for o in view.operators
     )
-    return ('<table id="operators"><tr><th>Operator</th><th>Name</th><th class=num>'
-            f"Parallelism</th><th>Executor of each subtask</th></tr>{rows}</table>")
+    return (
+        '<table id="operators"><tr><th>Operator</th><th>Name</th><th class=num>'
+        f"Parallelism</th><th>Executor of each subtask</th></tr>{rows}</table>"
+    )
 
 
 def render_page(view: JobView) -> str:
@@ -256,24 +274,32 @@ def render_page(view: JobView) -> str:
             f"{_e(format_bytes(latest.inline_bytes))} inline, {latest.files_written} files"
             f"<br><span class=muted>{_e(latest.external_pointer or '')}</span></p>"
         )
-        subtasks_html = (f"<h2>Subtasks of checkpoint {latest.checkpoint_id}</h2>"
-                         f"{_subtask_bars(latest)}{_subtask_table(latest)}")
-    interval = (f"every {_ms(view.interval_ms)}" if view.checkpointing else "off")
+        subtasks_html = (
+            f"<h2>Subtasks of checkpoint {latest.checkpoint_id}</h2>"
+            f"{_subtask_bars(latest)}{_subtask_table(latest)}"
+        )
+    interval = f"every {_ms(view.interval_ms)}" if view.checkpointing else "off"
     count_cards = "".join(
         _card(label, str(counts[key]), f"count-{key.replace('_', '-')}")
-        for key, label in (("triggered", "Triggered"), ("in_progress", "In progress"),
-                           ("completed", "Completed"), ("failed", "Failed"),
-                           ("restored", "Restored"))
+        for key, label in (
+            ("triggered", "Triggered"),
+            ("in_progress", "In progress"),
+            ("completed", "Completed"),
+            ("failed", "Failed"),
+            ("restored", "Restored"),
+        )
     )
-    overview = "".join((
-        _card("Uptime", f"{view.uptime_s:.0f} s", "uptime"),
-        _card("Epochs", f"{view.epochs:,}", "epochs"),
-        _card("Epoch rate", f"{view.epochs_per_s:.2f}/s", "epoch-rate"),
-        _card("Records in", f"{view.records_in:,}", "records-in"),
-        _card("Records/s", f"{view.records_per_s:,.0f}", "records-rate"),
-        _card("Restarts", str(view.restarts), "restarts"),
-        _card("Checkpoints", interval, "checkpoint-interval"),
-    ))
+    overview = "".join(
+        (
+            _card("Uptime", f"{view.uptime_s:.0f} s", "uptime"),
+            _card("Epochs", f"{view.epochs:,}", "epochs"),
+            _card("Epoch rate", f"{view.epochs_per_s:.2f}/s", "epoch-rate"),
+            _card("Records in", f"{view.records_in:,}", "records-in"),
+            _card("Records/s", f"{view.records_per_s:,.0f}", "records-rate"),
+            _card("Restarts", str(view.restarts), "restarts"),
+            _card("Checkpoints", interval, "checkpoint-interval"),
+        )
+    )
     refresh = max(1, round(view.refresh_ms / 1000))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -289,12 +315,27 @@ def render_page(view: JobView) -> str:
 {latest_html}</section>
 <section id="charts"><h2>History</h2><div class="charts">
 <div class="chart"><h3>Duration per checkpoint</h3>
-{_bar_chart("duration per checkpoint", "duration-chart", finished,
-            [max(0, s.duration_ms) for s in finished], None, "ms")}</div>
+{
+        _bar_chart(
+            "duration per checkpoint",
+            "duration-chart",
+            finished,
+            [max(0, s.duration_ms) for s in finished],
+            None,
+            "ms",
+        )
+    }</div>
 <div class="chart"><h3>State size per checkpoint (dark: written for it)</h3>
-{_bar_chart("state size per checkpoint", "size-chart", finished,
-            [s.state_size for s in finished], [s.checkpointed_size for s in finished],
-            "bytes")}</div>
+{
+        _bar_chart(
+            "state size per checkpoint",
+            "size-chart",
+            finished,
+            [s.state_size for s in finished],
+            [s.checkpointed_size for s in finished],
+            "bytes",
+        )
+    }</div>
 </div></section>
 <section id="subtasks">{subtasks_html}</section>
 <section id="history"><h2>Checkpoint history</h2>{_history(view)}</section>

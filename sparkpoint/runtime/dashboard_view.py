@@ -78,19 +78,33 @@ class JobView:
             "counts": self.counts(),
             "checkpoints": [s.to_json() for s in self.checkpoints],
             "failovers": [
-                {"epoch": f.epoch, "incarnation": f.incarnation,
-                 "checkpoint_id": f.checkpoint_id, "cause": f.cause}
+                {
+                    "epoch": f.epoch,
+                    "incarnation": f.incarnation,
+                    "checkpoint_id": f.checkpoint_id,
+                    "cause": f.cause,
+                }
                 for f in self.failovers
             ],
             "subtask_restores": [
-                {"epoch": r.epoch, "operator_id": r.operator_id, "subtask": r.subtask,
-                 "executor_id": r.executor_id, "cause": r.cause,
-                 "changelog_epochs": r.changelog_entries, "seconds": round(r.seconds, 3)}
+                {
+                    "epoch": r.epoch,
+                    "operator_id": r.operator_id,
+                    "subtask": r.subtask,
+                    "executor_id": r.executor_id,
+                    "cause": r.cause,
+                    "changelog_epochs": r.changelog_entries,
+                    "seconds": round(r.seconds, 3),
+                }
                 for r in self.subtask_restores
             ],
             "operators": [
-                {"operator_id": o.operator_id, "name": o.name, "parallelism": o.parallelism,
-                 "executors": list(o.executors)}
+                {
+                    "operator_id": o.operator_id,
+                    "name": o.name,
+                    "parallelism": o.parallelism,
+                    "executors": list(o.executors),
+                }
                 for o in self.operators
             ],
         }
@@ -135,8 +149,9 @@ def job_view(master: Any, started: float, meter: RateMeter, refresh_ms: int) -> 
             master.placement.executor_of(stage.id, i) or "-" for i in range(stage.parallelism)
         )
         for node in stage.keyed_nodes:
-            operators.append(OperatorView(
-                node.operator_id, node.name, stage.parallelism, executors))
+            operators.append(
+                OperatorView(node.operator_id, node.name, stage.parallelism, executors)
+            )
     policy = master.s.policy
     return JobView(
         job_name=master.s.job_name,
@@ -157,4 +172,3 @@ def job_view(master: Any, started: float, meter: RateMeter, refresh_ms: int) -> 
         refresh_ms=refresh_ms,
         subtask_restores=tuple(r for e in reports for r in e.subtask_restores),
     )
-

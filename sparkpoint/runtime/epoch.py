@@ -83,15 +83,19 @@ def routing(plan: Plan) -> dict[int, StageRoutes]:
         ex = plan.exchanges[st.out_exchange]
         outputs = tuple(
             OutputRoute(
-                st.members.index(e.exit), e.index, e.partitioning, e.down.channel_offset,
-                e.down.parallelism, e.down.max_parallelism,
+                st.members.index(e.exit),
+                e.index,
+                e.partitioning,
+                e.down.channel_offset,
+                e.down.parallelism,
+                e.down.max_parallelism,
             )
             for e in st.outputs
         )
         consumers = {e.down.id: e.down for e in st.outputs}
-        meta = tuple(sorted(
-            c.channel_offset + i for c in consumers.values() for i in range(c.parallelism)
-        ))
+        meta = tuple(
+            sorted(c.channel_offset + i for c in consumers.values() for i in range(c.parallelism))
+        )
         first = st.outputs[0].down
         routes[st.id] = StageRoutes(
             ex.channels, outputs, meta, first.channel_offset, first.parallelism
@@ -305,7 +309,8 @@ class EpochRunner:
             shuffled = exchange(ex_id)
             total = sum(len(groups[c.id]) for c in plan.exchanges[ex_id].consumers)
             return self.cluster.partitions_of(
-                shuffled._jrdd, firsts[(ex_id, st.id)], len(groups[st.id]), total)
+                shuffled._jrdd, firsts[(ex_id, st.id)], len(groups[st.id]), total
+            )
 
         def build(st: Stage) -> Any:
             if st.id in rdds:
@@ -319,13 +324,16 @@ class EpochRunner:
                 if len(st.exchanges) == 1:
                     own = own_partitions(st, st.exchanges[0])
                     # every upstream task sends each partition one item
-                    per_partition = sum(len(groups[u.id]) for u in plan.exchanges[
-                        st.exchanges[0]].ups)
+                    per_partition = sum(
+                        len(groups[u.id]) for u in plan.exchanges[st.exchanges[0]].ups
+                    )
                 else:
                     # Several shuffles: each partition's items packed into one element per
                     # shuffle (``glom``), zipped (``_packed_input`` reads them).
-                    packed = [RDD(own_partitions(st, ex_id), sc, NoOpSerializer()).glom()._jrdd
-                              for ex_id in st.exchanges]
+                    packed = [
+                        RDD(own_partitions(st, ex_id), sc, NoOpSerializer()).glom()._jrdd
+                        for ex_id in st.exchanges
+                    ]
                     own = packed[0]
                     for more in packed[1:]:
                         own = own.zip(more)
@@ -333,8 +341,10 @@ class EpochRunner:
                 if st.keyed:
                     subtask_locations = locations[st.id]
                     pinned = self.cluster.pinned_rdd(
-                        [subtask_locations[g[0]] if g[0] < len(subtask_locations) else ""
-                         for g in groups[st.id]],
+                        [
+                            subtask_locations[g[0]] if g[0] < len(subtask_locations) else ""
+                            for g in groups[st.id]
+                        ],
                         per_partition,
                     )
                     own = pinned.zip(own)

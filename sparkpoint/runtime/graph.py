@@ -44,7 +44,14 @@ BROADCAST = {"broadcast_process", "keyed_broadcast_process"}
 TWO_INPUT = {"co_map", "co_flat_map", "co_process", "keyed_co_process", *BROADCAST}
 VIRTUAL = {"key_by", "union", "partition"}
 PARTITIONINGS = (
-    "hash", "forward", "rebalance", "rescale", "shuffle", "global", "broadcast", "custom",
+    "hash",
+    "forward",
+    "rebalance",
+    "rescale",
+    "shuffle",
+    "global",
+    "broadcast",
+    "custom",
 )
 
 
@@ -192,11 +199,13 @@ class Plan:
             preds = []
             for side, inp in enumerate(n.inputs):
                 for producer, _part in _resolve(inp, None):
-                    preds.append({
-                        "id": producer.id,
-                        "ship_strategy": strategy.get((producer, n), "FORWARD"),
-                        "side": "second" if side else "first",
-                    })
+                    preds.append(
+                        {
+                            "id": producer.id,
+                            "ship_strategy": strategy.get((producer, n), "FORWARD"),
+                            "side": "second" if side else "first",
+                        }
+                    )
             if preds:
                 entry["predecessors"] = preds
             out.append(entry)
@@ -305,8 +314,11 @@ def build_plan(sinks: list[Node], default_parallelism: int, max_parallelism: int
                 up.members.append(n)
                 stage_of[n] = up
                 continue
-        if len(producers) == 1 and producers[0][1] is not None \
-                and producers[0][1].kind == "forward":
+        if (
+            len(producers) == 1
+            and producers[0][1] is not None
+            and producers[0][1].kind == "forward"
+        ):
             up = stage_of[producers[0][0]]
             if n.parallelism is None or n.parallelism == up.parallelism:
                 up.members.append(n)

@@ -204,13 +204,15 @@ class JobMaster:
         self.placement = Placement()
         self.keyed_stages = {st.id: st.parallelism for st in plan.stages if st.keyed}
         self.changelog = ChangelogCheckpoints(
-            plan, settings.changelog_checkpoints and settings.policy.enabled,
+            plan,
+            settings.changelog_checkpoints and settings.policy.enabled,
             settings.materialize_interval_ms if settings.periodic_materialization else None,
             settings.state_backend.keyed_backend_name(),
             settings.materialization_failures_allowed,
         )
         self.recovery = SubtaskRecovery(
-            plan, settings.explicit_max_parallelism,
+            plan,
+            settings.explicit_max_parallelism,
             enabled=settings.changelog and settings.policy.enabled,
             hand_over=self.changelog.enabled,
         )
@@ -231,7 +233,11 @@ class JobMaster:
         self.store = CompletedCheckpointStore(max(1, settings.num_retained))
         self.cleaner = CheckpointsCleaner()
         self.coordinator = CheckpointCoordinator(
-            self.job_id, settings.policy, self.storage_access, self.store, self.cleaner,
+            self.job_id,
+            settings.policy,
+            self.storage_access,
+            self.store,
+            self.cleaner,
             clock=clock,
         )
         self.restart = create_restart_backoff_strategy(
@@ -347,13 +353,20 @@ class JobMaster:
         pending.asynchronous = not savepoint and self.s.state_backend.asynchronous_snapshots()
         full = self.store.forces_full_snapshot
         now_ms = self.clock.monotonic_ms()
-        pending.materialize = savepoint or full or self.changelog.should_materialize(
-            now_ms, others_in_flight=len(self.coordinator.pending) > 1,
-            background=pending.asynchronous,
+        pending.materialize = (
+            savepoint
+            or full
+            or self.changelog.should_materialize(
+                now_ms,
+                others_in_flight=len(self.coordinator.pending) > 1,
+                background=pending.asynchronous,
+            )
         )
         # The epoch ending the input stores no changelog: nothing would start uploading.
         pending.materialize_in_background = (
-            not pending.materialize and pending.asynchronous and not end_of_input
+            not pending.materialize
+            and pending.asynchronous
+            and not end_of_input
             and self.changelog.start_background(pending.checkpoint_id, now_ms)
         )
         return CheckpointRequest(
@@ -401,11 +414,9 @@ class JobMaster:
                         f"{first.detail}; the job restores from the latest checkpoint."
                     )
             except ExecutorsLost as exc:
-                _LOG.warning("Job %s epoch %d: %s; running it again", self.job_id,
-                             self.epoch, exc)
+                _LOG.warning("Job %s epoch %d: %s; running it again", self.job_id, self.epoch, exc)
                 if pending is not None and pending in self.coordinator.pending:
-                    self.coordinator.abort(pending, CheckpointFailureReason.TASK_FAILURE,
-                                           str(exc))
+                    self.coordinator.abort(pending, CheckpointFailureReason.TASK_FAILURE, str(exc))
                 if runs > _MAX_RUNS_PER_EPOCH:
                     self._requeue(stop_request)
                     raise
@@ -423,7 +434,8 @@ class JobMaster:
         self.recovery.accept(a for r in reports for a in r.changelogs)
         self.changelog.observe(a for r in reports for a in r.changelogs)
         self.changelog.run_accepted(
-            self.epoch, {(a.operator_id, a.subtask) for a in acks if a.changelog},
+            self.epoch,
+            {(a.operator_id, a.subtask) for a in acks if a.changelog},
             pending.checkpoint_id if pending is not None else None,
         )
         self.changelog.advance(
@@ -489,7 +501,9 @@ class JobMaster:
             self.requests.put(stop_request)  # retry after the restore
 
     def _run_once(
-        self, ranges: dict[int, list[SplitRange]], end_of_input: bool,
+        self,
+        ranges: dict[int, list[SplitRange]],
+        end_of_input: bool,
         pending: PendingCheckpoint | None,
     ) -> tuple[list[TaskReport], dict[tuple[int, int], str | None]]:
         """One Spark job for the epoch; returns the reports and where each keyed subtask
@@ -553,7 +567,11 @@ class JobMaster:
                 continue
             _LOG.info(
                 "Job %s: keyed subtask %d of stage %d moves from lost executor %s to %s",
-                self.job_id, move.subtask, move.stage, move.old_executor, move.new_executor,
+                self.job_id,
+                move.subtask,
+                move.stage,
+                move.old_executor,
+                move.new_executor,
             )
             if not self.recovery.can_restore():
                 continue  # the subtask will find no state there; the job then fails over
@@ -591,9 +609,12 @@ class JobMaster:
         self._restore_causes[(operator_id, subtask)] = cause
         _LOG.info(
             "Job %s: subtask %d of %s restores alone (checkpoint %s + %d changelog epochs): %s",
-            self.job_id, subtask, operator_id,
+            self.job_id,
+            subtask,
+            operator_id,
             self.recovery.base.checkpoint_id if self.recovery.base else "none",
-            len(plan.changelog), cause,
+            len(plan.changelog),
+            cause,
         )
 
     def _absorb(self, reports: list[TaskReport], ranges: dict[int, list[SplitRange]]) -> Any:
@@ -639,14 +660,22 @@ class JobMaster:
             elif self.placement.observe(r.stage, r.subtask, r.executor.executor_id):
                 _LOG.info(
                     "Job %s: keyed subtask %d of stage %d ran on executor %s, not on %s; "
-                    "it stays there", self.job_id, r.subtask, r.stage,
-                    r.executor.executor_id, preferred.get((r.stage, r.subtask)),
+                    "it stays there",
+                    self.job_id,
+                    r.subtask,
+                    r.stage,
+                    r.executor.executor_id,
+                    preferred.get((r.stage, r.subtask)),
                 )
         restores = tuple(
             SubtaskRestoreEvent(
-                self.epoch, done.operator_id, done.subtask, r.executor.executor_id,
+                self.epoch,
+                done.operator_id,
+                done.subtask,
+                r.executor.executor_id,
                 self._restore_causes.pop((done.operator_id, done.subtask), "state lost"),
-                done.changelog_entries, done.seconds,
+                done.changelog_entries,
+                done.seconds,
             )
             for r in keyed
             for done in r.restored
@@ -706,11 +735,15 @@ class JobMaster:
                 status = statuses.get((pending.checkpoint_id, op, sub))
                 if status is None or status.state == UploadStatus.LOST:
                     detail = status.detail if status is not None else "no record of it"
-                    failure = (CheckpointFailureReason.TASK_FAILURE,
-                               f"upload of {op}#{sub} lost: {detail}")
+                    failure = (
+                        CheckpointFailureReason.TASK_FAILURE,
+                        f"upload of {op}#{sub} lost: {detail}",
+                    )
                 elif status.state == UploadStatus.FAILED:
-                    failure = (CheckpointFailureReason.CHECKPOINT_ASYNC_EXCEPTION,
-                               f"upload of {op}#{sub} failed: {status.detail}")
+                    failure = (
+                        CheckpointFailureReason.CHECKPOINT_ASYNC_EXCEPTION,
+                        f"upload of {op}#{sub} failed: {status.detail}",
+                    )
                 elif status.state == UploadStatus.DONE:
                     pending.acks.append(SnapshotAck(op, sub, status.handle, status.state_size))
                     pending.awaiting.discard((op, sub))
@@ -722,11 +755,14 @@ class JobMaster:
             if failure is None and pending.expired(
                 self.clock.monotonic_ms(), self.s.policy.timeout_ms
             ):
-                failure = (CheckpointFailureReason.CHECKPOINT_EXPIRED,
-                           f"uploads still running after {self.s.policy.timeout_ms} ms")
+                failure = (
+                    CheckpointFailureReason.CHECKPOINT_EXPIRED,
+                    f"uploads still running after {self.s.policy.timeout_ms} ms",
+                )
             if failure is not None:
-                self.coordinator.abort(pending, failure[0], failure[1],
-                                       states=pending.acks_handles())
+                self.coordinator.abort(
+                    pending, failure[0], failure[1], states=pending.acks_handles()
+                )
                 continue
             if pending.awaiting:
                 continue
@@ -738,8 +774,11 @@ class JobMaster:
                 if older.checkpoint_id < pending.checkpoint_id and not (
                     older.properties.is_savepoint
                 ):
-                    self.coordinator.abort(older, CheckpointFailureReason.CHECKPOINT_SUBSUMED,
-                                           states=older.acks_handles())
+                    self.coordinator.abort(
+                        older,
+                        CheckpointFailureReason.CHECKPOINT_SUBSUMED,
+                        states=older.acks_handles(),
+                    )
         return running, completed_now
 
     def _operator_states(self, acks: list[SnapshotAck]) -> list[OperatorState]:
@@ -759,7 +798,8 @@ class JobMaster:
                     continue
                 k, o = keyed.get(op_id, {}), operator.get(op_id, {})
                 missing = [
-                    i for i in range(st.parallelism)
+                    i
+                    for i in range(st.parallelism)
                     if (op_id in keyed_ids and i not in k) or (op_id in operator_ids and i not in o)
                 ]
                 if missing:
@@ -886,8 +926,9 @@ class JobMaster:
 
     def _failover(self, exc: BaseException) -> None:
         _LOG.warning("Job %s epoch %d failed: %s", self.job_id, self.epoch, short_error(exc))
-        _LOG.debug("Job %s epoch %d failed; the whole error:", self.job_id, self.epoch,
-                   exc_info=exc)
+        _LOG.debug(
+            "Job %s epoch %d failed; the whole error:", self.job_id, self.epoch, exc_info=exc
+        )
         unloadable = unloadable_task(exc)
         if unloadable is not None:
             self._terminate(JobStatus.FAILED)
@@ -909,8 +950,7 @@ class JobMaster:
         self.incarnation += 1
         self._abort_uncommitted()
         latest = self._latest_for_recovery()
-        self._restore_from(latest.metadata if latest is not None else None,
-                           RestoreReason.FAILOVER)
+        self._restore_from(latest.metadata if latest is not None else None, RestoreReason.FAILOVER)
         self.recovery.reset(latest, self.epoch)
         self.changelog.reset()
         self._restore_causes.clear()
@@ -975,7 +1015,8 @@ class JobMaster:
         try:
             executors = self.runner.cluster.live_executors()
             self.runner.cleanup(
-                self._job_spec(), {e: slot.location for e, slot in executors.items()},
+                self._job_spec(),
+                {e: slot.location for e, slot in executors.items()},
                 frozenset((*self.coordinator.recently_aborted, *self.changelog.aborted)),
             )
         except Exception:  # the job's outcome stands; dead executors' roots get swept
@@ -988,7 +1029,9 @@ class CancelledByRequest(Exception):
 
 def _content(handle: Any) -> Any:
     """What makes two in-memory operator state handles equal: their bytes and offsets."""
-    offsets = tuple(sorted(
-        (name, meta.offsets) for name, meta in handle.state_name_to_partition_offsets.items()
-    ))
+    offsets = tuple(
+        sorted(
+            (name, meta.offsets) for name, meta in handle.state_name_to_partition_offsets.items()
+        )
+    )
     return getattr(handle.delegate, "data", handle.delegate), offsets

@@ -42,7 +42,11 @@ class SubtaskState:
     """The keyed backends of one subtask's keyed operators, opened for one epoch."""
 
     def __init__(
-        self, spec: EpochSpec, stage: Stage, subtask: int, local_dir: Callable[[str], str],
+        self,
+        spec: EpochSpec,
+        stage: Stage,
+        subtask: int,
+        local_dir: Callable[[str], str],
         clock: Clock,
     ) -> None:
         self.spec = spec
@@ -127,27 +131,34 @@ class SubtaskState:
             local_epoch = backend.local_epoch()
             marker = LocalCommitMarker.from_bytes(backend.local_extra())
             action = decide_local_state(
-                local_epoch, marker, job_id=spec.job.job_id, incarnation=spec.incarnation,
-                epoch=spec.epoch, prev_run=spec.prev_run, can_restore=restore is not None,
+                local_epoch,
+                marker,
+                job_id=spec.job.job_id,
+                incarnation=spec.incarnation,
+                epoch=spec.epoch,
+                prev_run=spec.prev_run,
+                can_restore=restore is not None,
                 may_undo=may_undo,
             )
             if action is LocalStateAction.UNDO_LAST_COMMIT:
                 may_undo = False
                 if backend.revert_to(spec.epoch - 1):
                     continue
-                action = (
-                    LocalStateAction.RESTORE if restore is not None else LocalStateAction.LOST
-                )
+                action = LocalStateAction.RESTORE if restore is not None else LocalStateAction.LOST
             break
         if action is LocalStateAction.USE and marker is not None:
             self.timer_index[operator_id] = list(marker.timers)
         elif action is LocalStateAction.LOST:
             backend.close()
-            self.lost.append(StateLost(
-                operator_id, self.subtask,
-                f"{'no' if local_epoch is None else 'stale'} local state for epoch "
-                f"{spec.epoch} (local epoch {local_epoch}, marker {marker}) in {params.local_dir}",
-            ))
+            self.lost.append(
+                StateLost(
+                    operator_id,
+                    self.subtask,
+                    f"{'no' if local_epoch is None else 'stale'} local state for epoch "
+                    f"{spec.epoch} (local epoch {local_epoch}, marker {marker}) "
+                    f"in {params.local_dir}",
+                )
+            )
             return
         elif action is LocalStateAction.RESTORE and restore is not None:
             t0 = time.perf_counter()
@@ -161,10 +172,15 @@ class SubtaskState:
                 [None, None] if restore.handles or restore.changelog else [NO_TIMER, NO_TIMER]
             )
             backend.commit_local(spec.epoch - 1, self._marker(operator_id, spec.prev_run))
-            self.restored.append(SubtaskRestored(
-                operator_id, self.subtask, restore.reason, replayed + len(restore.changelog),
-                time.perf_counter() - t0,
-            ))
+            self.restored.append(
+                SubtaskRestored(
+                    operator_id,
+                    self.subtask,
+                    restore.reason,
+                    replayed + len(restore.changelog),
+                    time.perf_counter() - t0,
+                )
+            )
         # With changelog checkpoints, a backend's snapshots are materializations: the one
         # the latest completed checkpoint references is the confirmed one (a backend that
         # keeps no changelog materializes in every checkpoint, so that is the checkpoint).
@@ -233,8 +249,12 @@ class SubtaskState:
         return acks, changes
 
     def _start_upload(
-        self, operator_id: str, backend: Any, factory: Any,
-        uploads: SubtaskUploads | None = None, rate: int | None = None,
+        self,
+        operator_id: str,
+        backend: Any,
+        factory: Any,
+        uploads: SubtaskUploads | None = None,
+        rate: int | None = None,
     ) -> threading.Thread:
         """Take the snapshot's synchronous part now and upload it in the background (a
         checkpoint's, or with ``uploads`` a materialization's, at most ``rate`` bytes per
@@ -249,8 +269,10 @@ class SubtaskState:
         faults = self.spec.job.faults
         before = None
         if faults is not None:
+
             def before() -> None:
                 faults.before_upload(operator_id, self.subtask, cp.checkpoint_id)
+
         return uploads.start(cp.checkpoint_id, upload, before)
 
     def _start_materialization(self, operator_id: str, backend: Any, factory: Any) -> None:
@@ -258,7 +280,10 @@ class SubtaskState:
         ``JobSpec.materialization_rate`` bytes per second) as materialization
         ``checkpoint_id``."""
         thread = self._start_upload(
-            operator_id, backend, factory, self.materializations[operator_id],
+            operator_id,
+            backend,
+            factory,
+            self.materializations[operator_id],
             self.spec.job.materialization_rate,
         )
         if not self._async:  # the worker ends with the task: upload within it
@@ -299,8 +324,13 @@ class SubtaskState:
                 out.write(entry)
                 handle = out.close_and_get_handle()
         except Exception as exc:  # any storage failure: no changelog entry
-            _LOG.warning("Changelog entry of %s#%d for epoch %d not stored: %r",
-                         operator_id, self.subtask, spec.epoch, exc)
+            _LOG.warning(
+                "Changelog entry of %s#%d for epoch %d not stored: %r",
+                operator_id,
+                self.subtask,
+                spec.epoch,
+                exc,
+            )
             handle = None
         return ChangelogAck(operator_id, self.subtask, spec.epoch, handle, len(entry))
 

@@ -75,9 +75,7 @@ class Operator:
         if self.side_buffer:
             self.flush_side_outputs()
 
-    def push_input(
-        self, side: int, values: list[Any], timestamps: list[int | None] | None
-    ) -> None:
+    def push_input(self, side: int, values: list[Any], timestamps: list[int | None] | None) -> None:
         """A batch arriving on input ``side`` (two-input operators tell 0 and 1 apart)."""
         self.push(values, timestamps)
 
@@ -245,7 +243,10 @@ class TimestampsOperator(Operator):
     """``assign_timestamps_and_watermarks``: sets record timestamps, tracks the watermark."""
 
     def __init__(
-        self, operator_id: str, name: str, watermark_strategy: Any,
+        self,
+        operator_id: str,
+        name: str,
+        watermark_strategy: Any,
         convert: Callable[[list[Any]], list[Any]] | None = None,
     ) -> None:
         super().__init__(operator_id, name)
@@ -350,7 +351,7 @@ class KeyedOperator(UserFunctionOperator):
             out_t: list[int | None] = []
             side = self.side_buffer  # a new dict after each flush
             for start in range(0, len(due), _TIMER_BATCH):
-                chunk = due[start:start + _TIMER_BATCH]
+                chunk = due[start : start + _TIMER_BATCH]
                 if prefetch:
                     backend.prefetch([t[2] for t in chunk], [t[3] for t in chunk])
                 for ts, domain, key, kg in chunk:

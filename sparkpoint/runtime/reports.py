@@ -85,8 +85,13 @@ class EpochReport:
             "keyed_tasks": self.keyed_tasks,
             "on_preferred_executor": self.on_preferred_executor,
             "subtask_restores": [
-                {"operator": r.operator_id, "subtask": r.subtask, "executor": r.executor_id,
-                 "changelog_epochs": r.changelog_entries, "cause": r.cause}
+                {
+                    "operator": r.operator_id,
+                    "subtask": r.subtask,
+                    "executor": r.executor_id,
+                    "changelog_epochs": r.changelog_entries,
+                    "cause": r.cause,
+                }
                 for r in self.subtask_restores
             ],
             "failover": None if self.failover is None else dataclasses.asdict(self.failover),

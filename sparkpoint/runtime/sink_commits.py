@@ -53,8 +53,11 @@ class SinkCommits:
     def recommit(self, pending: Sequence[tuple[str, Sequence[Any]]]) -> None:
         """Commit again what a restored checkpoint recorded as pending (idempotent)."""
         self._apply(
-            [(op, [tuple(c) if isinstance(c, list) else c for c in committables])
-             for op, committables in pending if op in self.sinks],
+            [
+                (op, [tuple(c) if isinstance(c, list) else c for c in committables])
+                for op, committables in pending
+                if op in self.sinks
+            ],
             commit=True,
         )
 

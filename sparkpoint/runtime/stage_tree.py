@@ -53,8 +53,12 @@ class SinkOperator(Operator):
         committables = self.writer.prepare_commit()
         if committables:
             self.outputs.append(
-                SinkOutput(self.operator_id, self.env.subtask_index, tuple(committables),
-                           bool(self.sink.transactional))
+                SinkOutput(
+                    self.operator_id,
+                    self.env.subtask_index,
+                    tuple(committables),
+                    bool(self.sink.transactional),
+                )
             )
 
 
@@ -113,7 +117,9 @@ class StageTree:
     records come first)."""
 
     def __init__(
-        self, roots: list[Operator], entries: dict[int, list[tuple[Operator, int]]],
+        self,
+        roots: list[Operator],
+        entries: dict[int, list[tuple[Operator, int]]],
         deferred: frozenset[int] = frozenset(),
     ):
         self.roots = roots
@@ -161,7 +167,8 @@ def build_tree(
     for edge in stage.inputs:
         entries[edge.index] = [(ops[root], side) for root, side in edge.targets]
     deferred = frozenset(
-        edge.index for edge in stage.inputs
+        edge.index
+        for edge in stage.inputs
         if all(root.kind in BROADCAST and side == 0 for root, side in edge.targets)
     )
     return StageTree([ops[r] for r in stage.roots], entries, deferred)

@@ -30,7 +30,10 @@ class SubtaskRecovery:
     """Recovery base and changelog entries of one job run (see the module doc)."""
 
     def __init__(
-        self, plan: Plan, explicit_max_parallelism: bool, enabled: bool,
+        self,
+        plan: Plan,
+        explicit_max_parallelism: bool,
+        enabled: bool,
         hand_over: bool = False,
     ) -> None:
         self.plan = plan

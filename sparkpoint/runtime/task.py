@@ -88,7 +88,9 @@ class StageTask:
         self.routes = job.routes.get(stage.id)
         self.clock = FixedClock(spec.processing_time_ms)
         self.state = SubtaskState(
-            spec, stage, partition,
+            spec,
+            stage,
+            partition,
             lambda op_id: os.path.join(local_root, job.job_id, op_id, str(partition)),
             self.clock,
         )
@@ -151,9 +153,7 @@ class StageTask:
                 self._watermark_scope = split_range.split_id
                 self._split_done = split_range.last
         env = self._env()
-        tree = build_tree(
-            self.stage, spec.job.batch_mode, self.routes, self.out, self.sink_outputs
-        )
+        tree = build_tree(self.stage, spec.job.batch_mode, self.routes, self.out, self.sink_outputs)
         roots = tree.roots
         for root in roots:
             root.open(env)
@@ -251,9 +251,7 @@ class _Coalesced:
         self.values: list[Any] = []
         self.timestamps: list[int | None] | None = None
 
-    def add(
-        self, input_index: int, values: list[Any], timestamps: list[int | None] | None
-    ) -> None:
+    def add(self, input_index: int, values: list[Any], timestamps: list[int | None] | None) -> None:
         if self.values and (
             input_index != self.input_index or len(self.values) + len(values) > GROUP_TARGET
         ):

@@ -59,9 +59,7 @@ class CoOperator(UserFunctionOperator):
         super().__init__(operator_id, name, function)
         self.calls = (CALLS[kind](0), CALLS[kind](1))
 
-    def push_input(
-        self, side: int, values: list[Any], timestamps: list[int | None] | None
-    ) -> None:
+    def push_input(self, side: int, values: list[Any], timestamps: list[int | None] | None) -> None:
         ctx = ProcessContext(self.env)
         call, fn = self.calls[side], self.function
         out_v: list[Any] = []
@@ -95,9 +93,7 @@ class KeyedCoProcessOperator(KeyedProcessOperator):
         self.key_selectors = key_selectors
         self.side_calls = (CALLS[kind](0), CALLS[kind](1))
 
-    def push_input(
-        self, side: int, values: list[Any], timestamps: list[int | None] | None
-    ) -> None:
+    def push_input(self, side: int, values: list[Any], timestamps: list[int | None] | None) -> None:
         self.key_selector = self.key_selectors[side]
         self.call = self.side_calls[side]
         Operator.push(self, values, timestamps)

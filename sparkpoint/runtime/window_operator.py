@@ -100,9 +100,7 @@ class _MergingWindowSet:
                 merged_windows.remove(new_window)
                 result_window = merge_result
             state_window = self.mapping[next(iter(merged_windows))]
-            merged_states = [
-                self.mapping.pop(w) for w in list(merged_windows) if w in self.mapping
-            ]
+            merged_states = [self.mapping.pop(w) for w in list(merged_windows) if w in self.mapping]
             self.mapping[merge_result] = state_window
             merged_states.remove(state_window)
             if not (merge_result in merged_windows and len(merged_windows) == 1):
@@ -217,9 +215,7 @@ class _AssignerContext:
 class WindowOperator(KeyedOperator):
     """``window(...)``/``window_all(...)`` followed by reduce/aggregate/apply/process."""
 
-    def __init__(self, operator_id: str, name: str, spec: WindowSpec, key_selector: Any) -> (
-        None
-    ):
+    def __init__(self, operator_id: str, name: str, spec: WindowSpec, key_selector: Any) -> None:
         super().__init__(operator_id, name, spec.window_function, key_selector)
         self.spec = spec
         self.assigner = spec.assigner
@@ -240,7 +236,8 @@ class WindowOperator(KeyedOperator):
         self.timers = backend.get_partitioned_state(MapStateDescriptor(TIMERS, pickled, pickled))
         self.merging_state = (
             backend.get_partitioned_state(MapStateDescriptor(MERGING_SET, pickled, pickled))
-            if self.merging else None
+            if self.merging
+            else None
         )
         self.trigger_ctx = _TriggerContext(self)
         self.window_ctx = _WindowContext(self, self.merging)
@@ -386,8 +383,13 @@ class WindowOperator(KeyedOperator):
             self.contents.clear()
         self._register_cleanup_timer(window)
 
-    def _merge(self, merge_result: Any, merged_windows: Any, state_window: Any,
-               merged_state_windows: list[Any]) -> None:
+    def _merge(
+        self,
+        merge_result: Any,
+        merged_windows: Any,
+        state_window: Any,
+        merged_state_windows: list[Any],
+    ) -> None:
         if self.event_time:
             if merge_result.max_timestamp() + self.allowed_lateness <= self.env.watermark:
                 raise RuntimeError(

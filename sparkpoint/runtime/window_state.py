@@ -29,9 +29,7 @@ class WindowScope:
 class WindowedState(MapSyntax):
     """A state of one kind, per key and window, stored as ``window -> value`` in a map."""
 
-    def __init__(self, backend: Any, name: str, desc: StateDescriptor, scope: WindowScope) -> (
-        None
-    ):
+    def __init__(self, backend: Any, name: str, desc: StateDescriptor, scope: WindowScope) -> None:
         self._map = backend.get_partitioned_state(
             MapStateDescriptor(name, Types.PICKLED_BYTE_ARRAY(), Types.PICKLED_BYTE_ARRAY())
         )
@@ -161,9 +159,11 @@ class WindowedState(MapSyntax):
         return not self._dict()
 
 
-
 def windowed_state(
-    cache: dict[str, WindowedState], backend: Any, prefix: str, desc: StateDescriptor,
+    cache: dict[str, WindowedState],
+    backend: Any,
+    prefix: str,
+    desc: StateDescriptor,
     scope: WindowScope,
 ) -> WindowedState:
     """The windowed state for ``desc`` under ``prefix`` (one object per name)."""

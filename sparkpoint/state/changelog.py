@@ -40,8 +40,15 @@ def encode_entry(backend: str, payload: bytes) -> bytes:
     """One changelog entry of ``backend`` holding ``payload`` (compressed)."""
     name = backend.encode()
     compressed = _CODEC.compress(payload, asbytes=True)
-    return b"".join((_MAGIC, struct.pack(">BB", _VERSION, len(name)), name,
-                     struct.pack(">Q", len(payload)), compressed))
+    return b"".join(
+        (
+            _MAGIC,
+            struct.pack(">BB", _VERSION, len(name)),
+            name,
+            struct.pack(">Q", len(payload)),
+            compressed,
+        )
+    )
 
 
 def decode_entry(raw: bytes, backend: str, where: str) -> memoryview:
@@ -52,12 +59,16 @@ def decode_entry(raw: bytes, backend: str, where: str) -> memoryview:
         raise RestoreError(f"Changelog entry {where} is not a sparkpoint changelog entry")
     version, size = struct.unpack(">BB", view[4:6])
     if version not in (_UNCOMPRESSED, _VERSION):
-        raise RestoreError(f"Changelog entry {where} has version {version}; this sparkpoint "
-                           f"reads versions {_UNCOMPRESSED} and {_VERSION}")
+        raise RestoreError(
+            f"Changelog entry {where} has version {version}; this sparkpoint "
+            f"reads versions {_UNCOMPRESSED} and {_VERSION}"
+        )
     name = bytes(view[6 : 6 + size]).decode()
     if name != backend:
-        raise RestoreError(f"Changelog entry {where} was written by the {name} backend and "
-                           f"cannot be applied to {backend} state")
+        raise RestoreError(
+            f"Changelog entry {where} was written by the {name} backend and "
+            f"cannot be applied to {backend} state"
+        )
     payload = view[6 + size :]
     if version == _UNCOMPRESSED:
         return payload

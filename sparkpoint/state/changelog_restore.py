@@ -67,8 +67,9 @@ def rebuild_as_snapshot(
     when empty); ``params`` gives everything but the key groups and the local directory."""
     # beside the subtask's own local state (an executor's local disk), else the temp dir
     parent = os.path.dirname(params.local_dir.rstrip(os.sep)) if params.local_dir else ""
-    scratch_dir = tempfile.mkdtemp(prefix="sparkpoint-changelog-",
-                                   dir=parent if os.path.isdir(parent) else None)
+    scratch_dir = tempfile.mkdtemp(
+        prefix="sparkpoint-changelog-", dir=parent if os.path.isdir(parent) else None
+    )
     scratch_params = dataclasses.replace(
         params, key_group_range=handle.range, local_dir=scratch_dir
     )
@@ -86,9 +87,7 @@ def rebuild_as_snapshot(
         shutil.rmtree(scratch_dir, ignore_errors=True)
 
 
-def _scratch_backend(
-    identifier: str, params: KeyedStateBackendParameters
-) -> KeyedStateBackend:
+def _scratch_backend(identifier: str, params: KeyedStateBackendParameters) -> KeyedStateBackend:
     if identifier == "heap":
         from sparkpoint.state.heap import HeapKeyedStateBackend
 

@@ -25,8 +25,15 @@ from sparkpoint.state.serializers import (
 
 __all__ = ["decode_column", "encode_column"]
 
-_NUMPY = {"BYTE": ">i1", "SHORT": ">i2", "INT": ">i4", "LONG": ">i8", "DOUBLE": ">f8",
-          "FLOAT": ">f4", "BOOLEAN": "?"}
+_NUMPY = {
+    "BYTE": ">i1",
+    "SHORT": ">i2",
+    "INT": ">i4",
+    "LONG": ">i8",
+    "DOUBLE": ">f8",
+    "FLOAT": ">f4",
+    "BOOLEAN": "?",
+}
 # FLOAT is decode-only: numpy would turn an out-of-range double into inf where struct fails.
 _ENCODABLE = frozenset({"BYTE", "SHORT", "INT", "LONG", "DOUBLE", "BOOLEAN"})
 _MAX_SHORT_PREFIX = 1 << 14  # lengths with a 1- or 2-byte varint prefix
@@ -39,7 +46,8 @@ def _generic_encode(ser: TypeSerializer, values: Sequence[Any]) -> pa.Array:
 
 def _binary_from(n: int, offsets: np.ndarray, data: np.ndarray | bytes) -> pa.Array:
     return pa.Array.from_buffers(
-        pa.binary(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)])
+        pa.binary(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]
+    )
 
 
 def _offsets(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -47,8 +55,11 @@ def _offsets(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     n = len(arr)
     _, off_buf, data_buf = arr.buffers()
     offsets = np.frombuffer(off_buf, dtype=np.int32)[arr.offset : arr.offset + n + 1]
-    data = (np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None
-            else np.zeros(0, dtype=np.uint8))
+    data = (
+        np.frombuffer(data_buf, dtype=np.uint8)
+        if data_buf is not None
+        else np.zeros(0, dtype=np.uint8)
+    )
     return offsets, data
 
 
@@ -68,8 +79,11 @@ def encode_column(ser: TypeSerializer, values: Sequence[Any]) -> pa.Array:
         return _binary_from(n, np.arange(0, (n + 1) * width, width), packed.tobytes())
     if isinstance(ser, BytesSerializer | StringSerializer):
         try:
-            raw = (pa.array(values, pa.string()).cast(pa.binary())
-                   if isinstance(ser, StringSerializer) else pa.array(values, pa.binary()))
+            raw = (
+                pa.array(values, pa.string()).cast(pa.binary())
+                if isinstance(ser, StringSerializer)
+                else pa.array(values, pa.binary())
+            )
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
             return _generic_encode(ser, values)
         if raw.null_count:

@@ -46,8 +46,7 @@ def restore_key_groups(
     was_enabled = gc.isenabled()
     gc.disable()  # restoring allocates millions of objects and no cycles: skip GC passes
     try:
-        return _restore(handles, key_group_range, max_parallelism, table_for,
-                        pickle_block_sink)
+        return _restore(handles, key_group_range, max_parallelism, table_for, pickle_block_sink)
     finally:
         if was_enabled:
             gc.enable()
@@ -95,14 +94,16 @@ def _restore(
                 bounds = [0, *(np.flatnonzero(np.diff(ids)) + 1).tolist(), len(ids)]
                 for lo, hi in itertools.pairwise(bounds):
                     _table(tables, int(ids[lo]), kg).put_entries_arrow(
-                        kg, keys.slice(lo, hi - lo), uks.slice(lo, hi - lo),
-                        vals.slice(lo, hi - lo))
+                        kg, keys.slice(lo, hi - lo), uks.slice(lo, hi - lo), vals.slice(lo, hi - lo)
+                    )
                 restored += batch.num_rows
     return restored
 
 
 def _table(tables: list[StateTable], state_id: int, key_group: int) -> StateTable:
     if not 0 <= state_id < len(tables):
-        raise RestoreError(f"Corrupt keyed state snapshot: state id {state_id} in key group "
-                           f"{key_group} but only {len(tables)} states")
+        raise RestoreError(
+            f"Corrupt keyed state snapshot: state id {state_id} in key group "
+            f"{key_group} but only {len(tables)} states"
+        )
     return tables[state_id]

@@ -199,8 +199,10 @@ def compute_default_max_parallelism(parallelism: int) -> int:
     if parallelism <= 0:
         raise ValueError(f"Operator parallelism must be greater than 0, was {parallelism}")
     return min(
-        max(_round_up_to_power_of_two(parallelism + parallelism // 2),
-            DEFAULT_LOWER_BOUND_MAX_PARALLELISM),
+        max(
+            _round_up_to_power_of_two(parallelism + parallelism // 2),
+            DEFAULT_LOWER_BOUND_MAX_PARALLELISM,
+        ),
         UPPER_BOUND_MAX_PARALLELISM,
     )
 

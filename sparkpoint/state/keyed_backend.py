@@ -40,7 +40,6 @@ _KG_CACHE_SIZE = 1 << 20
 _CACHEABLE = frozenset({int, str, bytes})
 
 
-
 class SnapshotView(abc.ABC):
     """A consistent copy of the tables, taken synchronously, read by the upload step."""
 
@@ -179,12 +178,15 @@ class AbstractKeyedStateBackend(KeyedStateBackend):
                     key = old.meta.decode_key(k)
                     stored = old.meta.decode_value(v)
                     new.put_entry_bytes(
-                        kg, meta.encode_key(key),
+                        kg,
+                        meta.encode_key(key),
                         None if uk is None else meta.encode_user_key(old.meta.decode_user_key(uk)),
-                        meta.encode_value(stored))
+                        meta.encode_value(stored),
+                    )
         except (ValueError, TypeError, struct_error) as e:
-            raise RestoreError(f"State {meta.name!r} cannot be migrated to its new "
-                               f"serializers: {e}") from e
+            raise RestoreError(
+                f"State {meta.name!r} cannot be migrated to its new serializers: {e}"
+            ) from e
         old.clear()
         self._tables[meta.name] = new
         return new
@@ -254,8 +256,9 @@ class AbstractKeyedStateBackend(KeyedStateBackend):
     ) -> Callable[[], KeyedStateHandle | None]:
         """A full (key-groups) snapshot: consistent view now, upload when called."""
         metas = tuple(t.meta for t in self._tables.values())
-        header = SnapshotHeader(self.max_parallelism, self._range, metas, snapshot_type,
-                                self.backend_name)
+        header = SnapshotHeader(
+            self.max_parallelism, self._range, metas, snapshot_type, self.backend_name
+        )
         if not metas:
             return lambda: None
         view = self._snapshot_view(metas)
@@ -293,9 +296,7 @@ class AbstractKeyedStateBackend(KeyedStateBackend):
 
         return upload
 
-    def _full_snapshot_ttl_cleanups(
-        self, metas: Sequence[RegisteredStateMeta]
-    ) -> list[int | None]:
+    def _full_snapshot_ttl_cleanups(self, metas: Sequence[RegisteredStateMeta]) -> list[int | None]:
         """Per state, the TTL in ms when expired entries are dropped from full snapshots."""
         out: list[int | None] = []
         for meta in metas:
@@ -315,8 +316,13 @@ class AbstractKeyedStateBackend(KeyedStateBackend):
         others = [h for h in handles if not isinstance(h, KeyGroupsStateHandle)]
         if others:
             self._restore_other(others)
-        restore_key_groups(key_groups, self._range, self.max_parallelism,
-                           self._table_for_restore, self._pickle_block_sink())
+        restore_key_groups(
+            key_groups,
+            self._range,
+            self.max_parallelism,
+            self._table_for_restore,
+            self._pickle_block_sink(),
+        )
 
     def _pickle_block_sink(self) -> PickleBlockSink | None:
         """Where undecoded ``pickle`` blocks go on restore (``None``: decode them now)."""
@@ -325,8 +331,9 @@ class AbstractKeyedStateBackend(KeyedStateBackend):
     def _restore_other(self, handles: Sequence[KeyedStateHandle]) -> None:
         """Restore handle types other than key-groups handles (RocksDB incremental)."""
         kinds = sorted({type(h).__name__ for h in handles})
-        raise RestoreError(f"{type(self).__name__} cannot restore state handles of type "
-                           f"{', '.join(kinds)}")
+        raise RestoreError(
+            f"{type(self).__name__} cannot restore state handles of type {', '.join(kinds)}"
+        )
 
     def _table_for_restore(self, meta: RegisteredStateMeta) -> StateTable:
         """The table restored entries of ``meta`` go into (created on first use)."""

@@ -53,8 +53,12 @@ class LocalCommitMarker:
     def to_bytes(self) -> bytes:
         """The marker as stored by ``commit_local(epoch, extra)``."""
         return json.dumps(
-            {"job": self.job_id, "incarnation": self.incarnation, "run": self.run,
-             "timers": list(self.timers)}
+            {
+                "job": self.job_id,
+                "incarnation": self.incarnation,
+                "run": self.run,
+                "timers": list(self.timers),
+            }
         ).encode()
 
     @staticmethod
@@ -67,7 +71,9 @@ class LocalCommitMarker:
             data = json.loads(raw)
             timers = data.get("timers") or [None, None]
             return LocalCommitMarker(
-                str(data["job"]), int(data["incarnation"]), data.get("run"),
+                str(data["job"]),
+                int(data["incarnation"]),
+                data.get("run"),
                 (timers[0], timers[1]),
             )
         except (ValueError, KeyError, TypeError, IndexError):

@@ -40,19 +40,27 @@ def redistribute_operator_state(
                 if meta.distribution_mode is not Mode.BROADCAST:
                     raise RestoreError(
                         f"Operator state {name!r} is {meta.distribution_mode.name} state; "
-                        "sparkpoint keeps only broadcast state")
+                        "sparkpoint keeps only broadcast state"
+                    )
                 copies.setdefault(name, []).append((h.delegate, meta.offsets))
     # per new subtask: delegate -> name -> offsets
     assign: list[dict[StreamStateHandle, dict[str, Sequence[int]]]] = [
-        {} for _ in range(new_parallelism)]
+        {} for _ in range(new_parallelism)
+    ]
     for name, per_old in copies.items():
         for i in range(new_parallelism):
             delegate, offsets = per_old[i % len(per_old)]
             assign[i].setdefault(delegate, {})[name] = offsets
     return [
-        [OperatorStateHandle(
-            {name: StateMetaInfo(tuple(offs), Mode.BROADCAST) for name, offs in per_name.items()},
-            delegate)
-         for delegate, per_name in per_delegate.items()]
+        [
+            OperatorStateHandle(
+                {
+                    name: StateMetaInfo(tuple(offs), Mode.BROADCAST)
+                    for name, offs in per_name.items()
+                },
+                delegate,
+            )
+            for delegate, per_name in per_delegate.items()
+        ]
         for per_delegate in assign
     ]

@@ -46,16 +46,15 @@ class KeyContext(Protocol):
 class _Ttl:
     """TTL decisions for one state (absent when TTL is off)."""
 
-    __slots__ = ("_cleanup", "_cleanup_size", "_ctx", "millis", "return_expired",
-                 "update_on_read")
+    __slots__ = ("_cleanup", "_cleanup_size", "_ctx", "millis", "return_expired", "update_on_read")
 
     def __init__(self, config: StateTtlConfig, ctx: KeyContext, table: StateTable) -> None:
         self.millis = config.get_ttl_millis()
-        self.update_on_read = (
-            config.get_update_type() == StateTtlConfig.UpdateType.OnReadAndWrite)
+        self.update_on_read = config.get_update_type() == StateTtlConfig.UpdateType.OnReadAndWrite
         self.return_expired = (
             config.get_state_visibility()
-            == StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp)
+            == StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp
+        )
         self._ctx = ctx
         incremental = config.get_cleanup_strategies().get_incremental_cleanup_strategy()
         self._cleanup = getattr(table, "cleanup_expired_step", None) if incremental else None
@@ -81,8 +80,7 @@ class State:
         self._ctx = ctx
         self._desc = desc
         cfg = desc.get_ttl_config()
-        self._ttl = (_Ttl(cfg, ctx, table) if cfg is not None and cfg.is_enabled()
-                     else None)
+        self._ttl = _Ttl(cfg, ctx, table) if cfg is not None and cfg.is_enabled() else None
 
     def clear(self) -> None:
         """Remove the value of the current key."""
@@ -236,8 +234,9 @@ class MapState(MapSyntax, State):
             self._table.map_remove(ctx.current_key_group, ctx.current_key, user_key)
             return stored.value if ttl.return_expired else MISSING
         if ttl.update_on_read:
-            self._table.map_put(ctx.current_key_group, ctx.current_key, user_key,
-                                TtlValue(stored.value, now))
+            self._table.map_put(
+                ctx.current_key_group, ctx.current_key, user_key, TtlValue(stored.value, now)
+            )
         return stored.value
 
     def _now(self) -> int | None:
@@ -282,8 +281,9 @@ class MapState(MapSyntax, State):
                 if not ttl.return_expired:
                     continue
             elif ttl.update_on_read:
-                self._table.map_put(ctx.current_key_group, ctx.current_key, uk,
-                                    TtlValue(stored.value, now))
+                self._table.map_put(
+                    ctx.current_key_group, ctx.current_key, uk, TtlValue(stored.value, now)
+                )
             out.append((uk, stored.value))
         return out
 
@@ -305,7 +305,6 @@ class MapState(MapSyntax, State):
             ctx = self._ctx
             return self._table.map_is_empty(ctx.current_key_group, ctx.current_key)
         return not self._live_entries()
-
 
 
 class ReducingState(State):

@@ -42,22 +42,24 @@ __all__ = [
     "read_snapshot_headers",
 ]
 
-SAVEPOINT_TABLE_SCHEMA = pa.schema([
-    pa.field("operator_id", pa.string()),
-    pa.field("subtask", pa.int32()),
-    pa.field("state_name", pa.string()),
-    pa.field("state_kind", pa.string()),
-    pa.field("key_group", pa.int32()),
-    pa.field("key", pa.binary()),
-    pa.field("user_key", pa.binary()),
-    pa.field("value", pa.binary()),
-    pa.field("ttl_timestamp", pa.int64()),
-])
+SAVEPOINT_TABLE_SCHEMA = pa.schema(
+    [
+        pa.field("operator_id", pa.string()),
+        pa.field("subtask", pa.int32()),
+        pa.field("state_name", pa.string()),
+        pa.field("state_kind", pa.string()),
+        pa.field("key_group", pa.int32()),
+        pa.field("key", pa.binary()),
+        pa.field("user_key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("ttl_timestamp", pa.int64()),
+    ]
+)
 
 
-def _object_rows(meta: RegisteredStateMeta, objects: dict[Any, Any]) -> Iterable[
-    tuple[bytes, bytes | None, bytes]
-]:
+def _object_rows(
+    meta: RegisteredStateMeta, objects: dict[Any, Any]
+) -> Iterable[tuple[bytes, bytes | None, bytes]]:
     for key, stored in objects.items():
         kb = meta.encode_key(key)
         if meta.kind is StateKind.MAP:
@@ -92,7 +94,8 @@ def read_keyed_state(
                 continue
             if header.block_encoding in OBJECT_ENCODINGS:
                 for sid, objects in decode_object_block(
-                        header.block_encoding, block, [m.name for m in header.states]):
+                    header.block_encoding, block, [m.name for m in header.states]
+                ):
                     meta = header.states[sid]
                     for k, uk, v in _object_rows(meta, objects):
                         add(meta, kg, k, uk, v)

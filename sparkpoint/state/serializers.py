@@ -140,8 +140,15 @@ class TypeSerializer(abc.ABC):
 class FixedSerializer(TypeSerializer):
     """A fixed-width primitive packed with ``struct`` (BOOLEAN, BYTE, ... DOUBLE)."""
 
-    _FORMATS = {"BOOLEAN": ">?", "BYTE": ">b", "SHORT": ">h", "INT": ">i", "LONG": ">q",
-                "FLOAT": ">f", "DOUBLE": ">d"}
+    _FORMATS = {
+        "BOOLEAN": ">?",
+        "BYTE": ">b",
+        "SHORT": ">h",
+        "INT": ">i",
+        "LONG": ">q",
+        "FLOAT": ">f",
+        "DOUBLE": ">d",
+    }
 
     def __init__(self, type_name: str) -> None:
         if type_name not in self._FORMATS:
@@ -149,8 +156,9 @@ class FixedSerializer(TypeSerializer):
         self.type_name = type_name
         self._struct = struct.Struct(self._FORMATS[type_name])
         self._size = self._struct.size
-        self._cast = bool if type_name == "BOOLEAN" else (
-            float if type_name in ("FLOAT", "DOUBLE") else int)
+        self._cast = (
+            bool if type_name == "BOOLEAN" else (float if type_name in ("FLOAT", "DOUBLE") else int)
+        )
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle by type name (a ``struct.Struct`` does not pickle), so that type
@@ -454,8 +462,11 @@ class MapSerializer(TypeSerializer):
         return result, pos
 
     def snapshot_config(self) -> Any:
-        return {"type": "MAP", "key": self.key.snapshot_config(),
-                "value": self.value.snapshot_config()}
+        return {
+            "type": "MAP",
+            "key": self.key.snapshot_config(),
+            "value": self.value.snapshot_config(),
+        }
 
 
 class TupleSerializer(TypeSerializer):
@@ -548,11 +559,13 @@ def serializer_from_config(config: Any) -> TypeSerializer:
         if kind in ("LIST", "PRIMITIVE_ARRAY", "BASIC_ARRAY"):
             return ListSerializer(serializer_from_config(config["element"]), kind)
         if kind == "MAP":
-            return MapSerializer(serializer_from_config(config["key"]),
-                                 serializer_from_config(config["value"]))
+            return MapSerializer(
+                serializer_from_config(config["key"]), serializer_from_config(config["value"])
+            )
         if kind == "TUPLE":
             return TupleSerializer([serializer_from_config(f) for f in config["fields"]])
         if kind == "ROW":
-            return RowSerializer([serializer_from_config(f) for f in config["fields"]],
-                                 config.get("names"))
+            return RowSerializer(
+                [serializer_from_config(f) for f in config["fields"]], config.get("names")
+            )
     raise ValueError(f"Unknown serializer config {config!r}")

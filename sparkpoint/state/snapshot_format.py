@@ -76,12 +76,14 @@ __all__ = [
 
 MAGIC = b"SPKG"
 FORMAT_VERSION = 1
-SCHEMA = pa.schema([
-    pa.field("state_id", pa.uint16(), nullable=False),
-    pa.field("key", pa.binary(), nullable=False),
-    pa.field("user_key", pa.binary()),
-    pa.field("value", pa.binary(), nullable=False),
-])
+SCHEMA = pa.schema(
+    [
+        pa.field("state_id", pa.uint16(), nullable=False),
+        pa.field("key", pa.binary(), nullable=False),
+        pa.field("user_key", pa.binary()),
+        pa.field("value", pa.binary(), nullable=False),
+    ]
+)
 # Block encodings whose blocks decode to stored objects (heap checkpoints).
 OBJECT_ENCODINGS = ("pickle", "pickle-chain")
 _U16 = struct.Struct(">H")
@@ -111,8 +113,10 @@ class SnapshotHeader:
         return {
             "format_version": self.format_version,
             "max_parallelism": self.max_parallelism,
-            "key_group_range": [self.key_group_range.start_key_group,
-                                self.key_group_range.end_key_group],
+            "key_group_range": [
+                self.key_group_range.start_key_group,
+                self.key_group_range.end_key_group,
+            ],
             "snapshot_type": self.snapshot_type,
             "backend": self.backend,
             "block_encoding": self.block_encoding,
@@ -221,8 +225,9 @@ def _read_exact(stream: BinaryIO, n: int, what: str) -> bytes:
     data = stream.read(n)
     if data is None or len(data) != n:
         got = 0 if data is None else len(data)
-        raise RestoreError(f"Truncated keyed state snapshot: expected {n} bytes of {what}, "
-                           f"got {got}")
+        raise RestoreError(
+            f"Truncated keyed state snapshot: expected {n} bytes of {what}, got {got}"
+        )
     return bytes(data)
 
 
@@ -230,12 +235,15 @@ def read_header(stream: BinaryIO) -> SnapshotHeader:
     """Read and validate the header at the start of ``stream``."""
     head = _read_exact(stream, 10, "header")
     if head[:4] != MAGIC:
-        raise RestoreError(f"Not a sparkpoint keyed state snapshot (magic {head[:4]!r}, "
-                           f"expected {MAGIC!r})")
+        raise RestoreError(
+            f"Not a sparkpoint keyed state snapshot (magic {head[:4]!r}, expected {MAGIC!r})"
+        )
     version = _U16.unpack_from(head, 4)[0]
     if version != FORMAT_VERSION:
-        raise RestoreError(f"Unsupported keyed state snapshot version {version} "
-                           f"(this sparkpoint reads version {FORMAT_VERSION})")
+        raise RestoreError(
+            f"Unsupported keyed state snapshot version {version} "
+            f"(this sparkpoint reads version {FORMAT_VERSION})"
+        )
     body_len = _U32.unpack_from(head, 6)[0]
     try:
         data = json.loads(_read_exact(stream, body_len, "JSON header"))
@@ -261,8 +269,10 @@ def read_key_group(stream: BinaryIO, key_group: int, offset: int) -> bytes | Non
     stream.seek(offset)
     kg, size = _BLOCK.unpack(_read_exact(stream, _BLOCK.size, "key-group block header"))
     if kg != key_group:
-        raise RestoreError(f"Corrupt keyed state snapshot: expected key group {key_group} at "
-                           f"offset {offset}, found {kg}")
+        raise RestoreError(
+            f"Corrupt keyed state snapshot: expected key group {key_group} at "
+            f"offset {offset}, found {kg}"
+        )
     if size == 0:
         return None
     return _read_exact(stream, size, f"key group {key_group}")
@@ -278,9 +288,9 @@ def decode_pickle_block(block: bytes) -> list[tuple[int, dict[Any, Any]]]:
     return pickle.loads(block)
 
 
-def read_chain_block(block: bytes | memoryview) -> tuple[
-    list[str | None], bytes | None, list[list[tuple[str, dict[Any, Any], list[Any]]]]
-]:
+def read_chain_block(
+    block: bytes | memoryview,
+) -> tuple[list[str | None], bytes | None, list[list[tuple[str, dict[Any, Any], list[Any]]]]]:
     """The base state names, the base ``pickle`` block (undecoded) and the decoded deltas of
     a ``pickle-chain`` block."""
     try:
@@ -319,7 +329,8 @@ def decode_object_block(
     return sorted(groups.items())
 
 
-def chain_block(base_names: Sequence[str | None], base: bytes | None,
-                deltas: Sequence[bytes]) -> bytes:
+def chain_block(
+    base_names: Sequence[str | None], base: bytes | None, deltas: Sequence[bytes]
+) -> bytes:
     """A ``pickle-chain`` block (see the module docstring)."""
     return pickle.dumps((list(base_names), base, list(deltas)), protocol=5)

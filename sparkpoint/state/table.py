@@ -81,8 +81,9 @@ class RegisteredStateMeta:
             user_key = desc.key_type_info.get_serializer()
         else:
             value = desc.type_info.get_serializer()
-        return RegisteredStateMeta(desc.name, desc.kind, key_serializer, value, user_key,
-                                   desc.ttl_enabled)
+        return RegisteredStateMeta(
+            desc.name, desc.kind, key_serializer, value, user_key, desc.ttl_enabled
+        )
 
     def to_json(self) -> dict[str, Any]:
         """JSON form recorded in snapshot and savepoint headers."""
@@ -91,8 +92,11 @@ class RegisteredStateMeta:
             "kind": self.kind.value,
             "key_serializer": self.key_serializer.snapshot_config(),
             "value_serializer": self.value_serializer.snapshot_config(),
-            "user_key_serializer": (None if self.user_key_serializer is None
-                                    else self.user_key_serializer.snapshot_config()),
+            "user_key_serializer": (
+                None
+                if self.user_key_serializer is None
+                else self.user_key_serializer.snapshot_config()
+            ),
             "ttl": self.ttl,
         }
 
@@ -300,19 +304,21 @@ class StateTable(abc.ABC):
         """Insert one entry given in canonical bytes (restore, migration)."""
 
     def put_entries_bytes(
-        self, key_group: int, keys: list[bytes], user_keys: list[bytes | None],
+        self,
+        key_group: int,
+        keys: list[bytes],
+        user_keys: list[bytes | None],
         values: list[bytes],
     ) -> None:
         """Bulk ``put_entry_bytes`` of one key group (restore)."""
         for k, uk, v in zip(keys, user_keys, values):
             self.put_entry_bytes(key_group, k, uk, v)
 
-    def put_entries_arrow(
-        self, key_group: int, keys: Any, user_keys: Any, values: Any
-    ) -> None:
+    def put_entries_arrow(self, key_group: int, keys: Any, user_keys: Any, values: Any) -> None:
         """Bulk insert of one key group from pyarrow ``binary`` arrays (restore)."""
-        self.put_entries_bytes(key_group, keys.to_pylist(), user_keys.to_pylist(),
-                               values.to_pylist())
+        self.put_entries_bytes(
+            key_group, keys.to_pylist(), user_keys.to_pylist(), values.to_pylist()
+        )
 
     def put_group_objects(self, key_group: int, objects: dict[Any, Any]) -> None:
         """Bulk insert of stored objects of one key group: ``{key: stored}`` or, for MAP,

@@ -96,8 +96,10 @@ class StateTtlConfig:
 
         def __init__(
             self,
-            strategies: dict[StateTtlConfig.CleanupStrategies.Strategies,
-                             StateTtlConfig.CleanupStrategies.CleanupStrategy],
+            strategies: dict[
+                StateTtlConfig.CleanupStrategies.Strategies,
+                StateTtlConfig.CleanupStrategies.CleanupStrategy,
+            ],
             is_cleanup_in_background: bool,
         ) -> None:
             self._strategies = dict(strategies)
@@ -221,7 +223,8 @@ class StateTtlConfig:
         def return_expired_if_not_cleaned_up(self) -> StateTtlConfig.Builder:
             """Return expired values until they are cleaned up."""
             return self.set_state_visibility(
-                StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp)
+                StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp
+            )
 
         def never_return_expired(self) -> StateTtlConfig.Builder:
             """Never return expired values."""
@@ -237,7 +240,8 @@ class StateTtlConfig:
         def use_processing_time(self) -> StateTtlConfig.Builder:
             """Measure TTL in processing time."""
             return self.set_ttl_time_characteristic(
-                StateTtlConfig.TtlTimeCharacteristic.ProcessingTime)
+                StateTtlConfig.TtlTimeCharacteristic.ProcessingTime
+            )
 
         def cleanup_full_snapshot(self) -> StateTtlConfig.Builder:
             """Leave expired entries out of full snapshots."""
@@ -251,7 +255,8 @@ class StateTtlConfig:
             """Check ``cleanup_size`` entries for expiry on each state access."""
             cls = StateTtlConfig.CleanupStrategies
             self._strategies[cls.Strategies.INCREMENTAL_CLEANUP] = cls.IncrementalCleanupStrategy(
-                cleanup_size, run_cleanup_for_every_record)
+                cleanup_size, run_cleanup_for_every_record
+            )
             return self
 
         def cleanup_in_rocksdb_compact_filter(
@@ -260,7 +265,8 @@ class StateTtlConfig:
             """Drop expired entries in RocksDB compactions."""
             cls = StateTtlConfig.CleanupStrategies
             self._strategies[cls.Strategies.ROCKSDB_COMPACTION_FILTER] = (
-                cls.RocksdbCompactFilterCleanupStrategy(query_time_after_num_entries))
+                cls.RocksdbCompactFilterCleanupStrategy(query_time_after_num_entries)
+            )
             return self
 
         def disable_cleanup_in_background(self) -> StateTtlConfig.Builder:

@@ -71,8 +71,11 @@ def _compile(ti: TypeInformation) -> BatchConverter | None:
         return _row(ti)
     if isinstance(ti, TupleTypeInfo):
         return _tuple(ti)
-    if isinstance(ti, PrimitiveArrayTypeInfo) and isinstance(ti.element, BasicTypeInfo) \
-            and ti.element.type_name == "BYTE":
+    if (
+        isinstance(ti, PrimitiveArrayTypeInfo)
+        and isinstance(ti.element, BasicTypeInfo)
+        and ti.element.type_name == "BYTE"
+    ):
         return _nullable(lambda vs: [bytes(v) for v in vs])
     if isinstance(ti, (ListTypeInfo, BasicArrayTypeInfo, PrimitiveArrayTypeInfo)):
         return _list(batch_converter(ti.element))
@@ -106,8 +109,11 @@ def _basic(name: str) -> BatchConverter | None:
     if name == "BOOLEAN":
         return _nullable(lambda vs: [bool(v) for v in vs])
     if name == "BIG_DEC":
-        return _nullable(lambda vs: [v if isinstance(v, decimal.Decimal)
-                                     else decimal.Decimal(str(v)) for v in vs])
+        return _nullable(
+            lambda vs: [
+                v if isinstance(v, decimal.Decimal) else decimal.Decimal(str(v)) for v in vs
+            ]
+        )
     if name == "SQL_DATE":
         return _nullable(lambda vs: [_date(v) for v in vs])
     if name == "SQL_TIME":
@@ -121,8 +127,8 @@ def _integers(lo: int, hi: int, c_name: str) -> BatchConverter:
         if not kinds <= {int, bool}:
             bad = next(v for v in values if not isinstance(v, int))
             raise TypeError(
-                f"a value declared as {c_name} must be an int, got "
-                f"{type(bad).__name__} {bad!r}")
+                f"a value declared as {c_name} must be an int, got {type(bad).__name__} {bad!r}"
+            )
         if values and (min(values) < lo or max(values) > hi):
             raise OverflowError(f"value too large to convert to {c_name}")
         return [int(v) for v in values] if bool in kinds else values
@@ -187,8 +193,9 @@ def _convert_columns(columns: list[list[Any]], convs: list[BatchConverter | None
 def _row(ti: RowTypeInfo) -> BatchConverter:
     names = tuple(ti.field_names)
     fields = list(names)
-    convs = [_nullable(c) if (c := batch_converter(t)) is not None else None
-             for t in ti.field_types]
+    convs = [
+        _nullable(c) if (c := batch_converter(t)) is not None else None for t in ti.field_types
+    ]
     arity = len(names)
 
     def run(values: list[Any]) -> list[Any]:
@@ -203,17 +210,16 @@ def _row(ti: RowTypeInfo) -> BatchConverter:
 
 
 def _tuple(ti: TupleTypeInfo) -> BatchConverter | None:
-    convs = [_nullable(c) if (c := batch_converter(t)) is not None else None
-             for t in ti.field_types]
+    convs = [
+        _nullable(c) if (c := batch_converter(t)) is not None else None for t in ti.field_types
+    ]
     arity = len(convs)
 
     def run(values: list[Any]) -> list[Any]:
         columns = _columns(values, arity, "tuple")
         originals = list(columns)
         _convert_columns(columns, convs)
-        if set(map(type, values)) <= {tuple} and all(
-            a is b for a, b in zip(originals, columns)
-        ):
+        if set(map(type, values)) <= {tuple} and all(a is b for a, b in zip(originals, columns)):
             return values  # every field was valid as it was: no new tuples (and no GC work)
         return list(zip(*columns)) if arity else [() for _ in values]
 
@@ -231,7 +237,7 @@ def _list(elem: BatchConverter | None) -> BatchConverter:
         out, at = [], 0
         for v in values:
             n = len(v)
-            out.append(converted[at:at + n])
+            out.append(converted[at : at + n])
             at += n
         return out
 
@@ -252,7 +258,7 @@ def _map(key: BatchConverter | None, value: BatchConverter | None) -> BatchConve
         out, at = [], 0
         for m in values:
             n = len(m)
-            out.append(dict(zip(keys[at:at + n], vals[at:at + n])))
+            out.append(dict(zip(keys[at : at + n], vals[at : at + n])))
             at += n
         return out
 

@@ -182,7 +182,8 @@ class RowTypeInfo(TypeInformation):
         self.field_types = list(field_types)
         self._named = field_names is not None
         self.field_names = (
-            list(field_names) if field_names is not None
+            list(field_names)
+            if field_names is not None
             else [f"f{i}" for i in range(len(self.field_types))]
         )
         if len(self.field_names) != len(self.field_types):
@@ -203,12 +204,15 @@ class RowTypeInfo(TypeInformation):
         return self.field_names.index(field_name) if field_name in self.field_names else -1
 
     def create_serializer(self) -> s.TypeSerializer:
-        return s.RowSerializer([t.get_serializer() for t in self.field_types],
-                               self.field_names if self._named else None)
+        return s.RowSerializer(
+            [t.get_serializer() for t in self.field_types],
+            self.field_names if self._named else None,
+        )
 
     def to_arrow_type(self) -> pa.DataType:
-        return pa.struct([pa.field(n, t.to_arrow_type())
-                          for n, t in zip(self.field_names, self.field_types)])
+        return pa.struct(
+            [pa.field(n, t.to_arrow_type()) for n, t in zip(self.field_names, self.field_types)]
+        )
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{n}: {t!r}" for n, t in zip(self.field_names, self.field_types))
@@ -229,8 +233,9 @@ class TupleTypeInfo(TypeInformation):
         return s.TupleSerializer([t.get_serializer() for t in self.field_types])
 
     def to_arrow_type(self) -> pa.DataType:
-        return pa.struct([pa.field(f"f{i}", t.to_arrow_type())
-                          for i, t in enumerate(self.field_types)])
+        return pa.struct(
+            [pa.field(f"f{i}", t.to_arrow_type()) for i, t in enumerate(self.field_types)]
+        )
 
     def __repr__(self) -> str:
         return f"TupleTypeInfo({', '.join(repr(t) for t in self.field_types)})"

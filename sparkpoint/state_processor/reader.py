@@ -108,8 +108,10 @@ class SavepointReader:
         chosen = list(metas) if states is None else list(states)
         unknown = [s for s in chosen if s not in metas]
         if unknown or not chosen:
-            raise KeyError(f"Operator {uid!r} has no state {unknown or chosen!r} in "
-                           f"{self.path} (states: {', '.join(map(repr, metas)) or 'none'})")
+            raise KeyError(
+                f"Operator {uid!r} has no state {unknown or chosen!r} in "
+                f"{self.path} (states: {', '.join(map(repr, metas)) or 'none'})"
+            )
         hints = dict(types or {})
         extra = [n for n in hints if n not in chosen]
         if extra:
@@ -118,7 +120,8 @@ class SavepointReader:
         decoder = StateDecoder(
             KeyColumn.of(key_cfg, key_type),
             [StateColumn.of(metas[n], hints.get(n)) for n in chosen],
-            form, key_column,
+            form,
+            key_column,
         )
         handles = keyed_handles(self.snapshot.operator(uid))
         target = splits or 2 * self.spark.sparkContext.defaultParallelism
@@ -143,20 +146,33 @@ class SavepointReader:
         full = [h for h in handles if isinstance(h, KeyGroupsStateHandle)]
         incremental = [h for h in handles if isinstance(h, IncrementalRemoteKeyedStateHandle)]
         changelog = [h for h in handles if isinstance(h, ChangelogStateBackendHandle)]
-        other = [h for h in handles if not isinstance(
-            h, KeyGroupsStateHandle | IncrementalRemoteKeyedStateHandle
-            | ChangelogStateBackendHandle)]
+        other = [
+            h
+            for h in handles
+            if not isinstance(
+                h,
+                KeyGroupsStateHandle
+                | IncrementalRemoteKeyedStateHandle
+                | ChangelogStateBackendHandle,
+            )
+        ]
         if other:
-            raise RestoreError(f"Operator {uid!r} holds keyed state handles of type "
-                               f"{type(other[0]).__name__}, which cannot be read")
-        found = (key_groups_metas(full) + self._incremental_metas(incremental)
-                 + self._changelog_metas(changelog, self.snapshot.operator(uid).max_parallelism))
+            raise RestoreError(
+                f"Operator {uid!r} holds keyed state handles of type "
+                f"{type(other[0]).__name__}, which cannot be read"
+            )
+        found = (
+            key_groups_metas(full)
+            + self._incremental_metas(incremental)
+            + self._changelog_metas(changelog, self.snapshot.operator(uid).max_parallelism)
+        )
         metas = merge_metas(found, f"operator {uid!r}")
         self._metas[uid] = metas
         return metas
 
-    def _changelog_metas(self, handles: Sequence[ChangelogStateBackendHandle],
-                         max_parallelism: int) -> list[RegisteredStateMeta]:
+    def _changelog_metas(
+        self, handles: Sequence[ChangelogStateBackendHandle], max_parallelism: int
+    ) -> list[RegisteredStateMeta]:
         """Meta infos of changelog handles, whose entries may register states: a Spark job
         rebuilds each handle's state and reads the header of the snapshot it makes."""
         if not handles:
@@ -168,15 +184,18 @@ class SavepointReader:
             for handle in payloads(batches):
                 rebuilt = rebuilt_snapshot(handle, max_parallelism)
                 metas = key_groups_metas([rebuilt]) if rebuilt is not None else []
-                yield pa.record_batch([pa.array([json.dumps([m.to_json() for m in metas])])],
-                                      names=["metas"])
+                yield pa.record_batch(
+                    [pa.array([json.dumps([m.to_json() for m in metas])])], names=["metas"]
+                )
 
-        rows = payload_frame(self.spark, list(handles)).mapInArrow(
-            describe, "metas string").collect()
+        rows = (
+            payload_frame(self.spark, list(handles)).mapInArrow(describe, "metas string").collect()
+        )
         return [RegisteredStateMeta.from_json(m) for r in rows for m in json.loads(r[0])]
 
-    def _incremental_metas(self, handles: Sequence[IncrementalRemoteKeyedStateHandle]
-                           ) -> list[RegisteredStateMeta]:
+    def _incremental_metas(
+        self, handles: Sequence[IncrementalRemoteKeyedStateHandle]
+    ) -> list[RegisteredStateMeta]:
         """Meta infos from the RocksDB state registries, read by a Spark job over the fewest
         handles that hold every state name (their meta streams list the names)."""
         if not handles:
@@ -195,8 +214,9 @@ class SavepointReader:
         def describe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             setup.apply()
             for handle in payloads(batches):
-                yield pa.record_batch([pa.array([json.dumps(registry_metas(handle))])],
-                                      names=["metas"])
+                yield pa.record_batch(
+                    [pa.array([json.dumps(registry_metas(handle))])], names=["metas"]
+                )
 
         rows = payload_frame(self.spark, chosen).mapInArrow(describe, "metas string").collect()
         return [RegisteredStateMeta.from_json(m) for r in rows for m in json.loads(r[0])]

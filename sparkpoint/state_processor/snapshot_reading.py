@@ -99,8 +99,9 @@ def _state_format(handles: Sequence[KeyedStateHandle]) -> str:
 class Snapshot:
     """A loaded savepoint or retained checkpoint (its ``_metadata``)."""
 
-    def __init__(self, metadata: CheckpointMetadata,
-                 location: CompletedCheckpointStorageLocation) -> None:
+    def __init__(
+        self, metadata: CheckpointMetadata, location: CompletedCheckpointStorageLocation
+    ) -> None:
         self.metadata = metadata
         self.location = location
 
@@ -124,8 +125,16 @@ class Snapshot:
         for op in self.metadata.operator_states:
             handles = keyed_handles(op)
             subtasks = sum(1 for s in op.subtask_states.values() if s.managed_keyed_state)
-            out.append(OperatorInfo(op.operator_id, op.parallelism, op.max_parallelism,
-                                    _state_format(handles), op.state_size, subtasks))
+            out.append(
+                OperatorInfo(
+                    op.operator_id,
+                    op.parallelism,
+                    op.max_parallelism,
+                    _state_format(handles),
+                    op.state_size,
+                    subtasks,
+                )
+            )
         return out
 
     def operator(self, uid: str) -> OperatorState:
@@ -133,8 +142,10 @@ class Snapshot:
         op = self.metadata.get_operator_state(uid)
         if op is None:
             known = ", ".join(repr(o.operator_id) for o in self.metadata.operator_states)
-            raise KeyError(f"Operator {uid!r} is not in the snapshot {self.pointer} "
-                           f"(operators: {known or 'none'})")
+            raise KeyError(
+                f"Operator {uid!r} is not in the snapshot {self.pointer} "
+                f"(operators: {known or 'none'})"
+            )
         return op
 
 
@@ -157,9 +168,14 @@ def rebuilt_snapshot(
     """A changelog handle's state (of an operator with ``max_parallelism``) as a canonical
     snapshot in memory (``None``: empty)."""
     params = KeyedStateBackendParameters(
-        job_id="state-processor", operator_id="", subtask_index=0, parallelism=1,
-        max_parallelism=max_parallelism, key_group_range=handle.range,
-        local_dir="", timer_states=frozenset({TIMERS_STATE}),
+        job_id="state-processor",
+        operator_id="",
+        subtask_index=0,
+        parallelism=1,
+        max_parallelism=max_parallelism,
+        key_group_range=handle.range,
+        local_dir="",
+        timer_states=frozenset({TIMERS_STATE}),
     )
     rebuilt = rebuild_as_snapshot(handle, params)
     if rebuilt is not None and not isinstance(rebuilt, KeyGroupsStateHandle):
@@ -175,9 +191,11 @@ def merge_metas(found: Sequence[RegisteredStateMeta], where: str) -> dict[str, R
         if known is None:
             out[meta.name] = meta
         elif not known.same_layout(meta):
-            raise RestoreError(f"State {meta.name!r} of {where} is recorded with different "
-                               f"serializers in two subtasks: {known.to_json()} vs "
-                               f"{meta.to_json()}")
+            raise RestoreError(
+                f"State {meta.name!r} of {where} is recorded with different "
+                f"serializers in two subtasks: {known.to_json()} vs "
+                f"{meta.to_json()}"
+            )
     return out
 
 
@@ -207,13 +225,13 @@ def _group_sizes(handle: KeyGroupsStateHandle) -> list[tuple[int, int]]:
     items = handle.group_range_offsets.items()
     present = sorted((off, kg) for kg, off in items if off >= 0)
     end = handle.delegate.state_size
-    size = {kg: nxt - off for (off, kg), (nxt, _) in
-            itertools.pairwise([*present, (end, -1)])}
+    size = {kg: nxt - off for (off, kg), (nxt, _) in itertools.pairwise([*present, (end, -1)])}
     return [(kg, size.get(kg, 0)) for kg, _ in items]
 
 
 def plan_splits(
-    handles: Sequence[KeyedStateHandle], target_splits: int,
+    handles: Sequence[KeyedStateHandle],
+    target_splits: int,
     max_parallelism: int = UPPER_BOUND_MAX_PARALLELISM,
 ) -> list[ReadSplit]:
     """Cut ``handles`` into about ``target_splits`` splits of about equal bytes.
@@ -279,8 +297,7 @@ def _object_columns(meta: RegisteredStateMeta, objects: dict[Any, Any]) -> Colum
     return keys, uks, vals
 
 
-def _read_key_groups(handle: KeyGroupsStateHandle, rng: KeyGroupRange
-                     ) -> Iterator[KeyGroupEntries]:
+def _read_key_groups(handle: KeyGroupsStateHandle, rng: KeyGroupRange) -> Iterator[KeyGroupEntries]:
     part = handle.get_intersection(rng)
     if part is None:
         return
@@ -298,7 +315,8 @@ def _read_key_groups(handle: KeyGroupsStateHandle, rng: KeyGroupRange
             out: dict[str, tuple[RegisteredStateMeta, Columns]] = {}
             if header.block_encoding in OBJECT_ENCODINGS:
                 for sid, objects in decode_object_block(
-                        header.block_encoding, block, [m.name for m in metas]):
+                    header.block_encoding, block, [m.name for m in metas]
+                ):
                     out[metas[sid].name] = (metas[sid], _object_columns(metas[sid], objects))
             else:
                 batch = decode_arrow_block(block)
@@ -308,21 +326,26 @@ def _read_key_groups(handle: KeyGroupsStateHandle, rng: KeyGroupRange
                 for lo, hi in itertools.pairwise(bounds):
                     meta = metas[int(ids[lo])]
                     n = hi - lo
-                    cols = (keys.slice(lo, n),
-                            uks.slice(lo, n) if meta.kind is StateKind.MAP else None,
-                            vals.slice(lo, n))
+                    cols = (
+                        keys.slice(lo, n),
+                        uks.slice(lo, n) if meta.kind is StateKind.MAP else None,
+                        vals.slice(lo, n),
+                    )
                     out[meta.name] = _concat(out.get(meta.name), meta, cols)
             yield kg, out
 
 
-def _concat(prev: tuple[RegisteredStateMeta, Columns] | None, meta: RegisteredStateMeta,
-            cols: Columns) -> tuple[RegisteredStateMeta, Columns]:
+def _concat(
+    prev: tuple[RegisteredStateMeta, Columns] | None, meta: RegisteredStateMeta, cols: Columns
+) -> tuple[RegisteredStateMeta, Columns]:
     if prev is None:
         return meta, cols
     a = prev[1]
-    return meta, (pa.concat_arrays([a[0], cols[0]]),
-                  None if a[1] is None else pa.concat_arrays([a[1], cols[1]]),
-                  pa.concat_arrays([a[2], cols[2]]))
+    return meta, (
+        pa.concat_arrays([a[0], cols[0]]),
+        None if a[1] is None else pa.concat_arrays([a[1], cols[1]]),
+        pa.concat_arrays([a[2], cols[2]]),
+    )
 
 
 def _open_incremental(handle: IncrementalRemoteKeyedStateHandle, directory: str) -> Any:
@@ -331,8 +354,9 @@ def _open_incremental(handle: IncrementalRemoteKeyedStateHandle, directory: str)
     from sparkpoint.state.rocksdb.incremental import download_handle
 
     download_handle(handle, directory, _TRANSFER_THREADS)
-    return rocksdict.Rdict(directory, rocksdict.Options(raw_mode=True),
-                           access_type=rocksdict.AccessType.read_only())
+    return rocksdict.Rdict(
+        directory, rocksdict.Options(raw_mode=True), access_type=rocksdict.AccessType.read_only()
+    )
 
 
 def registry_metas(handle: IncrementalRemoteKeyedStateHandle) -> list[dict[str, Any]]:
@@ -351,8 +375,9 @@ def registry_metas(handle: IncrementalRemoteKeyedStateHandle) -> list[dict[str, 
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _read_incremental(handle: IncrementalRemoteKeyedStateHandle, rng: KeyGroupRange
-                      ) -> Iterator[KeyGroupEntries]:
+def _read_incremental(
+    handle: IncrementalRemoteKeyedStateHandle, rng: KeyGroupRange
+) -> Iterator[KeyGroupEntries]:
     import rocksdict
 
     from sparkpoint.state.rocksdb.local_db import key_group_bounds
@@ -370,8 +395,7 @@ def _read_incremental(handle: IncrementalRemoteKeyedStateHandle, rng: KeyGroupRa
             registry = read_registry(db).values()
             by_id = {r.state_id: r.meta for r in registry}
             # states in the timer layout: entry keys -> canonical rows
-            timers = {r.state_id: TimerCodec(r.meta) for r in registry
-                      if r.layout == TIMER_LAYOUT}
+            timers = {r.state_id: TimerCodec(r.meta) for r in registry if r.layout == TIMER_LAYOUT}
             lower, upper = key_group_bounds(inter.start_key_group, inter.end_key_group)
             read_opt = rocksdict.ReadOptions()
             read_opt.set_iterate_upper_bound(upper)
@@ -406,15 +430,18 @@ def _read_incremental(handle: IncrementalRemoteKeyedStateHandle, rng: KeyGroupRa
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _named(groups: dict[int, Any], by_id: dict[int, RegisteredStateMeta],
-           handle: IncrementalRemoteKeyedStateHandle) -> dict[str, tuple[RegisteredStateMeta,
-                                                                         Columns]]:
+def _named(
+    groups: dict[int, Any],
+    by_id: dict[int, RegisteredStateMeta],
+    handle: IncrementalRemoteKeyedStateHandle,
+) -> dict[str, tuple[RegisteredStateMeta, Columns]]:
     out = {}
     for sid, cols in groups.items():
         meta = by_id.get(sid)
         if meta is None:
-            raise RestoreError(f"Corrupt RocksDB checkpoint {handle.checkpoint_id}: data of "
-                               f"an unregistered state id {sid}")
+            raise RestoreError(
+                f"Corrupt RocksDB checkpoint {handle.checkpoint_id}: data of "
+                f"an unregistered state id {sid}"
+            )
         out[meta.name] = (meta, cols)
     return out
-

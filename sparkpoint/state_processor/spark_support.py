@@ -30,8 +30,11 @@ def spark_schema(schema: pa.Schema) -> Any:
 
     fields = []
     for f in schema:
-        meta = {PICKLED_METADATA: True} if f.metadata and PICKLED_METADATA.encode() in (
-            f.metadata) else None
+        meta = (
+            {PICKLED_METADATA: True}
+            if f.metadata and PICKLED_METADATA.encode() in (f.metadata)
+            else None
+        )
         fields.append(StructField(f.name, from_arrow_type(f.type), f.nullable, meta))
     return StructType(fields)
 

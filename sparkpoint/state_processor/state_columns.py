@@ -86,8 +86,7 @@ class StateColumn:
             uk = meta.user_key_serializer.snapshot_config()
             ukd, ukc, uk_raw = column_configs(uk, _part(h, "MAP", "key", what), what)
             vd, vc, v_raw = column_configs(value, _part(h, "MAP", "value", what), what)
-            return StateColumn(meta.name, meta.kind, meta.ttl, vd, vc, ukd, ukc,
-                               uk_raw or v_raw)
+            return StateColumn(meta.name, meta.kind, meta.ttl, vd, vc, ukd, ukc, uk_raw or v_raw)
         vd, vc, raw = column_configs(value, h, what)
         return StateColumn(meta.name, meta.kind, meta.ttl, vd, vc, raw=raw)
 
@@ -99,8 +98,7 @@ class StateColumn:
     @property
     def user_key_type(self) -> ti.TypeInformation | None:
         """Type of a map key (MAP only)."""
-        return None if self.user_key_column is None else type_info_from_config(
-            self.user_key_column)
+        return None if self.user_key_column is None else type_info_from_config(self.user_key_column)
 
     @property
     def type_info(self) -> ti.TypeInformation:
@@ -109,18 +107,19 @@ class StateColumn:
 
     def decode_meta(self, key: TypeSerializer) -> RegisteredStateMeta:
         """A meta info whose ``decode_value`` yields values as the column holds them."""
-        uk = None if self.user_key_decode is None else serializer_from_config(
-            self.user_key_decode)
-        return RegisteredStateMeta(self.name, self.kind, key,
-                                   serializer_from_config(self.value_decode), uk, self.ttl)
+        uk = None if self.user_key_decode is None else serializer_from_config(self.user_key_decode)
+        return RegisteredStateMeta(
+            self.name, self.kind, key, serializer_from_config(self.value_decode), uk, self.ttl
+        )
 
 
 def _part(hint: Any, kind: str, part: str, what: str) -> Any:
     if hint is None:
         return None
     if not isinstance(hint, dict) or hint.get("type") != kind:
-        raise ValueError(f"{what} is a {kind} state: its type hint must be Types.{kind}(...), "
-                         f"got {hint}")
+        raise ValueError(
+            f"{what} is a {kind} state: its type hint must be Types.{kind}(...), got {hint}"
+        )
     return hint[part]
 
 
@@ -132,8 +131,13 @@ def _field(name: str, info: ti.TypeInformation, raw: bool) -> pa.Field:
 class StateDecoder:
     """Turns the key groups of a split into record batches of ``schema`` (picklable)."""
 
-    def __init__(self, key: KeyColumn, states: Sequence[StateColumn], form: str = "wide",
-                 key_name: str = "key") -> None:
+    def __init__(
+        self,
+        key: KeyColumn,
+        states: Sequence[StateColumn],
+        form: str = "wide",
+        key_name: str = "key",
+    ) -> None:
         if form not in ("wide", "long"):
             raise ValueError(f"form must be 'wide' or 'long', got {form!r}")
         if not states:
@@ -144,20 +148,24 @@ class StateDecoder:
         self.key_name = key_name
         names = [s.name for s in self.states]
         if form == "wide" and key_name in names:
-            raise ValueError(f"A state is called {key_name!r} like the key column; pass "
-                             "another key column name")
+            raise ValueError(
+                f"A state is called {key_name!r} like the key column; pass another key column name"
+            )
         if form == "long":
             self._check_long()
 
     def _check_long(self) -> None:
         first = self.states[0]
         for s in self.states[1:]:
-            if (_long_value_type(s), s.user_key_column) != (_long_value_type(first),
-                                                            first.user_key_column):
+            if (_long_value_type(s), s.user_key_column) != (
+                _long_value_type(first),
+                first.user_key_column,
+            ):
                 raise ValueError(
                     f"States {first.name!r} and {s.name!r} have different value types "
                     f"({_config(first.type_info)} vs {_config(s.type_info)}): the long form "
-                    "needs one value type; select states of one type or read the wide form")
+                    "needs one value type; select states of one type or read the wide form"
+                )
 
     @property
     def schema(self) -> pa.Schema:
@@ -168,20 +176,21 @@ class StateDecoder:
         first = self.states[0]
         raw = any(s.raw for s in self.states)
         uk = first.user_key_type
-        return pa.schema([
-            key,
-            pa.field("state_name", pa.string(), nullable=False),
-            _field("user_key", uk if uk is not None else ti.BasicTypeInfo("STRING"), raw),
-            _field("value", _long_value_type(first), raw),
-        ])
+        return pa.schema(
+            [
+                key,
+                pa.field("state_name", pa.string(), nullable=False),
+                _field("user_key", uk if uk is not None else ti.BasicTypeInfo("STRING"), raw),
+                _field("value", _long_value_type(first), raw),
+            ]
+        )
 
     def batches(self, groups: Iterator[KeyGroupEntries]) -> Iterator[pa.RecordBatch]:
         """One record batch per non-empty key group (of the selected states)."""
         key_ser = serializer_from_config(self.key.decode)
         metas = {s.name: (s, s.decode_meta(key_ser)) for s in self.states}
         for _kg, entries in groups:
-            present = [(metas[name], cols) for name, (_, cols) in entries.items()
-                       if name in metas]
+            present = [(metas[name], cols) for name, (_, cols) in entries.items() if name in metas]
             if not present:
                 continue
             if self.form == "wide":
@@ -191,14 +200,21 @@ class StateDecoder:
 
     # -- wide ---------------------------------------------------------------------------
 
-    def _wide(self, present: list[tuple[tuple[StateColumn, RegisteredStateMeta], Columns]],
-              key_ser: TypeSerializer) -> pa.RecordBatch:
-        if len(present) == 1 and len(self.states) == 1 and present[0][0][0].kind is not (
-                StateKind.MAP):
+    def _wide(
+        self,
+        present: list[tuple[tuple[StateColumn, RegisteredStateMeta], Columns]],
+        key_ser: TypeSerializer,
+    ) -> pa.RecordBatch:
+        if (
+            len(present) == 1
+            and len(self.states) == 1
+            and present[0][0][0].kind is not (StateKind.MAP)
+        ):
             (col, meta), (keys, _, vals) = present[0]
             return pa.record_batch(
                 [self._keys(_binary(keys)), to_arrow(_values(col, meta, vals), col.type_info)],
-                schema=self.schema)
+                schema=self.schema,
+            )
         index: dict[bytes, int] = {}
         by_state: dict[str, dict[int, Any]] = {}
         for (col, meta), (keys, uks, vals) in present:
@@ -227,8 +243,11 @@ class StateDecoder:
 
     # -- long ---------------------------------------------------------------------------
 
-    def _long(self, present: list[tuple[tuple[StateColumn, RegisteredStateMeta], Columns]],
-              key_ser: TypeSerializer) -> pa.RecordBatch:
+    def _long(
+        self,
+        present: list[tuple[tuple[StateColumn, RegisteredStateMeta], Columns]],
+        key_ser: TypeSerializer,
+    ) -> pa.RecordBatch:
         keys_out: list[pa.Array] = []
         names: list[str] = []
         uks_out: list[Any] = []
@@ -237,18 +256,20 @@ class StateDecoder:
             n = len(keys)
             keys_out.append(_binary(keys))
             names.extend([col.name] * n)
-            uks_out.extend(_user_keys(col, meta, uks) if col.kind is StateKind.MAP
-                           else [None] * n)
+            uks_out.extend(_user_keys(col, meta, uks) if col.kind is StateKind.MAP else [None] * n)
             vals_out.extend(_values(col, meta, vals))
         first = self.states[0]
         key_bytes = keys_out[0] if len(keys_out) == 1 else pa.concat_arrays(keys_out)
         uk_type = first.user_key_type or ti.BasicTypeInfo("STRING")
-        return pa.record_batch([
-            self._keys(key_bytes),
-            pa.array(names, pa.string()),
-            to_arrow(uks_out, uk_type),
-            to_arrow(vals_out, _long_value_type(first)),
-        ], schema=self.schema)
+        return pa.record_batch(
+            [
+                self._keys(key_bytes),
+                pa.array(names, pa.string()),
+                to_arrow(uks_out, uk_type),
+                to_arrow(vals_out, _long_value_type(first)),
+            ],
+            schema=self.schema,
+        )
 
 
 def _long_value_type(col: StateColumn) -> ti.TypeInformation:

@@ -35,7 +35,8 @@ class StateInfo:
         """The state a snapshot header (or RocksDB registry) describes."""
         uk = meta.user_key_serializer
         return StateInfo(
-            meta.name, meta.kind,
+            meta.name,
+            meta.kind,
             type_info_from_config(meta.key_serializer.snapshot_config()),
             type_info_from_config(meta.value_serializer.snapshot_config()),
             None if uk is None else type_info_from_config(uk.snapshot_config()),
@@ -46,14 +47,17 @@ class StateInfo:
     def from_descriptor(desc: StateDescriptor) -> StateInfo:
         """The state a job registers with ``desc`` (keys pickled, as sparkpoint jobs do)."""
         if not isinstance(desc, StateDescriptor):
-            raise TypeError(f"Expected a state descriptor or a StateInfo, got "
-                            f"{type(desc).__name__}")
+            raise TypeError(
+                f"Expected a state descriptor or a StateInfo, got {type(desc).__name__}"
+            )
         return StateInfo.from_meta(RegisteredStateMeta.from_descriptor(desc, PickleSerializer()))
 
     def meta(self) -> RegisteredStateMeta:
         """The meta info snapshots record for this state."""
         return RegisteredStateMeta(
-            self.name, self.kind, self.key_type.get_serializer(),
+            self.name,
+            self.kind,
+            self.key_type.get_serializer(),
             self.value_type.get_serializer(),
             None if self.user_key_type is None else self.user_key_type.get_serializer(),
             self.ttl,

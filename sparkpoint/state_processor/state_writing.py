@@ -72,9 +72,13 @@ class SavepointTarget:
         from sparkpoint.fs import get_filesystem
 
         return FsCheckpointStorageLocation(
-            get_filesystem(self.path), self.path, self.path, self.path,
+            get_filesystem(self.path),
+            self.path,
+            self.path,
+            self.path,
             CheckpointStorageLocationReference.for_path(self.path),
-            self.file_state_size_threshold, self.write_buffer_size,
+            self.file_state_size_threshold,
+            self.write_buffer_size,
         )
 
 
@@ -115,8 +119,16 @@ def _describe(value: Any) -> str:
 class RowEncoder:
     """Step 1: rows ``(key, state columns...)`` -> ``(sub, kg, key bytes, state bytes...)``."""
 
-    def __init__(self, uid: str, states: Sequence[StateInput], key_raw: bool,
-                 key_type: Any, max_parallelism: int, parallelism: int, now_ms: int) -> None:
+    def __init__(
+        self,
+        uid: str,
+        states: Sequence[StateInput],
+        key_raw: bool,
+        key_type: Any,
+        max_parallelism: int,
+        parallelism: int,
+        now_ms: int,
+    ) -> None:
         self.uid = uid
         self.states = list(states)
         self.key_raw = key_raw
@@ -128,8 +140,11 @@ class RowEncoder:
     @property
     def schema(self) -> pa.Schema:
         """Schema of the encoded rows."""
-        fields = [pa.field("sub", pa.int32()), pa.field("kg", pa.int32()),
-                  pa.field("key", pa.binary())]
+        fields = [
+            pa.field("sub", pa.int32()),
+            pa.field("kg", pa.int32()),
+            pa.field("key", pa.binary()),
+        ]
         for i, s in enumerate(self.states):
             is_map = s.meta["kind"] == StateKind.MAP.value
             fields.append(pa.field(f"s{i}", ENTRY_TYPE if is_map else pa.binary()))
@@ -144,13 +159,19 @@ class RowEncoder:
             if batch.num_rows:
                 yield self._encode(batch, metas, types, key_type)
 
-    def _encode(self, batch: pa.RecordBatch, metas: list[RegisteredStateMeta],
-                types: list[ti.TypeInformation | None], key_type: ti.TypeInformation | None
-                ) -> pa.RecordBatch:
+    def _encode(
+        self,
+        batch: pa.RecordBatch,
+        metas: list[RegisteredStateMeta],
+        types: list[ti.TypeInformation | None],
+        key_type: ti.TypeInformation | None,
+    ) -> pa.RecordBatch:
         key_col = batch.column(0)
         if key_col.null_count:
-            raise ValueError(f"Operator {self.uid!r}: the key column has {key_col.null_count} "
-                             "null keys; every row needs a key")
+            raise ValueError(
+                f"Operator {self.uid!r}: the key column has {key_col.null_count} "
+                "null keys; every row needs a key"
+            )
         key_ser = metas[0].key_serializer  # every state of an operator shares it
         if self.key_raw:
             raw = key_col.to_pylist()
@@ -158,21 +179,32 @@ class RowEncoder:
             keys = [pickle.loads(b) for b in raw]
         else:
             keys = from_arrow(key_col, key_type)
-            key_bytes = _encode_all(key_ser.serialize, keys, keys,
-                                    f"Operator {self.uid!r}: key",
-                                    lambda v: encode_column(key_ser, v))
+            key_bytes = _encode_all(
+                key_ser.serialize,
+                keys,
+                keys,
+                f"Operator {self.uid!r}: key",
+                lambda v: encode_column(key_ser, v),
+            )
         kgs = int64_key_groups(keys, self.max_parallelism)
         if kgs is None:
-            kgs = np.fromiter((assign_to_key_group(k, self.max_parallelism) for k in keys),
-                              np.int32, len(keys))
-        subs = (kgs.astype(np.int64) * self.parallelism // self.max_parallelism)
+            kgs = np.fromiter(
+                (assign_to_key_group(k, self.max_parallelism) for k in keys), np.int32, len(keys)
+            )
+        subs = kgs.astype(np.int64) * self.parallelism // self.max_parallelism
         columns = [pa.array(subs.astype(np.int32)), pa.array(kgs.astype(np.int32)), key_bytes]
         for i, (state, meta) in enumerate(zip(self.states, metas)):
             columns.append(self._state(batch.column(i + 1), state.raw, types[i], meta, keys))
         return pa.record_batch(columns, schema=self.schema)
 
-    def _state(self, col: pa.Array, raw: bool, column_type: ti.TypeInformation | None,
-               meta: RegisteredStateMeta, keys: list[Any]) -> pa.Array:
+    def _state(
+        self,
+        col: pa.Array,
+        raw: bool,
+        column_type: ti.TypeInformation | None,
+        meta: RegisteredStateMeta,
+        keys: list[Any],
+    ) -> pa.Array:
         what = f"Operator {self.uid!r}, state {meta.name!r}:"
         values = col.to_pylist() if raw else from_arrow(col, column_type)
         kind = meta.kind
@@ -182,13 +214,20 @@ class RowEncoder:
         if kind is StateKind.LIST:
             for v, k in zip(values, keys):
                 if v is not None and any(e is None for e in v):
-                    raise ValueError(f"{what} the list of key {_describe(k)} holds null "
-                                     "elements (a ListState cannot hold null)")
+                    raise ValueError(
+                        f"{what} the list of key {_describe(k)} holds null "
+                        "elements (a ListState cannot hold null)"
+                    )
             present = [i for i, v in enumerate(values) if v]  # an empty list is no state
-            stored: list[Any] = [values[i] if not meta.ttl
-                                 else [TtlValue(e, now) for e in values[i]] for i in present]
-            return _scatter(len(values), present, _encode_all(
-                meta.encode_value, stored, [keys[i] for i in present], what))
+            stored: list[Any] = [
+                values[i] if not meta.ttl else [TtlValue(e, now) for e in values[i]]
+                for i in present
+            ]
+            return _scatter(
+                len(values),
+                present,
+                _encode_all(meta.encode_value, stored, [keys[i] for i in present], what),
+            )
         present = [i for i, v in enumerate(values) if v is not None]
         if meta.ttl:
             stored = [TtlValue(values[i], now) for i in present]
@@ -196,12 +235,18 @@ class RowEncoder:
         else:
             stored = values if len(present) == len(values) else [values[i] for i in present]
             ser = meta.value_serializer
-            encoded = _encode_all(ser.serialize, stored, [keys[i] for i in present], what,
-                                  lambda v: encode_column(ser, v))
+            encoded = _encode_all(
+                ser.serialize,
+                stored,
+                [keys[i] for i in present],
+                what,
+                lambda v: encode_column(ser, v),
+            )
         return _scatter(len(values), present, encoded)
 
-    def _map(self, values: list[Any], meta: RegisteredStateMeta, keys: list[Any],
-             what: str) -> pa.Array:
+    def _map(
+        self, values: list[Any], meta: RegisteredStateMeta, keys: list[Any], what: str
+    ) -> pa.Array:
         out: list[Any] = []
         now = self.now_ms
         for k, entries in zip(keys, values):
@@ -213,17 +258,28 @@ class RowEncoder:
                 if uk is None:
                     raise ValueError(f"{what} the map of key {_describe(k)} has a null key")
                 try:
-                    pairs.append({"k": meta.encode_user_key(uk),
-                                  "v": meta.encode_value(TtlValue(v, now) if meta.ttl else v)})
+                    pairs.append(
+                        {
+                            "k": meta.encode_user_key(uk),
+                            "v": meta.encode_value(TtlValue(v, now) if meta.ttl else v),
+                        }
+                    )
                 except (ValueError, TypeError, OverflowError) as e:
-                    raise ValueError(f"{what} the entry {_describe(uk)}: {_describe(v)} of key "
-                                     f"{_describe(k)} cannot be encoded: {e}") from e
+                    raise ValueError(
+                        f"{what} the entry {_describe(uk)}: {_describe(v)} of key "
+                        f"{_describe(k)} cannot be encoded: {e}"
+                    ) from e
             out.append(pairs)
         return pa.array(out, ENTRY_TYPE)
 
 
-def _encode_all(encode: Callable[[Any], bytes], values: list[Any], keys: list[Any], what: str,
-                vectorised: Callable[[list[Any]], pa.Array] | None = None) -> pa.Array:
+def _encode_all(
+    encode: Callable[[Any], bytes],
+    values: list[Any],
+    keys: list[Any],
+    what: str,
+    vectorised: Callable[[list[Any]], pa.Array] | None = None,
+) -> pa.Array:
     """Encoded ``values`` as a binary array; a value that cannot be encoded is named with its
     key in the error."""
     try:
@@ -235,8 +291,9 @@ def _encode_all(encode: Callable[[Any], bytes], values: list[Any], keys: list[An
             try:
                 encode(v)
             except (ValueError, TypeError, OverflowError, AttributeError) as e:
-                raise ValueError(f"{what} the value {_describe(v)} of key {_describe(k)} "
-                                 f"cannot be encoded: {e}") from e
+                raise ValueError(
+                    f"{what} the value {_describe(v)} of key {_describe(k)} cannot be encoded: {e}"
+                ) from e
         raise
 
 
@@ -255,9 +312,15 @@ def _scatter(n: int, present: list[int], encoded: pa.Array) -> pa.Array:
 class SubtaskWriter:
     """Step 2: the key-group-sorted rows of one subtask -> one savepoint stream -> handle."""
 
-    def __init__(self, uid: str, states: Sequence[StateInput], max_parallelism: int,
-                 parallelism: int, target: SavepointTarget,
-                 after_write: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        uid: str,
+        states: Sequence[StateInput],
+        max_parallelism: int,
+        parallelism: int,
+        target: SavepointTarget,
+        after_write: Callable[[int], None] | None = None,
+    ) -> None:
         self.uid = uid
         self.states = list(states)
         # Failure-injection hook (tests): called with the subtask after its stream is
@@ -267,14 +330,15 @@ class SubtaskWriter:
         self.parallelism = parallelism
         self.target = target
 
-    def write(self, subtask: int, batches: Iterator[pa.RecordBatch]
-              ) -> KeyGroupsStateHandle | None:
+    def write(self, subtask: int, batches: Iterator[pa.RecordBatch]) -> KeyGroupsStateHandle | None:
         """Write the subtask's rows (sorted by key group); ``None`` when it has none."""
         rng = compute_key_group_range_for_operator_index(
-            self.max_parallelism, self.parallelism, subtask)
+            self.max_parallelism, self.parallelism, subtask
+        )
         metas = [s.header_meta() for s in self.states]
-        header = SnapshotHeader(self.max_parallelism, rng, tuple(metas),
-                                SnapshotType.SAVEPOINT, "state-processor")
+        header = SnapshotHeader(
+            self.max_parallelism, rng, tuple(metas), SnapshotType.SAVEPOINT, "state-processor"
+        )
         groups = _key_groups(batches)
         pending = next(groups, None)
         n_states = len(metas)
@@ -289,13 +353,17 @@ class SubtaskWriter:
             return arrow_block(n_states, lambda sid, _kg: _columns(rows, sid, metas[sid]), kg)
 
         if pending is not None and not rng.contains(pending[0]):
-            raise ValueError(f"Operator {self.uid!r}: key group {pending[0]} reached subtask "
-                             f"{subtask}, which owns {rng}")
+            raise ValueError(
+                f"Operator {self.uid!r}: key group {pending[0]} reached subtask "
+                f"{subtask}, which owns {rng}"
+            )
         out = self.target.stream_factory().create_checkpoint_state_output_stream()
         handle = write_key_groups_snapshot(out, header, block_of)
         if pending is not None:
-            raise ValueError(f"Operator {self.uid!r}: rows of key group {pending[0]} reached "
-                             f"subtask {subtask} out of order or outside {rng}")
+            raise ValueError(
+                f"Operator {self.uid!r}: rows of key group {pending[0]} reached "
+                f"subtask {subtask} out of order or outside {rng}"
+            )
         if self.after_write is not None:
             self.after_write(subtask)
         return handle
@@ -307,8 +375,10 @@ class SubtaskWriter:
         counts = pc.value_counts(keys)
         dup = next(c["values"] for c in counts.to_pylist() if c["counts"] > 1)
         key = meta.decode_key(dup)
-        raise ValueError(f"Operator {self.uid!r}: key {_describe(key)} appears in more than one "
-                         "row of the bootstrap DataFrame; give one row per key")
+        raise ValueError(
+            f"Operator {self.uid!r}: key {_describe(key)} appears in more than one "
+            "row of the bootstrap DataFrame; give one row per key"
+        )
 
 
 def _columns(rows: pa.Table, state_id: int, meta: RegisteredStateMeta) -> Columns | None:

@@ -63,13 +63,15 @@ def type_info_from_config(config: Any) -> ti.TypeInformation:
         if kind == "BASIC_ARRAY":
             return ti.BasicArrayTypeInfo(type_info_from_config(config["element"]))
         if kind == "MAP":
-            return ti.MapTypeInfo(type_info_from_config(config["key"]),
-                                  type_info_from_config(config["value"]))
+            return ti.MapTypeInfo(
+                type_info_from_config(config["key"]), type_info_from_config(config["value"])
+            )
         if kind == "TUPLE":
             return ti.TupleTypeInfo([type_info_from_config(f) for f in config["fields"]])
         if kind == "ROW":
-            return ti.RowTypeInfo([type_info_from_config(f) for f in config["fields"]],
-                                  config.get("names"))
+            return ti.RowTypeInfo(
+                [type_info_from_config(f) for f in config["fields"]], config.get("names")
+            )
     raise ValueError(f"Unknown serializer config {config!r}")
 
 
@@ -103,8 +105,11 @@ def column_configs(recorded: Any, hint: Any, what: str) -> tuple[Any, Any, bool]
     if hint is None or hint == recorded:
         raw = raw_pickle_config(recorded)
         return raw, raw, raw != recorded
-    if (isinstance(recorded, dict) and isinstance(hint, dict)
-            and recorded.get("type") == hint.get("type")):
+    if (
+        isinstance(recorded, dict)
+        and isinstance(hint, dict)
+        and recorded.get("type") == hint.get("type")
+    ):
         dec, col = dict(recorded), dict(recorded)
         raw = False
         for part in ("element", "key", "value"):
@@ -114,8 +119,10 @@ def column_configs(recorded: Any, hint: Any, what: str) -> tuple[Any, Any, bool]
         if "fields" in recorded:
             hints = hint.get("fields") or [None] * len(recorded["fields"])
             if len(hints) != len(recorded["fields"]):
-                raise ValueError(f"{what}: the type hint has {len(hints)} fields, the state "
-                                 f"{len(recorded['fields'])}")
+                raise ValueError(
+                    f"{what}: the type hint has {len(hints)} fields, the state "
+                    f"{len(recorded['fields'])}"
+                )
             parts = [column_configs(r, h, what) for r, h in zip(recorded["fields"], hints)]
             dec["fields"] = [p[0] for p in parts]
             col["fields"] = [p[1] for p in parts]
@@ -123,8 +130,10 @@ def column_configs(recorded: Any, hint: Any, what: str) -> tuple[Any, Any, bool]
             if "names" in hint:
                 col["names"] = hint["names"]
         return dec, col, raw
-    raise ValueError(f"{what} is typed ({recorded}); a type hint applies only to pickled "
-                     f"(untyped) values, and {hint} differs from the recorded type")
+    raise ValueError(
+        f"{what} is typed ({recorded}); a type hint applies only to pickled "
+        f"(untyped) values, and {hint} differs from the recorded type"
+    )
 
 
 def is_pickled(info: ti.TypeInformation) -> bool:
@@ -151,13 +160,18 @@ def _microseconds(typ: pa.DataType) -> pa.DataType:
     if t.is_map(typ):
         return pa.map_(_microseconds(typ.key_type), _microseconds(typ.item_type))
     if t.is_struct(typ):
-        return pa.struct([pa.field(typ.field(i).name, _microseconds(typ.field(i).type))
-                          for i in range(typ.num_fields)])
+        return pa.struct(
+            [
+                pa.field(typ.field(i).name, _microseconds(typ.field(i).type))
+                for i in range(typ.num_fields)
+            ]
+        )
     return typ
 
 
-def state_column_type(kind: StateKind, value: ti.TypeInformation,
-                      user_key: ti.TypeInformation | None) -> ti.TypeInformation:
+def state_column_type(
+    kind: StateKind, value: ti.TypeInformation, user_key: ti.TypeInformation | None
+) -> ti.TypeInformation:
     """The type of a state's column: the value, a list of values (LIST) or a map (MAP)."""
     if kind is StateKind.LIST:
         return ti.ListTypeInfo(value)
@@ -206,7 +220,8 @@ def to_arrow(values: list[Any], info: ti.TypeInformation) -> pa.Array:
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as e:
         bad = next((v for v, c in zip(values, converted) if not _fits(c, typ)), None)
         raise ValueError(
-            f"Value {bad!r} does not fit the column type {typ} of {info!r}: {e}") from e
+            f"Value {bad!r} does not fit the column type {typ} of {info!r}: {e}"
+        ) from e
 
 
 def _fits(value: Any, typ: pa.DataType) -> bool:
@@ -255,8 +270,7 @@ def _plain(typ: pa.DataType) -> Callable[[Any], Any]:
     """Conversion of values without type information: structs become tuples, maps dicts."""
     if pa.types.is_struct(typ):
         fields = [_plain(typ.field(i).type) for i in range(typ.num_fields)]
-        return lambda v: None if v is None else tuple(
-            f(x) for f, x in zip(fields, v.values()))
+        return lambda v: None if v is None else tuple(f(x) for f, x in zip(fields, v.values()))
     if pa.types.is_map(typ):
         k, val = _plain(typ.key_type), _plain(typ.item_type)
         return lambda v: None if v is None else {k(a): val(b) for a, b in v}
@@ -268,8 +282,7 @@ def _plain(typ: pa.DataType) -> Callable[[Any], Any]:
     return _identity
 
 
-def from_arrow(column: pa.Array | pa.ChunkedArray, info: ti.TypeInformation | None
-               ) -> list[Any]:
+def from_arrow(column: pa.Array | pa.ChunkedArray, info: ti.TypeInformation | None) -> list[Any]:
     """The Python objects of an Arrow column as the serializer of ``info`` takes them;
     ``info`` ``None`` or pickled: the plain objects (structs as tuples, maps as dicts)."""
     values = column.to_pylist()

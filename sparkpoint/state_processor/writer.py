@@ -87,9 +87,16 @@ __all__ = [
 class StateBootstrapTransformation:
     """The keyed state of one operator, to be written from a DataFrame (one row per key)."""
 
-    def __init__(self, df: Any, key_column: str, key_type: ti.TypeInformation | None,
-                 states: Sequence[StateInfo], columns: Mapping[str, str],
-                 types: Mapping[str, ti.TypeInformation], parallelism: int | None) -> None:
+    def __init__(
+        self,
+        df: Any,
+        key_column: str,
+        key_type: ti.TypeInformation | None,
+        states: Sequence[StateInfo],
+        columns: Mapping[str, str],
+        types: Mapping[str, ti.TypeInformation],
+        parallelism: int | None,
+    ) -> None:
         self.df = df
         self.key_column = key_column
         self.key_type = key_type
@@ -135,8 +142,15 @@ class KeyedOperatorTransformation:
             extra = [n for n in mapping if n not in names]
             if extra:
                 raise KeyError(f"{what} names states that are not written: {extra}")
-        return StateBootstrapTransformation(self._df, self._key_column, self._key_type, infos,
-                                            columns or {}, types or {}, parallelism)
+        return StateBootstrapTransformation(
+            self._df,
+            self._key_column,
+            self._key_type,
+            infos,
+            columns or {},
+            types or {},
+            parallelism,
+        )
 
 
 class OneInputOperatorTransformation:
@@ -145,14 +159,17 @@ class OneInputOperatorTransformation:
     def __init__(self, df: Any) -> None:
         self._df = df
 
-    def key_by(self, key_column: str, key_type: ti.TypeInformation | None = None
-               ) -> KeyedOperatorTransformation:
+    def key_by(
+        self, key_column: str, key_type: ti.TypeInformation | None = None
+    ) -> KeyedOperatorTransformation:
         """Key the rows by ``key_column``. ``key_type`` says which Python objects the keys
         are (the job's ``key_by`` selector returns them; they are pickled, as sparkpoint jobs
         do): without it, structs become tuples and other values their natural type."""
         if key_column not in self._df.columns:
-            raise KeyError(f"The DataFrame has no column {key_column!r} "
-                           f"(columns: {', '.join(self._df.columns)})")
+            raise KeyError(
+                f"The DataFrame has no column {key_column!r} "
+                f"(columns: {', '.join(self._df.columns)})"
+            )
         return KeyedOperatorTransformation(self._df, key_column, key_type)
 
 
@@ -168,8 +185,9 @@ class OperatorTransformation:
 class SavepointWriter:
     """Builds a savepoint from new operators' DataFrames and kept operators of an old one."""
 
-    def __init__(self, spark: Any, max_parallelism: int, existing: Snapshot | None = None,
-                 keep: str = "copy") -> None:
+    def __init__(
+        self, spark: Any, max_parallelism: int, existing: Snapshot | None = None, keep: str = "copy"
+    ) -> None:
         if keep not in ("copy", "reference"):
             raise ValueError(f"keep must be 'copy' or 'reference', got {keep!r}")
         check_parallelism_preconditions(1, max_parallelism)
@@ -178,7 +196,8 @@ class SavepointWriter:
         self._existing = existing
         self._keep = keep
         self._kept: dict[str, OperatorState] = (
-            {op.operator_id: op for op in existing.metadata.operator_states} if existing else {})
+            {op.operator_id: op for op in existing.metadata.operator_states} if existing else {}
+        )
         self._new: dict[str, StateBootstrapTransformation] = {}
         self._renames: dict[str, str] = {}
         # Failure-injection hook (tests): called in the task with the subtask index after
@@ -206,21 +225,28 @@ class SavepointWriter:
     def remove_operator(self, uid: str) -> SavepointWriter:
         """Drop operator ``uid`` (kept or added)."""
         if uid not in self._kept and uid not in self._new:
-            raise KeyError(f"No operator {uid!r} to remove (operators: "
-                           f"{', '.join(map(repr, [*self._kept, *self._new])) or 'none'})")
+            raise KeyError(
+                f"No operator {uid!r} to remove (operators: "
+                f"{', '.join(map(repr, [*self._kept, *self._new])) or 'none'})"
+            )
         self._kept.pop(uid, None)
         self._new.pop(uid, None)
         return self
 
-    def with_operator(self, uid: str, transformation: StateBootstrapTransformation
-                      ) -> SavepointWriter:
+    def with_operator(
+        self, uid: str, transformation: StateBootstrapTransformation
+    ) -> SavepointWriter:
         """Add operator ``uid`` with the state of ``transformation``."""
         if not isinstance(transformation, StateBootstrapTransformation):
-            raise TypeError("with_operator() takes the result of OperatorTransformation"
-                            ".bootstrap_with(df).key_by(...).transform(...)")
+            raise TypeError(
+                "with_operator() takes the result of OperatorTransformation"
+                ".bootstrap_with(df).key_by(...).transform(...)"
+            )
         if uid in self._kept or uid in self._new:
-            raise ValueError(f"The savepoint already contains uid {uid!r}. All uid's must be "
-                             "unique (remove_operator first to replace its state)")
+            raise ValueError(
+                f"The savepoint already contains uid {uid!r}. All uid's must be "
+                "unique (remove_operator first to replace its state)"
+            )
         self._new[uid] = transformation
         return self
 
@@ -237,8 +263,11 @@ class SavepointWriter:
         version = self._existing.metadata.format_version if self._existing else None
         if version is None or version >= KEY_GROUPS_SINCE_FORMAT:
             return
-        old = [uid for uid, op in self._kept.items()
-               if any(s.managed_keyed_state for s in op.subtask_states.values())]
+        old = [
+            uid
+            for uid, op in self._kept.items()
+            if any(s.managed_keyed_state for s in op.subtask_states.values())
+        ]
         if old:
             raise ValueError(
                 f"Operators {old} keep keyed state from a snapshot of _metadata format version "
@@ -256,17 +285,24 @@ class SavepointWriter:
         if not self._kept and not self._new:
             raise ValueError("Savepoint must contain at least one operator to be created.")
         self._check_kept_key_groups()
-        threshold = (CheckpointingOptions.FS_SMALL_FILE_THRESHOLD.default
-                     if file_state_size_threshold is None else file_state_size_threshold)
-        target = SavepointTarget(path.rstrip("/") or path, threshold,
-                                 CheckpointingOptions.FS_WRITE_BUFFER_SIZE.default)
+        threshold = (
+            CheckpointingOptions.FS_SMALL_FILE_THRESHOLD.default
+            if file_state_size_threshold is None
+            else file_state_size_threshold
+        )
+        target = SavepointTarget(
+            path.rstrip("/") or path, threshold, CheckpointingOptions.FS_WRITE_BUFFER_SIZE.default
+        )
         fs = get_filesystem(target.path)
         if self._existing is not None and target.path == self._existing.pointer.rstrip("/"):
-            raise ValueError(f"Cannot write the savepoint over the one it is made from: "
-                             f"{target.path}")
+            raise ValueError(
+                f"Cannot write the savepoint over the one it is made from: {target.path}"
+            )
         if fs.exists(target.path) and (not fs.is_dir(target.path) or fs.list(target.path)):
-            raise StorageError(f"The savepoint target {target.path} exists and is not an "
-                               "empty directory; choose a new path")
+            raise StorageError(
+                f"The savepoint target {target.path} exists and is not an "
+                "empty directory; choose a new path"
+            )
         fs.mkdirs(target.path)
         try:
             states = [self._write_operator(uid, t, target) for uid, t in self._new.items()]
@@ -301,8 +337,9 @@ class SavepointWriter:
         new = self._renames.get(op.operator_id)
         return op if new is None else dataclasses.replace(op, operator_id=new)
 
-    def _write_operator(self, uid: str, t: StateBootstrapTransformation,
-                        target: SavepointTarget) -> OperatorState:
+    def _write_operator(
+        self, uid: str, t: StateBootstrapTransformation, target: SavepointTarget
+    ) -> OperatorState:
         from pyspark.sql import functions as F
 
         max_p = self.max_parallelism
@@ -313,20 +350,21 @@ class SavepointWriter:
         inputs = []
         for info in t.states:
             column = t.columns.get(info.name, info.name)
-            inputs.append(_state_input(info, _field(df, column, uid), t.types.get(info.name),
-                                       uid))
+            inputs.append(_state_input(info, _field(df, column, uid), t.types.get(info.name), uid))
         key_cfgs = {_config(s.key_type) for s in t.states}
         if len(key_cfgs) > 1:
             raise ValueError(f"Operator {uid!r}: the states record different key types")
         key_raw = is_pickled_field(key_field)
         if key_raw and not is_pickled(t.states[0].key_type):
-            raise ValueError(f"Operator {uid!r}: the key column holds pickle bytes but the "
-                             f"keys are typed {t.states[0].key_type!r}")
+            raise ValueError(
+                f"Operator {uid!r}: the key column holds pickle bytes but the "
+                f"keys are typed {t.states[0].key_type!r}"
+            )
         key_type = None if t.key_type is None else t.key_type.get_serializer().snapshot_config()
-        encoder = RowEncoder(uid, inputs, key_raw, key_type, max_p, parallelism,
-                             int(time.time() * 1000))
-        writer = SubtaskWriter(uid, inputs, max_p, parallelism, target,
-                               self.after_subtask_write)
+        encoder = RowEncoder(
+            uid, inputs, key_raw, key_type, max_p, parallelism, int(time.time() * 1000)
+        )
+        writer = SubtaskWriter(uid, inputs, max_p, parallelism, target, self.after_subtask_write)
         setup = ExecutorSetup()
 
         def encode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -340,18 +378,27 @@ class SavepointWriter:
             subtask = tc.partitionId() if tc is not None else 0
             handle = writer.write(subtask, batches)
             if handle is not None:
-                yield pa.record_batch([pa.array([subtask], pa.int32()),
-                                       pa.array([pickle.dumps(handle, protocol=5)],
-                                                pa.binary())],
-                                      names=["sub", "handle"])
+                yield pa.record_batch(
+                    [
+                        pa.array([subtask], pa.int32()),
+                        pa.array([pickle.dumps(handle, protocol=5)], pa.binary()),
+                    ],
+                    names=["sub", "handle"],
+                )
 
-        selected = df.select(F.col(t.key_column),
-                             *(F.col(t.columns.get(s.name, s.name)) for s in t.states))
+        selected = df.select(
+            F.col(t.key_column), *(F.col(t.columns.get(s.name, s.name)) for s in t.states)
+        )
         encoded = selected.mapInArrow(encode, spark_schema(encoder.schema))
-        rows = (encoded.repartitionById(parallelism, "sub").sortWithinPartitions("kg")
-                .mapInArrow(write, "sub int, handle binary").collect())
-        subtasks = {int(r[0]): OperatorSubtaskState(managed_keyed_state=(pickle.loads(r[1]),))
-                    for r in rows}
+        rows = (
+            encoded.repartitionById(parallelism, "sub")
+            .sortWithinPartitions("kg")
+            .mapInArrow(write, "sub int, handle binary")
+            .collect()
+        )
+        subtasks = {
+            int(r[0]): OperatorSubtaskState(managed_keyed_state=(pickle.loads(r[1]),)) for r in rows
+        }
         return OperatorState(uid, parallelism, max_p, subtasks)
 
     def _copy(self, ops: list[OperatorState], target: SavepointTarget) -> list[OperatorState]:
@@ -395,12 +442,15 @@ def _field(df: Any, column: str, uid: str) -> Any:
     for f in df.schema.fields:
         if f.name == column:
             return f
-    raise KeyError(f"Operator {uid!r}: the DataFrame has no column {column!r} "
-                   f"(columns: {', '.join(df.columns)})")
+    raise KeyError(
+        f"Operator {uid!r}: the DataFrame has no column {column!r} "
+        f"(columns: {', '.join(df.columns)})"
+    )
 
 
-def _state_input(info: StateInfo, field: Any, hint: ti.TypeInformation | None,
-                 uid: str) -> StateInput:
+def _state_input(
+    info: StateInfo, field: Any, hint: ti.TypeInformation | None, uid: str
+) -> StateInput:
     """How a column becomes ``info``'s state, after checking that its type fits."""
     from pyspark.sql.pandas.types import to_arrow_type
 
@@ -411,16 +461,20 @@ def _state_input(info: StateInfo, field: Any, hint: ti.TypeInformation | None,
     actual = to_arrow_type(field.dataType)
     if raw:
         if raw_pickle_config(cfg) == cfg:
-            raise ValueError(f"{what}: the column holds pickle bytes (read from untyped state) "
-                             f"but the state is typed {cfg}")
+            raise ValueError(
+                f"{what}: the column holds pickle bytes (read from untyped state) "
+                f"but the state is typed {cfg}"
+            )
         expected: ti.TypeInformation | None = type_info_from_config(raw_pickle_config(cfg))
     elif hint is not None:
         expected = hint
     else:
         expected = recorded if raw_pickle_config(cfg) == cfg else None  # typed: check it
     if expected is not None and not _fits(actual, arrow_type(expected)):
-        raise TypeError(f"{what} is {field.dataType.simpleString()}, but the state needs "
-                        f"{arrow_type(expected)} ({cfg}); cast the column first")
+        raise TypeError(
+            f"{what} is {field.dataType.simpleString()}, but the state needs "
+            f"{arrow_type(expected)} ({cfg}); cast the column first"
+        )
     column = None if raw or expected is None else expected.get_serializer().snapshot_config()
     return StateInput(info.meta().to_json(), raw, column)
 
@@ -439,12 +493,13 @@ def _fits(actual: pa.DataType, expected: pa.DataType) -> bool:
     if (t.is_list(actual) or t.is_large_list(actual)) and t.is_list(expected):
         return _fits(actual.value_type, expected.value_type)
     if t.is_map(actual) and t.is_map(expected):
-        return _fits(actual.key_type, expected.key_type) and _fits(actual.item_type,
-                                                                   expected.item_type)
+        return _fits(actual.key_type, expected.key_type) and _fits(
+            actual.item_type, expected.item_type
+        )
     if t.is_struct(actual) and t.is_struct(expected):
         return actual.num_fields == expected.num_fields and all(
-            _fits(actual.field(i).type, expected.field(i).type)
-            for i in range(actual.num_fields))
+            _fits(actual.field(i).type, expected.field(i).type) for i in range(actual.num_fields)
+        )
     return False
 
 
@@ -457,15 +512,18 @@ def _map_stream_handles(op: OperatorState, fn: Any) -> OperatorState:
         if isinstance(h, IncrementalRemoteKeyedStateHandle):
             return dataclasses.replace(
                 h,
-                shared_state=tuple(HandleAndLocalPath(fn(x.handle), x.local_path)
-                                   for x in h.shared_state),
-                private_state=tuple(HandleAndLocalPath(fn(x.handle), x.local_path)
-                                    for x in h.private_state),
+                shared_state=tuple(
+                    HandleAndLocalPath(fn(x.handle), x.local_path) for x in h.shared_state
+                ),
+                private_state=tuple(
+                    HandleAndLocalPath(fn(x.handle), x.local_path) for x in h.private_state
+                ),
                 meta_state_handle=fn(h.meta_state_handle),
             )
         if isinstance(h, ChangelogStateBackendHandle):
             return dataclasses.replace(
-                h, materialized=tuple(keyed(m) for m in h.materialized),
+                h,
+                materialized=tuple(keyed(m) for m in h.materialized),
                 changelog=tuple(fn(e) for e in h.changelog),
             )
         raise TypeError(f"Cannot keep keyed state handles of type {type(h).__name__}")

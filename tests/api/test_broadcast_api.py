@@ -49,8 +49,12 @@ class Keyed(KeyedBroadcastProcessFunction):
 
 
 def test_names_pyflink_exports() -> None:
-    for name in ("BroadcastStream", "BroadcastConnectedStream", "BroadcastProcessFunction",
-                 "KeyedBroadcastProcessFunction"):
+    for name in (
+        "BroadcastStream",
+        "BroadcastConnectedStream",
+        "BroadcastProcessFunction",
+        "KeyedBroadcastProcessFunction",
+    ):
         assert name in ds.__all__ and hasattr(ds, name)
     assert issubclass(BroadcastProcessFunction, BaseBroadcastProcessFunction)
     assert issubclass(BroadcastState, ReadOnlyBroadcastState)
@@ -87,7 +91,7 @@ def test_process_checks_the_function_against_the_stream() -> None:
 
 @pytest.mark.parametrize("keyed", [False, True])
 def test_plan_broadcasts_the_second_input_into_one_operator_with_broadcast_state(
-    keyed: bool
+    keyed: bool,
 ) -> None:
     env = StreamExecutionEnvironment()
     env.set_parallelism(3)
@@ -104,6 +108,7 @@ def test_plan_broadcasts_the_second_input_into_one_operator_with_broadcast_state
     plan = build_plan(env._sinks, 3, 128)
     (stage,) = [st for st in plan.stages if st.operator_state_nodes]
     assert [n.kind for n in stage.operator_state_nodes] == [
-        "keyed_broadcast_process" if keyed else "broadcast_process"]
+        "keyed_broadcast_process" if keyed else "broadcast_process"
+    ]
     assert stage.keyed is keyed and stage.parallelism == 3
     assert stage.operator_state_nodes[0].broadcast_descriptors == (RULES,)

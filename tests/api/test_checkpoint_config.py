@@ -403,20 +403,36 @@ def test_configure_errors_leave_config_unchanged() -> None:
         ({"execution.checkpointing.interval": "5 ms"}, "larger than or equal to 10 ms"),
         ({"execution.checkpointing.interval": "soon"}, "Could not parse value 'soon'"),
         ({"execution.checkpointing.timeout": "1 ms"}, "Checkpoint timeout"),
-        ({"execution.checkpointing.min-pause": "1 s", "execution.checkpointing.mode": "X"},
-         "'X' for 'execution.checkpointing.mode': expected one of EXACTLY_ONCE, AT_LEAST_ONCE"),
+        (
+            {"execution.checkpointing.min-pause": "1 s", "execution.checkpointing.mode": "X"},
+            "'X' for 'execution.checkpointing.mode': expected one of EXACTLY_ONCE, AT_LEAST_ONCE",
+        ),
         ({"execution.checkpointing.max-concurrent-checkpoints": "0"}, "an integer >= 1"),
         ({"execution.checkpointing.tolerable-failed-checkpoints": "-3"}, "an integer >= 0"),
         ({"execution.checkpointing.num-retained": "zero"}, "expected an integer"),
-        ({"execution.checkpointing.unaligned.enabled": "true",
-          "execution.checkpointing.mode": "AT_LEAST_ONCE"}, "EXACTLY_ONCE"),
-        ({"execution.checkpointing.unaligned.enabled": "true",
-          "execution.checkpointing.max-concurrent-checkpoints": "2"}, "can't be > 1"),
+        (
+            {
+                "execution.checkpointing.unaligned.enabled": "true",
+                "execution.checkpointing.mode": "AT_LEAST_ONCE",
+            },
+            "EXACTLY_ONCE",
+        ),
+        (
+            {
+                "execution.checkpointing.unaligned.enabled": "true",
+                "execution.checkpointing.max-concurrent-checkpoints": "2",
+            },
+            "can't be > 1",
+        ),
         ({"execution.checkpointing.storage": "filesystem"}, "no checkpoint directory"),
-        ({"execution.checkpointing.storage": "rocks"},
-         "'rocks' for 'execution.checkpointing.storage': expected one of jobmanager, filesystem"),
-        ({"execution.checkpointing.externalized-checkpoint-retention": "KEEP"},
-         "'KEEP' for 'execution.checkpointing.externalized-checkpoint-retention'"),
+        (
+            {"execution.checkpointing.storage": "rocks"},
+            "'rocks' for 'execution.checkpointing.storage': expected one of jobmanager, filesystem",
+        ),
+        (
+            {"execution.checkpointing.externalized-checkpoint-retention": "KEEP"},
+            "'KEEP' for 'execution.checkpointing.externalized-checkpoint-retention'",
+        ),
     ]
     for conf, message in bad_inputs:
         before = c.to_dict()
@@ -513,9 +529,10 @@ def test_options_table() -> None:
     assert deprecated["execution.checkpointing.aligned-checkpoint-timeout"] == (
         "execution.checkpointing.alignment-timeout",
     )
-    assert "state.backend.fs.memory-threshold" in deprecated[
-        "execution.checkpointing.data-inline-threshold"
-    ]
+    assert (
+        "state.backend.fs.memory-threshold"
+        in deprecated["execution.checkpointing.data-inline-threshold"]
+    )
     opt = keys["execution.checkpointing.data-inline-threshold"]
     assert opt.read({"state.backend.fs.memory-threshold": "1kb"}) == 1024
     assert opt.read({}) == 20 * 1024

@@ -59,17 +59,29 @@ def test_set_on_a_configuration(key: str, value: str, message: str) -> None:
     [
         ("execution.runtime-mode", "bogus", RUNTIME_MODE_ERROR),
         ("parallelism.default", "abc", PARALLELISM_ERROR),
-        ("parallelism.default", "0",
-         "Could not parse value '0' for 'parallelism.default': expected an integer >= 1"),
-        ("pipeline.max-parallelism", "40000",
-         "Could not parse value '40000' for 'pipeline.max-parallelism': expected an integer "
-         "between 1 and 32767"),
-        ("execution.savepoint.ignore-unclaimed-state", "maybe",
-         "Could not parse value 'maybe' for 'execution.savepoint.ignore-unclaimed-state': "
-         "expected 'true' or 'false'"),
-        ("sparkpoint.epoch.max-records-per-split", "lots",
-         "Could not parse value 'lots' for 'sparkpoint.epoch.max-records-per-split': expected "
-         "an integer >= 1"),
+        (
+            "parallelism.default",
+            "0",
+            "Could not parse value '0' for 'parallelism.default': expected an integer >= 1",
+        ),
+        (
+            "pipeline.max-parallelism",
+            "40000",
+            "Could not parse value '40000' for 'pipeline.max-parallelism': expected an integer "
+            "between 1 and 32767",
+        ),
+        (
+            "execution.savepoint.ignore-unclaimed-state",
+            "maybe",
+            "Could not parse value 'maybe' for 'execution.savepoint.ignore-unclaimed-state': "
+            "expected 'true' or 'false'",
+        ),
+        (
+            "sparkpoint.epoch.max-records-per-split",
+            "lots",
+            "Could not parse value 'lots' for 'sparkpoint.epoch.max-records-per-split': expected "
+            "an integer >= 1",
+        ),
     ],
 )
 def test_handed_to_the_environment(key: str, value: str, message: str) -> None:
@@ -90,8 +102,10 @@ def test_handed_to_the_environment(key: str, value: str, message: str) -> None:
 def test_runtime_mode_reaches_the_job_only_when_valid() -> None:
     env = StreamExecutionEnvironment({"execution.runtime-mode": "batch"})  # type: ignore[arg-type]
     assert env._settings("job").batch_mode is True
-    with pytest.raises(ConfigurationError, match="'bogus' for 'RuntimeExecutionMode': expected "
-                                                 "one of STREAMING, BATCH, AUTOMATIC"):
+    with pytest.raises(
+        ConfigurationError,
+        match="'bogus' for 'RuntimeExecutionMode': expected one of STREAMING, BATCH, AUTOMATIC",
+    ):
         env.set_runtime_mode("bogus")
     env.set_runtime_mode(RuntimeExecutionMode.STREAMING)
     assert env._settings("job").batch_mode is False
@@ -105,9 +119,14 @@ UNKNOWN_SCHEME = (
 
 @pytest.mark.parametrize(
     "key",
-    ["execution.checkpointing.dir", "state.checkpoints.dir",
-     "execution.checkpointing.savepoint-dir", "state.savepoints.dir",
-     "execution.state-recovery.path", "execution.savepoint.path"],
+    [
+        "execution.checkpointing.dir",
+        "state.checkpoints.dir",
+        "execution.checkpointing.savepoint-dir",
+        "state.savepoints.dir",
+        "execution.state-recovery.path",
+        "execution.savepoint.path",
+    ],
 )
 def test_unknown_scheme_of_a_directory_in_the_configuration(key: str) -> None:
     """Refused when set on a ``Configuration``, and when a plain mapping reaches the
@@ -132,14 +151,19 @@ def test_unknown_scheme_of_a_directory_in_the_configuration(key: str) -> None:
         ("checkpoint_path", lambda p: CheckpointConfig().set_checkpoint_storage_dir(p)),
         ("checkpoint_path", lambda p: FsStateBackend(p)),
         ("checkpoint_path", lambda p: RocksDBStateBackend(p)),
-        ("directory",
-         lambda p: StreamExecutionEnvironment().set_default_savepoint_directory(p)),
-        ("execution.checkpointing.savepoint-dir",
-         lambda p: StreamExecutionEnvironment().configure(
-             Configuration().set_string("execution.checkpointing.savepoint-dir", p))),
-        ("execution.savepoint.path",
-         lambda p: StreamExecutionEnvironment().configure(
-             Configuration().set_string("execution.savepoint.path", p))),
+        ("directory", lambda p: StreamExecutionEnvironment().set_default_savepoint_directory(p)),
+        (
+            "execution.checkpointing.savepoint-dir",
+            lambda p: StreamExecutionEnvironment().configure(
+                Configuration().set_string("execution.checkpointing.savepoint-dir", p)
+            ),
+        ),
+        (
+            "execution.savepoint.path",
+            lambda p: StreamExecutionEnvironment().configure(
+                Configuration().set_string("execution.savepoint.path", p)
+            ),
+        ),
     ],
 )
 def test_unknown_scheme_is_refused_where_a_path_is_set(where: str, make: Any) -> None:
@@ -149,9 +173,18 @@ def test_unknown_scheme_is_refused_where_a_path_is_set(where: str, make: Any) ->
 
 
 @pytest.mark.parametrize(
-    "path", ["/tmp/ckpt", "file:///tmp/ckpt", "s3://bucket/ckpt", "s3a://bucket/ckpt",
-             "s3n://bucket/ckpt", "gs://bucket/ckpt", "hdfs://nn:8020/ckpt", "memory://ckpt",
-             "abfs://container/ckpt"],
+    "path",
+    [
+        "/tmp/ckpt",
+        "file:///tmp/ckpt",
+        "s3://bucket/ckpt",
+        "s3a://bucket/ckpt",
+        "s3n://bucket/ckpt",
+        "gs://bucket/ckpt",
+        "hdfs://nn:8020/ckpt",
+        "memory://ckpt",
+        "abfs://container/ckpt",
+    ],
 )
 def test_known_schemes_are_accepted(path: str) -> None:
     assert FileSystemCheckpointStorage(path).get_checkpoint_path() == path
@@ -180,34 +213,58 @@ def test_time_characteristic_is_checked_when_set() -> None:
     ("call", "message"),
     [
         (lambda: Configuration().set_integer("parallelism.default", "abc"), PARALLELISM_ERROR),
-        (lambda: Configuration().set_integer("any.int", "abc"),
-         "Could not parse value 'abc' for 'any.int': expected an integer"),
-        (lambda: Configuration().set_boolean("execution.checkpointing.unaligned.enabled", "x"),
-         "Could not parse value 'x' for 'execution.checkpointing.unaligned.enabled': expected "
-         "'true' or 'false'"),
-        (lambda: Configuration().set_float("any.float", "many"),
-         "Could not parse value 'many' for 'any.float': expected a number"),
-        (lambda: StreamExecutionEnvironment().set_parallelism("x"),
-         "Could not parse value 'x' for 'parallelism': expected an integer >= 1"),
-        (lambda: StreamExecutionEnvironment().set_parallelism(0),
-         "Could not parse value 0 for 'parallelism': expected an integer >= 1"),
-        (lambda: StreamExecutionEnvironment().set_default_local_parallelism(0),
-         "Could not parse value 0 for 'parallelism': expected an integer >= 1"),
-        (lambda: StreamExecutionEnvironment().set_buffer_timeout("x"),
-         "Could not parse value 'x' for 'timeout_millis': expected an integer >= -1"),
-        (lambda: StreamExecutionEnvironment().set_buffer_timeout(-2),
-         "Could not parse value -2 for 'timeout_millis': expected an integer >= -1"),
-        (lambda: CheckpointConfig().set_fail_on_checkpointing_errors("x"),
-         "Could not parse value 'x' for 'fail_on_checkpointing_errors': expected 'true' or "
-         "'false'"),
-        (lambda: CheckpointConfig().enable_unaligned_checkpoints("x"),
-         "Could not parse value 'x' for 'enabled': expected 'true' or 'false'"),
-        (lambda: CheckpointConfig().set_force_unaligned_checkpoints("x"),
-         "Could not parse value 'x' for 'force_unaligned_checkpoints': expected 'true' or "
-         "'false'"),
-        (lambda: EmbeddedRocksDBStateBackend("x"),
-         "Could not parse value 'x' for 'enable_incremental_checkpointing': expected 'true' or "
-         "'false'"),
+        (
+            lambda: Configuration().set_integer("any.int", "abc"),
+            "Could not parse value 'abc' for 'any.int': expected an integer",
+        ),
+        (
+            lambda: Configuration().set_boolean("execution.checkpointing.unaligned.enabled", "x"),
+            "Could not parse value 'x' for 'execution.checkpointing.unaligned.enabled': expected "
+            "'true' or 'false'",
+        ),
+        (
+            lambda: Configuration().set_float("any.float", "many"),
+            "Could not parse value 'many' for 'any.float': expected a number",
+        ),
+        (
+            lambda: StreamExecutionEnvironment().set_parallelism("x"),
+            "Could not parse value 'x' for 'parallelism': expected an integer >= 1",
+        ),
+        (
+            lambda: StreamExecutionEnvironment().set_parallelism(0),
+            "Could not parse value 0 for 'parallelism': expected an integer >= 1",
+        ),
+        (
+            lambda: StreamExecutionEnvironment().set_default_local_parallelism(0),
+            "Could not parse value 0 for 'parallelism': expected an integer >= 1",
+        ),
+        (
+            lambda: StreamExecutionEnvironment().set_buffer_timeout("x"),
+            "Could not parse value 'x' for 'timeout_millis': expected an integer >= -1",
+        ),
+        (
+            lambda: StreamExecutionEnvironment().set_buffer_timeout(-2),
+            "Could not parse value -2 for 'timeout_millis': expected an integer >= -1",
+        ),
+        (
+            lambda: CheckpointConfig().set_fail_on_checkpointing_errors("x"),
+            "Could not parse value 'x' for 'fail_on_checkpointing_errors': expected 'true' or "
+            "'false'",
+        ),
+        (
+            lambda: CheckpointConfig().enable_unaligned_checkpoints("x"),
+            "Could not parse value 'x' for 'enabled': expected 'true' or 'false'",
+        ),
+        (
+            lambda: CheckpointConfig().set_force_unaligned_checkpoints("x"),
+            "Could not parse value 'x' for 'force_unaligned_checkpoints': expected 'true' or "
+            "'false'",
+        ),
+        (
+            lambda: EmbeddedRocksDBStateBackend("x"),
+            "Could not parse value 'x' for 'enable_incremental_checkpointing': expected 'true' or "
+            "'false'",
+        ),
     ],
 )
 def test_setter_refuses_a_bad_value(call: Any, message: str) -> None:
@@ -221,9 +278,11 @@ def test_setter_refuses_a_bad_value(call: Any, message: str) -> None:
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: RocksDBStateBackend(checkpoint_stream_backend="file:///tmp/c"),
-         "checkpoint_stream_backend must be a StateBackend (MemoryStateBackend or "
-         "FsStateBackend), got 'file:///tmp/c'"),
+        (
+            lambda: RocksDBStateBackend(checkpoint_stream_backend="file:///tmp/c"),
+            "checkpoint_stream_backend must be a StateBackend (MemoryStateBackend or "
+            "FsStateBackend), got 'file:///tmp/c'",
+        ),
         (lambda: Time.seconds("x"), "expected a whole number of seconds, got 'x'"),
         (lambda: Duration.of_minutes(1.5), "expected a whole number of minutes, got 1.5"),
     ],

@@ -118,11 +118,29 @@ DATA_STREAM_CORE = [
     "project",
 ]
 
-KEYED_STREAM = ["reduce", "sum", "min", "max", "min_by", "max_by", "map", "flat_map", "filter",
-                "process", "key_by", "union"]
+KEYED_STREAM = [
+    "reduce",
+    "sum",
+    "min",
+    "max",
+    "min_by",
+    "max_by",
+    "map",
+    "flat_map",
+    "filter",
+    "process",
+    "key_by",
+    "union",
+]
 
-DATA_STREAM_SINK = ["name", "uid", "set_uid_hash", "set_parallelism", "disable_chaining",
-                    "slot_sharing_group"]
+DATA_STREAM_SINK = [
+    "name",
+    "uid",
+    "set_uid_hash",
+    "set_parallelism",
+    "disable_chaining",
+    "slot_sharing_group",
+]
 
 
 def _public(cls: type) -> set[str]:
@@ -434,15 +452,24 @@ def test_configure_in_steps() -> None:
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
-        ("state.backend.type", "nosuch",
-         "Could not parse value 'nosuch' for 'state.backend.type': expected one of hashmap, "
-         "rocksdb"),
-        ("restart-strategy.type", "sometimes",
-         "Could not parse value 'sometimes' for 'restart-strategy.type': expected one of none, "
-         "fixed-delay, failure-rate, exponential-delay"),
-        ("execution.checkpointing.max-concurrent-checkpoints", "0",
-         "Could not parse value '0' for 'execution.checkpointing.max-concurrent-checkpoints': "
-         "expected an integer >= 1"),
+        (
+            "state.backend.type",
+            "nosuch",
+            "Could not parse value 'nosuch' for 'state.backend.type': expected one of hashmap, "
+            "rocksdb",
+        ),
+        (
+            "restart-strategy.type",
+            "sometimes",
+            "Could not parse value 'sometimes' for 'restart-strategy.type': expected one of none, "
+            "fixed-delay, failure-rate, exponential-delay",
+        ),
+        (
+            "execution.checkpointing.max-concurrent-checkpoints",
+            "0",
+            "Could not parse value '0' for 'execution.checkpointing.max-concurrent-checkpoints': "
+            "expected an integer >= 1",
+        ),
     ],
 )
 def test_bad_configuration_is_a_value_error(key: str, value: str, message: str) -> None:
@@ -468,8 +495,12 @@ def test_stream_naming_and_hints_without_spark() -> None:
     # Partitioning calls shape the edge into the next operator (Flink's ship strategies).
     for call in ("shuffle", "rebalance", "rescale", "broadcast", "global_"):
         getattr(mapped, call)().map(lambda t: t).name(f"after-{call}").print()
-    (mapped.partition_custom(lambda key, n: 0, lambda t: t[0]).map(lambda t: t).name("custom")
-        .print())
+    (
+        mapped.partition_custom(lambda key, n: 0, lambda t: t[0])
+        .map(lambda t: t)
+        .name("custom")
+        .print()
+    )
     assert mapped.slot_sharing_group("g") is mapped
     assert mapped.set_buffer_timeout(5) is mapped
     assert mapped.set_max_parallelism(16) is mapped
@@ -488,9 +519,13 @@ def test_stream_naming_and_hints_without_spark() -> None:
     assert by_name["out"]["pact"] == "Data Sink"
     assert by_name["Sum"]["predecessors"][0]["ship_strategy"] == "HASH"
     assert by_name["Sum"]["parallelism"] == 2
-    for call, strategy in (("shuffle", "SHUFFLE"), ("rebalance", "REBALANCE"),
-                           ("rescale", "RESCALE"), ("broadcast", "BROADCAST"),
-                           ("global_", "GLOBAL")):
+    for call, strategy in (
+        ("shuffle", "SHUFFLE"),
+        ("rebalance", "REBALANCE"),
+        ("rescale", "RESCALE"),
+        ("broadcast", "BROADCAST"),
+        ("global_", "GLOBAL"),
+    ):
         (pred,) = by_name[f"after-{call}"]["predecessors"]
         assert pred["ship_strategy"] == strategy and pred["id"] == by_name["identity"]["id"]
     assert by_name["custom"]["predecessors"][0]["ship_strategy"] == "CUSTOM"

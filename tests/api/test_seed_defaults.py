@@ -103,8 +103,9 @@ def test_stream_factory_class_attributes() -> None:
     """Seed 004: ``static int MAX_FILE_STATE_THRESHOLD`` and the nested class
     ``FsCheckpointStreamFactory.FsCheckpointStateOutputStream``."""
     assert FsCheckpointStreamFactory.MAX_FILE_STATE_THRESHOLD == 1024 * 1024
-    factory = FsCheckpointStreamFactory(get_filesystem("memory://seed"), "memory://seed/c",
-                                        "memory://seed/s", 10, 64)
+    factory = FsCheckpointStreamFactory(
+        get_filesystem("memory://seed"), "memory://seed/c", "memory://seed/s", 10, 64
+    )
     stream = factory.create_checkpoint_state_output_stream()
     assert isinstance(stream, FsCheckpointStreamFactory.FsCheckpointStateOutputStream)
     stream.close()
@@ -175,64 +176,117 @@ def _fresh_env() -> StreamExecutionEnvironment:
         ("DEFAULT_TIMEOUT", lambda: CheckpointConfig.DEFAULT_TIMEOUT, 600000),
         ("DEFAULT_MIN_PAUSE", lambda: CheckpointConfig.DEFAULT_MIN_PAUSE_BETWEEN_CHECKPOINTS, 0),
         ("DEFAULT_MAX_CONCURRENT", lambda: CheckpointConfig.DEFAULT_MAX_CONCURRENT_CHECKPOINTS, 1),
-        ("mode", lambda: CheckpointConfig().get_checkpointing_mode(),
-         CheckpointingMode.EXACTLY_ONCE),
+        (
+            "mode",
+            lambda: CheckpointConfig().get_checkpointing_mode(),
+            CheckpointingMode.EXACTLY_ONCE,
+        ),
         ("timeout", lambda: CheckpointConfig().get_checkpoint_timeout(), 600000),
         ("min pause", lambda: CheckpointConfig().get_min_pause_between_checkpoints(), 0),
         ("max concurrent", lambda: CheckpointConfig().get_max_concurrent_checkpoints(), 1),
         ("enabled", lambda: CheckpointConfig().is_checkpointing_enabled(), False),
         ("fail on errors", lambda: CheckpointConfig().is_fail_on_checkpointing_errors(), True),
         ("externalized", lambda: CheckpointConfig().is_externalized_checkpoints_enabled(), False),
-        ("prefer checkpoint", lambda: CheckpointConfig().is_prefer_checkpoint_for_recovery(),
-         False),
+        (
+            "prefer checkpoint",
+            lambda: CheckpointConfig().is_prefer_checkpoint_for_recovery(),
+            False,
+        ),
         # Seed 002, StreamExecutionEnvironment: "the checkpointing interval or -1 if
         # checkpointing is disabled"; chaining on; Flink's buffer timeout of 100 ms.
         ("env interval", lambda: _fresh_env().get_checkpoint_interval(), -1),
-        ("env mode", lambda: _fresh_env().get_checkpointing_mode(),
-         CheckpointingMode.EXACTLY_ONCE),
+        ("env mode", lambda: _fresh_env().get_checkpointing_mode(), CheckpointingMode.EXACTLY_ONCE),
         ("env chaining", lambda: _fresh_env().is_chaining_enabled(), True),
         ("env buffer timeout", lambda: _fresh_env().get_buffer_timeout(), 100),
         ("env max parallelism", lambda: _fresh_env().get_max_parallelism(), -1),
         ("env state backend", lambda: _fresh_env().get_state_backend(), None),
         # Seed 002, MemoryStateBackend: DEFAULT_MAX_STATE_SIZE = 5242880, asynchronous.
-        ("memory DEFAULT_MAX_STATE_SIZE", lambda: MemoryStateBackend.DEFAULT_MAX_STATE_SIZE,
-         5242880),
+        (
+            "memory DEFAULT_MAX_STATE_SIZE",
+            lambda: MemoryStateBackend.DEFAULT_MAX_STATE_SIZE,
+            5242880,
+        ),
         ("memory max state", lambda: MemoryStateBackend().get_max_state_size(), 5242880),
         ("memory async", lambda: MemoryStateBackend().is_using_asynchronous_snapshots(), True),
         ("fs async", lambda: FsStateBackend("/tmp/c").is_using_asynchronous_snapshots(), True),
         # Seed 002, RocksDBStateBackend getters when nothing is set.
         ("rocksdb options", lambda: RocksDBStateBackend("/tmp/c").get_options(), None),
-        ("rocksdb predefined", lambda: RocksDBStateBackend("/tmp/c").get_predefined_options(),
-         PredefinedOptions.DEFAULT),
-        ("rocksdb incremental",
-         lambda: RocksDBStateBackend("/tmp/c").is_incremental_checkpoints_enabled(), False),
-        ("rocksdb ttl filter",
-         lambda: RocksDBStateBackend("/tmp/c").is_ttl_compaction_filter_enabled(), True),
+        (
+            "rocksdb predefined",
+            lambda: RocksDBStateBackend("/tmp/c").get_predefined_options(),
+            PredefinedOptions.DEFAULT,
+        ),
+        (
+            "rocksdb incremental",
+            lambda: RocksDBStateBackend("/tmp/c").is_incremental_checkpoints_enabled(),
+            False,
+        ),
+        (
+            "rocksdb ttl filter",
+            lambda: RocksDBStateBackend("/tmp/c").is_ttl_compaction_filter_enabled(),
+            True,
+        ),
         # Seed 003, checkpoint storages.
-        ("jm DEFAULT_MAX_STATE_SIZE", lambda: JobManagerCheckpointStorage.DEFAULT_MAX_STATE_SIZE,
-         5 * 1024 * 1024),
+        (
+            "jm DEFAULT_MAX_STATE_SIZE",
+            lambda: JobManagerCheckpointStorage.DEFAULT_MAX_STATE_SIZE,
+            5 * 1024 * 1024,
+        ),
         ("jm checkpoint path", lambda: JobManagerCheckpointStorage().get_checkpoint_path(), None),
         ("jm savepoint path", lambda: JobManagerCheckpointStorage().get_savepoint_path(), None),
-        ("jm max state", lambda: JobManagerCheckpointStorage().get_max_state_size(),
-         5 * 1024 * 1024),
-        ("fs MAX_FILE_STATE_THRESHOLD",
-         lambda: FileSystemCheckpointStorage.MAX_FILE_STATE_THRESHOLD, 1024 * 1024),
-        ("fs write buffer", lambda: FileSystemCheckpointStorage("/tmp/c").get_write_buffer_size(),
-         4096),
-        ("fs savepoint path", lambda: FileSystemCheckpointStorage("/tmp/c").get_savepoint_path(),
-         None),
+        (
+            "jm max state",
+            lambda: JobManagerCheckpointStorage().get_max_state_size(),
+            5 * 1024 * 1024,
+        ),
+        (
+            "fs MAX_FILE_STATE_THRESHOLD",
+            lambda: FileSystemCheckpointStorage.MAX_FILE_STATE_THRESHOLD,
+            1024 * 1024,
+        ),
+        (
+            "fs write buffer",
+            lambda: FileSystemCheckpointStorage("/tmp/c").get_write_buffer_size(),
+            4096,
+        ),
+        (
+            "fs savepoint path",
+            lambda: FileSystemCheckpointStorage("/tmp/c").get_savepoint_path(),
+            None,
+        ),
         # Seed 002's constants.
-        ("modes", lambda: (CheckpointingMode.EXACTLY_ONCE.value,
-                           CheckpointingMode.AT_LEAST_ONCE.value), (0, 1)),
-        ("cleanups", lambda: (ExternalizedCheckpointCleanup.DELETE_ON_CANCELLATION.value,
-                              ExternalizedCheckpointCleanup.RETAIN_ON_CANCELLATION.value), (0, 1)),
-        ("time characteristics", lambda: (TimeCharacteristic.ProcessingTime.value,
-                                          TimeCharacteristic.IngestionTime.value,
-                                          TimeCharacteristic.EventTime.value), (0, 1, 2)),
-        ("predefined options", lambda: (PredefinedOptions.DEFAULT,
-                                        PredefinedOptions.SPINNING_DISK_OPTIMIZED,
-                                        PredefinedOptions.SPINNING_DISK_OPTIMIZED_HIGH_MEM,
-                                        PredefinedOptions.FLASH_SSD_OPTIMIZED), (0, 1, 2, 3)),
+        (
+            "modes",
+            lambda: (CheckpointingMode.EXACTLY_ONCE.value, CheckpointingMode.AT_LEAST_ONCE.value),
+            (0, 1),
+        ),
+        (
+            "cleanups",
+            lambda: (
+                ExternalizedCheckpointCleanup.DELETE_ON_CANCELLATION.value,
+                ExternalizedCheckpointCleanup.RETAIN_ON_CANCELLATION.value,
+            ),
+            (0, 1),
+        ),
+        (
+            "time characteristics",
+            lambda: (
+                TimeCharacteristic.ProcessingTime.value,
+                TimeCharacteristic.IngestionTime.value,
+                TimeCharacteristic.EventTime.value,
+            ),
+            (0, 1, 2),
+        ),
+        (
+            "predefined options",
+            lambda: (
+                PredefinedOptions.DEFAULT,
+                PredefinedOptions.SPINNING_DISK_OPTIMIZED,
+                PredefinedOptions.SPINNING_DISK_OPTIMIZED_HIGH_MEM,
+                PredefinedOptions.FLASH_SSD_OPTIMIZED,
+            ),
+            (0, 1, 2, 3),
+        ),
     ],
 )
 def test_seed_default(what: str, get: Callable[[], object], expected: object) -> None:

@@ -36,9 +36,15 @@ from sparkpoint.state.key_groups import compute_key_group_range_for_operator_ind
 
 
 def params(tmp_path, sub: str = "a") -> KeyedStateBackendParameters:
-    return KeyedStateBackendParameters("job", "op", 0, 1, 128,
-                                       compute_key_group_range_for_operator_index(128, 1, 0),
-                                       os.path.join(str(tmp_path), sub))
+    return KeyedStateBackendParameters(
+        "job",
+        "op",
+        0,
+        1,
+        128,
+        compute_key_group_range_for_operator_index(128, 1, 0),
+        os.path.join(str(tmp_path), sub),
+    )
 
 
 def rocks_options() -> dict[str, int]:
@@ -46,9 +52,12 @@ def rocks_options() -> dict[str, int]:
 
 
 def test_predefined_options_constants() -> None:
-    assert (PredefinedOptions.DEFAULT, PredefinedOptions.SPINNING_DISK_OPTIMIZED,
-            PredefinedOptions.SPINNING_DISK_OPTIMIZED_HIGH_MEM,
-            PredefinedOptions.FLASH_SSD_OPTIMIZED) == (0, 1, 2, 3)
+    assert (
+        PredefinedOptions.DEFAULT,
+        PredefinedOptions.SPINNING_DISK_OPTIMIZED,
+        PredefinedOptions.SPINNING_DISK_OPTIMIZED_HIGH_MEM,
+        PredefinedOptions.FLASH_SSD_OPTIMIZED,
+    ) == (0, 1, 2, 3)
 
 
 def test_memory_state_backend_getters() -> None:
@@ -183,20 +192,29 @@ def test_custom_state_backend(tmp_path) -> None:
 
 
 def test_all_backends_are_state_backends_and_picklable(tmp_path) -> None:
-    for b in (HashMapStateBackend(), EmbeddedRocksDBStateBackend(True), MemoryStateBackend(),
-              FsStateBackend(str(tmp_path)), RocksDBStateBackend(str(tmp_path))):
+    for b in (
+        HashMapStateBackend(),
+        EmbeddedRocksDBStateBackend(True),
+        MemoryStateBackend(),
+        FsStateBackend(str(tmp_path)),
+        RocksDBStateBackend(str(tmp_path)),
+    ):
         assert isinstance(b, StateBackend)
         assert pickle.loads(pickle.dumps(b)) == b
         assert repr(b)
 
 
 def test_state_api_spellings() -> None:
-    ttl = (StateTtlConfig.new_builder(1000).set_update_type(
-        StateTtlConfig.UpdateType.OnReadAndWrite)
+    ttl = (
+        StateTtlConfig.new_builder(1000)
+        .set_update_type(StateTtlConfig.UpdateType.OnReadAndWrite)
         .set_state_visibility(StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp)
         .set_ttl_time_characteristic(StateTtlConfig.TtlTimeCharacteristic.ProcessingTime)
-        .cleanup_full_snapshot().cleanup_incrementally(10, True)
-        .cleanup_in_rocksdb_compact_filter(500).build())
+        .cleanup_full_snapshot()
+        .cleanup_incrementally(10, True)
+        .cleanup_in_rocksdb_compact_filter(500)
+        .build()
+    )
     assert ttl.get_ttl_millis() == 1000 and ttl.is_enabled()
     cs = ttl.get_cleanup_strategies()
     assert cs.in_full_snapshot() and cs.is_cleanup_in_background()

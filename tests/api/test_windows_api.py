@@ -81,8 +81,7 @@ def test_session_windows_merge_touching_and_overlapping_windows() -> None:
 
     windows = [TimeWindow(1, 6), TimeWindow(9, 14), TimeWindow(5, 10), TimeWindow(30, 35)]
     EventTimeSessionWindows.with_gap(Time.milliseconds(5)).merge_windows(windows, Callback())
-    assert merged == [(TimeWindow(1, 14), {TimeWindow(1, 6), TimeWindow(5, 10),
-                                           TimeWindow(9, 14)})]
+    assert merged == [(TimeWindow(1, 14), {TimeWindow(1, 6), TimeWindow(5, 10), TimeWindow(9, 14)})]
     merged.clear()
     TimeWindow.merge_windows([TimeWindow(0, 5), TimeWindow(5, 7)], Callback())
     assert merged == [(TimeWindow(0, 7), {TimeWindow(0, 5), TimeWindow(5, 7)})]
@@ -135,8 +134,11 @@ def test_sliding_count_windows_are_pyflinks() -> None:
 def _backend(tmp_path: Any) -> HeapKeyedStateBackend:
     clear_heap_cache()
     rng = compute_key_group_range_for_operator_index(128, 1, 0)
-    return HeapKeyedStateBackend(KeyedStateBackendParameters(
-        "job", "op", 0, 1, 128, rng, os.path.join(str(tmp_path), "a"), SYSTEM_CLOCK, None))
+    return HeapKeyedStateBackend(
+        KeyedStateBackendParameters(
+            "job", "op", 0, 1, 128, rng, os.path.join(str(tmp_path), "a"), SYSTEM_CLOCK, None
+        )
+    )
 
 
 class _Sum(AggregateFunction):
@@ -170,8 +172,7 @@ def test_windowed_state_is_per_key_and_window_and_merges_as_pyflink(tmp_path: An
             state.add(x)
     scope.window = a
     value.update("only in a")
-    assert (lists.get(), sums.get(), aggs.get(), value.value()) == ([1, 2], 3, "sum=3",
-                                                                       "only in a")
+    assert (lists.get(), sums.get(), aggs.get(), value.value()) == ([1, 2], 3, "sum=3", "only in a")
     backend.set_current_key("other")
     assert (lists.get(), sums.get(), aggs.get(), value.value()) == ([], None, None, None)
     backend.set_current_key("k")
@@ -227,4 +228,5 @@ def test_continuous_event_time_and_count_triggers(tmp_path: Any) -> None:
     count = PurgingTrigger.of(CountTrigger.of(2))
     results = [count.on_element(x, 0, window, ctx) for x in range(5)]
     assert results == [TriggerResult.CONTINUE, TriggerResult.FIRE_AND_PURGE] * 2 + [
-        TriggerResult.CONTINUE]
+        TriggerResult.CONTINUE
+    ]

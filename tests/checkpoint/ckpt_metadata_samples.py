@@ -51,8 +51,9 @@ def every_handle_subtask() -> OperatorSubtaskState:
         checkpoint_id=7,
         shared_state=(
             HandleAndLocalPath(FileStateHandle("/data/chk/job/shared/a.sst", 1000), "000001.sst"),
-            HandleAndLocalPath(PlaceholderStreamStateHandle("/data/chk/job/shared/b.sst", 2000),
-                               "000002.sst"),
+            HandleAndLocalPath(
+                PlaceholderStreamStateHandle("/data/chk/job/shared/b.sst", 2000), "000002.sst"
+            ),
         ),
         private_state=(
             HandleAndLocalPath(ByteStreamStateHandle("MANIFEST", b"manifest"), "MANIFEST-000003"),

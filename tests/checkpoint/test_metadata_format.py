@@ -116,7 +116,10 @@ def test_each_handle_field_survives() -> None:
     assert isinstance(inc, IncrementalRemoteKeyedStateHandle)
     assert isinstance(oinc, IncrementalRemoteKeyedStateHandle)
     assert (inc.backend_identifier, inc.range, inc.checkpoint_id, inc.checkpointed_size) == (
-        "backend-uuid", KeyGroupRange(6, 9), 7, 1234,
+        "backend-uuid",
+        KeyGroupRange(6, 9),
+        7,
+        1234,
     )
     assert inc.state_handle_id == "inc-1"
     assert [(f.local_path, _stream_bytes(f.handle)) for f in inc.shared_state] == [
@@ -236,7 +239,13 @@ def test_serializer_registry() -> None:
 
 def _changelog_metadata(entry: StreamStateHandle, new_entries: int = 1) -> CheckpointMetadata:
     handle = ChangelogStateBackendHandle(
-        "rocksdb", KeyGroupRange(0, 3), 9, 7, (key_groups_handle(),), (entry,), new_entries,
+        "rocksdb",
+        KeyGroupRange(0, 3),
+        9,
+        7,
+        (key_groups_handle(),),
+        (entry,),
+        new_entries,
     )
     sub = OperatorSubtaskState(managed_keyed_state=(handle,))
     return CheckpointMetadata(9, (OperatorState("keyed", 1, 128, {0: sub}),))
@@ -414,8 +423,11 @@ _local_names = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,10}", fullmatch=True)
 
 @st.composite
 def _stream_handles(draw: st.DrawFn, relative_ok: bool = True) -> StreamStateHandle:
-    kind = draw(st.sampled_from(["bytes", "file", "relative", "placeholder"] if relative_ok
-                                else ["bytes", "file"]))
+    kind = draw(
+        st.sampled_from(
+            ["bytes", "file", "relative", "placeholder"] if relative_ok else ["bytes", "file"]
+        )
+    )
     if kind == "bytes":
         return ByteStreamStateHandle(draw(_names), draw(st.binary(max_size=64)))
     size = draw(st.integers(0, 2**62))
@@ -432,23 +444,37 @@ def _keyed_handles(draw: st.DrawFn, changelog_ok: bool = True) -> object:
     start = draw(st.integers(0, 200))
     count = draw(st.integers(0, 6))
     kgr = KeyGroupRange.of(start, start + count - 1)
-    kind = draw(st.sampled_from(["kg", "savepoint", "incremental", "changelog"] if changelog_ok
-                                else ["kg", "savepoint", "incremental"]))
+    kind = draw(
+        st.sampled_from(
+            ["kg", "savepoint", "incremental", "changelog"]
+            if changelog_ok
+            else ["kg", "savepoint", "incremental"]
+        )
+    )
     if kind == "changelog":
         entries = tuple(draw(st.lists(_stream_handles(relative_ok=False), max_size=3)))
         return ChangelogStateBackendHandle(
-            draw(st.sampled_from(["heap", "rocksdb"])), kgr, draw(st.integers(0, 2**40)),
+            draw(st.sampled_from(["heap", "rocksdb"])),
+            kgr,
+            draw(st.integers(0, 2**40)),
             draw(st.integers(0, 2**40)),
             tuple(draw(st.lists(_keyed_handles(changelog_ok=False), max_size=2))),
-            entries, draw(st.integers(0, len(entries))),
+            entries,
+            draw(st.integers(0, len(entries))),
         )
     if kind == "incremental":
         files = st.lists(
             st.builds(HandleAndLocalPath, _stream_handles(), _local_names), max_size=3
         ).map(tuple)
         return IncrementalRemoteKeyedStateHandle(
-            draw(_names), kgr, draw(st.integers(0, 2**40)), draw(files), draw(files),
-            draw(_stream_handles()), draw(st.integers(-1, 2**40)), draw(_names),
+            draw(_names),
+            kgr,
+            draw(st.integers(0, 2**40)),
+            draw(files),
+            draw(files),
+            draw(_stream_handles()),
+            draw(st.integers(-1, 2**40)),
+            draw(_names),
         )
     offsets = tuple(draw(st.lists(st.integers(0, 2**50), min_size=len(kgr), max_size=len(kgr))))
     kgo = KeyGroupRangeOffsets(kgr, offsets)
@@ -492,19 +518,30 @@ def _metadata(draw: st.DrawFn) -> CheckpointMetadata:
             st.none() | st.builds(ByteStreamStateHandle, _names, st.binary(max_size=32))
         )
         operators.append(
-            OperatorState(f"op-{i}", parallelism, draw(st.integers(parallelism, 32768)),
-                          subtasks, coordinator)
+            OperatorState(
+                f"op-{i}", parallelism, draw(st.integers(parallelism, 32768)), subtasks, coordinator
+            )
         )
     masters = draw(
-        st.lists(st.builds(MasterState, _names, st.integers(-(2**31), 2**31 - 1),
-                           st.binary(max_size=32)), max_size=3)
+        st.lists(
+            st.builds(
+                MasterState, _names, st.integers(-(2**31), 2**31 - 1), st.binary(max_size=32)
+            ),
+            max_size=3,
+        )
     )
     props = draw(
         st.none()
         | st.builds(
             CheckpointProperties,
-            st.booleans(), st.sampled_from(list(CheckpointType)), st.booleans(), st.booleans(),
-            st.booleans(), st.booleans(), st.booleans(), st.booleans(),
+            st.booleans(),
+            st.sampled_from(list(CheckpointType)),
+            st.booleans(),
+            st.booleans(),
+            st.booleans(),
+            st.booleans(),
+            st.booleans(),
+            st.booleans(),
         )
     )
     return CheckpointMetadata(draw(st.integers(0, 2**62)), tuple(operators), tuple(masters), props)

@@ -47,14 +47,14 @@ KEYS = range(3000)
 def _updates(epoch: int) -> dict[int, int | None]:
     """Every key changes now and then; some are cleared."""
     return {
-        k: None if (k + epoch) % 11 == 0 else k * 1000 + epoch
-        for k in KEYS if (k + epoch) % 3 == 0
+        k: None if (k + epoch) % 11 == 0 else k * 1000 + epoch for k in KEYS if (k + epoch) % 3 == 0
     }
 
 
 def _job(base: str, tmp_path: Path, name: str, retained: int = 3) -> KeyedJob:
-    return KeyedJob(f"{base}/{name}", str(tmp_path / f"local-{name}"), parallelism=2,
-                    retained=retained)
+    return KeyedJob(
+        f"{base}/{name}", str(tmp_path / f"local-{name}"), parallelism=2, retained=retained
+    )
 
 
 def _source_job(base: str, tmp_path: Path) -> tuple[KeyedJob, str, dict[int, int]]:
@@ -67,8 +67,7 @@ def _source_job(base: str, tmp_path: Path) -> tuple[KeyedJob, str, dict[int, int
         if epoch == 4:
             at_four = dict(a.expected)
     a.close()
-    chk4 = next(c.external_pointer for c in a.store.get_all_checkpoints()
-                if c.checkpoint_id == 4)
+    chk4 = next(c.external_pointer for c in a.store.get_all_checkpoints() if c.checkpoint_id == 4)
     return a, chk4, at_four
 
 
@@ -142,9 +141,7 @@ def test_without_the_rule_deleting_the_restored_snapshot_breaks_the_next_restore
 
 
 @pytest.mark.parametrize("claim_mode", ["NO_CLAIM", "LEGACY"])
-def test_no_claim_never_deletes_the_restored_snapshot(
-    tmp_path: Path, claim_mode: str
-) -> None:
+def test_no_claim_never_deletes_the_restored_snapshot(tmp_path: Path, claim_mode: str) -> None:
     base = tmp_path.as_uri()
     a, chk4, _ = _source_job(base, tmp_path)
     before = _files(a.job_dir)
@@ -200,7 +197,12 @@ def test_a_failed_full_checkpoint_leaves_the_next_one_full(tmp_path: Path) -> No
 
 def _params(tmp_path: Path) -> KeyedStateBackendParameters:
     return KeyedStateBackendParameters(
-        "job", "op", 0, 1, 128, compute_key_group_range_for_operator_index(128, 1, 0),
+        "job",
+        "op",
+        0,
+        1,
+        128,
+        compute_key_group_range_for_operator_index(128, 1, 0),
         str(tmp_path),
     )
 
@@ -233,8 +235,11 @@ def test_rocksdb_full_checkpoint_uploads_every_file_and_forgets_the_restored_one
     b.commit_local(4)
     later = b.snapshot(4, big)()
     assert isinstance(later, IncrementalRemoteKeyedStateHandle)
-    placeholders = {h.handle.physical_id for h in later.shared_state
-                    if isinstance(h.handle, PlaceholderStreamStateHandle)}
+    placeholders = {
+        h.handle.physical_id
+        for h in later.shared_state
+        if isinstance(h.handle, PlaceholderStreamStateHandle)
+    }
     assert placeholders and placeholders <= {h.handle.physical_id for h in full.shared_state}
 
 
@@ -256,6 +261,7 @@ def test_heap_full_checkpoint_is_an_ordinary_checkpoint(tmp_path: Path) -> None:
 
 def _absolute(handle: KeyedStateHandle) -> KeyedStateHandle:
     """``handle`` with its relative files named by absolute path (keep="reference")."""
+
     def fix(h: StreamStateHandle) -> StreamStateHandle:
         return FileStateHandle(h.path, h.size) if isinstance(h, RelativeFileStateHandle) else h
 
@@ -263,8 +269,9 @@ def _absolute(handle: KeyedStateHandle) -> KeyedStateHandle:
     return dataclasses.replace(
         handle,
         meta_state_handle=fix(handle.meta_state_handle),
-        private_state=tuple(HandleAndLocalPath(fix(x.handle), x.local_path)
-                            for x in handle.private_state),
+        private_state=tuple(
+            HandleAndLocalPath(fix(x.handle), x.local_path) for x in handle.private_state
+        ),
     )
 
 
@@ -277,18 +284,28 @@ def test_a_savepoint_naming_its_source_files_restores_and_deletes_none_of_them(
     a, chk4, at_four = _source_job(storage_base, tmp_path)
     metadata, _ = load_checkpoint(a.storage, chk4)
     ops = tuple(
-        dataclasses.replace(op, subtask_states={
-            i: dataclasses.replace(s, managed_keyed_state=tuple(map(_absolute,
-                                                                    s.managed_keyed_state)))
-            for i, s in op.subtask_states.items()
-        })
+        dataclasses.replace(
+            op,
+            subtask_states={
+                i: dataclasses.replace(
+                    s, managed_keyed_state=tuple(map(_absolute, s.managed_keyed_state))
+                )
+                for i, s in op.subtask_states.items()
+            },
+        )
         for op in metadata.operator_states
     )
     reference = f"{storage_base}/reference"
     fs = get_filesystem(reference)
     fs.mkdirs(reference)
-    fs.write_atomic(f"{reference}/_metadata", store_checkpoint_metadata(dataclasses.replace(
-        metadata, operator_states=ops, properties=CheckpointProperties.for_savepoint())))
+    fs.write_atomic(
+        f"{reference}/_metadata",
+        store_checkpoint_metadata(
+            dataclasses.replace(
+                metadata, operator_states=ops, properties=CheckpointProperties.for_savepoint()
+            )
+        ),
+    )
     a_files = _files(a.job_dir)
     b = _job(storage_base, tmp_path, "b", retained=1)
     b.restore(reference, claim_mode)

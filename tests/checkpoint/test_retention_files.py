@@ -47,8 +47,9 @@ THRESHOLD = 1024
 SHARED, EXCLUSIVE = CheckpointedStateScope.SHARED, CheckpointedStateScope.EXCLUSIVE
 
 
-def _write(location: CheckpointStorageLocation, data: bytes, scope: CheckpointedStateScope
-           ) -> StreamStateHandle:
+def _write(
+    location: CheckpointStorageLocation, data: bytes, scope: CheckpointedStateScope
+) -> StreamStateHandle:
     stream = location.create_checkpoint_state_output_stream(scope)
     stream.write(data)
     handle = stream.close_and_get_handle()
@@ -69,8 +70,9 @@ class IncrementalBackend:
         self.confirmed: dict[str, StreamStateHandle] = {}
         self.counter = 0
 
-    def snapshot(self, location: CheckpointStorageLocation, checkpoint_id: int
-                 ) -> tuple[IncrementalRemoteKeyedStateHandle, dict[str, StreamStateHandle]]:
+    def snapshot(
+        self, location: CheckpointStorageLocation, checkpoint_id: int
+    ) -> tuple[IncrementalRemoteKeyedStateHandle, dict[str, StreamStateHandle]]:
         self.counter += 1
         self.live.append(f"{self.counter:06d}.sst")
         if len(self.live) > 3:
@@ -89,9 +91,13 @@ class IncrementalBackend:
             shared.append(HandleAndLocalPath(handle, name))
         manifest = _write(location, b"MANIFEST" * 200, EXCLUSIVE)
         inc = IncrementalRemoteKeyedStateHandle(
-            "rocks-1", KeyGroupRange(0, 63), checkpoint_id, tuple(shared),
+            "rocks-1",
+            KeyGroupRange(0, 63),
+            checkpoint_id,
+            tuple(shared),
             (HandleAndLocalPath(manifest, "MANIFEST-000001"),),
-            ByteStreamStateHandle(f"meta-{checkpoint_id}", b"meta"), state_handle_id="inc",
+            ByteStreamStateHandle(f"meta-{checkpoint_id}", b"meta"),
+            state_handle_id="inc",
         )
         return inc, uploaded
 
@@ -121,18 +127,29 @@ class Job:
         self.props = CheckpointProperties.for_checkpoint(retention)
         self.registry = self.store.shared_state_registry
 
-    def _states(self, location: CheckpointStorageLocation, checkpoint_id: int
-                ) -> tuple[tuple[OperatorState, ...], dict[str, StreamStateHandle]]:
+    def _states(
+        self, location: CheckpointStorageLocation, checkpoint_id: int
+    ) -> tuple[tuple[OperatorState, ...], dict[str, StreamStateHandle]]:
         inc, uploaded = self.backend.snapshot(location, checkpoint_id)
         small = _write(location, b"tiny" * 10, EXCLUSIVE)  # inline: below the threshold
         assert isinstance(small, ByteStreamStateHandle)
         keyed: tuple[KeyedStateHandle, ...] = (inc, _full_handle(location, checkpoint_id))
         ops = (
-            OperatorState("keyed", 2, 128, {
-                0: OperatorSubtaskState(keyed),
-                1: OperatorSubtaskState((KeyGroupsStateHandle(
-                    KeyGroupRangeOffsets(KeyGroupRange(68, 68), (0,)), small, "small"),)),
-            }),
+            OperatorState(
+                "keyed",
+                2,
+                128,
+                {
+                    0: OperatorSubtaskState(keyed),
+                    1: OperatorSubtaskState(
+                        (
+                            KeyGroupsStateHandle(
+                                KeyGroupRangeOffsets(KeyGroupRange(68, 68), (0,)), small, "small"
+                            ),
+                        )
+                    ),
+                },
+            ),
         )
         return ops, uploaded
 
@@ -142,13 +159,22 @@ class Job:
         # on completion, shared state is registered (placeholders resolved) before _metadata
         ops = self.registry.register_all(ops, checkpoint_id)
         md = CheckpointMetadata(
-            checkpoint_id, ops, (MasterState.from_json("source", {"offset": checkpoint_id}),),
+            checkpoint_id,
+            ops,
+            (MasterState.from_json("source", {"offset": checkpoint_id}),),
             self.props,
         )
         completed = write_metadata(location, md)
         cp = CompletedCheckpoint(
-            JOB, checkpoint_id, int(time.time() * 1000), int(time.time() * 1000), ops,
-            self.props, completed, md, md.master_states,
+            JOB,
+            checkpoint_id,
+            int(time.time() * 1000),
+            int(time.time() * 1000),
+            ops,
+            self.props,
+            completed,
+            md,
+            md.master_states,
         )
         self.store.add_checkpoint_and_subsume_oldest(cp, self.cleaner)
         self.backend.confirm(uploaded)
@@ -296,12 +322,22 @@ def test_savepoint_is_relocatable_and_survives_the_job(tmp_path: Path) -> None:
     handle = _full_handle(location, 2)
     assert isinstance(handle.delegate, RelativeFileStateHandle)
     md = CheckpointMetadata(
-        2, (OperatorState("keyed", 1, 128, {0: OperatorSubtaskState((handle,))}),),
-        (), CheckpointProperties.for_savepoint(),
+        2,
+        (OperatorState("keyed", 1, 128, {0: OperatorSubtaskState((handle,))}),),
+        (),
+        CheckpointProperties.for_savepoint(),
     )
     completed = write_metadata(location, md)
-    sp = CompletedCheckpoint(JOB, 2, 0, 0, md.operator_states, md.properties,  # type: ignore[arg-type]
-                             completed, md)
+    sp = CompletedCheckpoint(
+        JOB,
+        2,
+        0,
+        0,
+        md.operator_states,
+        md.properties,  # type: ignore[arg-type]
+        completed,
+        md,
+    )
     job.store.add_checkpoint_and_subsume_oldest(sp, job.cleaner)
     job.checkpoint(3)
     job.store.shutdown("CANCELED")
@@ -391,9 +427,7 @@ def test_jobmanager_storage_with_path_keeps_only_retained_metadata(tmp_path: Pat
         store.add_checkpoint_and_subsume_oldest(
             CompletedCheckpoint(JOB, i, 0, 0, ops, md.properties, completed, md)  # type: ignore[arg-type]
         )
-    files = {
-        str(p.relative_to(tmp_path / JOB)) for p in (tmp_path / JOB).rglob("*") if p.is_file()
-    }
+    files = {str(p.relative_to(tmp_path / JOB)) for p in (tmp_path / JOB).rglob("*") if p.is_file()}
     assert files == {"chk-4/_metadata", "chk-5/_metadata"}
     md, _ = load_checkpoint(storage, str(tmp_path / JOB / "chk-5"))
     delegate = md.operator_states[0].subtask_states[0].managed_keyed_state[0].delegate  # type: ignore[attr-defined]

@@ -16,8 +16,15 @@ def test_twenty_five_checkpoints_leave_exactly_the_referenced_files(
 ) -> None:
     lines: list[dict[str, object]] = []
     result = run_soak(
-        f"{storage_base}/checkpoints", str(tmp_path / "local"), checkpoints=25, retained=3,
-        keys=5000, updates_per_epoch=300, audit_every=5, abort_every=7, report=lines.append,
+        f"{storage_base}/checkpoints",
+        str(tmp_path / "local"),
+        checkpoints=25,
+        retained=3,
+        keys=5000,
+        updates_per_epoch=300,
+        audit_every=5,
+        abort_every=7,
+        report=lines.append,
     )
     assert result.checkpoints == 25
     assert result.aborted == 4  # checkpoints 7, 14, 21, 28

@@ -66,7 +66,13 @@ def make_checkpoint(
     metadata_handle = _write(directory / "_metadata", b"SPKM")
     location = CompletedCheckpointStorageLocation(str(directory), metadata_handle, str(directory))
     return CompletedCheckpoint(
-        "job", checkpoint_id, 1000 + checkpoint_id, 2000 + checkpoint_id, ops, props, location,
+        "job",
+        checkpoint_id,
+        1000 + checkpoint_id,
+        2000 + checkpoint_id,
+        ops,
+        props,
+        location,
         CheckpointMetadata(checkpoint_id, ops, (), props),
     )
 
@@ -257,7 +263,8 @@ def test_cleaner_counts_in_flight_cleanups(tmp_path: Path) -> None:
 def test_cleaner_keeps_savepoints_and_in_use(tmp_path: Path) -> None:
     cleaner = CheckpointsCleaner()
     cp1, sp2, cp3 = (
-        make_checkpoint(tmp_path, 1), make_checkpoint(tmp_path, 2, SAVEPOINT),
+        make_checkpoint(tmp_path, 1),
+        make_checkpoint(tmp_path, 2, SAVEPOINT),
         make_checkpoint(tmp_path, 3),
     )
     for c in (cp1, sp2, cp3):

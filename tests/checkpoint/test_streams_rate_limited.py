@@ -40,7 +40,7 @@ def test_streams_of_one_factory_share_the_rate(tmp_path: Path) -> None:
         stream = factory.create_checkpoint_state_output_stream(CheckpointedStateScope.SHARED)
         data = payloads[index]
         for offset in range(0, len(data), 64 * KIB):
-            stream.write(data[offset:offset + 64 * KIB])
+            stream.write(data[offset : offset + 64 * KIB])
         handles[index] = stream.close_and_get_handle()
 
     t0 = time.monotonic()

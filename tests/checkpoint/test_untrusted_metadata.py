@@ -48,8 +48,10 @@ SECRET = b"not for checkpoints"
     ("exclusive_dir", "expected"),
     [
         ("/c/job/chk-7", ("/c/job/chk-7", "/c/job/shared", "/c/job/taskowned")),
-        ("s3://b/c/job/chk-12/", ("s3://b/c/job/chk-12", "s3://b/c/job/shared",
-                                  "s3://b/c/job/taskowned")),
+        (
+            "s3://b/c/job/chk-12/",
+            ("s3://b/c/job/chk-12", "s3://b/c/job/shared", "s3://b/c/job/taskowned"),
+        ),
         ("/sp/savepoint-abc123-0123456789ab", ("/sp/savepoint-abc123-0123456789ab",)),
         ("/c/job/chk-x", ("/c/job/chk-x",)),
     ],
@@ -238,8 +240,9 @@ class Snapshots:
 
 
 def _make_snapshots(storage_base: str, tmp_path: Path) -> Snapshots:
-    job = KeyedJob(f"{storage_base}/ckpt", str(tmp_path / "local-a"), parallelism=1,
-                   inline_threshold=0)
+    job = KeyedJob(
+        f"{storage_base}/ckpt", str(tmp_path / "local-a"), parallelism=1, inline_threshold=0
+    )
     for epoch in range(3):
         job.run_epoch({k: k * 10 + epoch for k in range(epoch * 50, epoch * 50 + 400)})
         job.checkpoint()
@@ -292,17 +295,21 @@ def _map_keyed(
     metadata: CheckpointMetadata, fn: Callable[[KeyedStateHandle], KeyedStateHandle]
 ) -> CheckpointMetadata:
     ops = tuple(
-        dataclasses.replace(op, subtask_states={
-            i: dataclasses.replace(s, managed_keyed_state=tuple(map(fn, s.managed_keyed_state)))
-            for i, s in op.subtask_states.items()
-        })
+        dataclasses.replace(
+            op,
+            subtask_states={
+                i: dataclasses.replace(s, managed_keyed_state=tuple(map(fn, s.managed_keyed_state)))
+                for i, s in op.subtask_states.items()
+            },
+        )
         for op in metadata.operator_states
     )
     return dataclasses.replace(metadata, operator_states=ops)
 
 
-def _first_shared_file(path: str | None = None, local_name: str | None = None
-                       ) -> Callable[[KeyedStateHandle], KeyedStateHandle]:
+def _first_shared_file(
+    path: str | None = None, local_name: str | None = None
+) -> Callable[[KeyedStateHandle], KeyedStateHandle]:
     def alter(handle: KeyedStateHandle) -> KeyedStateHandle:
         assert isinstance(handle, IncrementalRemoteKeyedStateHandle)
         first = handle.shared_state[0]
@@ -335,8 +342,9 @@ def _savepoint_file(path: str) -> Callable[[KeyedStateHandle], KeyedStateHandle]
     return alter
 
 
-def _craft(snapshots: Snapshots, pointer: str,
-           alter: Callable[[KeyedStateHandle], KeyedStateHandle]) -> str:
+def _craft(
+    snapshots: Snapshots, pointer: str, alter: Callable[[KeyedStateHandle], KeyedStateHandle]
+) -> str:
     """Rewrite ``pointer``'s ``_metadata`` (real serializer) with one path altered."""
     metadata, _ = load_checkpoint(snapshots.job.storage, pointer)
     path = f"{pointer}/_metadata"
@@ -359,9 +367,7 @@ def _escape(snapshots: Snapshots, name: str) -> tuple[str, str, str]:
     job_dir = chk.rsplit("/", 1)[0]
     local_secret = str(snapshots.local_outside / "secret")
     other_fs = f"file://{local_secret}" if s3 else "s3://sparkpoint-test/outside/secret"
-    other_host = (
-        "s3://another-bucket/outside/secret" if s3 else f"file://otherhost{local_secret}"
-    )
+    other_host = "s3://another-bucket/outside/secret" if s3 else f"file://otherhost{local_secret}"
     checkpoint_escapes = {
         "absolute outside": f"{snapshots.outside}/secret",
         "absolute with ..": f"{chk}/../../../outside/secret",
@@ -386,9 +392,7 @@ def _escape(snapshots: Snapshots, name: str) -> tuple[str, str, str]:
         return sp, _craft(snapshots, sp, _savepoint_file(bad)), bad
     relative_escapes = {
         "relative with ..": "../../outside/secret",
-        "absolute where relative": (
-            f"{snapshots.outside}/secret" if s3 else local_secret
-        ),
+        "absolute where relative": (f"{snapshots.outside}/secret" if s3 else local_secret),
     }
     if name in relative_escapes:
         bad = relative_escapes[name]
@@ -408,15 +412,22 @@ ESCAPES = [
     "absolute where relative",
     "savepoint naming a file outside",
 ]
-LOCAL_ESCAPES = ["symbolic link to a file", "symbolic link to a directory",
-                 "relative symbolic link"]
+LOCAL_ESCAPES = [
+    "symbolic link to a file",
+    "symbolic link to a directory",
+    "relative symbolic link",
+]
 
 
 @pytest.mark.parametrize("claim_mode", CLAIM_MODES)
 @pytest.mark.parametrize("escape", ESCAPES)
 def test_escaping_state_path_is_refused_and_nothing_outside_is_touched(
-    snapshots: Snapshots, escape: str, claim_mode: str, tmp_path: Path,
-    recorded_access: list[tuple[str, str]], capsys: pytest.CaptureFixture[str],
+    snapshots: Snapshots,
+    escape: str,
+    claim_mode: str,
+    tmp_path: Path,
+    recorded_access: list[tuple[str, str]],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     _refused_and_untouched(snapshots, escape, claim_mode, tmp_path, recorded_access, capsys)
 
@@ -424,17 +435,23 @@ def test_escaping_state_path_is_refused_and_nothing_outside_is_touched(
 @pytest.mark.parametrize("claim_mode", CLAIM_MODES)
 @pytest.mark.parametrize("escape", LOCAL_ESCAPES)
 def test_symbolic_link_escape_is_refused_and_nothing_outside_is_touched(
-    local_snapshots: Snapshots, escape: str, claim_mode: str, tmp_path: Path,
-    recorded_access: list[tuple[str, str]], capsys: pytest.CaptureFixture[str],
+    local_snapshots: Snapshots,
+    escape: str,
+    claim_mode: str,
+    tmp_path: Path,
+    recorded_access: list[tuple[str, str]],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    _refused_and_untouched(
-        local_snapshots, escape, claim_mode, tmp_path, recorded_access, capsys
-    )
+    _refused_and_untouched(local_snapshots, escape, claim_mode, tmp_path, recorded_access, capsys)
 
 
 def _refused_and_untouched(
-    snapshots: Snapshots, escape: str, claim_mode: str, tmp_path: Path,
-    recorded_access: list[tuple[str, str]], capsys: pytest.CaptureFixture[str],
+    snapshots: Snapshots,
+    escape: str,
+    claim_mode: str,
+    tmp_path: Path,
+    recorded_access: list[tuple[str, str]],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     pointer, metadata_file, bad = _escape(snapshots, escape)
     recorded_access.clear()
@@ -476,7 +493,9 @@ def _refused_and_untouched(
 
 @pytest.mark.parametrize("claim_mode", CLAIM_MODES)
 def test_untouched_snapshot_restores_reading_only_its_own_directories(
-    snapshots: Snapshots, claim_mode: str, tmp_path: Path,
+    snapshots: Snapshots,
+    claim_mode: str,
+    tmp_path: Path,
     recorded_access: list[tuple[str, str]],
 ) -> None:
     """The control for the test above: the recorder sees a restore's reads, all of them in

@@ -75,10 +75,12 @@ def write_checkpoint(access: FsCheckpointStorageAccess, n: int) -> Path:
     """chk-N with one keyed operator of two subtasks (one inline, one file) and a master."""
     location = access.initialize_location_for_checkpoint(n)
     subs = {
-        0: OperatorSubtaskState(managed_keyed_state=(
-            keyed_handle(location, SMALL, KeyGroupRange(0, 63)),)),
-        1: OperatorSubtaskState(managed_keyed_state=(
-            keyed_handle(location, LARGE, KeyGroupRange(64, 127)),)),
+        0: OperatorSubtaskState(
+            managed_keyed_state=(keyed_handle(location, SMALL, KeyGroupRange(0, 63)),)
+        ),
+        1: OperatorSubtaskState(
+            managed_keyed_state=(keyed_handle(location, LARGE, KeyGroupRange(64, 127)),)
+        ),
     }
     metadata = CheckpointMetadata(
         n,
@@ -103,9 +105,18 @@ def job_dirs(tmp_path: Path) -> dict[str, Path]:
 
 def heap_backend(tmp_path: Path, index: int, parallelism: int) -> HeapKeyedStateBackend:
     rng = compute_key_group_range_for_operator_index(MAX_P, parallelism, index)
-    return HeapKeyedStateBackend(KeyedStateBackendParameters(
-        JOB, "count-op", index, parallelism, MAX_P, rng, str(tmp_path / f"local-{index}"),
-        key_serializer=Types.STRING().get_serializer()))
+    return HeapKeyedStateBackend(
+        KeyedStateBackendParameters(
+            JOB,
+            "count-op",
+            index,
+            parallelism,
+            MAX_P,
+            rng,
+            str(tmp_path / f"local-{index}"),
+            key_serializer=Types.STRING().get_serializer(),
+        )
+    )
 
 
 KEYS = [f"key-{i}" for i in range(50)]
@@ -124,7 +135,8 @@ def write_savepoint(tmp_path: Path, target: Path, checkpoint_id: int = 9) -> Pat
                 count = backend.get_partitioned_state(ValueStateDescriptor("count", Types.LONG()))
                 count.update(int(key.split("-")[1]) * 1000)
                 seen = backend.get_partitioned_state(
-                    MapStateDescriptor("seen", Types.STRING(), Types.INT()))
+                    MapStateDescriptor("seen", Types.STRING(), Types.INT())
+                )
                 seen.put("first", 1)
         handle = backend.snapshot(checkpoint_id, location, SnapshotType.SAVEPOINT)()
         assert handle is not None
@@ -152,11 +164,23 @@ def test_list_shows_every_checkpoint_newest_last(
     meta_size = (job_dirs["job"] / "chk-1" / "_metadata").stat().st_size
     assert [r[0] for r in rows] == ["1", "2", "3", "4"]
     assert rows[0] == [
-        "1", "checkpoint", "complete", str(meta_size), str(len(SMALL) + len(LARGE)), "1",
+        "1",
+        "checkpoint",
+        "complete",
+        str(meta_size),
+        str(len(SMALL) + len(LARGE)),
+        "1",
         str(job_dirs["job"] / "chk-1"),
     ]
-    assert rows[3] == ["4", "checkpoint", "incomplete", "-", "-", "-",
-                       str(job_dirs["job"] / "chk-4")]
+    assert rows[3] == [
+        "4",
+        "checkpoint",
+        "incomplete",
+        "-",
+        "-",
+        "-",
+        str(job_dirs["job"] / "chk-4"),
+    ]
 
 
 def test_list_json_from_the_base_directory(
@@ -166,7 +190,10 @@ def test_list_json_from_the_base_directory(
     assert code == 0
     entries = json.loads(out)
     assert [(e["id"], e["status"]) for e in entries] == [
-        (1, "complete"), (2, "complete"), (3, "complete"), (4, "incomplete"),
+        (1, "complete"),
+        (2, "complete"),
+        (3, "complete"),
+        (4, "incomplete"),
     ]
     assert entries[2]["path"] == str(job_dirs["job"] / "chk-3")
     assert entries[2]["operators"] == 1
@@ -181,7 +208,10 @@ def test_list_orders_savepoints_by_their_checkpoint_id(
     assert code == 0
     entries = json.loads(out)
     assert [(e["id"], e["kind"]) for e in entries] == [
-        (1, "checkpoint"), (2, "checkpoint"), (2, "savepoint"), (3, "checkpoint"),
+        (1, "checkpoint"),
+        (2, "checkpoint"),
+        (2, "savepoint"),
+        (3, "checkpoint"),
         (4, "checkpoint"),
     ]
     assert entries[2]["path"] == str(sp)
@@ -286,9 +316,7 @@ def test_inspect_prints_a_readable_summary(
     assert "  discarded when: subsumed, finished" in lines
     assert "  state:      30100 bytes (100 inline in _metadata, 1 state files)" in lines
     assert "  - count-op: parallelism 2, max parallelism 128, 30100 bytes" in lines
-    assert (
-        "      subtask 0: KeyGroupsStateHandle, key groups 0-63, 100 bytes, inline" in lines
-    )
+    assert "      subtask 0: KeyGroupsStateHandle, key groups 0-63, 100 bytes, inline" in lines
     assert (
         "      subtask 1: KeyGroupsStateHandle, key groups 64-127, 30000 bytes, "
         f"file {state_file}" in lines
@@ -314,7 +342,9 @@ def test_inspect_json_via_the_metadata_file(
     sub0, sub1 = op["subtasks"]
     assert sub0["keyed"][0]["key_groups"] == [0, 63]
     assert sub0["keyed"][0]["delegate"] == {
-        "type": "ByteStreamStateHandle", "size": 100, "storage": "inline",
+        "type": "ByteStreamStateHandle",
+        "size": 100,
+        "storage": "inline",
     }
     assert sub1["keyed"][0]["delegate"]["type"] == "RelativeFileStateHandle"
     assert sub1["keyed"][0]["delegate"]["storage"] == "file"
@@ -323,9 +353,7 @@ def test_inspect_json_via_the_metadata_file(
     assert master["value"] == {**MASTER, "epoch": 2}
 
 
-def test_inspect_a_savepoint(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_inspect_a_savepoint(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     sp = write_savepoint(tmp_path, tmp_path / "savepoints")
     code, out, _ = run(capsys, "checkpoints", "inspect", str(sp), "--json")
     assert code == 0
@@ -351,7 +379,9 @@ def test_inspect_an_incremental_handle(capsys: pytest.CaptureFixture[str], tmp_p
     # A small range: metadata_format cannot yet read incremental handles whose range has more
     # key groups than (bytes left in _metadata) / 8 (see the report; test_coordinator covers it).
     handle = IncrementalRemoteKeyedStateHandle(
-        "rocksdb", KeyGroupRange(0, 1), 1,
+        "rocksdb",
+        KeyGroupRange(0, 1),
+        1,
         (HandleAndLocalPath(FileStateHandle(str(shared_path), 40), "000001.sst"),),
         (HandleAndLocalPath(ByteStreamStateHandle("opts", b"o" * 5), "OPTIONS"),),
         ByteStreamStateHandle("meta", b"m" * 7),
@@ -368,8 +398,9 @@ def test_inspect_an_incremental_handle(capsys: pytest.CaptureFixture[str], tmp_p
     code, out, _ = run(capsys, "checkpoints", "inspect", done.external_pointer)
     assert "1 shared + 1 private files" in out
     # an incremental checkpoint cannot be dumped as a table
-    code, out, err = run(capsys, "savepoint", "dump", done.external_pointer, "-o",
-                         str(tmp_path / "out"))
+    code, out, err = run(
+        capsys, "savepoint", "dump", done.external_pointer, "-o", str(tmp_path / "out")
+    )
     assert (code, out) == (2, "")
     assert "IncrementalRemoteKeyedStateHandle (an incremental checkpoint)" in err
 
@@ -422,8 +453,15 @@ def test_dump_writes_one_parquet_file_per_keyed_operator(
     assert sorted(os.listdir(out_dir)) == ["count-op.parquet"]  # "stateless" has no keyed state
     table = pq.read_table(out_dir / "count-op.parquet")
     assert table.column_names == [
-        "operator_id", "subtask", "state_name", "state_kind", "key_group", "key", "user_key",
-        "value", "ttl_timestamp",
+        "operator_id",
+        "subtask",
+        "state_name",
+        "state_kind",
+        "key_group",
+        "key",
+        "user_key",
+        "value",
+        "ttl_timestamp",
     ]
     counts = table.filter(pc.equal(table["state_name"], "count"))
     keys = decode_savepoint_column(counts["key"], "STRING")
@@ -443,8 +481,14 @@ def test_dump_a_relocated_savepoint_and_one_operator(
     shutil.move(str(sp), str(moved))
     out_dir = tmp_path / "dump"
     code, _, err = run(
-        capsys, "savepoint", "dump", str(moved / "_metadata"), "-o", str(out_dir),
-        "--operator", "count-op",
+        capsys,
+        "savepoint",
+        "dump",
+        str(moved / "_metadata"),
+        "-o",
+        str(out_dir),
+        "--operator",
+        "count-op",
     )
     assert (code, err) == (0, "")
     assert pq.read_table(out_dir / "count-op.parquet").num_rows == 2 * len(KEYS)
@@ -454,8 +498,9 @@ def test_dump_of_an_unknown_operator_is_an_error(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     sp = write_savepoint(tmp_path, tmp_path / "savepoints")
-    code, out, err = run(capsys, "savepoint", "dump", str(sp), "-o", str(tmp_path / "d"),
-                         "--operator", "stateless")
+    code, out, err = run(
+        capsys, "savepoint", "dump", str(sp), "-o", str(tmp_path / "d"), "--operator", "stateless"
+    )
     assert (code, out) == (2, "")
     assert err == (
         f"sparkpoint: error: Operator 'stateless' has no keyed state in {sp} "

@@ -40,9 +40,14 @@ print("to the terminal", file=t.out)
 t.restore()
 print("after restore")
 """
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
     assert done.stdout.splitlines() == ["to the terminal", "after restore"]
     assert done.stderr == ""
     assert sorted(log.read_text().splitlines()) == [
-        "child stderr", "child stdout", "python stderr", "python stdout"]
+        "child stderr",
+        "child stdout",
+        "python stderr",
+        "python stdout",
+    ]

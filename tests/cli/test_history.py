@@ -47,16 +47,19 @@ def test_history_equals_the_live_statistics(
         expected = dict(live[row["id"]])
         del expected["status"], expected["failure"]
         del expected["external_pointer"]  # the pointer as given: here a path, live a URI
-        assert {k: v for k, v in row.items()
-                if k not in ("path", "metadata_size", "external_pointer")} == expected
+        assert {
+            k: v for k, v in row.items() if k not in ("path", "metadata_size", "external_pointer")
+        } == expected
         assert row["path"] == str(h.chk(row["id"]))
         assert row["metadata_size"] == (h.chk(row["id"]) / "_metadata").stat().st_size
     two, three = rows
     assert (two["epoch"], two["duration_ms"], two["files"]) == (4, 340, 2)
     assert two["inline_bytes"] == len(SMALL)
     assert two["state_size"] == two["checkpointed_size"] == 2 * len(LARGE) + len(SMALL)
-    assert [(s["operator_id"], s["subtask"], s["state_size"], s["inline_bytes"], s["files"])
-            for s in two["subtasks"]] == [
+    assert [
+        (s["operator_id"], s["subtask"], s["state_size"], s["inline_bytes"], s["files"])
+        for s in two["subtasks"]
+    ] == [
         ("keyed-op", 0, len(LARGE), 0, 1),
         ("keyed-op", 1, len(LARGE), 0, 1),
         ("keyed-op", 2, len(SMALL), len(SMALL), 0),
@@ -86,7 +89,11 @@ def test_a_savepoint_keeps_its_statistics(
     h.coordinator.complete(sp, keyed_operator(sp.location, [SMALL, SMALL]), MASTER)
     [row] = history_json(capsys, tmp_path / "savepoints")
     assert (row["id"], row["savepoint"], row["duration_ms"], row["inline_bytes"]) == (
-        1, True, 40, 2 * len(SMALL))
+        1,
+        True,
+        40,
+        2 * len(SMALL),
+    )
 
 
 def test_metadata_without_statistics_still_loads(
@@ -101,9 +108,14 @@ def test_metadata_without_statistics_still_loads(
     [row] = history_json(capsys, tmp_path / "old" / OLD_JOB)
     assert (row["id"], row["trigger_timestamp_ms"], row["duration_ms"]) == (1, -1, -1)
     assert (row["state_size"], row["inline_bytes"], row["files"]) == (
-        len(OLD_SMALL) + len(OLD_LARGE), len(OLD_SMALL), 1)
+        len(OLD_SMALL) + len(OLD_LARGE),
+        len(OLD_SMALL),
+        1,
+    )
     assert [(s["subtask"], s["state_size"]) for s in row["subtasks"]] == [
-        (0, len(OLD_SMALL)), (1, len(OLD_LARGE))]
+        (0, len(OLD_SMALL)),
+        (1, len(OLD_LARGE)),
+    ]
     code = main(["checkpoints", "history", str(tmp_path / "old")])
     out, _ = capsys.readouterr()
     assert code == 0 and out.splitlines()[1].split()[:5] == ["1", "checkpoint", "-", "-", "-"]

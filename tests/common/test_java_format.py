@@ -24,39 +24,76 @@ MIN_SUBNORMAL = 5e-324
 MIN_NORMAL = 2.2250738585072014e-308
 
 
-@pytest.mark.parametrize("value, expected", [
-    (1.0, "1.0"), (100.0, "100.0"), (-1.5, "-1.5"), (0.1, "0.1"),
-    (0.1 + 0.2, "0.30000000000000004"), (12345678.9, "1.23456789E7"),
-    (1234567.0, "1234567.0"), (123456789.0, "1.23456789E8"),
-    # the 10^7 switch to scientific notation
-    (9999999.0, "9999999.0"), (9999999.999999998, "9999999.999999998"), (1e7, "1.0E7"),
-    (10000000.000000002, "1.0000000000000002E7"),
-    # the 10^-3 switch
-    (0.001, "0.001"), (0.0010000000000000002, "0.0010000000000000002"),
-    (0.000999, "9.99E-4"), (0.0009999999999999998, "9.999999999999998E-4"), (1e-4, "1.0E-4"),
-    (1e-05, "1.0E-5"), (1e21, "1.0E21"), (1e23, "1.0E23"),
-    (1.7976931348623157e308, "1.7976931348623157E308"),
-    (MIN_NORMAL, "2.2250738585072014E-308"),
-    # subnormals: at least two digits, the two-digit decimal closest to the exact value
-    (MIN_SUBNORMAL, "4.9E-324"), (2 * MIN_SUBNORMAL, "9.9E-324"), (3 * MIN_SUBNORMAL, "1.5E-323"),
-    (4 * MIN_SUBNORMAL, "2.0E-323"),
-    (0.0, "0.0"), (-0.0, "-0.0"), (float("inf"), "Infinity"), (float("-inf"), "-Infinity"),
-    (float("nan"), "NaN"),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (1.0, "1.0"),
+        (100.0, "100.0"),
+        (-1.5, "-1.5"),
+        (0.1, "0.1"),
+        (0.1 + 0.2, "0.30000000000000004"),
+        (12345678.9, "1.23456789E7"),
+        (1234567.0, "1234567.0"),
+        (123456789.0, "1.23456789E8"),
+        # the 10^7 switch to scientific notation
+        (9999999.0, "9999999.0"),
+        (9999999.999999998, "9999999.999999998"),
+        (1e7, "1.0E7"),
+        (10000000.000000002, "1.0000000000000002E7"),
+        # the 10^-3 switch
+        (0.001, "0.001"),
+        (0.0010000000000000002, "0.0010000000000000002"),
+        (0.000999, "9.99E-4"),
+        (0.0009999999999999998, "9.999999999999998E-4"),
+        (1e-4, "1.0E-4"),
+        (1e-05, "1.0E-5"),
+        (1e21, "1.0E21"),
+        (1e23, "1.0E23"),
+        (1.7976931348623157e308, "1.7976931348623157E308"),
+        (MIN_NORMAL, "2.2250738585072014E-308"),
+        # subnormals: at least two digits, the two-digit decimal closest to the exact value
+        (MIN_SUBNORMAL, "4.9E-324"),
+        (2 * MIN_SUBNORMAL, "9.9E-324"),
+        (3 * MIN_SUBNORMAL, "1.5E-323"),
+        (4 * MIN_SUBNORMAL, "2.0E-323"),
+        (0.0, "0.0"),
+        (-0.0, "-0.0"),
+        (float("inf"), "Infinity"),
+        (float("-inf"), "-Infinity"),
+        (float("nan"), "NaN"),
+    ],
+)
 def test_double_to_string(value: float, expected: str) -> None:
     assert java_double_string(value) == expected
 
 
-@pytest.mark.parametrize("value, expected", [
-    (0.1, "0.1"), (1 / 3, "0.33333334"), (12345678.9, "1.2345679E7"), (16777217.0, "1.6777216E7"),
-    (110.1, "110.1"), (1e7, "1.0E7"), (9999999.0, "9999999.0"), (0.001, "0.001"),
-    (0.000999, "9.99E-4"), (1e-05, "1.0E-5"), (3.4028234663852886e38, "3.4028235E38"),
-    (1.401298464324817e-45, "1.4E-45"), (2.802596928649634e-45, "2.8E-45"),
-    (1.1754943508222875e-38, "1.1754944E-38"),
-    # beyond the float range: the cast gives 0 or an infinity, as in Java
-    (5e-324, "0.0"), (1e-46, "0.0"), (-1e-46, "-0.0"), (1.79e308, "Infinity"),
-    (-1.79e308, "-Infinity"), (float("nan"), "NaN"), (-0.0, "-0.0"),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (0.1, "0.1"),
+        (1 / 3, "0.33333334"),
+        (12345678.9, "1.2345679E7"),
+        (16777217.0, "1.6777216E7"),
+        (110.1, "110.1"),
+        (1e7, "1.0E7"),
+        (9999999.0, "9999999.0"),
+        (0.001, "0.001"),
+        (0.000999, "9.99E-4"),
+        (1e-05, "1.0E-5"),
+        (3.4028234663852886e38, "3.4028235E38"),
+        (1.401298464324817e-45, "1.4E-45"),
+        (2.802596928649634e-45, "2.8E-45"),
+        (1.1754943508222875e-38, "1.1754944E-38"),
+        # beyond the float range: the cast gives 0 or an infinity, as in Java
+        (5e-324, "0.0"),
+        (1e-46, "0.0"),
+        (-1e-46, "-0.0"),
+        (1.79e308, "Infinity"),
+        (-1.79e308, "-Infinity"),
+        (float("nan"), "NaN"),
+        (-0.0, "-0.0"),
+    ],
+)
 def test_float_to_string(value: float, expected: str) -> None:
     assert java_float_string(value) == expected
 
@@ -94,14 +131,19 @@ def test_hash_codes_match_java() -> None:
     assert java_hash_code(True, Types.BOOLEAN()) == 1231
     assert java_hash_code(1.0, Types.DOUBLE()) == 1072693248
     assert java_hash_code(1.0, Types.FLOAT()) == 1065353216
-    assert java_hash_code("\U0001F600", Types.STRING()) == (0xD83D * 31 + 0xDE00)
+    assert java_hash_code("\U0001f600", Types.STRING()) == (0xD83D * 31 + 0xDE00)
 
 
 def test_hash_map_order_follows_buckets_and_capacity() -> None:
     # new HashMap<>(3): 4 buckets; new HashMap<>(5): 8 buckets (PyFlink's t09 golden)
     assert hash_map_order(["x", "aa", "zz"], Types.STRING()) == ["x", "aa", "zz"]
     assert hash_map_order(["x", "aa", "zz", "B", "key10"], Types.STRING()) == [
-        "x", "aa", "zz", "B", "key10"]
+        "x",
+        "aa",
+        "zz",
+        "B",
+        "key10",
+    ]
     # 16 keys need 32 buckets (threshold 0.75): ints then sit in value order
     keys = list(range(15, -1, -1))
     assert hash_map_order(keys, Types.INT()) == list(range(16))
@@ -110,23 +152,29 @@ def test_hash_map_order_follows_buckets_and_capacity() -> None:
 
 def test_typed_java_strings() -> None:
     inner = Types.TUPLE([Types.INT(), Types.STRING()])
-    outer = Types.TUPLE([Types.STRING(), inner, Types.BOOLEAN(),
-                         Types.ROW([Types.INT(), Types.DOUBLE()])])
+    outer = Types.TUPLE(
+        [Types.STRING(), inner, Types.BOOLEAN(), Types.ROW([Types.INT(), Types.DOUBLE()])]
+    )
     assert java_string(("b, c", (2, "y"), False, Row(None, 0.5)), outer) == (
-        "(b, c,(2,y),false,+I[null, 0.5])")
+        "(b, c,(2,y),false,+I[null, 0.5])"
+    )
     row = Row(3, 1e-05)
     row.set_row_kind(RowKind.DELETE)
     assert java_string(row, Types.ROW([Types.INT(), Types.DOUBLE()])) == "-D[3, 1.0E-5]"
-    assert java_string({"k2": [3.0, 2.0]}, Types.MAP(Types.STRING(), Types.LIST(Types.DOUBLE()))) \
+    assert (
+        java_string({"k2": [3.0, 2.0]}, Types.MAP(Types.STRING(), Types.LIST(Types.DOUBLE())))
         == "{k2=[3.0, 2.0]}"
+    )
     assert java_string([1, None], Types.LIST(Types.LONG())) == "[1, null]"
     assert java_string(datetime.time(13, 5, 7, 250000), Types.SQL_TIME()) == "13:05:07"
     ts = datetime.datetime(2024, 1, 2, 3, 4, 5)
     assert java_string(ts, Types.SQL_TIMESTAMP()) == "2024-01-02 03:04:05.0"
     assert java_string(ts.replace(microsecond=123000), Types.SQL_TIMESTAMP()) == (
-        "2024-01-02 03:04:05.123")
+        "2024-01-02 03:04:05.123"
+    )
     assert java_string(ts.replace(microsecond=5), Types.SQL_TIMESTAMP()) == (
-        "2024-01-02 03:04:05.000005")
+        "2024-01-02 03:04:05.000005"
+    )
     assert java_string(decimal.Decimal("-0.000001"), Types.BIG_DEC()) == "-0.000001"
     assert java_string(datetime.date(1914, 8, 25), Types.SQL_DATE()) == "1914-08-25"
     assert java_string(None, Types.INT()) == "null"
@@ -142,7 +190,9 @@ def test_print_formats_by_declared_type() -> None:
     # a typed Row is formatted in Python (before it reaches Java): no rounding, Python's str
     row_type = Types.ROW([Types.FLOAT(), Types.STRING()])
     assert format_values([Row(12345678.9, None), (0.5, "x")], row_type) == [
-        "+I[12345678.9,None]", "+I[0.5,x]"]
+        "+I[12345678.9,None]",
+        "+I[0.5,x]",
+    ]
     assert format_values(["s", "t"], Types.STRING()) == ["s", "t"]
     assert format_values([True], Types.BOOLEAN()) == ["true"]
     with pytest.raises(OverflowError, match="int8_t"):

@@ -238,4 +238,3 @@ def test_get_with_deprecated_prefers_new_key() -> None:
     )
     assert get_with_deprecated({}, "a", "b", default="d") == "d"
     assert get_with_deprecated({"b": False}, "a", "b") == "false"
-

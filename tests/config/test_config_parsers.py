@@ -42,8 +42,16 @@ def test_duration_accepts_timedelta_and_time_objects() -> None:
 
 @pytest.mark.parametrize(
     ("size", "text"),
-    [(0, "0 bytes"), (100, "100 bytes"), (4096, "4 kb"), (20480, "20 kb"), (1 << 20, "1 mb"),
-     (3 << 30, "3 gb"), (1 << 40, "1 tb"), (1500, "1500 bytes")],
+    [
+        (0, "0 bytes"),
+        (100, "100 bytes"),
+        (4096, "4 kb"),
+        (20480, "20 kb"),
+        (1 << 20, "1 mb"),
+        (3 << 30, "3 gb"),
+        (1 << 40, "1 tb"),
+        (1500, "1500 bytes"),
+    ],
 )
 def test_memory_size_writer_round_trips(size: int, text: str) -> None:
     assert format_memory_size(size) == text
@@ -95,8 +103,9 @@ def test_enum_names_any_case_dash_or_underscore_and_aliases() -> None:
     choices = ("fixed-delay", "none")
     assert parse_enum("FIXED_DELAY", choices) == "fixed-delay"
     assert parse_enum("off", choices, aliases={"off": "none"}) == "none"
-    with pytest.raises(ConfigurationError, match="'sometimes' for 'k': expected one of "
-                                                 "fixed-delay, none"):
+    with pytest.raises(
+        ConfigurationError, match="'sometimes' for 'k': expected one of fixed-delay, none"
+    ):
         parse_enum("sometimes", choices, "k")
     assert parse_enum_member("red-one", Color) is Color.RED_ONE
     assert parse_enum_member(1, Color) is Color.BLUE

@@ -28,8 +28,9 @@ def test_page_lists_every_key_with_type_default_and_deprecated_keys() -> None:
     assert "| `execution.checkpointing.timeout` | Duration | `10 min` |" in page
 
 
-def test_check_mode_reports_a_stale_page(tmp_path: pathlib.Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_mode_reports_a_stale_page(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     page = tmp_path / "configuration.md"
     assert main([str(page), "--check"]) == 1
     assert "out of date" in capsys.readouterr().err

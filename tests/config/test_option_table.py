@@ -25,8 +25,13 @@ _KEY_LITERAL = re.compile(
     r"""\.[a-z0-9.-]+)["']"""
 )
 # Dotted string literals that are not configuration keys (logger names, a metadata key).
-_NOT_KEYS = {"sparkpoint.job", "sparkpoint.task", "sparkpoint.checkpoint", "sparkpoint.pickled",
-             "sparkpoint.checkpoint-stats"}  # logger and master-state names
+_NOT_KEYS = {
+    "sparkpoint.job",
+    "sparkpoint.task",
+    "sparkpoint.checkpoint",
+    "sparkpoint.pickled",
+    "sparkpoint.checkpoint-stats",
+}  # logger and master-state names
 
 
 def test_keys_are_unique_across_the_table() -> None:
@@ -58,8 +63,12 @@ def test_every_key_read_in_the_code_is_in_the_table() -> None:
 def test_deprecated_key_is_read_when_the_key_is_unset() -> None:
     option = CheckpointingOptions.MAX_RETAINED_CHECKPOINTS
     assert option.read({"state.checkpoints.num-retained": "3"}) == 3
-    assert option.read({"state.checkpoints.num-retained": "3",
-                        "execution.checkpointing.num-retained": "5"}) == 5
+    assert (
+        option.read(
+            {"state.checkpoints.num-retained": "3", "execution.checkpointing.num-retained": "5"}
+        )
+        == 5
+    )
     assert option.read({}) == 1
 
 

@@ -82,12 +82,20 @@ def load_manifest() -> list[Entry]:
             issue = spec.pop("issue", None)
             if issue not in ("11", "12", "examples"):
                 raise ValueError(f"{where}: issue = {issue!r}, allowed: '11', '12', 'examples'")
-            entries.append(Entry(
-                section=section, name=name, issue=issue, order=order,
-                strip_prefix=bool(spec.pop("strip_prefix", False)), pending=pending,
-                reason=reason, args=tuple(str(a) for a in spec.pop("args", [])),
-                ignore_lines=tuple(spec.pop("ignore_lines", [])), why=spec.pop("why", ""),
-            ))
+            entries.append(
+                Entry(
+                    section=section,
+                    name=name,
+                    issue=issue,
+                    order=order,
+                    strip_prefix=bool(spec.pop("strip_prefix", False)),
+                    pending=pending,
+                    reason=reason,
+                    args=tuple(str(a) for a in spec.pop("args", [])),
+                    ignore_lines=tuple(spec.pop("ignore_lines", [])),
+                    why=spec.pop("why", ""),
+                )
+            )
             if spec:
                 raise ValueError(f"{where}: unknown keys {sorted(spec)}")
     return entries
@@ -125,9 +133,9 @@ def normalise(text: str, strip_prefix: bool, ignore_lines: tuple[str, ...] = ())
         if m is None:
             result.append(line)
         elif m.group("only") is not None:
-            result.append(line[m.end():])
+            result.append(line[m.end() :])
         else:
-            result.append(f"{m.group('id')}> {line[m.end():]}")
+            result.append(f"{m.group('id')}> {line[m.end() :]}")
     return result
 
 
@@ -144,8 +152,9 @@ def differences(expected: list[str], actual: list[str], order: str) -> list[str]
     if order == "unordered":
         missing = Counter(expected) - Counter(actual)
         extra = Counter(actual) - Counter(expected)
-        return ([f"- {line}" for line in sorted(missing.elements())]
-                + [f"+ {line}" for line in sorted(extra.elements())])
+        return [f"- {line}" for line in sorted(missing.elements())] + [
+            f"+ {line}" for line in sorted(extra.elements())
+        ]
     problems = []
     for sink in sorted({sink_of(x) for x in expected + actual}):
         want = [x for x in expected if sink_of(x) == sink]

@@ -20,19 +20,24 @@ ACTIVE = [e for e in ENTRIES if e.pending is None]
 
 
 def test_every_program_has_a_manifest_entry_and_a_fresh_golden() -> None:
-    on_disk = {f"{section}/{p.stem}" for section, folder in runner.SECTIONS.items()
-               for p in folder.glob("*.py")}
+    on_disk = {
+        f"{section}/{p.stem}"
+        for section, folder in runner.SECTIONS.items()
+        for p in folder.glob("*.py")
+    }
     in_manifest = {e.id for e in ENTRIES}
     assert on_disk == in_manifest, (
         f"without manifest entry: {sorted(on_disk - in_manifest)}; "
-        f"without program: {sorted(in_manifest - on_disk)}")
+        f"without program: {sorted(in_manifest - on_disk)}"
+    )
     recorded = json.loads((runner.GOLDENS / "recorded.json").read_text())
     assert recorded["pyflink_version"].startswith("2.")
     for e in ENTRIES:
         assert e.golden.exists(), f"{e.id}: no golden; run scripts/record_pyflink_goldens.py"
         digest = hashlib.sha256(e.path.read_bytes()).hexdigest()
         assert recorded["programs"][e.id]["sha256"] == digest, (
-            f"{e.id} changed since its golden was recorded; re-record it")
+            f"{e.id} changed since its golden was recorded; re-record it"
+        )
 
 
 def test_corpus_size_per_issue() -> None:
@@ -53,7 +58,8 @@ def test_prefix_normalisation_and_comparison_modes() -> None:
     assert runner.differences(["a", "a"], ["a"], "unordered") == ["- a"]
     source = "from pyflink.common import Types\nimport pyflink\nx = 'pyflink'\n"
     assert runner.rewrite_imports(source) == (
-        "from sparkpoint.common import Types\nimport sparkpoint\nx = 'pyflink'\n")
+        "from sparkpoint.common import Types\nimport sparkpoint\nx = 'pyflink'\n"
+    )
 
 
 @pytest.mark.spark

@@ -93,24 +93,35 @@ class PlainRules(BroadcastProcessFunction):
 
 
 def broadcast_job(
-    env: Any, out_dir: str, n_events: int, n_rules: int, n_keys: int | None,
+    env: Any,
+    out_dir: str,
+    n_events: int,
+    n_rules: int,
+    n_keys: int | None,
     function: Any,
 ) -> None:
     """The job of the module doc; ``n_keys=None`` for the non-keyed variant. Main output
     to ``out_dir``, the audit side output to ``out_dir + "-audit"`` (exactly-once sinks)."""
     events = env.from_source(NumberSequenceSource(0, n_events - 1), None, "events").uid("events")
-    rules = (env.from_source(NumberSequenceSource(0, n_rules - 1), None, "rules")
-             .set_parallelism(1).uid("rules"))
+    rules = (
+        env.from_source(NumberSequenceSource(0, n_rules - 1), None, "rules")
+        .set_parallelism(1)
+        .uid("rules")
+    )
     if n_keys is not None:
         keys = n_keys
         events = events.key_by(lambda x: x % keys)
     out = events.connect(rules.broadcast(RULES, TOTALS)).process(function).uid("bc")
-    out.sink_to(FileSink.for_row_format(out_dir, Encoder.simple_string_encoder()).build()) \
-        .uid("sink")
-    (out.get_side_output(AUDIT)
-        .sink_to(FileSink.for_row_format(out_dir + "-audit",
-                                         Encoder.simple_string_encoder()).build())
-        .uid("audit-sink"))
+    out.sink_to(FileSink.for_row_format(out_dir, Encoder.simple_string_encoder()).build()).uid(
+        "sink"
+    )
+    (
+        out.get_side_output(AUDIT)
+        .sink_to(
+            FileSink.for_row_format(out_dir + "-audit", Encoder.simple_string_encoder()).build()
+        )
+        .uid("audit-sink")
+    )
 
 
 def expected_rules_state(n_rules: int) -> list[tuple[int, int]]:

@@ -90,8 +90,13 @@ def run_job(spark: Any, job: dict[str, Any]) -> dict[str, Any]:
         if not kill or kills or event.epoch != int(kill["epoch"]):
             return
         executor = event.placement["count"][0]  # the executor of subtask 0 of "count"
-        kills.append({"epoch": event.epoch, "executor": executor,
-                      "placement": {k: list(v) for k, v in event.placement.items()}})
+        kills.append(
+            {
+                "epoch": event.epoch,
+                "executor": executor,
+                "placement": {k: list(v) for k, v in event.placement.items()},
+            }
+        )
 
         def later() -> None:
             time.sleep(float(kill.get("delay_s", 0.2)))  # inside the epoch's Spark job
@@ -113,16 +118,24 @@ def run_job(spark: Any, job: dict[str, Any]) -> dict[str, Any]:
         "failovers": [f.__dict__ for f in result.failovers],
         "subtask_restores": [r.__dict__ for r in result.subtask_restores],
         "epoch_reports": [
-            {"epoch": e.epoch, "runs": e.runs, "keyed_tasks": e.keyed_tasks,
-             "on_preferred_executor": e.on_preferred_executor,
-             "restores": len(e.subtask_restores), "checkpoint_id": e.checkpoint_id}
+            {
+                "epoch": e.epoch,
+                "runs": e.runs,
+                "keyed_tasks": e.keyed_tasks,
+                "on_preferred_executor": e.on_preferred_executor,
+                "restores": len(e.subtask_restores),
+                "checkpoint_id": e.checkpoint_id,
+            }
             for e in result.epoch_reports
         ],
         "checkpoints": len([c for c in result.checkpoints if c.status == "COMPLETED"]),
         "kills": kills,
         "placements": [
-            {"epoch": e.epoch, "run": e.run, "placement": {k: list(v) for k, v in
-                                                          e.placement.items()}}
+            {
+                "epoch": e.epoch,
+                "run": e.run,
+                "placement": {k: list(v) for k, v in e.placement.items()},
+            }
             for e in faults.epochs_seen
         ],
     }
@@ -144,10 +157,16 @@ def main() -> None:
             raise SystemExit(f"only {cluster.executor_ids()} of {executors} executors came up")
         time.sleep(0.25)
     live = cluster.live_executors()
-    print("READY " + json.dumps({
-        "app_id": spark.sparkContext.applicationId,
-        "executors": {e: [s.host, s.cores] for e, s in live.items()},
-    }), flush=True)
+    print(
+        "READY "
+        + json.dumps(
+            {
+                "app_id": spark.sparkContext.applicationId,
+                "executors": {e: [s.host, s.cores] for e, s in live.items()},
+            }
+        ),
+        flush=True,
+    )
     for line in sys.stdin:
         if not line.strip():
             continue

@@ -30,8 +30,13 @@ def spark() -> Iterator[Any]:
     conf = {"spark.jars": JDBC_JAR} if os.path.exists(JDBC_JAR) else {}
     # Spark's event log, read by test_observing.py (every epoch's jobs are described).
     event_log = tempfile.mkdtemp(prefix="sparkpoint-eventlog-")
-    conf.update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": event_log,
-                 "spark.eventLog.compress": "false"})
+    conf.update(
+        {
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": event_log,
+            "spark.eventLog.compress": "false",
+        }
+    )
     session = get_spark_session("local[2,4]", conf)
     yield session
     session.stop()

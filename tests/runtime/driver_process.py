@@ -17,8 +17,11 @@ def run_driver(script: str, args: list[str], log_path: Any) -> int:
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, script, *args], stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, env=env,
+            [sys.executable, script, *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
         )
         try:
             return proc.wait(timeout=400)

@@ -120,33 +120,47 @@ class CountBothSides(KeyedCoProcessFunction):
 
 
 def two_input_job(
-    env: Any, out_dir: str, n_first: int, n_second: int, n_keys: int,
+    env: Any,
+    out_dir: str,
+    n_first: int,
+    n_second: int,
+    n_keys: int,
     injector: FailureInjector | None = None,
 ) -> None:
     """numbers 0..n_first-1 connected with numbers 0..n_second-1, both keyed by x % n_keys,
     into ``CountBothSides``; main and side output to exactly-once file sinks."""
     first = env.from_source(NumberSequenceSource(0, n_first - 1), None, "first").uid("first")
-    second = (env.from_source(NumberSequenceSource(0, n_second - 1), None, "second")
-              .uid("second"))
+    second = env.from_source(NumberSequenceSource(0, n_second - 1), None, "second").uid("second")
     keys = n_keys
-    both = (first.connect(second)
-            .key_by(lambda x: x % keys, lambda x: x % keys)
-            .process(CountBothSides(injector))
-            .uid("both"))
-    (both.sink_to(FileSink.for_row_format(out_dir, Encoder.simple_string_encoder()).build())
-         .uid("sink"))
-    (both.get_side_output(SECOND_SIDE).map(lambda x: ("side", x))
-         .sink_to(FileSink.for_row_format(out_dir + "-side",
-                                          Encoder.simple_string_encoder()).build())
-         .uid("side-sink"))
+    both = (
+        first.connect(second)
+        .key_by(lambda x: x % keys, lambda x: x % keys)
+        .process(CountBothSides(injector))
+        .uid("both")
+    )
+    (
+        both.sink_to(FileSink.for_row_format(out_dir, Encoder.simple_string_encoder()).build()).uid(
+            "sink"
+        )
+    )
+    (
+        both.get_side_output(SECOND_SIDE)
+        .map(lambda x: ("side", x))
+        .sink_to(
+            FileSink.for_row_format(out_dir + "-side", Encoder.simple_string_encoder()).build()
+        )
+        .uid("side-sink")
+    )
 
 
 def expected_two_input_output(
     n_first: int, n_second: int, n_keys: int
 ) -> tuple[list[tuple[Any, ...]], dict[int, tuple[int, int]]]:
     """The echoed records and the final ``(count, sum)`` per key of ``two_input_job``."""
-    echoed = sorted([("a", x % n_keys, x) for x in range(n_first)]
-                    + [("b", x % n_keys, x) for x in range(n_second)])
+    echoed = sorted(
+        [("a", x % n_keys, x) for x in range(n_first)]
+        + [("b", x % n_keys, x) for x in range(n_second)]
+    )
     finals = {k: (0, 0) for k in range(n_keys)}
     for x in range(n_first):
         c, s = finals[x % n_keys]
@@ -193,25 +207,42 @@ class NumbersAndTheirTotals(KeyedCoProcessFunction):
         return ()
 
     def on_timer(self, timestamp: int, ctx: Any) -> Any:
-        yield ("final", ctx.get_current_key(), self.numbers.value() or 0,
-               self.totals.value() or 0, self.largest.value() or 0)
+        yield (
+            "final",
+            ctx.get_current_key(),
+            self.numbers.value() or 0,
+            self.totals.value() or 0,
+            self.largest.value() or 0,
+        )
 
 
 def joined_with_own_totals_job(
-    env: Any, out_dir: str, n_events: int, n_keys: int,
+    env: Any,
+    out_dir: str,
+    n_events: int,
+    n_keys: int,
     injector: FailureInjector | None = None,
 ) -> None:
     """numbers connected with their own running totals per key (a keyed reduce of the same
     numbers): the graph in which each upstream needs a shuffle of its own."""
     numbers = env.from_source(NumberSequenceSource(0, n_events - 1), None, "numbers")
     keys = n_keys
-    totals = (numbers.map(lambda x: (x % keys, x)).uid("pair")
-              .key_by(lambda t: t[0]).reduce(lambda a, b: (a[0], a[1] + b[1])).uid("totals"))
-    (numbers.uid("numbers").connect(totals)
+    totals = (
+        numbers.map(lambda x: (x % keys, x))
+        .uid("pair")
+        .key_by(lambda t: t[0])
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+        .uid("totals")
+    )
+    (
+        numbers.uid("numbers")
+        .connect(totals)
         .key_by(lambda x: x % keys, lambda t: t[0])
-        .process(NumbersAndTheirTotals(injector)).uid("joined")
+        .process(NumbersAndTheirTotals(injector))
+        .uid("joined")
         .sink_to(FileSink.for_row_format(out_dir, Encoder.simple_string_encoder()).build())
-        .uid("sink"))
+        .uid("sink")
+    )
 
 
 def expected_joined_with_own_totals(

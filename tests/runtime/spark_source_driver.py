@@ -28,9 +28,14 @@ def main() -> None:
 
     spark = get_spark_session("local[2,4]")
     env = checkpointed_env(spark, ckpt, restore, {})
-    source = SparkStreamSource(file_stream(spark, in_dir), staging, spark_ckpt,
-                               trigger_interval="300 milliseconds", end_batch=N_FILES - 1,
-                               max_batches_per_epoch=1)
+    source = SparkStreamSource(
+        file_stream(spark, in_dir),
+        staging,
+        spark_ckpt,
+        trigger_interval="300 milliseconds",
+        end_batch=N_FILES - 1,
+        max_batches_per_epoch=1,
+    )
     injector = FailureInjector(fault_dir, 3, 1, "kill") if fault_dir != "-" else None
     staged_before = os.path.isdir(source.batch_dir(3))
 

@@ -31,8 +31,13 @@ def file_stream(spark: Any, directory: str) -> Any:
     return spark.readStream.schema("x BIGINT").option("maxFilesPerTrigger", 1).json(directory)
 
 
-def source_job(env: Any, source: SparkStreamSource, out_dir: str, n_keys: int,
-               map_injector: FailureInjector | None = None) -> None:
+def source_job(
+    env: Any,
+    source: SparkStreamSource,
+    out_dir: str,
+    n_keys: int,
+    map_injector: FailureInjector | None = None,
+) -> None:
     """rows -> (x % keys, x) -> key_by -> CountAndEcho -> exactly-once FileSink."""
 
     def to_pair(row: Any) -> tuple[int, int]:

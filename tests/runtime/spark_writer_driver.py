@@ -28,9 +28,7 @@ def main() -> None:
     from tests.runtime.spark_writer_jobs import SCHEMA, CommitStepFault, writer_job
 
     spark = get_spark_session("local[2,4]", {"spark.jars": JDBC_JAR})
-    env = checkpointed_env(
-        spark, ckpt, restore, {"sparkpoint.epoch.max-records-per-split": "150"}
-    )
+    env = checkpointed_env(spark, ckpt, restore, {"sparkpoint.epoch.max-records-per-split": "150"})
     if target == "parquet":
         sink = SparkWriterSink.parquet(out, SCHEMA)
     else:

@@ -18,8 +18,13 @@ def pad(record: tuple[Any, ...]) -> tuple[Any, ...]:
     return record if len(record) == 4 else (*record, None)
 
 
-def writer_job(env: Any, sink: SparkWriterSink, n_events: int, n_keys: int,
-               map_injector: FailureInjector | None = None) -> None:
+def writer_job(
+    env: Any,
+    sink: SparkWriterSink,
+    n_events: int,
+    n_keys: int,
+    map_injector: FailureInjector | None = None,
+) -> None:
     """numbers -> (x % keys, x) -> key_by -> CountAndEcho -> pad -> ``sink``."""
     (
         counted_pairs(env, n_events, n_keys, map_injector=map_injector)
@@ -44,8 +49,9 @@ def expected_rows(n_events: int, n_keys: int) -> list[tuple[Any, ...]]:
 class CommitStepFault:
     """Fails the driver at one commit step, ``times`` times in all (``raise`` or ``kill``)."""
 
-    def __init__(self, directory: str, step: str, times: int = 1, mode: str = "raise",
-                 skip: int = 0) -> None:
+    def __init__(
+        self, directory: str, step: str, times: int = 1, mode: str = "raise", skip: int = 0
+    ) -> None:
         self.step = step
         self.injector = FailureInjector(directory, 0, times, mode)
         self.skip = skip  # commits that pass the step before the first failure

@@ -52,8 +52,9 @@ def test_requests_across_a_failover(env: StreamExecutionEnvironment, tmp_path: A
     requests.mkdir()
     out = str(tmp_path / "out")
     env.set_parallelism(1)
-    env.configure(Configuration().set_string(
-        "sparkpoint.epoch.max-records-per-split", str(PER_EPOCH)))
+    env.configure(
+        Configuration().set_string("sparkpoint.epoch.max-records-per-split", str(PER_EPOCH))
+    )
     clock = ManualClock(1_000_000)
     env.set_clock(clock)
     env.enable_checkpointing(1000)
@@ -71,8 +72,13 @@ def test_requests_across_a_failover(env: StreamExecutionEnvironment, tmp_path: A
     env.set_fault_injection(Faults().on_epoch_start(at_start))
     numbers = env.from_source(NumberSequenceSource(0, N - 1), None, "numbers").uid("numbers")
     (
-        AsyncDataStream.unordered_wait(numbers, CountedLookup(str(requests)), Time.seconds(10),
-                                       capacity=4, output_type=Types.LONG())
+        AsyncDataStream.unordered_wait(
+            numbers,
+            CountedLookup(str(requests)),
+            Time.seconds(10),
+            capacity=4,
+            output_type=Types.LONG(),
+        )
         .uid("lookup")
         .sink_to(FileSink.for_row_format(out, Encoder.simple_string_encoder()).build())
         .uid("sink")
@@ -85,6 +91,4 @@ def test_requests_across_a_failover(env: StreamExecutionEnvironment, tmp_path: A
     assert sorted(read_sink(out)) == [v * v for v in range(N)]
     # Requests of checkpointed epochs (0..39) were issued once and never again; those of the
     # epochs replayed after the restore (5 and 6: 40..59) twice; the rest once.
-    assert _requests(str(requests)) == Counter(
-        {v: 2 if 40 <= v < 60 else 1 for v in range(N)}
-    )
+    assert _requests(str(requests)) == Counter({v: 2 if 40 <= v < 60 else 1 for v in range(N)})

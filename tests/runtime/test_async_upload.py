@@ -26,7 +26,9 @@ def _factory(tmp_path: Path) -> CheckpointStreamFactory:
     base.mkdir(exist_ok=True)
     (tmp_path / "shared").mkdir(exist_ok=True)
     return FsCheckpointStreamFactory(
-        get_filesystem(base.as_uri()), base.as_uri(), (tmp_path / "shared").as_uri(),
+        get_filesystem(base.as_uri()),
+        base.as_uri(),
+        (tmp_path / "shared").as_uri(),
         file_state_size_threshold=0,
     )
 
@@ -115,8 +117,12 @@ def test_an_upload_that_ends_after_its_abort_deletes_its_files(tmp_path: Path) -
 def test_an_upload_whose_worker_died_is_lost(tmp_path: Path) -> None:
     uploads = _uploads(tmp_path)
     os.makedirs(uploads.directory)
-    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                           capture_output=True, text=True, check=True)
+    child = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     pid = int(child.stdout)
     Path(uploads.directory, "7.running").write_text(f"{pid} 12345")
     [lost] = uploads.statuses({7})

@@ -30,8 +30,9 @@ def _run(
     started (first run), and the epochs at which the injected failure fired."""
     out = str(tmp_path / "out")
     env.set_parallelism(1)
-    env.configure(Configuration().set_string(
-        "sparkpoint.epoch.max-records-per-split", str(PER_EPOCH)))
+    env.configure(
+        Configuration().set_string("sparkpoint.epoch.max-records-per-split", str(PER_EPOCH))
+    )
     clock = ManualClock(1_000_000)
     env.set_clock(clock)
     env.enable_checkpointing(1000, mode)
@@ -50,8 +51,10 @@ def _run(
 
     env.set_fault_injection(Faults().on_epoch_start(at_start))
     (
-        env.from_source(NumberSequenceSource(0, N - 1), None, "numbers").uid("numbers")
-        .map(lambda x: x * 2).uid("double")
+        env.from_source(NumberSequenceSource(0, N - 1), None, "numbers")
+        .uid("numbers")
+        .map(lambda x: x * 2)
+        .uid("double")
         .sink_to(FileSink.for_row_format(out, Encoder.simple_string_encoder()).build())
         .uid("sink")
     )

@@ -30,7 +30,10 @@ def _changelog() -> ChangelogCheckpoints:
     node = SimpleNamespace(operator_id="count")
     stage = SimpleNamespace(keyed_nodes=[node], max_parallelism=128, parallelism=2)
     changelog = ChangelogCheckpoints(
-        SimpleNamespace(stages=[stage]), True, INTERVAL_MS, "heap"  # type: ignore[arg-type]
+        SimpleNamespace(stages=[stage]),
+        True,
+        INTERVAL_MS,
+        "heap",  # type: ignore[arg-type]
     )
     # as after a first checkpoint that materialized at epoch 1, at time 0
     changelog.materialization_id = 1
@@ -69,8 +72,10 @@ def test_adopted_once_every_upload_is_done(tmp_path: Path) -> None:
     assert changelog.start_background(6, INTERVAL_MS)
     changelog.run_accepted(7, KEYED, 6)
     h0, h1 = _handle(tmp_path, "a"), _handle(tmp_path, "b")
-    changelog.advance([_status(0, 6, UploadStatus.DONE, h0),
-                       _status(1, 6, UploadStatus.RUNNING)], INTERVAL_MS + 10)
+    changelog.advance(
+        [_status(0, 6, UploadStatus.DONE, h0), _status(1, 6, UploadStatus.RUNNING)],
+        INTERVAL_MS + 10,
+    )
     assert changelog.materialization_id == 1  # not yet: subtask 1 still uploads
     changelog.advance([_status(1, 6, UploadStatus.DONE, h1)], INTERVAL_MS + 20)
     assert (changelog.materialization_id, changelog.materialization_epoch) == (6, 7)
@@ -92,8 +97,9 @@ def test_a_failed_upload_abandons_it_and_deletes_what_the_others_wrote(tmp_path:
     assert changelog.start_background(6, INTERVAL_MS)
     changelog.run_accepted(7, KEYED, 6)
     done = _handle(tmp_path, "done")
-    changelog.advance([_status(0, 6, UploadStatus.DONE, done),
-                       _status(1, 6, UploadStatus.FAILED)], 3000)
+    changelog.advance(
+        [_status(0, 6, UploadStatus.DONE, done), _status(1, 6, UploadStatus.FAILED)], 3000
+    )
     changelog.close()  # waits for the deletions
     assert list(changelog.aborted) == [6]
     assert not (tmp_path / "done").exists()
@@ -126,8 +132,10 @@ def test_one_older_than_a_materialization_completed_since_is_abandoned(
     assert changelog.start_background(6, INTERVAL_MS)
     changelog.run_accepted(7, KEYED, 6)
     changelog.materialization_id, changelog.materialization_epoch = 8, 9  # a failover's
-    changelog.advance([_status(s, 6, UploadStatus.DONE, _handle(tmp_path, f"h{s}"))
-                       for s in (0, 1)], 2 * INTERVAL_MS)
+    changelog.advance(
+        [_status(s, 6, UploadStatus.DONE, _handle(tmp_path, f"h{s}")) for s in (0, 1)],
+        2 * INTERVAL_MS,
+    )
     changelog.close()
     assert changelog.materialization_id == 8 and list(changelog.aborted) == [6]
     assert not any(tmp_path.iterdir())
@@ -145,8 +153,10 @@ def test_failures_in_a_row_beyond_the_allowed_fail_the_job_over(tmp_path: Path) 
     # an adopted one starts the count again
     assert changelog.start_background(8, 2 * INTERVAL_MS)
     changelog.run_accepted(9, KEYED, 8)
-    changelog.advance([_status(s, 8, UploadStatus.DONE, _handle(tmp_path, f"h{s}"))
-                       for s in (0, 1)], 2 * INTERVAL_MS)
+    changelog.advance(
+        [_status(s, 8, UploadStatus.DONE, _handle(tmp_path, f"h{s}")) for s in (0, 1)],
+        2 * INTERVAL_MS,
+    )
     assert changelog.materialization_id == 8
     _fail_one(changelog, 10, 3 * INTERVAL_MS)
     _fail_one(changelog, 12, 4 * INTERVAL_MS)
@@ -167,7 +177,10 @@ def test_no_periodic_materialization_when_it_is_off() -> None:
     node = SimpleNamespace(operator_id="count")
     stage = SimpleNamespace(keyed_nodes=[node], max_parallelism=128, parallelism=2)
     changelog = ChangelogCheckpoints(
-        SimpleNamespace(stages=[stage]), True, None, "heap"  # type: ignore[arg-type]
+        SimpleNamespace(stages=[stage]),
+        True,
+        None,
+        "heap",  # type: ignore[arg-type]
     )
     assert changelog.should_materialize(0, False)  # no materialization yet
     changelog.materialization_id = 1
@@ -183,8 +196,10 @@ def test_an_adopted_one_no_checkpoint_referenced_goes_when_the_next_is_adopted(
     for mid, now in ((6, INTERVAL_MS), (8, 3 * INTERVAL_MS)):
         assert changelog.start_background(mid, now)
         changelog.run_accepted(mid + 1, KEYED, mid)
-        changelog.advance([_status(s, mid, UploadStatus.DONE, _handle(tmp_path, f"{mid}-{s}"))
-                           for s in (0, 1)], now)
+        changelog.advance(
+            [_status(s, mid, UploadStatus.DONE, _handle(tmp_path, f"{mid}-{s}")) for s in (0, 1)],
+            now,
+        )
     assert changelog.materialization_id == 8
     changelog.close()  # waits for the deletions
     # 6's files went when 8 was adopted (close deletes only the unreferenced 8's)

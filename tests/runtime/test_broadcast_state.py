@@ -47,8 +47,9 @@ def _env(spark: Any, tmp_path: Any, parallelism: int, restore: str | None = None
     return env
 
 
-def _check(out_dir: str, parallelism: int, keyed: bool, n_events: int = N_EVENTS,
-           n_rules: int = N_RULES) -> None:
+def _check(
+    out_dir: str, parallelism: int, keyed: bool, n_events: int = N_EVENTS, n_rules: int = N_RULES
+) -> None:
     out = read_sink(out_dir)
     if keyed:
         recs = sorted(o for o in out if o[0] == "rec")
@@ -56,11 +57,13 @@ def _check(out_dir: str, parallelism: int, keyed: bool, n_events: int = N_EVENTS
         finals = [o for o in out if o[0] == "final"]
         assert len(finals) == N_KEYS
         assert {o[1]: (o[2], o[3], o[4]) for o in finals} == expected_finals(
-            n_events, N_KEYS, n_rules)
+            n_events, N_KEYS, n_rules
+        )
     else:
         assert sorted(out) == [("rec", x) for x in range(n_events)]
     assert sorted(read_sink(out_dir + "-audit")) == expected_audit(
-        range(parallelism), range(n_rules))
+        range(parallelism), range(n_rules)
+    )
 
 
 FAILURES = {
@@ -150,12 +153,15 @@ def test_savepoint_restore_at_other_parallelism_keeps_broadcast_state(
     broadcast_job(env, out, n_events, n_rules, keys, fn)
     env.execute("broadcast-resumed")
     after = sorted(read_sink(out + "-audit"))
-    assert after == sorted(expected_audit(range(old_p), range(done))
-                           + expected_audit(range(new_p), range(done, n_rules)))
+    assert after == sorted(
+        expected_audit(range(old_p), range(done))
+        + expected_audit(range(new_p), range(done, n_rules))
+    )
     if keyed:
         out_rows = read_sink(out)
         assert sorted(o for o in out_rows if o[0] == "rec") == sorted(
-            ("rec", x % N_KEYS, x) for x in range(n_events))
+            ("rec", x % N_KEYS, x) for x in range(n_events)
+        )
         finals = {o[1]: (o[2], o[3], o[4]) for o in out_rows if o[0] == "final"}
         assert finals == expected_finals(n_events, N_KEYS, n_rules)
     else:
@@ -181,8 +187,9 @@ class Snapshotting(KeyedBroadcastProcessFunction):
         return None
 
     def process_broadcast_element(self, value: Any, ctx: Any) -> Any:
-        ctx.get_broadcast_state(SEEN).put(value, (ctx.get_broadcast_state(SEEN).get(value)
-                                                  or 0) + 1)
+        ctx.get_broadcast_state(SEEN).put(
+            value, (ctx.get_broadcast_state(SEEN).get(value) or 0) + 1
+        )
         if value == "bump":
             keys: list[Any] = []
 
@@ -194,8 +201,11 @@ class Snapshotting(KeyedBroadcastProcessFunction):
             yield ("bumped", sorted(keys))
 
     def on_timer(self, timestamp: int, ctx: Any) -> Any:
-        yield (ctx.get_current_key(), self.count.value(),
-               sorted(ctx.get_broadcast_state(SEEN).items()))
+        yield (
+            ctx.get_current_key(),
+            self.count.value(),
+            sorted(ctx.get_broadcast_state(SEEN).items()),
+        )
 
 
 def test_apply_to_keyed_state_and_broadcast_first_within_an_epoch(env: Any) -> None:
@@ -206,10 +216,12 @@ def test_apply_to_keyed_state_and_broadcast_first_within_an_epoch(env: Any) -> N
     env.configure({"sparkpoint.epoch.max-records-per-split": "2"})
     events = env.from_collection(["a", "b", "c", "a"], type_info=Types.STRING())
     rules = env.from_collection(["x", "y", "bump", "x"], type_info=Types.STRING())
-    out = (events.key_by(lambda e: e)
-           .connect(rules.broadcast(SEEN))
-           .process(Snapshotting())
-           .execute_and_collect())
+    out = (
+        events.key_by(lambda e: e)
+        .connect(rules.broadcast(SEEN))
+        .process(Snapshotting())
+        .execute_and_collect()
+    )
     rows = list(out)
     seen = [("bump", 1), ("x", 2), ("y", 1)]
     assert rows[0] == ("bumped", ["a", "b"])

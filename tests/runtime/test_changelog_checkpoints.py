@@ -45,18 +45,26 @@ N_KEYS = 17
 BACKENDS = ["hashmap", "rocksdb"]
 
 
-def _env(spark: Any, tmp_path: Path, name: str, backend: str, parallelism: int = 2,
-         restore: str | None = None, materialize: str = "1 h",
-         injector: FailureInjector | None = None, n_events: int = N_EVENTS,
-         retained: int = 3, upload_rate: str | None = None) -> Any:
+def _env(
+    spark: Any,
+    tmp_path: Path,
+    name: str,
+    backend: str,
+    parallelism: int = 2,
+    restore: str | None = None,
+    materialize: str = "1 h",
+    injector: FailureInjector | None = None,
+    n_events: int = N_EVENTS,
+    retained: int = 3,
+    upload_rate: str | None = None,
+) -> Any:
     conf = Configuration()
     conf.set_string("sparkpoint.epoch.max-records-per-split", "500")
     conf.set_string("sparkpoint.local-state.dir", str(tmp_path / "local"))
     conf.set_string("execution.checkpointing.num-retained", str(retained))
     conf.set_string("state.backend.changelog.periodic-materialize.interval", materialize)
     if upload_rate is not None:
-        conf.set_string("sparkpoint.state.changelog.materialization.max-upload-rate",
-                        upload_rate)
+        conf.set_string("sparkpoint.state.changelog.materialization.max-upload-rate", upload_rate)
     if restore is not None:
         conf.set_string("execution.state-recovery.path", restore)
     env = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
@@ -87,8 +95,12 @@ def _run_until(env: Any, checkpoints: int) -> tuple[str, list[Any]]:
 
 def _keyed(pointer: str) -> list[Any]:
     metadata, _ = load_pointer(pointer)
-    return [h for op in metadata.operator_states for s in op.subtask_states.values()
-            for h in s.managed_keyed_state]
+    return [
+        h
+        for op in metadata.operator_states
+        for s in op.subtask_states.values()
+        for h in s.managed_keyed_state
+    ]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -112,21 +124,20 @@ def test_checkpoints_reference_the_materialization_and_restore_at_another_parall
     for stats in done[1:]:
         assert 0 < stats.checkpointed_size < first.checkpointed_size
     assert audit_checkpoint_directory(job_dir).exact
-    committed = collections.Counter(o[1] for o in read_sink(str(tmp_path / "out"))
-                                    if o[0] == "rec")
+    committed = collections.Counter(o[1] for o in read_sink(str(tmp_path / "out")) if o[0] == "rec")
     assert sum(committed.values()) > 0
 
     # The state processor reads the counts the committed output implies.
     from sparkpoint.state_processor import SavepointReader
 
     frame = SavepointReader.read(spark, latest.external_pointer).read_keyed_state(
-        "count", states=["count"])
+        "count", states=["count"]
+    )
     counts = {pickle.loads(row[0]): row[1] for row in frame.collect()}  # untyped keys
     assert counts == dict(committed)
 
     # Restored at parallelism 3: every subtask rebuilds the two writers' state.
-    env = _env(spark, tmp_path, "ckpt-b", backend, parallelism=3,
-               restore=latest.external_pointer)
+    env = _env(spark, tmp_path, "ckpt-b", backend, parallelism=3, restore=latest.external_pointer)
     env.execute("changelog-rescaled")
     check_keyed_count_output(str(tmp_path / "out"), N_EVENTS, N_KEYS)
 
@@ -224,8 +235,16 @@ def test_periodic_materializations_upload_in_the_background(
     uploaded while checkpoints go on referencing the previous one, then adopted. The
     directory holds exactly what the retained checkpoints reference, and the latest
     restores exactly at parallelism 3."""
-    env = _env(spark, tmp_path, "ckpt-a", backend, materialize="300 ms", n_events=100_000,
-               retained=100, upload_rate="4 kb")
+    env = _env(
+        spark,
+        tmp_path,
+        "ckpt-a",
+        backend,
+        materialize="300 ms",
+        n_events=100_000,
+        retained=100,
+        upload_rate="4 kb",
+    )
     job_dir, done = _run_until(env, 24)
     refs = _materializations(done)
     first = done[0].checkpoint_id
@@ -247,8 +266,15 @@ def test_periodic_materializations_upload_in_the_background(
     assert [m for _c, m in refs] == sorted(m for _c, m in refs)  # never an older one
     assert audit_checkpoint_directory(job_dir).exact
 
-    env = _env(spark, tmp_path, "ckpt-b", backend, parallelism=3,
-               restore=done[-1].external_pointer, n_events=100_000)
+    env = _env(
+        spark,
+        tmp_path,
+        "ckpt-b",
+        backend,
+        parallelism=3,
+        restore=done[-1].external_pointer,
+        n_events=100_000,
+    )
     env.execute("background-materialization-rescaled")
     check_keyed_count_output(str(tmp_path / "out"), 100_000, N_KEYS)
 
@@ -267,8 +293,9 @@ def test_a_failed_background_materialization_is_abandoned_and_deleted(
             failed.write_text(str(checkpoint_id))
             raise RuntimeError("injected materialization upload failure")
 
-    env = _env(spark, tmp_path, "ckpt-a", "rocksdb", materialize="300 ms", n_events=100_000,
-               retained=100)
+    env = _env(
+        spark, tmp_path, "ckpt-a", "rocksdb", materialize="300 ms", n_events=100_000, retained=100
+    )
     env.set_fault_injection(Faults().on_upload(fail_once))
     job_dir, done = _run_until(env, 24)
     assert failed.exists()
@@ -279,8 +306,9 @@ def test_a_failed_background_materialization_is_abandoned_and_deleted(
     audit = audit_checkpoint_directory(job_dir)
     assert audit.unreferenced == frozenset() and audit.missing == frozenset()
 
-    env = _env(spark, tmp_path, "ckpt-b", "rocksdb", restore=done[-1].external_pointer,
-               n_events=100_000)
+    env = _env(
+        spark, tmp_path, "ckpt-b", "rocksdb", restore=done[-1].external_pointer, n_events=100_000
+    )
     env.execute("background-materialization-failed-restored")
     check_keyed_count_output(str(tmp_path / "out"), 100_000, N_KEYS)
 

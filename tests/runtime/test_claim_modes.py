@@ -31,8 +31,14 @@ N_EVENTS = 40_000
 N_KEYS = 17
 
 
-def _env(spark: Any, tmp_path: Path, name: str, retained: int = 3,
-         restore: str | None = None, claim_mode: str | None = None) -> Any:
+def _env(
+    spark: Any,
+    tmp_path: Path,
+    name: str,
+    retained: int = 3,
+    restore: str | None = None,
+    claim_mode: str | None = None,
+) -> Any:
     conf = Configuration()
     conf.set_string("sparkpoint.epoch.max-records-per-split", "500")
     conf.set_string("sparkpoint.local-state.dir", str(tmp_path / "local"))
@@ -93,10 +99,13 @@ def test_restored_snapshot_is_not_needed_after_the_first_checkpoint(
     assert int(b_pointers[0].rsplit("-", 1)[1]) == int(restored.rsplit("-", 1)[1]) + 1
     for pointer in b_pointers[-3:]:  # the retained ones reference B's own files only
         metadata, _ = load_pointer(pointer)
-        handles = [h for op in metadata.operator_states for s in op.subtask_states.values()
-                   for h in s.managed_keyed_state]
-        assert handles and all(isinstance(h, IncrementalRemoteKeyedStateHandle)
-                               for h in handles)
+        handles = [
+            h
+            for op in metadata.operator_states
+            for s in op.subtask_states.values()
+            for h in s.managed_keyed_state
+        ]
+        assert handles and all(isinstance(h, IncrementalRemoteKeyedStateHandle) for h in handles)
         assert all(p.startswith(b_dir + "/") for p in referenced_files(metadata))
     if claim_mode == "CLAIM":  # owned and subsumed: gone, and nothing else of A's
         assert not os.path.exists(restored)
@@ -129,8 +138,8 @@ def test_crafted_metadata_is_refused_before_the_job_runs(spark: Any, tmp_path: P
     altered = dataclasses.replace(
         metadata,
         operator_states=tuple(
-            dataclasses.replace(o, subtask_states={**o.subtask_states, 0: sub})
-            if o is op else o for o in metadata.operator_states
+            dataclasses.replace(o, subtask_states={**o.subtask_states, 0: sub}) if o is op else o
+            for o in metadata.operator_states
         ),
     )
     metadata_file = Path(pointers[-1]) / "_metadata"

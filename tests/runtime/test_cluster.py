@@ -63,16 +63,31 @@ STORAGE = {
 KILL_JOB = {"local-cluster": ("hashmap", "local"), "standalone": ("rocksdb", "s3")}
 
 
-def _run(cluster: Cluster, tmp_path: Any, s3_server: Any, backend: str, storage: str,
-         kill: dict[str, Any] | None = None) -> dict[str, Any]:
+def _run(
+    cluster: Cluster,
+    tmp_path: Any,
+    s3_server: Any,
+    backend: str,
+    storage: str,
+    kill: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     if storage == "s3":
         checkpoint, fs_options = s3_server.unique_prefix(), s3_server.options
     else:
         checkpoint, fs_options = str(tmp_path / "ckpt"), None
     result = cluster.driver.run(
-        events=EVENTS, keys=KEYS, keys2=KEYS2, p1=3, p2=6, backend=backend,
-        checkpoint=checkpoint, fs_options=fs_options, out1=str(tmp_path / "out1"),
-        out2=str(tmp_path / "out2"), records_per_split=RECORDS_PER_SPLIT, interval_ms=1000,
+        events=EVENTS,
+        keys=KEYS,
+        keys2=KEYS2,
+        p1=3,
+        p2=6,
+        backend=backend,
+        checkpoint=checkpoint,
+        fs_options=fs_options,
+        out1=str(tmp_path / "out1"),
+        out2=str(tmp_path / "out2"),
+        records_per_split=RECORDS_PER_SPLIT,
+        interval_ms=1000,
         kill=kill,
     )
     for out, keys in ((tmp_path / "out1", KEYS), (tmp_path / "out2", KEYS2)):
@@ -92,7 +107,9 @@ def test_cluster_executors_are_separate(cluster: Cluster) -> None:
     if cluster.standalone is not None and can_isolate_workers():
         assert cluster.standalone.isolated
         assert sorted(host for host, _cores in executors.values()) == [
-            "127.0.0.2", "127.0.0.3", "127.0.0.4"
+            "127.0.0.2",
+            "127.0.0.3",
+            "127.0.0.4",
         ]
 
 
@@ -129,8 +146,10 @@ def test_killed_executor_restores_only_its_subtasks(
     assert kill.get("pid"), "the executor was not killed"
     dead = kill["executor"]
     lost = sorted(
-        (op, i) for op, executors in kill["placement"].items()
-        for i, executor in enumerate(executors) if executor == dead
+        (op, i)
+        for op, executors in kill["placement"].items()
+        for i, executor in enumerate(executors)
+        if executor == dead
     )
     assert len(lost) == 3  # one subtask of count, two of count2
     restores = r["subtask_restores"]

@@ -37,7 +37,8 @@ def test_uncommitted_collect_output_survives_the_metadata_json() -> None:
 def test_checkpointed_job_collects_bytes_records(env: Any, tmp_path: Any) -> None:
     env.enable_checkpointing(10)
     env.get_checkpoint_config().set_checkpoint_storage(
-        FileSystemCheckpointStorage((tmp_path / "ckpt").as_uri()))
+        FileSystemCheckpointStorage((tmp_path / "ckpt").as_uri())
+    )
     env.set_restart_strategy(RestartStrategies.no_restart())
     env.configure({"sparkpoint.epoch.max-records-per-split": "50"})
     env.set_parallelism(2)

@@ -404,9 +404,7 @@ def test_abort_all_discards_without_counting(tmp_path: Path) -> None:
     assert h.coordinator.pending == []
     assert h.checkpoint_dirs() == []
     assert h.coordinator.consecutive_failures == 0
-    assert [(s.status, s.failure) for s in h.coordinator.stats] == [
-        ("FAILED", "TASK_FAILURE")
-    ] * 3
+    assert [(s.status, s.failure) for s in h.coordinator.stats] == [("FAILED", "TASK_FAILURE")] * 3
 
 
 def test_a_metadata_write_failure_is_an_io_exception_that_counts(tmp_path: Path) -> None:
@@ -498,7 +496,10 @@ def test_two_retained_of_five_leaves_exactly_chk4_and_chk5(
         cleaner.close()
     assert h.checkpoint_dirs() == ["chk-4", "chk-5"]
     assert sorted(p.name for p in h.job_dir.iterdir()) == [
-        "chk-4", "chk-5", "shared", "taskowned",
+        "chk-4",
+        "chk-5",
+        "shared",
+        "taskowned",
     ]
     for n in (4, 5):
         names = files_under(h.chk(n))
@@ -649,7 +650,9 @@ def test_stats_of_file_handles_built_by_the_stream_factory(tmp_path: Path) -> No
         assert handle is not None
         handles.append(handle)
     assert [type(x).__name__ for x in handles] == [
-        "FileStateHandle", "RelativeFileStateHandle", "ByteStreamStateHandle",
+        "FileStateHandle",
+        "RelativeFileStateHandle",
+        "ByteStreamStateHandle",
     ]
     subs = {
         i: OperatorSubtaskState(
@@ -669,8 +672,9 @@ def test_incremental_stats_count_only_files_uploaded_by_this_checkpoint(tmp_path
     """A shared SST reused through a placeholder was written by an earlier checkpoint."""
     h = Harness(tmp_path, num_retained=2)
 
-    def incremental(location: CheckpointStorageLocation, cid: int, reuse: FileStateHandle | None
-                    ) -> tuple[list[OperatorState], FileStateHandle]:
+    def incremental(
+        location: CheckpointStorageLocation, cid: int, reuse: FileStateHandle | None
+    ) -> tuple[list[OperatorState], FileStateHandle]:
         with location.create_checkpoint_state_output_stream(CheckpointedStateScope.SHARED) as o:
             o.write(bytes([cid]) * 25_000)
             fresh = o.close_and_get_handle()
@@ -726,7 +730,11 @@ def test_an_incremental_checkpoint_reads_back(tmp_path: Path) -> None:
         sst = out.close_and_get_handle()
     assert isinstance(sst, FileStateHandle)
     handle = IncrementalRemoteKeyedStateHandle(
-        "rocksdb", KeyGroupRange(0, 127), 1, (HandleAndLocalPath(sst, "000001.sst"),), (),
+        "rocksdb",
+        KeyGroupRange(0, 127),
+        1,
+        (HandleAndLocalPath(sst, "000001.sst"),),
+        (),
         ByteStreamStateHandle("meta", b"m" * 10),
     )
     subs = {0: OperatorSubtaskState(managed_keyed_state=(handle,))}

@@ -40,20 +40,34 @@ def view(n_checkpoints: int) -> JobView:
     stats = []
     for i in range(1, n_checkpoints + 1):
         s = CheckpointStats(i, False, 1_700_000_000_000 + i, "COMPLETED", 10 * i, epoch=i)
-        s.subtasks = [SubtaskStats(EVIL, 0, 100 * i, 100 * i, 100 * i, 0),
-                      SubtaskStats(EVIL, 1, 30_000, 30_000, 0, 1)]
+        s.subtasks = [
+            SubtaskStats(EVIL, 0, 100 * i, 100 * i, 100 * i, 0),
+            SubtaskStats(EVIL, 1, 30_000, 30_000, 0, 1),
+        ]
         s.state_size = s.checkpointed_size = 100 * i + 30_000
         s.external_pointer = f"/ckpt/{EVIL}/chk-{i}"
         stats.append(s)
-    stats.append(CheckpointStats(n_checkpoints + 1, False, 0, "FAILED", 5,
-                                 failure=f"IO_EXCEPTION: {EVIL}{ATTR}"))
+    stats.append(
+        CheckpointStats(
+            n_checkpoints + 1, False, 0, "FAILED", 5, failure=f"IO_EXCEPTION: {EVIL}{ATTR}"
+        )
+    )
     return JobView(
-        job_name=EVIL + ATTR, job_id="abc", status="RUNNING", uptime_s=12.0, epochs=40,
-        records_in=1000, restarts=1, epochs_per_s=2.5, records_per_s=100.0,
-        checkpoints=tuple(stats), epoch_reports=(),
+        job_name=EVIL + ATTR,
+        job_id="abc",
+        status="RUNNING",
+        uptime_s=12.0,
+        epochs=40,
+        records_in=1000,
+        restarts=1,
+        epochs_per_s=2.5,
+        records_per_s=100.0,
+        checkpoints=tuple(stats),
+        epoch_reports=(),
         failovers=(FailoverEvent(3, 1, 2, f"ValueError: {EVIL}"),),
         operators=(OperatorView(EVIL, EVIL, 2, (EVIL, "1")),),
-        checkpointing=True, interval_ms=500,
+        checkpointing=True,
+        interval_ms=500,
         subtask_restores=(SubtaskRestoreEvent(5, EVIL, 1, EVIL, EVIL, 2, 0.25),),
     )
 
@@ -77,8 +91,13 @@ def test_history_is_capped_and_counted() -> None:
     page = render_page(v)
     assert page.count("data-checkpoint-id=") == HISTORY_ROWS
     assert f"The newest {HISTORY_ROWS} of {HISTORY_ROWS + 21} checkpoints" in page
-    assert v.counts() == {"triggered": HISTORY_ROWS + 21, "in_progress": 0,
-                          "completed": HISTORY_ROWS + 20, "failed": 1, "restored": 2}
+    assert v.counts() == {
+        "triggered": HISTORY_ROWS + 21,
+        "in_progress": 0,
+        "completed": HISTORY_ROWS + 20,
+        "failed": 1,
+        "restored": 2,
+    }
     assert v.to_json()["counts"] == v.counts()
 
 

@@ -268,7 +268,13 @@ def test_keyed_map_flat_map_filter_use_keyed_state(env: StreamExecutionEnvironme
     keyed.filter(FirstPerKey()).sink_to(firsts)
     env.execute("keyed-state")
     assert sorted(counts.collected) == [
-        ("a", 1), ("a", 2), ("a", 3), ("a", 4), ("b", 1), ("b", 2), ("c", 1),
+        ("a", 1),
+        ("a", 2),
+        ("a", 3),
+        ("a", 4),
+        ("b", 1),
+        ("b", 2),
+        ("c", 1),
     ]
     assert sorted(pairs.collected) == [("a", 1, 3), ("a", 5, 7), ("b", 2, 6)]
     assert sorted(firsts.collected) == [("a", 1), ("b", 2), ("c", 4)]
@@ -379,8 +385,9 @@ def test_state_ttl_expires_values_between_epochs(env: StreamExecutionEnvironment
     env.set_clock(clock)
     env.set_fault_injection(Faults().on_epoch_start(lambda event: clock.advance(50)))
     data = [("k", 1), ("k", 2), ("k", 3)]
-    out = list(env.from_collection(data).key_by(lambda t: t[0]).process(TtlProbe())
-               .execute_and_collect())
+    out = list(
+        env.from_collection(data).key_by(lambda t: t[0]).process(TtlProbe()).execute_and_collect()
+    )
     assert out == [(1, None, None, None), (2, None, 1, 1), (3, None, 2, 2)]
 
 
@@ -484,8 +491,8 @@ def test_batch_mode_reduce_emits_only_final_values(env: StreamExecutionEnvironme
     assert sorted(reduced.collected) == [("a", 10), ("b", 6), ("c", 5)]
     assert sorted(summed.collected) == [("a", 6), ("b", 4), ("c", 5)]
     env.set_runtime_mode(RuntimeExecutionMode.STREAMING)
-    streamed = env.from_collection(data).key_by(lambda t: t[0]).reduce(
-        lambda x, y: (x[0], x[1] + y[1])
+    streamed = (
+        env.from_collection(data).key_by(lambda t: t[0]).reduce(lambda x, y: (x[0], x[1] + y[1]))
     )
     assert len(list(streamed.execute_and_collect())) == len(data)
 

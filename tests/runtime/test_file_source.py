@@ -68,9 +68,11 @@ def test_static_text_directory_reads_every_line_exactly_once(env: Any, tmp_path:
     files = _text_files(base)
     assert sum(_cut_lines(base / n) for n in files) >= 5  # the ranges really cut lines
     _small_epochs(env)
-    source = FileSource.for_record_stream_format(
-        StreamFormat.text_line_format(), str(base)
-    ).process_static_file_set().build()
+    source = (
+        FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(base))
+        .process_static_file_set()
+        .build()
+    )
     ds = env.from_source(source, None, "text")
     out = list(ds.execute_and_collect())
     expected = [line for lines in files.values() for line in lines]
@@ -87,9 +89,7 @@ def test_static_text_file_runs_many_epochs(env: Any, tmp_path: Path) -> None:
     _write(path, "\n".join(lines) + "\n")
     size = path.stat().st_size
     _small_epochs(env)
-    source = FileSource.for_record_stream_format(
-        StreamFormat.text_line_format(), str(path)
-    ).build()
+    source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(path)).build()
     env.from_source(source, None, "text").map(lambda s: s.upper()).sink_to(
         FileSink.for_row_format(str(tmp_path / "out"), Encoder.simple_string_encoder()).build()
     )
@@ -141,9 +141,7 @@ def test_parquet_records_are_named_rows(env: Any, tmp_path: Path) -> None:
     )
     pq.write_table(pa.table({"k": ["c", "a"], "n": [60, 70]}), base / "part-1.parquet")
     _small_epochs(env)
-    source = FileSource.for_record_stream_format(
-        StreamFormat.parquet_format(), str(base)
-    ).build()
+    source = FileSource.for_record_stream_format(StreamFormat.parquet_format(), str(base)).build()
     rows = env.from_source(source, None, "parquet")
     out = list(rows.key_by(lambda r: r.k).sum("n").execute_and_collect())
     finals: dict[str, Row] = {}

@@ -55,9 +55,11 @@ def test_a_typed_source_is_converted_and_stamped(env: StreamExecutionEnvironment
 def test_program_timestamps_win(env: StreamExecutionEnvironment) -> None:
     """A source the program gives timestamps keeps them (the program's strategy decides)."""
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(
-        lambda v, _ts: v * 10)
-    out = _run(env, lambda e: e.from_collection([1, 2, 3]).assign_timestamps_and_watermarks(
-        strategy))
+        lambda v, _ts: v * 10
+    )
+    out = _run(
+        env, lambda e: e.from_collection([1, 2, 3]).assign_timestamps_and_watermarks(strategy)
+    )
     assert [(v, ts) for v, ts, _wm in out] == [(1, 10), (2, 20), (3, 30)]
 
 

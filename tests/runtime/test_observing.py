@@ -114,8 +114,15 @@ def chromium() -> str:
 
 
 def browser(*args: str) -> bytes:
-    cmd = [chromium(), "--headless", "--no-sandbox", "--disable-gpu",
-           "--hide-scrollbars", "--disable-dev-shm-usage", *args]
+    cmd = [
+        chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--disable-dev-shm-usage",
+        *args,
+    ]
     done = subprocess.run(cmd, capture_output=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
     return done.stdout
@@ -163,8 +170,10 @@ def test_dashboard_in_chromium_shows_the_checkpoint_history(job: RunningJob) -> 
     dom.feed(dom_text)
     # every checkpoint the job client knows, newest first, with its status
     assert dom.history == [(s.checkpoint_id, s.status) for s in reversed(stats)]
-    counts = {key: int(dom.text_of[f"count-{key}"]) for key in
-              ("triggered", "in-progress", "completed", "failed", "restored")}
+    counts = {
+        key: int(dom.text_of[f"count-{key}"])
+        for key in ("triggered", "in-progress", "completed", "failed", "restored")
+    }
     assert counts == {
         "triggered": len(stats),
         "in-progress": sum(s.status == "IN_PROGRESS" for s in stats),
@@ -176,8 +185,10 @@ def test_dashboard_in_chromium_shows_the_checkpoint_history(job: RunningJob) -> 
     # aborted the one in flight
     assert counts["completed"] >= 3 and counts["failed"] >= 1
     assert dom.text_of["failover-count"] == "1"
-    assert f"Latest completed: {completed(stats)[-1].checkpoint_id} " in (
-        dom.text_of["latest-checkpoint"])
+    assert (
+        f"Latest completed: {completed(stats)[-1].checkpoint_id} "
+        in (dom.text_of["latest-checkpoint"])
+    )
     assert dom.text_of["job-status"] == "RUNNING"
     # names are text, never markup: no script element, the names shown as written
     assert "script" not in dom.tags
@@ -276,7 +287,9 @@ def test_history_while_running_and_after_cancel(job: RunningJob) -> None:
     assert [r["id"] for r in running] == [s.checkpoint_id for s in completed(stats)[-3:]]
     assert all(r["subtasks"] and r["state_size"] > 0 for r in running)
     assert {(s["operator_id"], s["subtask"]) for s in running[-1]["subtasks"]} == {
-        ("count", 0), ("count", 1)}
+        ("count", 0),
+        ("count", 1),
+    }
     job.release.set()
     job.client.cancel()
     job.client.get_job_execution_result().exception(120)

@@ -27,17 +27,23 @@ def _plan(shape: str) -> tuple[Plan, dict[str, Node]]:
     totals = node("reduce", "totals", [keyed], parallelism=2)
     named = {"source": source, "totals": totals}
     if shape == "fan-out":
-        mapped = node("map", "map", [node("partition", "rebalance", [source],
-                                          partitioning=Partitioning("rebalance"))],
-                      parallelism=2)
+        mapped = node(
+            "map",
+            "map",
+            [node("partition", "rebalance", [source], partitioning=Partitioning("rebalance"))],
+            parallelism=2,
+        )
         sinks = [_sink("a", totals, ids), _sink("b", mapped, ids)]
         named["map"] = mapped
     else:
         both = node("co_map", "tag", [source, totals], parallelism=2)
         union = node("union", "union", [source, totals])
-        again = node("keyed_process", "summary",
-                     [node("key_by", "key_by", [union], key_selector=lambda x: x % 2)],
-                     parallelism=2)
+        again = node(
+            "keyed_process",
+            "summary",
+            [node("key_by", "key_by", [union], key_selector=lambda x: x % 2)],
+            parallelism=2,
+        )
         sinks = [_sink("a", both, ids), _sink("b", again, ids)]
         named.update(tag=both, summary=again)
     return build_plan(sinks, 1, 128), named
@@ -53,8 +59,7 @@ def test_a_fan_out_shares_one_exchange() -> None:
     assert len(plan.exchanges) == 1
     (ex,) = plan.exchanges
     assert ex.ups == [source] and source.out_exchange == ex.id
-    assert {c.id for c in ex.consumers} == {_stage(plan, n["totals"]).id,
-                                            _stage(plan, n["map"]).id}
+    assert {c.id for c in ex.consumers} == {_stage(plan, n["totals"]).id, _stage(plan, n["map"]).id}
     assert ex.channels == 4  # both consumers' channels, one space
     assert all(c.exchanges == [ex.id] for c in ex.consumers)
 
@@ -71,6 +76,9 @@ def test_a_stream_joined_with_its_own_result_gets_an_exchange_per_upstream() -> 
     # the two exchanges share one channel space, so every consumer keeps one offset
     assert by_up[source.id].channels == by_up[totals.id].channels == 6
     assert [totals.channel_offset, tag.channel_offset, summary.channel_offset] == [0, 2, 4]
-    assert sorted(tag.exchanges) == sorted(summary.exchanges) == sorted(
-        [by_up[source.id].id, by_up[totals.id].id])
+    assert (
+        sorted(tag.exchanges)
+        == sorted(summary.exchanges)
+        == sorted([by_up[source.id].id, by_up[totals.id].id])
+    )
     assert totals.exchanges == [by_up[source.id].id]

@@ -8,8 +8,9 @@ import os
 import re
 from typing import Any
 
-DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                    "docs")
+DOCS = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs"
+)
 
 
 def first_example(page: str) -> str:

@@ -38,9 +38,12 @@ def assert_exact(out_dir: str, n_events: int) -> None:
 def test_file_stream_exactly_once_after_failover(spark: Any, tmp_path: Any) -> None:
     write_input(str(tmp_path / "in"))
     source = SparkStreamSource(
-        file_stream(spark, str(tmp_path / "in")), str(tmp_path / "staged"),
-        str(tmp_path / "spark-ckpt"), trigger_interval="100 milliseconds",
-        end_batch=N_FILES - 1, max_batches_per_epoch=2,
+        file_stream(spark, str(tmp_path / "in")),
+        str(tmp_path / "staged"),
+        str(tmp_path / "spark-ckpt"),
+        trigger_interval="100 milliseconds",
+        end_batch=N_FILES - 1,
+        max_batches_per_epoch=2,
     )
     # Four failures: every attempt Spark makes of the task fails, so the job fails over.
     injector = FailureInjector(str(tmp_path / "fault"), N_EVENTS // 2, times=4)
@@ -56,8 +59,13 @@ def test_file_stream_exactly_once_after_failover(spark: Any, tmp_path: Any) -> N
 
 def test_rate_stream_every_value_once(spark: Any, tmp_path: Any) -> None:
     df = spark.readStream.format("rate").option("rowsPerSecond", 300).load()
-    source = SparkStreamSource(df, str(tmp_path / "staged"), str(tmp_path / "spark-ckpt"),
-                               trigger_interval="300 milliseconds", end_batch=5)
+    source = SparkStreamSource(
+        df,
+        str(tmp_path / "staged"),
+        str(tmp_path / "spark-ckpt"),
+        trigger_interval="300 milliseconds",
+        end_batch=5,
+    )
     env = checkpointed_env(spark, str(tmp_path / "ckpt"), "-", CONF)
     source_job(env, source, str(tmp_path / "out"), N_KEYS)
     try:

@@ -41,8 +41,9 @@ def make_sink(target: str, tmp_path: Any, request: pytest.FixtureRequest) -> Spa
     )
 
 
-def written_rows(target: str, sink: SparkWriterSink, spark: Any, tmp_path: Any,
-                 request: pytest.FixtureRequest) -> list[tuple[Any, ...]]:
+def written_rows(
+    target: str, sink: SparkWriterSink, spark: Any, tmp_path: Any, request: pytest.FixtureRequest
+) -> list[tuple[Any, ...]]:
     """What a reader of the target sees, sorted."""
     if target == "parquet":
         return read_parquet_rows(spark, str(tmp_path / "out"))
@@ -54,8 +55,9 @@ def written_rows(target: str, sink: SparkWriterSink, spark: Any, tmp_path: Any,
     return sorted(rows, key=repr)
 
 
-def commit_count(target: str, sink: SparkWriterSink, tmp_path: Any,
-                 request: pytest.FixtureRequest) -> int:
+def commit_count(
+    target: str, sink: SparkWriterSink, tmp_path: Any, request: pytest.FixtureRequest
+) -> int:
     """Commits the target recorded."""
     if target == "parquet":
         return len([n for n in os.listdir(tmp_path / "out") if n.startswith("sparkpoint_commit=")])
@@ -116,8 +118,9 @@ def test_driver_killed_between_write_and_commit_record(
         url, out = server.url, f"out_{uuid.uuid4().hex[:8]}"
         sink = SparkWriterSink.jdbc(url, out, SCHEMA, str(tmp_path / "staging"))
     ckpt, staging, faults = str(tmp_path / "ckpt"), str(tmp_path / "staging"), tmp_path / "f"
-    code = run_driver(SCRIPT, [url, out, staging, ckpt, "-", str(faults), "after-write"],
-                       tmp_path / "run1.log")
+    code = run_driver(
+        SCRIPT, [url, out, staging, ckpt, "-", str(faults), "after-write"], tmp_path / "run1.log"
+    )
     log1 = (tmp_path / "run1.log").read_text()
     assert code == -signal.SIGKILL, log1[-3000:]
     assert len(list(faults.glob("fired-*"))) == 1
@@ -125,8 +128,9 @@ def test_driver_killed_between_write_and_commit_record(
     before = written_rows(target, sink, spark, tmp_path, request)
     assert len(before) < len(expected_rows(job.N_EVENTS, job.N_KEYS))
 
-    code = run_driver(SCRIPT, [url, out, staging, ckpt, latest_checkpoint(ckpt), "-", "-"],
-                       tmp_path / "run2.log")
+    code = run_driver(
+        SCRIPT, [url, out, staging, ckpt, latest_checkpoint(ckpt), "-", "-"], tmp_path / "run2.log"
+    )
     log2 = (tmp_path / "run2.log").read_text()
     assert code == 0 and "JOB FINISHED" in log2, log2[-3000:]
     assert len(list(faults.glob("fired-*"))) == 1

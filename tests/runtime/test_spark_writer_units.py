@@ -22,15 +22,18 @@ def test_commit_id_depends_on_the_staged_files_only() -> None:
 
 
 def test_records_are_staged_as_one_parquet_file(tmp_path: Any) -> None:
-    sink = SparkWriterSink(SCHEMA, FileTarget("parquet", str(tmp_path / "out")),
-                           str(tmp_path / "staging"))
+    sink = SparkWriterSink(
+        SCHEMA, FileTarget("parquet", str(tmp_path / "out")), str(tmp_path / "staging")
+    )
     writer = sink.create_writer("job", 7, 1, 2, 0)
     writer.write([("a", 1), {"word": "b", "n": 2}])
     writer.write([["c", None]])
     [(job, epoch, sub, path, rows)] = writer.prepare_commit()
     assert (job, epoch, sub, rows) == ("job", 7, 1, 3)
     assert pq.read_table(path).to_pylist() == [
-        {"word": "a", "n": 1}, {"word": "b", "n": 2}, {"word": "c", "n": None}
+        {"word": "a", "n": 1},
+        {"word": "b", "n": 2},
+        {"word": "c", "n": None},
     ]
     assert sink.create_writer("job", 8, 1, 2, 0).prepare_commit() == []
     sink.abort([(job, epoch, sub, path, rows)])

@@ -26,7 +26,8 @@ def test_a_slow_split_loses_no_record_as_late(env: Any) -> None:
         Duration.of_millis(0)
     ).with_timestamp_assigner(ValueAsTime())
     counts = list(
-        env.from_source(NumberSequenceSource(0, N - 1), None, "numbers").set_parallelism(2)
+        env.from_source(NumberSequenceSource(0, N - 1), None, "numbers")
+        .set_parallelism(2)
         .assign_timestamps_and_watermarks(strategy)
         .map(lambda x: (x % 3, 1))
         .key_by(lambda p: p[0])

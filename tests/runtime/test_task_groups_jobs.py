@@ -32,10 +32,12 @@ def _configure(env: Any, tmp_path: Any) -> None:
         FileSystemCheckpointStorage((tmp_path / "ckpt").as_uri())
     )
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 0))
-    env.configure({
-        "sparkpoint.epoch.max-records-per-split": "300",
-        "sparkpoint.epoch.tasks-per-core": "1",
-    })
+    env.configure(
+        {
+            "sparkpoint.epoch.max-records-per-split": "300",
+            "sparkpoint.epoch.tasks-per-core": "1",
+        }
+    )
 
 
 def _check_exact(out: list[tuple[Any, ...]]) -> None:
@@ -82,9 +84,7 @@ def test_grouped_subtasks_stay_exact_when_a_task_fails_after_a_local_commit(
     assert tasks[2] >= 2 * len(reports)  # the source and the keyed stage of every epoch
 
 
-def test_a_grouped_subtask_that_lost_its_state_restores_alone(
-    env: Any, tmp_path: Any
-) -> None:
+def test_a_grouped_subtask_that_lost_its_state_restores_alone(env: Any, tmp_path: Any) -> None:
     """Subtask 0's local state vanishes before epoch 4: it alone restores (checkpoint plus
     changelog) while the two other subtasks of its task keep theirs; the result is exact."""
     lost: list[int] = []

@@ -17,9 +17,17 @@ from sparkpoint.testing import ManualClock
 
 
 def _backend(kind: str, tmp_path: Any) -> Any:
-    params = KeyedStateBackendParameters("job", "op", 0, 1, 128, KeyGroupRange(0, 127),
-                                         str(tmp_path), ManualClock(0),
-                                         timer_states=frozenset({TIMERS_STATE}))
+    params = KeyedStateBackendParameters(
+        "job",
+        "op",
+        0,
+        1,
+        128,
+        KeyGroupRange(0, 127),
+        str(tmp_path),
+        ManualClock(0),
+        timer_states=frozenset({TIMERS_STATE}),
+    )
     if kind == "heap":
         return HeapKeyedStateBackend(params)
     return RocksDBKeyedStateBackend(params)
@@ -30,8 +38,9 @@ def test_due_timers_fire_in_order_once_and_the_rest_stay(kind: str, tmp_path: An
     backend = _backend(kind, tmp_path)
     clock = ManualClock(1_000)
     index: list[int | None] = [None, None]
-    env = OperatorEnv("job", "t", 1, 0, 1, 128, 0, False, watermark=50,
-                      timer_index=lambda op: index, clock=clock)
+    env = OperatorEnv(
+        "job", "t", 1, 0, 1, 128, 0, False, watermark=50, timer_index=lambda op: index, clock=clock
+    )
     ctx = KeyedContext(env, backend, "op")
     registered = 0
     for key in range(60):
@@ -47,7 +56,8 @@ def test_due_timers_fire_in_order_once_and_the_rest_stay(kind: str, tmp_path: An
     expected_proc = [(1_000, TimeDomain.PROCESSING_TIME, f"k{k}") for k in range(0, 60, 3)]
     assert [(ts, d, key) for ts, d, key, _kg in fired[:10]] == expected_event
     assert sorted((ts, d.value, key) for ts, d, key, _kg in fired[10:]) == sorted(
-        (ts, d.value, key) for ts, d, key in expected_proc)
+        (ts, d.value, key) for ts, d, key in expected_proc
+    )
     for _ts, _d, key, kg in fired:
         backend.set_current_key(key)
         assert backend.current_key_group == kg
@@ -58,7 +68,8 @@ def test_due_timers_fire_in_order_once_and_the_rest_stay(kind: str, tmp_path: An
     rest = ctx.due_timers()  # the (timestamp, domain, key) shape window operators use
     assert len(rest) == registered - 1 - len(fired)
     assert [t[0] for t in rest if t[1] is TimeDomain.EVENT_TIME] == sorted(
-        100 - k for k in range(50) if k != 7)
+        100 - k for k in range(50) if k != 7
+    )
     assert index == [MAX_WATERMARK + 1, MAX_WATERMARK + 1]
     backend.close()
     clear_heap_cache()

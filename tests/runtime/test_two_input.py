@@ -100,9 +100,7 @@ def _stop_after(env: Any, epochs: int) -> str:
     return str(path)
 
 
-def test_keyed_co_process_savepoint_restore_at_other_parallelism(
-    spark: Any, tmp_path: Any
-) -> None:
+def test_keyed_co_process_savepoint_restore_at_other_parallelism(spark: Any, tmp_path: Any) -> None:
     """Stop with a savepoint at parallelism 2, resume at 3: every key's count (first input)
     and sum (second input) continue from the savepoint, and the timers fire once."""
     n_first, n_second = 10 * N_FIRST, 10 * N_SECOND

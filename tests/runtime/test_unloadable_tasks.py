@@ -100,7 +100,10 @@ def _python_of_another_minor_version() -> str | None:
         try:
             version = subprocess.run(
                 [exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                capture_output=True, text=True, timeout=30, check=True,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=True,
             ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             continue  # e.g. a pyenv shim of a version that is not selected
@@ -140,7 +143,10 @@ def test_executors_on_another_python_version_fail_the_job_without_restarts(
     env = dict(os.environ, PYSPARK_PYTHON=other, SPARK_LOCAL_IP="127.0.0.1")
     done = subprocess.run(
         [sys.executable, "-c", _VERSION_DRIVER, (tmp_path / "ckpt").as_uri()],
-        capture_output=True, text=True, timeout=300, env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
     )
     line = next((x for x in done.stdout.splitlines() if x.startswith("JOB ERROR:")), "")
     assert "cannot run: the executors' Python is another minor version" in line, (

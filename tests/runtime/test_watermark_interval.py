@@ -33,11 +33,14 @@ def _run(env: StreamExecutionEnvironment, interval: int | None, via_config: bool
     if interval is not None and not via_config:
         env.get_config().set_auto_watermark_interval(interval)
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(
-        lambda v, _ts: v * 10)
-    stream = (env.from_collection([1, 2, 3], type_info=Types.INT())
-              .assign_timestamps_and_watermarks(strategy)
-              .key_by(lambda v: 0)
-              .process(WatermarkSeen()))
+        lambda v, _ts: v * 10
+    )
+    stream = (
+        env.from_collection([1, 2, 3], type_info=Types.INT())
+        .assign_timestamps_and_watermarks(strategy)
+        .key_by(lambda v: 0)
+        .process(WatermarkSeen())
+    )
     return list(stream.execute_and_collect())
 
 

@@ -44,14 +44,16 @@ def _assert_exact(out_root: str, n_events: int) -> None:
         dupes = [line for line, n in Counter(got[kind]).items() if n > 1]
         assert not dupes, f"{kind}: duplicated results {dupes[:3]}"
         assert got[kind] == want[kind], (
-            f"{kind}: {len(got[kind])} results, {len(want[kind])} expected")
+            f"{kind}: {len(got[kind])} results, {len(want[kind])} expected"
+        )
 
 
 def _configure(env: Any, tmp_path: Any, backend: str) -> None:
     env.enable_checkpointing(10)
     env.get_checkpoint_config().set_checkpoint_storage(
-        FileSystemCheckpointStorage((tmp_path / "ckpt").as_uri(),
-                                    savepoint_path=(tmp_path / "sp").as_uri())
+        FileSystemCheckpointStorage(
+            (tmp_path / "ckpt").as_uri(), savepoint_path=(tmp_path / "sp").as_uri()
+        )
     )
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 0))
     # 500 records per epoch: savepoint stops fall at x % 1000 in {0, 500}, inside sessions.
@@ -79,8 +81,14 @@ def test_expected_output_model_has_merges_and_every_kind() -> None:
         ("rocksdb", "raise", 4),
         ("rocksdb", "kill", 1),
     ],
-    ids=["heap-exception-retry", "heap-exception-restore", "heap-kill-retry",
-         "heap-kill-restore", "rocksdb-exception-restore", "rocksdb-kill-retry"],
+    ids=[
+        "heap-exception-retry",
+        "heap-exception-restore",
+        "heap-kill-retry",
+        "heap-kill-restore",
+        "rocksdb-exception-restore",
+        "rocksdb-kill-retry",
+    ],
 )
 def test_windows_exact_under_failures(
     env: Any, tmp_path: Any, backend: str, mode: str, times: int
@@ -99,8 +107,9 @@ def test_windows_exact_under_failures(
     _assert_exact(out_root, N_EVENTS)
 
 
-def _env(spark: Any, tmp_path: Any, parallelism: int, backend: str,
-         restore: str | None = None) -> Any:
+def _env(
+    spark: Any, tmp_path: Any, parallelism: int, backend: str, restore: str | None = None
+) -> Any:
     conf = Configuration()
     conf.set_string("sparkpoint.local-state.dir", str(tmp_path / f"local-{parallelism}"))
     if restore is not None:
@@ -199,8 +208,12 @@ def test_allowed_lateness_and_late_data_side_output(env: Any) -> None:
     # is cleaned up at 2499; 160 then arrives after the cleanup: late data.
     assert sinks["keyed"].collected == [("a", 100), ("a", 250), ("a", 2000), ("a", 3000)]
     assert sinks["late"].collected == [("a", 160)]
-    assert sinks["all"].collected == [("all", 0, 100), ("all", 0, 250), ("all", 2000, 2000),
-                                      ("all", 3000, 3000)]
+    assert sinks["all"].collected == [
+        ("all", 0, 100),
+        ("all", 0, 250),
+        ("all", 2000, 2000),
+        ("all", 3000, 3000),
+    ]
     assert sinks["late-all"].collected == [("a", 160)]
 
 

@@ -152,8 +152,9 @@ def windowed_job(
         .map(to_event)
         .uid("events")
         .assign_timestamps_and_watermarks(
-            WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(OUT_OF_ORDERNESS))
-            .with_timestamp_assigner(EventTime())
+            WatermarkStrategy.for_bounded_out_of_orderness(
+                Duration.of_millis(OUT_OF_ORDERNESS)
+            ).with_timestamp_assigner(EventTime())
         )
         .uid("timestamps")
     )
@@ -201,9 +202,7 @@ def expected_output(n_events: int) -> dict[str, list[tuple[Any, ...]]]:
             c[0] += 1
             c[1] += x
             start -= SLIDE
-    out["sliding"] = [
-        ("sliding", k, s, s + SLIDE_SIZE, c, t) for (k, s), (c, t) in acc.items()
-    ]
+    out["sliding"] = [("sliding", k, s, s + SLIDE_SIZE, c, t) for (k, s), (c, t) in acc.items()]
 
     sessions = []
     for key in range(KEYS):
@@ -226,7 +225,7 @@ def expected_output(n_events: int) -> dict[str, list[tuple[Any, ...]]]:
     for key in range(KEYS):
         xs = [x for k, _, x in events if k == key]
         for wid in range(len(xs) // COUNT):
-            chunk = xs[wid * COUNT:(wid + 1) * COUNT]
+            chunk = xs[wid * COUNT : (wid + 1) * COUNT]
             counts.append(("count", key, wid, None, COUNT, sum(chunk)))
     out["count"] = counts
     return {k: sorted(v, key=repr) for k, v in out.items()}

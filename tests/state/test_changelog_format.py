@@ -36,12 +36,15 @@ def test_uncompressed_version_1_entries_still_read() -> None:
     assert bytes(decode_entry(old, "heap", "#3")) == payload
 
 
-@pytest.mark.parametrize(("damage", "message"), [
-    (lambda e: e[: len(e) // 2], "Changelog entry #7 is corrupt"),
-    (lambda e: e[:-40] + b"\x00" * 40, "Changelog entry #7 is corrupt"),
-    (lambda e: b"XXXX" + e[4:], "is not a sparkpoint changelog entry"),
-    (lambda e: e[:4] + bytes([9]) + e[5:], "has version 9"),
-])
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda e: e[: len(e) // 2], "Changelog entry #7 is corrupt"),
+        (lambda e: e[:-40] + b"\x00" * 40, "Changelog entry #7 is corrupt"),
+        (lambda e: b"XXXX" + e[4:], "is not a sparkpoint changelog entry"),
+        (lambda e: e[:4] + bytes([9]) + e[5:], "has version 9"),
+    ],
+)
 def test_damaged_entries_are_refused(damage, message) -> None:  # type: ignore[no-untyped-def]
     entry = encode_entry("rocksdb", encode_kv_changes(*_columns(CHANGES)))
     with pytest.raises(RestoreError, match=message):

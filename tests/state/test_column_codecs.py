@@ -36,7 +36,7 @@ def test_column_equals_per_value(type_info, strategy) -> None:
         assert column.to_pylist() == [ser.serialize(v) for v in values]
         assert decode_column(ser, column) == [ser.deserialize(ser.serialize(v)) for v in values]
         sliced = column.slice(min(cut, len(values)))
-        assert decode_column(ser, sliced) == decode_column(ser, column)[min(cut, len(values)):]
+        assert decode_column(ser, sliced) == decode_column(ser, column)[min(cut, len(values)) :]
 
     check()
 

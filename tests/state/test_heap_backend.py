@@ -43,9 +43,19 @@ def _fresh_cache():
 
 def make(tmp_path, index=0, parallelism=1, sub="a", clock=SYSTEM_CLOCK, max_p=MAX_P, key_ser=None):
     rng = compute_key_group_range_for_operator_index(max_p, parallelism, index)
-    return HeapKeyedStateBackend(KeyedStateBackendParameters(
-        "job", "op", index, parallelism, max_p, rng, os.path.join(str(tmp_path), sub),
-        clock, key_ser))
+    return HeapKeyedStateBackend(
+        KeyedStateBackendParameters(
+            "job",
+            "op",
+            index,
+            parallelism,
+            max_p,
+            rng,
+            os.path.join(str(tmp_path), sub),
+            clock,
+            key_ser,
+        )
+    )
 
 
 class Avg(AggregateFunction):
@@ -91,8 +101,9 @@ def test_all_state_kinds(tmp_path) -> None:
     r.add(3)
     r.add(4)
     assert r.get() == 7
-    a = b.get_partitioned_state(AggregatingStateDescriptor("a", Avg(),
-                                                           Types.TUPLE([Types.LONG()] * 2)))
+    a = b.get_partitioned_state(
+        AggregatingStateDescriptor("a", Avg(), Types.TUPLE([Types.LONG()] * 2))
+    )
     a.add(2)
     a.add(4)
     assert a.get() == 3.0
@@ -144,8 +155,12 @@ def test_ttl_return_expired_if_not_cleaned_up(tmp_path) -> None:
     clock = ManualClock(1_000)
     b = make(tmp_path, clock=clock)
     d = ValueStateDescriptor("v", Types.INT())
-    d.enable_time_to_live(StateTtlConfig.new_builder(10).return_expired_if_not_cleaned_up()
-                          .disable_cleanup_in_background().build())
+    d.enable_time_to_live(
+        StateTtlConfig.new_builder(10)
+        .return_expired_if_not_cleaned_up()
+        .disable_cleanup_in_background()
+        .build()
+    )
     b.set_current_key(1)
     v = b.get_partitioned_state(d)
     v.update(3)
@@ -228,7 +243,8 @@ def test_commit_writes_only_the_changed_keys(tmp_path) -> None:
     with open(os.path.join(heap_dir, f"delta-{b._marker['token']}.pkl"), "rb") as f:
         per_group = pickle.loads(f.read())  # each key group's delta pickled apart
     assert {kg: pickle.loads(d) for kg, d in per_group.items()} == {
-        33: [("v", {0: -1}, [])]}  # key 0: key group 33
+        33: [("v", {0: -1}, [])]
+    }  # key 0: key group 33
 
 
 def _values(b, d, keys):  # type: ignore[no-untyped-def]
@@ -380,8 +396,10 @@ def test_rescale_restores_each_key_exactly_once(tmp_path, old_p, new_p, kind) ->
         b = make(tmp_path, i, old_p, f"old{i}")
         m = b.get_partitioned_state(d)
         for k in keys:
-            if compute_operator_index_for_key_group(
-                    MAX_P, old_p, assign_to_key_group(k, MAX_P)) == i:
+            if (
+                compute_operator_index_for_key_group(MAX_P, old_p, assign_to_key_group(k, MAX_P))
+                == i
+            ):
                 b.set_current_key(k)
                 m.put(k, len(k))
         h = b.snapshot(1, factory, kind)()
@@ -414,8 +432,12 @@ def test_file_handles_and_ranged_reads(tmp_path) -> None:
     r = make(tmp_path, 1, 4, "r")
     r.restore([h])
     assert len(list(r.get_keys("v"))) == sum(
-        1 for k in range(2000) if r.key_group_range.contains(
-            __import__("sparkpoint.state.key_groups", fromlist=["x"]).assign_to_key_group(k, 128)))
+        1
+        for k in range(2000)
+        if r.key_group_range.contains(
+            __import__("sparkpoint.state.key_groups", fromlist=["x"]).assign_to_key_group(k, 128)
+        )
+    )
     # small state stays inline
     small = make(tmp_path, sub="s")
     small.get_partitioned_state(ValueStateDescriptor("v", Types.INT()))
@@ -491,8 +513,7 @@ def test_ttl_incremental_cleanup_on_access(tmp_path) -> None:
     clock = ManualClock(1_000)
     b = make(tmp_path, clock=clock)
     d = ValueStateDescriptor("v", Types.INT())
-    d.enable_time_to_live(StateTtlConfig.new_builder(10).cleanup_incrementally(100, False)
-                          .build())
+    d.enable_time_to_live(StateTtlConfig.new_builder(10).cleanup_incrementally(100, False).build())
     v = b.get_partitioned_state(d)
     for k in range(50):
         b.set_current_key(k)
@@ -503,8 +524,7 @@ def test_ttl_incremental_cleanup_on_access(tmp_path) -> None:
     v.value()
     assert list(b.get_keys("v")) == []
     off = ValueStateDescriptor("w", Types.INT())
-    off.enable_time_to_live(StateTtlConfig.new_builder(10).disable_cleanup_in_background()
-                            .build())
+    off.enable_time_to_live(StateTtlConfig.new_builder(10).disable_cleanup_in_background().build())
     w = b.get_partitioned_state(off)
     for k in range(5):
         b.set_current_key(k)
@@ -568,16 +588,23 @@ def test_uncommitted_tables_are_not_cached(tmp_path) -> None:
 
 entries = st.dictionaries(
     st.one_of(st.integers(-(2**40), 2**40), st.text(max_size=8)),
-    st.tuples(st.integers(-(2**63), 2**63 - 1), st.lists(st.text(max_size=4), max_size=3),
-              st.dictionaries(st.integers(0, 9), st.none() | st.floats(allow_nan=False),
-                              max_size=3)),
-    max_size=40)
+    st.tuples(
+        st.integers(-(2**63), 2**63 - 1),
+        st.lists(st.text(max_size=4), max_size=3),
+        st.dictionaries(st.integers(0, 9), st.none() | st.floats(allow_nan=False), max_size=3),
+    ),
+    max_size=40,
+)
 
 
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=entries, new_p=st.integers(1, 9),
-       kind=st.sampled_from([SnapshotType.CHECKPOINT, SnapshotType.SAVEPOINT]))
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    data=entries,
+    new_p=st.integers(1, 9),
+    kind=st.sampled_from([SnapshotType.CHECKPOINT, SnapshotType.SAVEPOINT]),
+)
 def test_round_trips_are_exact(tmp_path_factory, data, new_p, kind) -> None:
     tmp = tmp_path_factory.mktemp("rt")
     b = make(tmp, sub="src")
@@ -596,9 +623,11 @@ def test_round_trips_are_exact(tmp_path_factory, data, new_p, kind) -> None:
         r.restore([] if h is None else [h])
         for k in r.get_keys("v"):
             r.set_current_key(k)
-            got[k] = (r.get_partitioned_state(dv).value(),
-                      list(r.get_partitioned_state(dl).get()),
-                      dict(r.get_partitioned_state(dm).items()))
+            got[k] = (
+                r.get_partitioned_state(dv).value(),
+                list(r.get_partitioned_state(dl).get()),
+                dict(r.get_partitioned_state(dm).items()),
+            )
     assert got == data
     clear_heap_cache()
 
@@ -649,8 +678,7 @@ def test_lazy_decoding_after_restore_and_reopen(tmp_path) -> None:
     r.set_current_key(5)
     rv = r.get_partitioned_state(d)
     assert rv.value() == 5
-    assert len(r._pending.blocks) == len(
-        [o for o in h.group_range_offsets.offsets if o >= 0]) - 1
+    assert len(r._pending.blocks) == len([o for o in h.group_range_offsets.offsets if o >= 0]) - 1
     r.commit_local(1)  # untouched groups are written back undecoded
     assert len(r._pending.blocks) > 100
     r.close()
@@ -682,8 +710,9 @@ def test_corrupt_blocks_raise_clear_errors(tmp_path) -> None:
         again.get_partitioned_state(d).value()
 
 
-def _worker_step(local_dir: str, epoch: int, writes: dict[int, int | None],
-                 clear_groups: bool) -> tuple[str, dict[int, int]]:
+def _worker_step(
+    local_dir: str, epoch: int, writes: dict[int, int | None], clear_groups: bool
+) -> tuple[str, dict[int, int]]:
     """One task in a Python worker of its own (a forked pool process keeps its cache):
     open the subtask's state, check it is at ``epoch - 1``, apply ``writes`` (None deletes),
     optionally write every key (rewrites key groups whole), commit ``epoch``; returns how
@@ -738,5 +767,12 @@ def test_a_worker_catches_up_with_commits_of_another_worker(tmp_path) -> None:
                     expected[key] = value
             assert values == expected, f"epoch {epoch}"
             opened.append(how)
-    assert opened == ["empty", "files", "cache", "cache caught up", "cache caught up",
-                      "cache", "cache caught up"]
+    assert opened == [
+        "empty",
+        "files",
+        "cache",
+        "cache caught up",
+        "cache caught up",
+        "cache",
+        "cache caught up",
+    ]

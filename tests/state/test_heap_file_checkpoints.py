@@ -46,8 +46,9 @@ def _fresh_cache():
 
 def params(tmp, sub, index=0, parallelism=1):
     rng = compute_key_group_range_for_operator_index(MAX_P, parallelism, index)
-    return KeyedStateBackendParameters("job", "op", index, parallelism, MAX_P, rng,
-                                       os.path.join(str(tmp), sub), SYSTEM_CLOCK, None)
+    return KeyedStateBackendParameters(
+        "job", "op", index, parallelism, MAX_P, rng, os.path.join(str(tmp), sub), SYSTEM_CLOCK, None
+    )
 
 
 def heap(tmp, sub, index=0, parallelism=1):
@@ -80,13 +81,16 @@ def apply(b, model, ops) -> None:
 
 def read_all(b, keys=None) -> dict:
     out = {}
-    for key in (b.get_keys("v") if keys is None else keys):
+    for key in b.get_keys("v") if keys is None else keys:
         b.set_current_key(key)
         value = b.get_partitioned_state(DV).value()
         if value is None:
             continue
-        out[key] = (value, list(b.get_partitioned_state(DL).get()),
-                    dict(b.get_partitioned_state(DM).items()))
+        out[key] = (
+            value,
+            list(b.get_partitioned_state(DL).get()),
+            dict(b.get_partitioned_state(DM).items()),
+        )
     return out
 
 
@@ -103,8 +107,7 @@ def committed_epochs(tmp, rounds, seed=0):
             if rnd.random() < 0.1:
                 ops.append((key, None, [], {}))
             else:
-                ops.append((key, rnd.randint(-9, 9), [str(epoch)],
-                            {rnd.randint(0, 3): epoch}))
+                ops.append((key, rnd.randint(-9, 9), [str(epoch)], {rnd.randint(0, 3): epoch}))
         apply(b, model, ops)
         b.commit_local(epoch)
     return b, model
@@ -128,8 +131,9 @@ def test_checkpoint_after_commit_copies_the_commit_files(tmp_path) -> None:
 
 def test_savepoints_and_uncommitted_changes_take_the_encoding_path(tmp_path) -> None:
     b, _ = committed_epochs(tmp_path, 3)
-    assert encoding(b.snapshot(4, MemCheckpointStreamFactory(),
-                               SnapshotType.SAVEPOINT)()) == "arrow"
+    assert (
+        encoding(b.snapshot(4, MemCheckpointStreamFactory(), SnapshotType.SAVEPOINT)()) == "arrow"
+    )
     b.set_current_key(1)
     b.get_partitioned_state(DV).update(12345)
     handle = b.snapshot(4, MemCheckpointStreamFactory())()
@@ -198,7 +202,8 @@ def test_rocksdb_and_the_state_processor_read_chain_checkpoints(tmp_path) -> Non
     rows = read_keyed_state(handle).to_pylist()
     assert len({row["key"] for row in rows if row["state_name"] == "v"}) == len(model)
     assert len([r for r in rows if r["state_name"] == "m"]) == sum(
-        len(m) for _, _, m in model.values())
+        len(m) for _, _, m in model.values()
+    )
 
 
 def test_corrupt_chain_block_is_a_restore_error(tmp_path) -> None:
@@ -209,7 +214,7 @@ def test_corrupt_chain_block_is_a_restore_error(tmp_path) -> None:
     path = handle.delegate.path
     data = bytearray(open(path, "rb").read())
     offset = next(o for o in handle.group_range_offsets.offsets if o >= 0)
-    data[offset + 8: offset + 40] = b"\x00" * 32
+    data[offset + 8 : offset + 40] = b"\x00" * 32
     with open(path, "wb") as f:
         f.write(bytes(data))
     r = RocksDBKeyedStateBackend(params(tmp_path, "rocks"))
@@ -219,23 +224,35 @@ def test_corrupt_chain_block_is_a_restore_error(tmp_path) -> None:
 
 
 ops_strategy = st.lists(
-    st.lists(st.tuples(st.integers(0, 60), st.none() | st.integers(-5, 5),
-                       st.lists(st.text(max_size=2), max_size=2),
-                       st.dictionaries(st.integers(0, 3), st.integers(0, 9), max_size=2)),
-             min_size=1, max_size=40),
-    min_size=1, max_size=6)
+    st.lists(
+        st.tuples(
+            st.integers(0, 60),
+            st.none() | st.integers(-5, 5),
+            st.lists(st.text(max_size=2), max_size=2),
+            st.dictionaries(st.integers(0, 3), st.integers(0, 9), max_size=2),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    min_size=1,
+    max_size=6,
+)
 
 
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(epochs=ops_strategy, new_p=st.integers(1, 5))
 def test_chain_checkpoints_round_trip_exactly(tmp_path_factory, epochs, new_p) -> None:
     tmp = tmp_path_factory.mktemp("chain")
     b = heap(tmp, "src")
     model: dict = {}
     for n, ops in enumerate(epochs, start=1):
-        apply(b, model, [(k, v, [] if v is None else li, {} if v is None else m)
-                         for k, v, li, m in ops])
+        apply(
+            b,
+            model,
+            [(k, v, [] if v is None else li, {} if v is None else m) for k, v, li, m in ops],
+        )
         b.commit_local(n)
     handle = b.snapshot(len(epochs) + 1, MemCheckpointStreamFactory(64 * 1024 * 1024))()
     got = {}

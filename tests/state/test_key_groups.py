@@ -32,8 +32,7 @@ from sparkpoint.types import Row
 
 
 def test_murmur_vectors() -> None:
-    assert [murmur_hash(i) for i in (0, 1, 2, 42)] == [593689054, 68075478, 1085422463,
-                                                       1134849565]
+    assert [murmur_hash(i) for i in (0, 1, 2, 42)] == [593689054, 68075478, 1085422463, 1134849565]
     # Java Flink keys by the raw key; sparkpoint, as PyFlink, by Row.of(key) (hashCode + 62)
     assert [compute_key_group_for_key_hash(k, 128) for k in (0, 1, 2, 42)] == [94, 86, 127, 29]
     assert [row_hash(k) for k in (0, 1, -62, 2**31 - 1)] == [62, 63, 0, -(2**31) + 61]
@@ -41,16 +40,26 @@ def test_murmur_vectors() -> None:
 
 
 def test_operator_index_vector() -> None:
-    ops = [compute_operator_index_for_key_group(128, 5, assign_to_key_group(k, 128))
-           for k in range(10)]
+    ops = [
+        compute_operator_index_for_key_group(128, 5, assign_to_key_group(k, 128)) for k in range(10)
+    ]
     assert ops == [1, 1, 3, 4, 0, 0, 4, 0, 3, 4]
 
 
 def test_subtasks_pyflink_chose_for_typed_keys() -> None:
     """What PyFlink 2.3 printed for key_by(key_type=INT/STRING) at parallelism 3 (the
     golden of corpus program a29): the N of its ``int:N>``/``str:N>`` print prefixes."""
-    golden = (Path(__file__).parents[1] / "differential" / "goldens" / "programs"
-              / "a29_typed_key_subtasks.out").read_text().splitlines()
+    golden = (
+        (
+            Path(__file__).parents[1]
+            / "differential"
+            / "goldens"
+            / "programs"
+            / "a29_typed_key_subtasks.out"
+        )
+        .read_text()
+        .splitlines()
+    )
     seen = {}
     for line in golden:
         prefix, text = line.split("> ", 1)
@@ -64,9 +73,14 @@ def test_subtasks_pyflink_chose_for_typed_keys() -> None:
 
 def test_ranges_vectors() -> None:
     assert [compute_key_group_range_for_operator_index(128, 2, i) for i in range(2)] == [
-        KeyGroupRange(0, 63), KeyGroupRange(64, 127)]
+        KeyGroupRange(0, 63),
+        KeyGroupRange(64, 127),
+    ]
     assert [compute_key_group_range_for_operator_index(128, 3, i) for i in range(3)] == [
-        KeyGroupRange(0, 42), KeyGroupRange(43, 85), KeyGroupRange(86, 127)]
+        KeyGroupRange(0, 42),
+        KeyGroupRange(43, 85),
+        KeyGroupRange(86, 127),
+    ]
 
 
 def test_default_max_parallelism() -> None:
@@ -113,6 +127,7 @@ def test_java_hash_codes() -> None:
 
 def test_other_keys_hash_through_pickle() -> None:
     import datetime as dt
+
     h = key_hash(dt.date(2024, 1, 2))
     assert h == key_hash(dt.date(2024, 1, 2))
     assert -(2**31) <= h < 2**31
@@ -132,15 +147,22 @@ def test_hash_stable_across_processes() -> None:
         env = {**os.environ, "PYTHONHASHSEED": seed}
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-        out = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True,
-                             text=True, check=True).stdout
+        out = subprocess.run(
+            [sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True, check=True
+        ).stdout
         outs.add(out)
     assert len(outs) == 1
 
 
-keys = st.one_of(st.integers(-(2**70), 2**70), st.text(max_size=20), st.binary(max_size=20),
-                 st.booleans(), st.none(), st.floats(allow_nan=False),
-                 st.tuples(st.integers(), st.text(max_size=5)))
+keys = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.text(max_size=20),
+    st.binary(max_size=20),
+    st.booleans(),
+    st.none(),
+    st.floats(allow_nan=False),
+    st.tuples(st.integers(), st.text(max_size=5)),
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -159,13 +181,15 @@ def test_ranges_partition_and_routing_agrees(max_p: int, data: st.DataObject) ->
 
 @settings(max_examples=300, deadline=None)
 @given(key=keys, max_p=st.integers(1, 32767), data=st.data())
-def test_every_key_owned_by_exactly_one_subtask(key: object, max_p: int,
-                                                data: st.DataObject) -> None:
+def test_every_key_owned_by_exactly_one_subtask(
+    key: object, max_p: int, data: st.DataObject
+) -> None:
     p = data.draw(st.integers(1, min(max_p, 200)))
     kg = assign_to_key_group(key, max_p)
     assert 0 <= kg < max_p
-    owners = [i for i in range(p)
-              if compute_key_group_range_for_operator_index(max_p, p, i).contains(kg)]
+    owners = [
+        i for i in range(p) if compute_key_group_range_for_operator_index(max_p, p, i).contains(kg)
+    ]
     assert owners == [compute_operator_index_for_key_group(max_p, p, kg)]
 
 

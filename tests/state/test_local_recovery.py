@@ -15,8 +15,14 @@ JOB = "job-a"
 
 def _decide(local_epoch, marker, *, can_restore=False, may_undo=True, prev_run=7):  # type: ignore[no-untyped-def]
     return decide_local_state(
-        local_epoch, marker, job_id=JOB, incarnation=2, epoch=10, prev_run=prev_run,
-        can_restore=can_restore, may_undo=may_undo,
+        local_epoch,
+        marker,
+        job_id=JOB,
+        incarnation=2,
+        epoch=10,
+        prev_run=prev_run,
+        can_restore=can_restore,
+        may_undo=may_undo,
     )
 
 

@@ -51,8 +51,14 @@ def test_restore_errors() -> None:
     b.get_broadcast_state(MapStateDescriptor("m", Types.INT(), Types.INT())).put(1, 2)
     h = b.snapshot(factory)
     split = OperatorStateHandle(
-        {"m": StateMetaInfo(h.state_name_to_partition_offsets["m"].offsets,
-                            OperatorStateDistributionMode.SPLIT_DISTRIBUTE)}, h.delegate)
+        {
+            "m": StateMetaInfo(
+                h.state_name_to_partition_offsets["m"].offsets,
+                OperatorStateDistributionMode.SPLIT_DISTRIBUTE,
+            )
+        },
+        h.delegate,
+    )
     with pytest.raises(RestoreError, match="only broadcast state"):
         redistribute_operator_state([[split]], 2)
     with pytest.raises(RestoreError, match="only broadcast state"):
@@ -66,7 +72,8 @@ def test_missing_file_is_restore_error(tmp_path) -> None:
     factory = FsCheckpointStreamFactory(get_filesystem(chk), chk, chk, 0)
     b = DefaultOperatorStateBackend()
     b.get_broadcast_state(MapStateDescriptor("m", Types.STRING(), Types.STRING())).put(
-        "k", "x" * 100)
+        "k", "x" * 100
+    )
     h = b.snapshot(factory)
     os.remove(h.delegate.path)
     with pytest.raises(RestoreError, match="missing"):
@@ -88,12 +95,15 @@ def _broadcast_copies(old_p: int, factory) -> list:
     return handles
 
 
-@pytest.mark.parametrize("old_p,new_p,expected", [
-    (2, 3, [0, 1, 0]),  # growing: new subtask i takes old copy i % 2
-    (3, 1, [0]),  # shrinking: new subtask i takes old copy i
-    (3, 2, [0, 1]),
-    (1, 4, [0, 0, 0, 0]),
-])
+@pytest.mark.parametrize(
+    "old_p,new_p,expected",
+    [
+        (2, 3, [0, 1, 0]),  # growing: new subtask i takes old copy i % 2
+        (3, 1, [0]),  # shrinking: new subtask i takes old copy i
+        (3, 2, [0, 1]),
+        (1, 4, [0, 0, 0, 0]),
+    ],
+)
 def test_broadcast_state_each_new_subtask_takes_one_copy(
     old_p: int, new_p: int, expected: list[int], tmp_path
 ) -> None:

@@ -45,9 +45,14 @@ def _backend(root, subtask=0, parallelism=1, **kwargs) -> RocksDBKeyedStateBacke
     clock = kwargs.pop("clock", SYSTEM_CLOCK)
     kwargs.setdefault("incremental", True)
     params = KeyedStateBackendParameters(
-        "job", "op", subtask, parallelism, 128,
+        "job",
+        "op",
+        subtask,
+        parallelism,
+        128,
         compute_key_group_range_for_operator_index(128, parallelism, subtask),
-        str(root), clock=clock,
+        str(root),
+        clock=clock,
     )
     return RocksDBKeyedStateBackend(params, **kwargs)
 
@@ -66,10 +71,16 @@ def _write(b, keys, base=0) -> None:
 
 
 def _sst_parts(handle: IncrementalRemoteKeyedStateHandle):
-    uploaded = {p.local_path: p.handle for p in handle.shared_state
-                if not isinstance(p.handle, PlaceholderStreamStateHandle)}
-    placeholders = {p.local_path: p.handle for p in handle.shared_state
-                    if isinstance(p.handle, PlaceholderStreamStateHandle)}
+    uploaded = {
+        p.local_path: p.handle
+        for p in handle.shared_state
+        if not isinstance(p.handle, PlaceholderStreamStateHandle)
+    }
+    placeholders = {
+        p.local_path: p.handle
+        for p in handle.shared_state
+        if isinstance(p.handle, PlaceholderStreamStateHandle)
+    }
     return uploaded, placeholders
 
 
@@ -224,8 +235,11 @@ def _many_ssts(b) -> None:
 
 @pytest.mark.parametrize("threads", [1, 4])
 def test_transfer_threads_for_uploads_and_downloads(tmp_path, threads) -> None:
-    b = _backend(tmp_path / "src", transfer_threads=threads,
-                 options={"state.backend.rocksdb.compaction.style": "FIFO"})
+    b = _backend(
+        tmp_path / "src",
+        transfer_threads=threads,
+        options={"state.backend.rocksdb.compaction.style": "FIFO"},
+    )
     _many_ssts(b)
     uploads = _TransferProbe(await_overlap=threads > 1)
     handle = _snap(b, 1, _ProbedFactory(uploads))
@@ -233,10 +247,14 @@ def test_transfer_threads_for_uploads_and_downloads(tmp_path, threads) -> None:
     downloads = _TransferProbe(await_overlap=threads > 1)
     wrapped = dataclasses.replace(
         handle,
-        shared_state=tuple(HandleAndLocalPath(_ProbedHandle(p.handle, downloads), p.local_path)
-                           for p in handle.shared_state),
-        private_state=tuple(HandleAndLocalPath(_ProbedHandle(p.handle, downloads), p.local_path)
-                            for p in handle.private_state),
+        shared_state=tuple(
+            HandleAndLocalPath(_ProbedHandle(p.handle, downloads), p.local_path)
+            for p in handle.shared_state
+        ),
+        private_state=tuple(
+            HandleAndLocalPath(_ProbedHandle(p.handle, downloads), p.local_path)
+            for p in handle.private_state
+        ),
     )
     r = _backend(tmp_path / "dst", transfer_threads=threads)
     r.restore([wrapped])
@@ -357,8 +375,11 @@ def test_restore_maps_state_ids_by_name(tmp_path) -> None:
 
 
 def test_profile_is_applied_to_the_backend_database(tmp_path) -> None:
-    b = _backend(tmp_path, predefined_options=PredefinedOptions.SPINNING_DISK_OPTIMIZED_HIGH_MEM,
-                 options={"state.backend.rocksdb.writebuffer.size": "32mb"})
+    b = _backend(
+        tmp_path,
+        predefined_options=PredefinedOptions.SPINNING_DISK_OPTIMIZED_HIGH_MEM,
+        options={"state.backend.rocksdb.writebuffer.size": "32mb"},
+    )
     _write(b, range(10))
     b.commit_local(1)
     b.close()
@@ -395,8 +416,9 @@ def test_file_handles_upload_one_file_per_sst(tmp_path) -> None:
         assert part.handle.size == os.path.getsize(part.handle.path)
         shared_paths.append(part.handle.path)
     assert len(set(shared_paths)) == len(handle.shared_state) > 1
-    private_files = [p.handle for p in handle.private_state
-                     if isinstance(p.handle, FileStateHandle)]
+    private_files = [
+        p.handle for p in handle.private_state if isinstance(p.handle, FileStateHandle)
+    ]
     assert any(p.local_path.startswith("MANIFEST") for p in handle.private_state)
     assert private_files
     assert all(not os.path.realpath(h.path).startswith(shared_dir) for h in private_files)
@@ -441,7 +463,12 @@ def test_embedded_rocksdb_state_backend_creates_this_backend(tmp_path) -> None:
     config.set_number_of_transfer_threads(3)
     config.disable_ttl_compaction_filter()
     params = KeyedStateBackendParameters(
-        "job", "op", 0, 1, 128, compute_key_group_range_for_operator_index(128, 1, 0),
+        "job",
+        "op",
+        0,
+        1,
+        128,
+        compute_key_group_range_for_operator_index(128, 1, 0),
         str(tmp_path / "local"),
     )
     b = config.create_keyed_state_backend(params)
@@ -500,8 +527,11 @@ def test_failed_upload_leaves_no_shared_file(tmp_path, threads) -> None:
 
     access = FsCheckpointStorageAccess(str(tmp_path / "chk"), None, "b" * 32, file_size_threshold=0)
     access.initialize_base_locations_for_checkpoint()
-    b = _backend(tmp_path / "local", transfer_threads=threads,
-                 options={"state.backend.rocksdb.compaction.style": "FIFO"})
+    b = _backend(
+        tmp_path / "local",
+        transfer_threads=threads,
+        options={"state.backend.rocksdb.compaction.style": "FIFO"},
+    )
     _many_ssts(b)
     factory = _FailingFactory(access.initialize_location_for_checkpoint(1), fail_at=4)
     with pytest.raises(OSError, match="storage unavailable"):

@@ -253,10 +253,10 @@ def test_bulk_load_keeps_key_groups_after_a_flush_within_one_write(tmp_path) -> 
         local.db.ingest_external_file([path], rocksdict.IngestExternalFileOptions())
 
     try:
-        loader = BulkLoader(str(tmp_path / "bulk"), lambda: build_db_options(0), ingest,
-                            flush_bytes=64)
-        items = [(data_prefix(kg, 1) + bytes([i]), b"v" * 20) for kg in range(4)
-                 for i in range(5)]
+        loader = BulkLoader(
+            str(tmp_path / "bulk"), lambda: build_db_options(0), ingest, flush_bytes=64
+        )
+        items = [(data_prefix(kg, 1) + bytes([i]), b"v" * 20) for kg in range(4) for i in range(5)]
         loader.add(items)
         loader.add([(data_prefix(3, 2) + b"x", b"same group, next call")])
         loader.finish()
@@ -353,7 +353,7 @@ def test_prefetch_caches_the_committed_values_of_dense_and_sparse_keys(db, step)
     for key in wanted[1:]:  # behind the cache's back: prefetched reads must not see it
         db.db.put(key, b"changed")
     for key in wanted[1:]:
-        digits = key[len(p):]
+        digits = key[len(p) :]
         i = int(digits) if digits.isdigit() else n
         assert db.get(key) == (b"v%d" % i if i < n and i % 2 == 0 else None), key
     assert db.get(wanted[0]) == b"pending"

@@ -117,8 +117,10 @@ def test_options_survive_reopen(tmp_path) -> None:
 
 
 def test_bloom_filters_are_on_unless_turned_off(tmp_path) -> None:
-    for options, policy in (({}, "bloomfilter"),
-                            ({"state.backend.rocksdb.use-bloom-filter": "false"}, "nullptr")):
+    for options, policy in (
+        ({}, "bloomfilter"),
+        ({"state.backend.rocksdb.use-bloom-filter": "false"}, "nullptr"),
+    ):
         path = str(tmp_path / policy)
         opts = build_db_options(PredefinedOptions.DEFAULT, options)
         rocksdict.Rdict(path, opts, column_families={"default": opts}).close()
@@ -127,11 +129,17 @@ def test_bloom_filters_are_on_unless_turned_off(tmp_path) -> None:
 
 def test_effective_settings_and_sizes() -> None:
     settings = effective_settings(PredefinedOptions.FLASH_SSD_OPTIMIZED, {"max_open_files": "7"})
-    assert settings == {"increase_parallelism": 4, "use_fsync": False, "max_open_files": 7,
-                        "use_bloom_filter": True, "compaction_style": "universal",
-                        "level_zero_file_num_compaction_trigger": 8}
-    assert not effective_settings(PredefinedOptions.DEFAULT, {
-        "state.backend.rocksdb.use-bloom-filter": "false"})["use_bloom_filter"]
+    assert settings == {
+        "increase_parallelism": 4,
+        "use_fsync": False,
+        "max_open_files": 7,
+        "use_bloom_filter": True,
+        "compaction_style": "universal",
+        "level_zero_file_num_compaction_trigger": 8,
+    }
+    assert not effective_settings(
+        PredefinedOptions.DEFAULT, {"state.backend.rocksdb.use-bloom-filter": "false"}
+    )["use_bloom_filter"]
     assert parse_memory_size("64mb") == 64 * 1024 * 1024
     assert parse_memory_size("128 kb") == 128 * 1024
     assert parse_memory_size("1gb") == 1024**3
@@ -142,13 +150,19 @@ def test_effective_settings_and_sizes() -> None:
     ("options", "message"),
     [
         ({"state.backend.rocksdb.nope": 1}, "Unknown RocksDB option"),
-        ({"state.backend.rocksdb.writebuffer.size": "lots"},
-         "'lots' for 'state.backend.rocksdb.writebuffer.size': expected a memory size"),
+        (
+            {"state.backend.rocksdb.writebuffer.size": "lots"},
+            "'lots' for 'state.backend.rocksdb.writebuffer.size': expected a memory size",
+        ),
         ({"state.backend.rocksdb.files.open": "x"}, "'x' for .*files.open': expected an integer"),
-        ({"state.backend.rocksdb.compaction.style": "tiered"},
-         "'tiered' for .*compaction.style': expected one of LEVEL, UNIVERSAL, FIFO"),
-        ({"state.backend.rocksdb.use-bloom-filter": "maybe"},
-         "'maybe' for .*use-bloom-filter': expected 'true' or 'false'"),
+        (
+            {"state.backend.rocksdb.compaction.style": "tiered"},
+            "'tiered' for .*compaction.style': expected one of LEVEL, UNIVERSAL, FIFO",
+        ),
+        (
+            {"state.backend.rocksdb.use-bloom-filter": "maybe"},
+            "'maybe' for .*use-bloom-filter': expected 'true' or 'false'",
+        ),
         ({"set_use_fsync": "yes"}, "'yes' for 'set_use_fsync': expected 'true' or 'false'"),
     ],
 )

@@ -43,9 +43,19 @@ MAX_P = 128
 
 def backend(tmp_path, index, p, sub, clock=SYSTEM_CLOCK):
     rng = compute_key_group_range_for_operator_index(MAX_P, p, index)
-    return HeapKeyedStateBackend(KeyedStateBackendParameters(
-        "job", "op", index, p, MAX_P, rng, os.path.join(str(tmp_path), sub), clock,
-        Types.STRING().get_serializer()))
+    return HeapKeyedStateBackend(
+        KeyedStateBackendParameters(
+            "job",
+            "op",
+            index,
+            p,
+            MAX_P,
+            rng,
+            os.path.join(str(tmp_path), sub),
+            clock,
+            Types.STRING().get_serializer(),
+        )
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -76,14 +86,18 @@ def test_savepoint_read_as_arrow_table_without_runtime(tmp_path) -> None:
         h = b.snapshot(1, location, SnapshotType.SAVEPOINT)()
         assert isinstance(h, KeyGroupsSavepointStateHandle)
         subtasks[i] = OperatorSubtaskState(managed_keyed_state=(h,))
-    done = write_metadata(location, CheckpointMetadata(
-        1, (OperatorState("op", 2, MAX_P, subtasks),)))
+    done = write_metadata(
+        location, CheckpointMetadata(1, (OperatorState("op", 2, MAX_P, subtasks),))
+    )
     table = read_savepoint_state(done.external_pointer)
     assert table.num_rows == 4 * len(keys)
     values = table.filter(pa.compute.equal(table["state_name"], "v"))
-    decoded = dict(zip(decode_savepoint_column(values["key"], "STRING"),
-                       (Types.LONG().get_serializer().deserialize(v)
-                        for v in values["value"].to_pylist())))
+    decoded = dict(
+        zip(
+            decode_savepoint_column(values["key"], "STRING"),
+            (Types.LONG().get_serializer().deserialize(v) for v in values["value"].to_pylist()),
+        )
+    )
     assert decoded == {k: len(k) for k in keys}
     ttl_rows = table.filter(pa.compute.equal(table["state_name"], "t"))
     assert set(ttl_rows["ttl_timestamp"].to_pylist()) == {777}

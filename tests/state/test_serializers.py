@@ -28,7 +28,8 @@ def test_exact_encodings() -> None:
     assert Types.BOOLEAN().get_serializer().serialize(True) == b"\x01"
     assert Types.PRIMITIVE_ARRAY(Types.BYTE()).get_serializer().serialize(b"ab") == b"\x02ab"
     assert Types.LIST(Types.SHORT()).get_serializer().serialize([1, None]) == (
-        b"\x02\x01\x00\x01\x00")
+        b"\x02\x01\x00\x01\x00"
+    )
     row = Types.ROW([Types.INT(), Types.STRING()]).get_serializer()
     assert row.serialize(Row(None, "x")) == b"\x01\x01x"
     assert Types.SQL_DATE().get_serializer().serialize(dt.date(1970, 1, 2)) == b"\x00\x00\x00\x01"
@@ -67,14 +68,22 @@ CASES = [
     (Types.PRIMITIVE_ARRAY(Types.INT()), st.lists(st.integers(-(2**31), 2**31 - 1))),
     (Types.BASIC_ARRAY(Types.STRING()), st.lists(st.none() | st.text())),
     (Types.LIST(Types.LONG()), st.lists(st.integers(-(2**63), 2**63 - 1))),
-    (Types.MAP(Types.STRING(), Types.DOUBLE()),
-     st.dictionaries(st.text(), st.none() | st.floats(allow_nan=False))),
-    (Types.TUPLE([Types.INT(), Types.STRING()]),
-     st.tuples(st.none() | st.integers(0, 9), st.text())),
-    (Types.ROW([Types.LONG(), Types.BOOLEAN()]),
-     st.builds(Row, st.integers(0, 10**12), st.booleans())),
-    (Types.ROW_NAMED(["a", "b"], [Types.STRING(), Types.LIST(Types.INT())]),
-     st.builds(lambda a, b: Row(a=a, b=b), st.text(), st.lists(st.integers(0, 99)))),
+    (
+        Types.MAP(Types.STRING(), Types.DOUBLE()),
+        st.dictionaries(st.text(), st.none() | st.floats(allow_nan=False)),
+    ),
+    (
+        Types.TUPLE([Types.INT(), Types.STRING()]),
+        st.tuples(st.none() | st.integers(0, 9), st.text()),
+    ),
+    (
+        Types.ROW([Types.LONG(), Types.BOOLEAN()]),
+        st.builds(Row, st.integers(0, 10**12), st.booleans()),
+    ),
+    (
+        Types.ROW_NAMED(["a", "b"], [Types.STRING(), Types.LIST(Types.INT())]),
+        st.builds(lambda a, b: Row(a=a, b=b), st.text(), st.lists(st.integers(0, 99))),
+    ),
 ]
 
 
@@ -127,9 +136,11 @@ def test_errors_are_clear() -> None:
 def test_arrow_types() -> None:
     assert Types.LONG().to_arrow_type() == pa.int64()
     assert Types.ROW_NAMED(["a"], [Types.STRING()]).to_arrow_type() == pa.struct(
-        [pa.field("a", pa.string())])
-    assert Types.MAP(Types.STRING(), Types.INT()).to_arrow_type() == pa.map_(pa.string(),
-                                                                            pa.int32())
+        [pa.field("a", pa.string())]
+    )
+    assert Types.MAP(Types.STRING(), Types.INT()).to_arrow_type() == pa.map_(
+        pa.string(), pa.int32()
+    )
     assert Types.PICKLED_BYTE_ARRAY().to_arrow_type() == pa.binary()
 
 

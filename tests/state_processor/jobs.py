@@ -68,8 +68,13 @@ class EmitState(_WithStates):
     """For each key received: ``(key, count, seen, buckets, last)`` of its state."""
 
     def process_element(self, value: Any, ctx: Any) -> Iterable[Any]:
-        yield (ctx.get_current_key(), self.count.value(), list(self.seen.get()),
-               dict(self.buckets.items()), self.last.value())
+        yield (
+            ctx.get_current_key(),
+            self.count.value(),
+            list(self.seen.get()),
+            dict(self.buckets.items()),
+            self.last.value(),
+        )
 
 
 def expected_state(records: Iterable[tuple[int, int]]) -> dict[int, tuple[Any, ...]]:
@@ -83,9 +88,15 @@ def expected_state(records: Iterable[tuple[int, int]]) -> dict[int, tuple[Any, .
     return out
 
 
-def make_env(spark: Any, tmp: str, parallelism: int, backend: Any = None,
-             restore: str | None = None, ignore_unclaimed: bool = False,
-             epoch_records: int = 400) -> StreamExecutionEnvironment:
+def make_env(
+    spark: Any,
+    tmp: str,
+    parallelism: int,
+    backend: Any = None,
+    restore: str | None = None,
+    ignore_unclaimed: bool = False,
+    epoch_records: int = 400,
+) -> StreamExecutionEnvironment:
     """An environment with checkpoints under ``tmp`` and epochs of ``epoch_records`` records
     per split (small, so that a job can be stopped midway)."""
     conf = Configuration()
@@ -101,13 +112,14 @@ def make_env(spark: Any, tmp: str, parallelism: int, backend: Any = None,
     if backend is not None:
         env.set_state_backend(backend)
     env.get_checkpoint_config().set_checkpoint_storage(
-        FileSystemCheckpointStorage(os.path.join(tmp, "ckpt"),
-                                    savepoint_path=os.path.join(tmp, "sp")))
+        FileSystemCheckpointStorage(
+            os.path.join(tmp, "ckpt"), savepoint_path=os.path.join(tmp, "sp")
+        )
+    )
     return env
 
 
-def stateful_job(env: StreamExecutionEnvironment, out_dir: str, n_events: int,
-                 n_keys: int) -> None:
+def stateful_job(env: StreamExecutionEnvironment, out_dir: str, n_events: int, n_keys: int) -> None:
     """numbers -> (x % keys, x) -> key_by -> StatefulEcho -> exactly-once file sink."""
     (
         env.from_source(NumberSequenceSource(0, n_events - 1), None, "numbers")

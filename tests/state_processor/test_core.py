@@ -49,8 +49,9 @@ L = ListStateDescriptor("l", Types.INT())
 M = MapStateDescriptor("m", Types.STRING(), Types.DOUBLE())
 R = ReducingStateDescriptor("r", lambda a, b: a + b, Types.LONG())
 U = ValueStateDescriptor("u")  # untyped: pickled
-P = ValueStateDescriptor("p", Types.ROW_NAMED(["name", "at"], [Types.STRING(),
-                                                              Types.SQL_TIMESTAMP()]))
+P = ValueStateDescriptor(
+    "p", Types.ROW_NAMED(["name", "at"], [Types.STRING(), Types.SQL_TIMESTAMP()])
+)
 T = ValueStateDescriptor("t", Types.STRING())
 T.enable_time_to_live(StateTtlConfig.new_builder(10**9).build())
 STATES = {"v": V, "l": L, "m": M, "r": R, "u": U, "p": P, "t": T}
@@ -118,16 +119,18 @@ def harness(request: Any, tmp_path: Any) -> Any:
 
 
 @pytest.mark.parametrize("snapshot_type", [SnapshotType.SAVEPOINT, SnapshotType.CHECKPOINT])
-def test_snapshots_of_every_backend_read_as_typed_columns(harness: Harness,
-                                                          snapshot_type: str) -> None:
+def test_snapshots_of_every_backend_read_as_typed_columns(
+    harness: Harness, snapshot_type: str
+) -> None:
     handles = _populate(harness, 3, snapshot_type)
     metas = _metas(handles)
     assert set(metas) == set(STATES)
     assert StateInfo.from_meta(metas["m"]) == StateInfo.from_descriptor(M)
     hint = Types.TUPLE([Types.STRING(), Types.LONG()])
-    decoder = StateDecoder(KeyColumn.of("PICKLED_BYTE_ARRAY", Types.LONG()),
-                           [StateColumn.of(metas[n], hint if n == "u" else None)
-                            for n in STATES])
+    decoder = StateDecoder(
+        KeyColumn.of("PICKLED_BYTE_ARRAY", Types.LONG()),
+        [StateColumn.of(metas[n], hint if n == "u" else None) for n in STATES],
+    )
     table = _read_all(plan_splits(handles, 7), decoder)
     rows = table.to_pylist()
     assert sorted(r["key"] for r in rows) == KEYS  # each key exactly once
@@ -144,8 +147,9 @@ def test_splits_cover_every_key_group_once_and_balance_bytes(tmp_path: Any) -> N
     covered = [kg for s in splits for kg in s.key_groups]
     assert sorted(covered) == list(range(MAX_P))
     metas = _metas(handles)
-    decoder = StateDecoder(KeyColumn.of("PICKLED_BYTE_ARRAY", Types.LONG()),
-                           [StateColumn.of(metas["v"])])
+    decoder = StateDecoder(
+        KeyColumn.of("PICKLED_BYTE_ARRAY", Types.LONG()), [StateColumn.of(metas["v"])]
+    )
     sizes = [_read_all([s], decoder).num_rows for s in splits]
     assert sum(sizes) == len(KEYS)
     assert max(sizes) <= 3 * (len(KEYS) // len(splits) + 1)
@@ -157,16 +161,17 @@ def test_long_form_one_row_per_entry(tmp_path: Any) -> None:
     handles = _populate(h, 2, SnapshotType.SAVEPOINT)
     metas = _metas(handles)
     key = KeyColumn.of("PICKLED_BYTE_ARRAY", Types.LONG())
-    table = _read_all(plan_splits(handles, 2),
-                      StateDecoder(key, [StateColumn.of(metas["m"])], form="long"))
+    table = _read_all(
+        plan_splits(handles, 2), StateDecoder(key, [StateColumn.of(metas["m"])], form="long")
+    )
     assert table.column_names == ["key", "state_name", "user_key", "value"]
-    got = sorted((r["key"], r["user_key"], r["value"]) for r in table.to_pylist()
-                 if r["user_key"] == "a")
+    got = sorted(
+        (r["key"], r["user_key"], r["value"]) for r in table.to_pylist() if r["user_key"] == "a"
+    )
     assert got == [(k, "a", k / 2) for k in KEYS]
     assert table.num_rows == 2 * len(KEYS)
     with pytest.raises(ValueError, match="different value types"):
-        StateDecoder(key, [StateColumn.of(metas["v"]), StateColumn.of(metas["t"])],
-                     form="long")
+        StateDecoder(key, [StateColumn.of(metas["v"]), StateColumn.of(metas["t"])], form="long")
     h.close_all()
 
 
@@ -197,14 +202,21 @@ def _input(desc: Any, column_type: Any = None, raw: bool = False) -> StateInput:
     return StateInput(info.meta().to_json(), raw, cfg)
 
 
-def _write(table: pa.Table, inputs: list[StateInput], parallelism: int, path: str,
-           key_raw: bool = False, key_type: Any = None) -> list[Any]:
+def _write(
+    table: pa.Table,
+    inputs: list[StateInput],
+    parallelism: int,
+    path: str,
+    key_raw: bool = False,
+    key_type: Any = None,
+) -> list[Any]:
     """What the two Spark steps do, in one process: encode, route by subtask, sort, write."""
     os.makedirs(path, exist_ok=True)
     cfg = None if key_type is None else key_type.get_serializer().snapshot_config()
     encoder = RowEncoder("op-1", inputs, key_raw, cfg, MAX_P, parallelism, 5_000)
-    encoded = pa.Table.from_batches(list(encoder.encode(iter(table.to_batches(50)))),
-                                    encoder.schema)
+    encoded = pa.Table.from_batches(
+        list(encoder.encode(iter(table.to_batches(50)))), encoder.schema
+    )
     writer = SubtaskWriter("op-1", inputs, MAX_P, parallelism, SavepointTarget(path, 64, 4096))
     handles = []
     for sub in range(parallelism):
@@ -212,30 +224,38 @@ def _write(table: pa.Table, inputs: list[StateInput], parallelism: int, path: st
         handle = writer.write(sub, iter(part.to_batches(17)))
         if handle is not None:
             assert handle.key_group_range == compute_key_group_range_for_operator_index(
-                MAX_P, parallelism, sub)
+                MAX_P, parallelism, sub
+            )
             handles.append(handle)
     return handles
 
 
-ROWS = pa.table({
-    "key": pa.array(range(500), pa.int64()),
-    "v": pa.array([k * 3 if k % 7 else None for k in range(500)], pa.int64()),
-    "l": pa.array([[k, -k] if k % 2 else [] for k in range(500)], pa.list_(pa.int32())),
-    "m": pa.array([[("x", k / 4), ("y", None)] for k in range(500)],
-                  pa.map_(pa.string(), pa.float64())),
-    "u": pa.array([{"f0": "u", "f1": k} for k in range(500)],
-                  pa.struct([("f0", pa.string()), ("f1", pa.int64())])),
-    "p": pa.array([{"name": f"n{k}", "at": BASE} for k in range(500)],
-                  pa.struct([("name", pa.string()), ("at", pa.timestamp("us"))])),
-})
+ROWS = pa.table(
+    {
+        "key": pa.array(range(500), pa.int64()),
+        "v": pa.array([k * 3 if k % 7 else None for k in range(500)], pa.int64()),
+        "l": pa.array([[k, -k] if k % 2 else [] for k in range(500)], pa.list_(pa.int32())),
+        "m": pa.array(
+            [[("x", k / 4), ("y", None)] for k in range(500)], pa.map_(pa.string(), pa.float64())
+        ),
+        "u": pa.array(
+            [{"f0": "u", "f1": k} for k in range(500)],
+            pa.struct([("f0", pa.string()), ("f1", pa.int64())]),
+        ),
+        "p": pa.array(
+            [{"name": f"n{k}", "at": BASE} for k in range(500)],
+            pa.struct([("name", pa.string()), ("at", pa.timestamp("us"))]),
+        ),
+    }
+)
 
 
 @pytest.mark.parametrize("backend", ["heap", "rocksdb-full"])
 def test_written_rows_restore_in_the_backends_at_another_parallelism(
-        backend: str, tmp_path: Any) -> None:
+    backend: str, tmp_path: Any
+) -> None:
     inputs = [_input(V), _input(L), _input(M), _input(U), _input(P, P.type_info)]
-    handles = _write(ROWS.select(["key", "v", "l", "m", "u", "p"]), inputs, 3,
-                     str(tmp_path / "sp"))
+    handles = _write(ROWS.select(["key", "v", "l", "m", "u", "p"]), inputs, 3, str(tmp_path / "sp"))
     h = Harness(backend, "filesystem", str(tmp_path))
     seen = {}
     for i in range(2):
@@ -245,25 +265,36 @@ def test_written_rows_restore_in_the_backends_at_another_parallelism(
             if owner(key, 2) != i:
                 continue
             b.set_current_key(key)
-            seen[key] = (b.get_partitioned_state(V).value(),
-                         list(b.get_partitioned_state(L).get()),
-                         dict(b.get_partitioned_state(M).items()),
-                         b.get_partitioned_state(U).value(),
-                         b.get_partitioned_state(P).value())
+            seen[key] = (
+                b.get_partitioned_state(V).value(),
+                list(b.get_partitioned_state(L).get()),
+                dict(b.get_partitioned_state(M).items()),
+                b.get_partitioned_state(U).value(),
+                b.get_partitioned_state(P).value(),
+            )
         b.close()
     h.close_all()
     clear_heap_cache()
-    assert seen == {k: (k * 3 if k % 7 else None, [k, -k] if k % 2 else [],
-                        {"x": k / 4, "y": None}, ("u", k), Row(name=f"n{k}", at=BASE))
-                    for k in range(500)}
+    assert seen == {
+        k: (
+            k * 3 if k % 7 else None,
+            [k, -k] if k % 2 else [],
+            {"x": k / 4, "y": None},
+            ("u", k),
+            Row(name=f"n{k}", at=BASE),
+        )
+        for k in range(500)
+    }
 
 
 def test_raw_pickled_columns_are_written_byte_for_byte(tmp_path: Any) -> None:
     h = Harness("heap", "filesystem", str(tmp_path))
     old = _populate(h, 2, SnapshotType.SAVEPOINT)
     metas = _metas(old)
-    decoder = StateDecoder(KeyColumn.of("PICKLED_BYTE_ARRAY", None),
-                           [StateColumn.of(metas["u"]), StateColumn.of(metas["v"])])
+    decoder = StateDecoder(
+        KeyColumn.of("PICKLED_BYTE_ARRAY", None),
+        [StateColumn.of(metas["u"]), StateColumn.of(metas["v"])],
+    )
     table = _read_all(plan_splits(old, 3), decoder)
     new = _write(table, [_input(U, raw=True), _input(V)], 5, str(tmp_path / "sp"), key_raw=True)
 
@@ -273,8 +304,10 @@ def test_raw_pickled_columns_are_written_byte_for_byte(tmp_path: Any) -> None:
             for _kg, states in read_split(s):
                 for name, (_, (keys, _, vals)) in states.items():
                     if name in ("u", "v"):
-                        out |= {(name, bytes(k), bytes(v))
-                                for k, v in zip(keys.to_pylist(), vals.to_pylist())}
+                        out |= {
+                            (name, bytes(k), bytes(v))
+                            for k, v in zip(keys.to_pylist(), vals.to_pylist())
+                        }
         return out
 
     assert entries(new) == entries(old)
@@ -291,26 +324,44 @@ def test_ttl_state_is_written_with_the_write_time(tmp_path: Any) -> None:
     b.restore(handles)
     b.set_current_key(2)
     assert b.get_partitioned_state(T).value() == "b"
-    (_, entries), = [g for s in plan_splits(handles, 1) for g in read_split(s)][:1]
+    ((_, entries),) = [g for s in plan_splits(handles, 1) for g in read_split(s)][:1]
     meta, (_, _, vals) = entries["t"]
     assert {meta.ttl_timestamp_of(v) for v in vals.to_pylist()} == {5_000}
     h.close_all()
     clear_heap_cache()
 
 
-@pytest.mark.parametrize(("table", "inputs", "message"), [
-    (pa.table({"key": pa.array([1, 1], pa.int64()), "v": pa.array([1, 2], pa.int64())}),
-     [V], "key 1 appears in more than one row"),
-    (pa.table({"key": pa.array([1, None], pa.int64()), "v": pa.array([1, 2], pa.int64())}),
-     [V], "1 null keys"),
-    (pa.table({"key": pa.array([5], pa.int64()), "l": pa.array([[1, None]],
-                                                                 pa.list_(pa.int32()))}),
-     [L], "list of key 5 holds null elements"),
-    (pa.table({"key": pa.array(["k"]), "i": pa.array([2**40], pa.int64())}),
-     [ValueStateDescriptor("i", Types.INT())], "the value 1099511627776 of key 'k' cannot"),
-], ids=["duplicate-key", "null-key", "null-list-element", "overflow"])
-def test_bad_rows_are_refused_naming_key_and_state(table: pa.Table, inputs: list[Any],
-                                                    message: str, tmp_path: Any) -> None:
+@pytest.mark.parametrize(
+    ("table", "inputs", "message"),
+    [
+        (
+            pa.table({"key": pa.array([1, 1], pa.int64()), "v": pa.array([1, 2], pa.int64())}),
+            [V],
+            "key 1 appears in more than one row",
+        ),
+        (
+            pa.table({"key": pa.array([1, None], pa.int64()), "v": pa.array([1, 2], pa.int64())}),
+            [V],
+            "1 null keys",
+        ),
+        (
+            pa.table(
+                {"key": pa.array([5], pa.int64()), "l": pa.array([[1, None]], pa.list_(pa.int32()))}
+            ),
+            [L],
+            "list of key 5 holds null elements",
+        ),
+        (
+            pa.table({"key": pa.array(["k"]), "i": pa.array([2**40], pa.int64())}),
+            [ValueStateDescriptor("i", Types.INT())],
+            "the value 1099511627776 of key 'k' cannot",
+        ),
+    ],
+    ids=["duplicate-key", "null-key", "null-list-element", "overflow"],
+)
+def test_bad_rows_are_refused_naming_key_and_state(
+    table: pa.Table, inputs: list[Any], message: str, tmp_path: Any
+) -> None:
     with pytest.raises(ValueError, match=message):
         _write(table, [_input(d) for d in inputs], 2, str(tmp_path / "sp"))
 

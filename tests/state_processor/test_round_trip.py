@@ -36,9 +36,15 @@ def _backend(name: str) -> Any:
 def _typed(reader: SavepointReader) -> dict[int, tuple[Any, ...]]:
     """The state read back as typed columns, per key."""
     df = reader.read_keyed_state(jobs.UID, key_type=Types.LONG(), types={"last": LAST})
-    return {r["key"]: (r["count"], r["seen"] or [], dict(r["buckets"] or {}),
-                       tuple(r["last"]) if r["last"] is not None else None)
-            for r in df.collect()}
+    return {
+        r["key"]: (
+            r["count"],
+            r["seen"] or [],
+            dict(r["buckets"] or {}),
+            tuple(r["last"]) if r["last"] is not None else None,
+        )
+        for r in df.collect()
+    }
 
 
 def _as_tuples(state: dict[int, tuple[Any, ...]]) -> dict[int, tuple[Any, ...]]:
@@ -57,13 +63,18 @@ def original(request: Any, spark: Any, tmp_path_factory: Any) -> tuple[str, str,
     return request.param, savepoint, jobs.expected_state(records)
 
 
-def test_round_trip_1_4_2_restores_identical_state(original: Any, spark: Any,
-                                                    tmp_path: Any) -> None:
+def test_round_trip_1_4_2_restores_identical_state(
+    original: Any, spark: Any, tmp_path: Any
+) -> None:
     backend, savepoint, expected = original
     reader = SavepointReader.read(spark, savepoint)
     (op,) = reader.operators()
     assert (op.uid, op.parallelism, op.max_parallelism, op.state_format) == (
-        jobs.UID, 1, 128, "savepoint")
+        jobs.UID,
+        1,
+        128,
+        "savepoint",
+    )
     assert {s.name for s in reader.state_infos(jobs.UID)} == {"count", "seen", "buckets", "last"}
     assert _typed(reader) == expected
 
@@ -71,8 +82,12 @@ def test_round_trip_1_4_2_restores_identical_state(original: Any, spark: Any,
     df = reader.read_keyed_state(jobs.UID)
     target = str(tmp_path / "written")
     writer = SavepointWriter.from_existing_savepoint(spark, savepoint).remove_operator(jobs.UID)
-    writer.with_operator(jobs.UID, OperatorTransformation.bootstrap_with(df).key_by("key")
-                         .transform(*reader.state_infos(jobs.UID), parallelism=4))
+    writer.with_operator(
+        jobs.UID,
+        OperatorTransformation.bootstrap_with(df)
+        .key_by("key")
+        .transform(*reader.state_infos(jobs.UID), parallelism=4),
+    )
     assert writer.write(target, file_state_size_threshold=0) == target
     files = sorted(os.listdir(target))
     assert len(files) == 5 and "_metadata" in files  # one stream file per subtask
@@ -86,8 +101,14 @@ def test_round_trip_1_4_2_restores_identical_state(original: Any, spark: Any,
     assert _typed(written) == expected
 
     # savepoint -> job at parallelism 2, on the same backend: it sees exactly that state
-    env = jobs.make_env(spark, str(tmp_path / "restored"), 2, _backend(backend),
-                        restore=target, epoch_records=100_000)
+    env = jobs.make_env(
+        spark,
+        str(tmp_path / "restored"),
+        2,
+        _backend(backend),
+        restore=target,
+        epoch_records=100_000,
+    )
     absent = 10**6
     got = jobs.emit_state_job(env, [*sorted(expected), absent])
     assert len(got) == len(expected) + 1
@@ -101,7 +122,8 @@ def test_retained_checkpoint_reads_as_dataframe(backend: str, spark: Any, tmp_pa
     tmp = str(tmp_path)
     env = jobs.make_env(spark, tmp, 2, _backend(backend))
     env.get_checkpoint_config().set_externalized_checkpoint_retention(
-        ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
+        ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION
+    )
     jobs.stateful_job(env, os.path.join(tmp, "out"), N_EVENTS * 5, N_KEYS)
     client = env.execute_async("retained")
     master = client.job_master
@@ -120,22 +142,33 @@ def test_retained_checkpoint_reads_as_dataframe(backend: str, spark: Any, tmp_pa
     assert expected and _typed(reader) == expected
 
 
-def test_failed_write_task_is_retried_and_leaves_no_file(original: Any, spark: Any,
-                                                         tmp_path: Any) -> None:
+def test_failed_write_task_is_retried_and_leaves_no_file(
+    original: Any, spark: Any, tmp_path: Any
+) -> None:
     _, savepoint, expected = original
     reader = SavepointReader.read(spark, savepoint)
     injector = FailureInjector(str(tmp_path / "fired"), at_record=2)
     writer = SavepointWriter.new_savepoint(spark, 64)
     writer.after_subtask_write = injector.maybe_fail
-    writer.with_operator(jobs.UID, OperatorTransformation.bootstrap_with(
-        reader.read_keyed_state(jobs.UID)).key_by("key").transform(
-        *reader.state_infos(jobs.UID), parallelism=3))
+    writer.with_operator(
+        jobs.UID,
+        OperatorTransformation.bootstrap_with(reader.read_keyed_state(jobs.UID))
+        .key_by("key")
+        .transform(*reader.state_infos(jobs.UID), parallelism=3),
+    )
     target = writer.write(str(tmp_path / "sp"), file_state_size_threshold=0)
     assert injector.fired() == 1  # subtask 2 failed once after writing its file
     assert sorted(os.listdir(target)) == sorted(
-        ["_metadata", *(os.path.basename(h.delegate.path)
-                        for s in SavepointReader.read(spark, target).snapshot.metadata
-                        .operator_states[0].subtask_states.values()
-                        for h in s.managed_keyed_state)])
+        [
+            "_metadata",
+            *(
+                os.path.basename(h.delegate.path)
+                for s in SavepointReader.read(spark, target)
+                .snapshot.metadata.operator_states[0]
+                .subtask_states.values()
+                for h in s.managed_keyed_state
+            ),
+        ]
+    )
     assert len(os.listdir(target)) == 4
     assert _typed(SavepointReader.read(spark, target)) == expected

@@ -103,8 +103,10 @@ def _deltas_by_key_group(commit: dict[str, Any]) -> dict[int, list[str]]:
 
 
 def _queue_deltas(
-    pending: PendingBlocks, tables: Mapping[str, HeapStateTable],
-    deltas: Mapping[int, bytes], key_groups: Iterable[int],
+    pending: PendingBlocks,
+    tables: Mapping[str, HeapStateTable],
+    deltas: Mapping[int, bytes],
+    key_groups: Iterable[int],
 ) -> None:
     """Queue the pickled deltas ``deltas[kg]`` of ``key_groups`` over their blocks."""
     for kg in key_groups:
@@ -211,17 +213,22 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         return marker
 
     def _file_snapshot(
-        self, checkpoint_id: int, stream_factory: CheckpointStreamFactory,
+        self,
+        checkpoint_id: int,
+        stream_factory: CheckpointStreamFactory,
         commit: dict[str, Any],
     ) -> Callable[[], KeyedStateHandle | None]:
         # Synchronous part: hard links to the commit's files (later commits delete them).
-        links = os.path.join(self.params.local_dir, _SNAPSHOTS,
-                             f"{checkpoint_id}-{uuid.uuid4().hex[:12]}")
+        links = os.path.join(
+            self.params.local_dir, _SNAPSHOTS, f"{checkpoint_id}-{uuid.uuid4().hex[:12]}"
+        )
         os.makedirs(links)
         files: dict[int, tuple[str, list[str | None]]] = {
-            int(kg): (fname, names) for kg, (fname, names) in commit["files"].items()}
+            int(kg): (fname, names) for kg, (fname, names) in commit["files"].items()
+        }
         delta_files: list[tuple[str, list[int]]] = [
-            (fname, list(kgs)) for fname, kgs in commit.get("deltas") or []]
+            (fname, list(kgs)) for fname, kgs in commit.get("deltas") or []
+        ]
         try:
             for fname in {f for f, _ in files.values()} | {f for f, _ in delta_files}:
                 _link_or_copy(os.path.join(self._dir, fname), os.path.join(links, fname))
@@ -229,8 +236,13 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
             shutil.rmtree(links, ignore_errors=True)
             raise
         header = SnapshotHeader(
-            self.max_parallelism, self._range, tuple(t.meta for t in self._tables.values()),
-            SnapshotType.CHECKPOINT, self.backend_name, block_encoding="pickle-chain")
+            self.max_parallelism,
+            self._range,
+            tuple(t.meta for t in self._tables.values()),
+            SnapshotType.CHECKPOINT,
+            self.backend_name,
+            block_encoding="pickle-chain",
+        )
 
         def read(fname: str) -> bytes:
             with open(os.path.join(links, fname), "rb") as f:
@@ -287,8 +299,8 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
             marker.get("job_id") != p.job_id
             or marker.get("operator_id") != p.operator_id
             or marker.get("max_parallelism") != p.max_parallelism
-            or marker.get("key_group_range") != [self._range.start_key_group,
-                                                 self._range.end_key_group]
+            or marker.get("key_group_range")
+            != [self._range.start_key_group, self._range.end_key_group]
         ):
             return None
         return marker
@@ -321,8 +333,11 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         changed, not an earlier commit, a snapshot still reads the tables)."""
         old = cached.marker
         tables = cached.tables
-        if (old["states"] != marker["states"] or int(old["epoch"]) >= int(marker["epoch"])
-                or any(t.snapshot_running() for t in tables.values())):
+        if (
+            old["states"] != marker["states"]
+            or int(old["epoch"]) >= int(marker["epoch"])
+            or any(t.snapshot_running() for t in tables.values())
+        ):
             return False
         old_files = {int(k): v for k, v in old["files"].items()}
         new_files = {int(k): v for k, v in marker["files"].items()}
@@ -331,8 +346,10 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         reload = set()
         for kg in old_files.keys() | new_files.keys():
             applied = old_deltas.get(kg, [])
-            if (old_files.get(kg) != new_files.get(kg)
-                    or new_deltas.get(kg, [])[:len(applied)] != applied):
+            if (
+                old_files.get(kg) != new_files.get(kg)
+                or new_deltas.get(kg, [])[: len(applied)] != applied
+            ):
                 reload.add(kg)
         pending = cached.pending
         for kg in reload:
@@ -422,8 +439,9 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
             if raw is not None:  # never decoded: write the same bytes back
                 block, block_names = raw
             else:
-                present = [(i, tables[n].groups[kg]) for i, n in enumerate(names)
-                           if tables[n].groups[kg]]
+                present = [
+                    (i, tables[n].groups[kg]) for i, n in enumerate(names) if tables[n].groups[kg]
+                ]
                 if not present:
                     changed[kg] = None
                     continue
@@ -434,15 +452,18 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
                 f.write(block)
             files[str(kg)] = [fname, block_names]
         # Earlier deltas of rewritten key groups no longer apply.
-        delta_files = [[fname, [kg for kg in kgs if kg not in rewrite]]
-                       for fname, kgs in ([] if prev is None else prev.get("deltas", []))]
+        delta_files = [
+            [fname, [kg for kg in kgs if kg not in rewrite]]
+            for fname, kgs in ([] if prev is None else prev.get("deltas", []))
+        ]
         delta_files = [d for d in delta_files if d[1]]
         delta_block = b""
         if deltas:
             # Each key group's delta pickled apart, so checkpoints copy them as they are.
             delta_block = pickle.dumps(
                 {kg: pickle.dumps(entries, protocol=5) for kg, entries in deltas.items()},
-                protocol=5)
+                protocol=5,
+            )
             fname = f"delta-{token}.pkl"
             with open(os.path.join(self._dir, fname), "wb") as f:
                 f.write(delta_block)
@@ -460,9 +481,12 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
             "files": files,
             "deltas": delta_files,
             "chain": chain,
-            "prev": None if prev is None else {
-                k: prev.get(k) for k in ("token", "epoch", "extra", "states", "files", "deltas",
-                                         "chain")},
+            "prev": None
+            if prev is None
+            else {
+                k: prev.get(k)
+                for k in ("token", "epoch", "extra", "states", "files", "deltas", "chain")
+            },
         }
         self._write_marker(marker)
         for t in tables.values():
@@ -470,9 +494,17 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         self._force_dirty = False
         self._collect_garbage(marker)
         if self._tracking:
-            self._changes = None if not changed and not deltas else encode_entry(
-                "heap", pickle.dumps({"states": marker["states"], "groups": changed,
-                                      "deltas": delta_block}, protocol=5))
+            self._changes = (
+                None
+                if not changed and not deltas
+                else encode_entry(
+                    "heap",
+                    pickle.dumps(
+                        {"states": marker["states"], "groups": changed, "deltas": delta_block},
+                        protocol=5,
+                    ),
+                )
+            )
 
     # -- changelog -----------------------------------------------------------------------
 
@@ -497,8 +529,9 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
                 _forget_group(self._pending, tables, kg)
                 if entry is not None:
                     block, block_names = entry
-                    self._pending.add(kg, block, [tables.get(m) if m else None
-                                                  for m in block_names])
+                    self._pending.add(
+                        kg, block, [tables.get(m) if m else None for m in block_names]
+                    )
             if data.get("deltas"):
                 deltas = pickle.loads(data["deltas"])
                 _queue_deltas(self._pending, tables, deltas, deltas)
@@ -541,9 +574,14 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         if not prev or int(prev["epoch"]) != epoch:
             return False
         p = self.params
-        reverted = {**prev, "job_id": p.job_id, "operator_id": p.operator_id,
-                    "max_parallelism": p.max_parallelism,
-                    "key_group_range": marker["key_group_range"], "prev": None}
+        reverted = {
+            **prev,
+            "job_id": p.job_id,
+            "operator_id": p.operator_id,
+            "max_parallelism": p.max_parallelism,
+            "key_group_range": marker["key_group_range"],
+            "prev": None,
+        }
         self._write_marker(reverted)
         self._load_commit(reverted)
         self._collect_garbage(reverted)

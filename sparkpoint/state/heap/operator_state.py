@@ -52,8 +52,9 @@ class ReadOnlyBroadcastState:
     """A read-only view of a ``BroadcastState`` (what the non-broadcast side of a broadcast
     operator sees). Values are not copied: do not modify what ``get`` or ``items`` return."""
 
-    def __init__(self, name: str, serializer: TypeSerializer,
-                 entries: dict[Any, Any] | None = None) -> None:
+    def __init__(
+        self, name: str, serializer: TypeSerializer, entries: dict[Any, Any] | None = None
+    ) -> None:
         self.name = name
         self.serializer = serializer
         self._map: dict[Any, Any] = {} if entries is None else entries
@@ -150,8 +151,9 @@ class DefaultOperatorStateBackend(OperatorStateBackend):
                 raise RestoreError("Truncated operator state header")
             magic, version, n = _HEAD.unpack(head)
             if magic != _MAGIC or version != _VERSION:
-                raise RestoreError(f"Not a sparkpoint operator state stream (magic {magic!r}, "
-                                   f"version {version})")
+                raise RestoreError(
+                    f"Not a sparkpoint operator state stream (magic {magic!r}, version {version})"
+                )
             infos = json.loads(stream.read(n))
             for name, meta in handle.state_name_to_partition_offsets.items():
                 if name not in infos:
@@ -160,7 +162,8 @@ class DefaultOperatorStateBackend(OperatorStateBackend):
                 if mode is not Mode.BROADCAST or meta.distribution_mode is not Mode.BROADCAST:
                     raise RestoreError(
                         f"Operator state {name!r} is {mode.name} state; sparkpoint keeps "
-                        "only broadcast state")
+                        "only broadcast state"
+                    )
                 if name in self._restored:
                     continue  # identical copies: keep the first
                 serializer = serializer_from_config(infos[name]["serializer"])
@@ -176,12 +179,14 @@ class DefaultOperatorStateBackend(OperatorStateBackend):
         what was restored for its name)."""
         if not isinstance(name, MapStateDescriptor):
             raise TypeError(
-                f"Broadcast state needs a MapStateDescriptor, got {type(name).__name__}")
+                f"Broadcast state needs a MapStateDescriptor, got {type(name).__name__}"
+            )
         state = self._states.get(name.get_name())
         if state is not None:
             return state
-        serializer = TupleSerializer([name.key_type_info.get_serializer(),
-                                      name.value_type_info.get_serializer()])
+        serializer = TupleSerializer(
+            [name.key_type_info.get_serializer(), name.value_type_info.get_serializer()]
+        )
         state = BroadcastState(name.get_name(), serializer)
         restored = self._restored.pop(name.get_name(), None)
         if restored is not None:
@@ -192,14 +197,16 @@ class DefaultOperatorStateBackend(OperatorStateBackend):
 
     def snapshot(self, stream_factory: CheckpointStreamFactory) -> OperatorStateHandle | None:
         states: list[tuple[str, TypeSerializer, Iterable[Any]]] = [
-            (s.name, s.serializer, s._entries()) for s in self._states.values()
-            if not s.is_empty()]
+            (s.name, s.serializer, s._entries()) for s in self._states.values() if not s.is_empty()
+        ]
         # State restored but never re-registered is carried over, as Flink does.
         states += [(n, ser, entries) for n, (ser, entries) in self._restored.items() if entries]
         if not states:
             return None
-        infos = {name: {"mode": int(Mode.BROADCAST), "serializer": ser.snapshot_config()}
-                 for name, ser, _ in states}
+        infos = {
+            name: {"mode": int(Mode.BROADCAST), "serializer": ser.snapshot_config()}
+            for name, ser, _ in states
+        }
         body = json.dumps(infos).encode("utf-8")
         out = stream_factory.create_checkpoint_state_output_stream()
         try:

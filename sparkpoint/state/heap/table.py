@@ -33,8 +33,9 @@ class PendingBlocks:
     of a backend, since a block holds every state of its key group.
     """
 
-    def __init__(self, origin: str = "local heap state",
-                 error: type[Exception] = StateLostError) -> None:
+    def __init__(
+        self, origin: str = "local heap state", error: type[Exception] = StateLostError
+    ) -> None:
         self.blocks: dict[int, tuple[bytes, list[HeapStateTable | None]]] = {}
         # key group -> per-epoch deltas applied, in order, after its block is decoded
         self.deltas: dict[int, list[tuple[HeapStateTable, dict[Any, Any], list[Any]]]] = {}
@@ -49,8 +50,9 @@ class PendingBlocks:
                 dict.pop(t.groups, key_group, None)
         self.blocks[key_group] = (block, tables)
 
-    def add_delta(self, key_group: int, table: HeapStateTable, updates: dict[Any, Any],
-                  deleted: list[Any]) -> None:
+    def add_delta(
+        self, key_group: int, table: HeapStateTable, updates: dict[Any, Any], deleted: list[Any]
+    ) -> None:
         """Apply a delta of ``table`` in ``key_group`` after its pending block and deltas
         (at once when nothing of the key group is pending and the table holds it)."""
         pending = key_group in self.blocks or key_group in self.deltas
@@ -80,7 +82,8 @@ class PendingBlocks:
                     decoded = pickle.loads(block)
                 except Exception as e:  # any decode failure means corrupt bytes
                     raise self._error(
-                        f"The {self._origin} of key group {key_group} is corrupt: {e!r}") from e
+                        f"The {self._origin} of key group {key_group} is corrupt: {e!r}"
+                    ) from e
                 for state_id, objects in decoded:
                     table = tables[state_id]
                     if table is not None:
@@ -217,9 +220,7 @@ class HeapStateTable(StateTable):
         self.whole.clear()
         self._watch.update(self._range)
 
-    def value_accessors(
-        self, ctx: Any
-    ) -> tuple[Callable[[], Any], Callable[[Any], None]]:
+    def value_accessors(self, ctx: Any) -> tuple[Callable[[], Any], Callable[[Any], None]]:
         """Fast ``value()``/``update(v)`` of a ValueState without TTL over this table."""
         groups, watch, group_w, delete = self.groups, self._watch, self._group_w, self.delete
         touched = self.touched
@@ -344,8 +345,9 @@ class HeapStateTable(StateTable):
         hits: list[tuple[int, Any, Any]] = []
         for kg in key_groups:
             group = self.groups[kg]
-            found = [(kg, key, uk) for key, entries in group.items() for uk in entries
-                     if select(uk)]
+            found = [
+                (kg, key, uk) for key, entries in group.items() for uk in entries if select(uk)
+            ]
             for _kg, key, uk in found:
                 self.map_remove(kg, key, uk)
             hits.extend(found)
@@ -416,7 +418,10 @@ class HeapStateTable(StateTable):
             self.map_put(key_group, k, meta.decode_user_key(user_key), meta.decode_value(value))
 
     def put_entries_bytes(
-        self, key_group: int, keys: list[bytes], user_keys: list[bytes | None],
+        self,
+        key_group: int,
+        keys: list[bytes],
+        user_keys: list[bytes | None],
         values: list[bytes],
     ) -> None:
         meta = self.meta
@@ -428,9 +433,7 @@ class HeapStateTable(StateTable):
         kdec, vdec = meta.decode_key, meta.decode_value
         group.update(zip(map(kdec, keys), map(vdec, values)))
 
-    def put_entries_arrow(
-        self, key_group: int, keys: Any, user_keys: Any, values: Any
-    ) -> None:
+    def put_entries_arrow(self, key_group: int, keys: Any, user_keys: Any, values: Any) -> None:
         meta = self.meta
         if meta.kind is StateKind.MAP:
             super().put_entries_arrow(key_group, keys, user_keys, values)
@@ -485,11 +488,12 @@ def columns_of_group(meta: RegisteredStateMeta, group: dict[Any, Any]) -> tuple[
     return keys, uks, vals
 
 
-def _rows(meta: RegisteredStateMeta, group: dict[Any, Any]) -> Iterator[
-    tuple[bytes, bytes | None, bytes]
-]:
-    keys, uks, vals = (c.to_pylist() if isinstance(c, pa.Array) else c
-                       for c in columns_of_group(meta, group))
+def _rows(
+    meta: RegisteredStateMeta, group: dict[Any, Any]
+) -> Iterator[tuple[bytes, bytes | None, bytes]]:
+    keys, uks, vals = (
+        c.to_pylist() if isinstance(c, pa.Array) else c for c in columns_of_group(meta, group)
+    )
     if uks is None:
         for k, v in zip(keys, vals):
             yield k, None, v

@@ -207,8 +207,9 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         for kg in self.key_group_range:
             rows = list(old.iter_entries_bytes(kg))
             if rows:
-                new.put_entries_bytes(kg, [r[0] for r in rows], [r[1] for r in rows],
-                                      [r[2] for r in rows])
+                new.put_entries_bytes(
+                    kg, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+                )
                 lower = data_prefix(kg, record.state_id)
                 upper = prefix_upper_bound(lower)
                 assert upper is not None
@@ -265,8 +266,13 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
             registry = list(self._local.committed_entries(REGISTRY_PREFIX, REGISTRY_END))
             values: list[bytes | None] = [v for _, v in registry]
             values.extend(pending.values())
-            self._changes = None if not pending else encode_entry("rocksdb", encode_kv_changes(
-                [k for k, _ in registry] + list(pending), values))
+            self._changes = (
+                None
+                if not pending
+                else encode_entry(
+                    "rocksdb", encode_kv_changes([k for k, _ in registry] + list(pending), values)
+                )
+            )
         self._local.commit(epoch, extra)
 
     # -- changelog -----------------------------------------------------------------------
@@ -412,7 +418,10 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
                 [h for h in handles if not isinstance(h, IncrementalRemoteKeyedStateHandle)]
             )
         operation = IncrementalRestoreOperation(
-            self._local, self.key_group_range, self.max_parallelism, self.directory,
+            self._local,
+            self.key_group_range,
+            self.max_parallelism,
+            self.directory,
             self.transfer_threads,
         )
         result = operation.restore(incremental)

@@ -112,7 +112,8 @@ class IncrementalRestoreOperation:
     def _copy_key_groups(self, directory: str, start: int, end: int) -> None:
         """Copy key groups ``start..end`` of the database in ``directory`` into ours."""
         source = rocksdict.Rdict(
-            directory, rocksdict.Options(raw_mode=True),
+            directory,
+            rocksdict.Options(raw_mode=True),
             access_type=rocksdict.AccessType.read_only(),
         )
         try:
@@ -152,7 +153,8 @@ class IncrementalRestoreOperation:
                     raise RestoreError(
                         f"State {name!r} is stored in the {known.layout or 'standard'} layout "
                         f"in one restored RocksDB handle and in the "
-                        f"{their.layout or 'standard'} layout in another")
+                        f"{their.layout or 'standard'} layout in another"
+                    )
                 our_id = known.state_id
             else:
                 our_id = next_state_id(used)

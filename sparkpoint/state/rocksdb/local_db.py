@@ -232,7 +232,7 @@ class LocalRocksDB:
                 return
         get = self.db.get
         for start in range(done, len(missing), _MULTI_GET_KEYS):
-            chunk = missing[start:start + _MULTI_GET_KEYS]
+            chunk = missing[start : start + _MULTI_GET_KEYS]
             # a list of keys gets a list of values (None: absent)
             values = cast(list[bytes | None], get(cast(Any, chunk)))
             reads.update(zip(chunk, values))
@@ -468,8 +468,11 @@ def _epoch_of(directory: str) -> int | None:
     if not os.path.isdir(directory):
         return None
     try:
-        db = rocksdict.Rdict(directory, rocksdict.Options(raw_mode=True),
-                             access_type=rocksdict.AccessType.read_only())
+        db = rocksdict.Rdict(
+            directory,
+            rocksdict.Options(raw_mode=True),
+            access_type=rocksdict.AccessType.read_only(),
+        )
     except Exception:  # a half-written copy: nothing to revert to
         return None
     try:

@@ -164,8 +164,10 @@ def effective_settings(
     # filters (a point read skips every SST that cannot hold its key) and universal
     # compaction (every task reopens its database, so every epoch flushes a file, which
     # levelled compaction keeps merging into the level holding all the state).
-    settings = {"use_bloom_filter": _R.USE_BLOOM_FILTER.default,
-                "compaction_style": _DEFAULT_COMPACTION_STYLE}
+    settings = {
+        "use_bloom_filter": _R.USE_BLOOM_FILTER.default,
+        "compaction_style": _DEFAULT_COMPACTION_STYLE,
+    }
     settings.update(_PROFILES[int(predefined_options)])
     for name, value in (options or {}).items():
         key, typed = _normalise(name, value)

@@ -28,7 +28,10 @@ class CheckpointSnapshotView(SnapshotView):
     """Columns read from a local RocksDB checkpoint (a consistent, hard-linked copy)."""
 
     def __init__(
-        self, directory: str, state_ids: list[int], is_map: list[bool],
+        self,
+        directory: str,
+        state_ids: list[int],
+        is_map: list[bool],
         timer_codecs: list[TimerCodec | None],
     ) -> None:
         self._dir = directory

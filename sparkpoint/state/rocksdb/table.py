@@ -66,8 +66,11 @@ class RocksDBStateTable(StateTable):
         raws = []
         for key, kg in unique.items() if unique is not None else zip(keys, key_groups):
             kb = encode_key(key)
-            raws.append(prefixes[kg] + bytes((len(kb),)) + kb if len(kb) < 0x80
-                        else self._key_prefix(kg, key))
+            raws.append(
+                prefixes[kg] + bytes((len(kb),)) + kb
+                if len(kb) < 0x80
+                else self._key_prefix(kg, key)
+            )
         by_key = self._prefetched
         by_key.clear()
         if unique is not None:

@@ -99,8 +99,11 @@ class RocksDBTimerTable(RocksDBStateTable):
 
     def _entry(self, key_group: int, key: Any, user_key: Any) -> bytes:
         domain, timestamp = user_key
-        return (self._prefixes[key_group] + timer_suffix(int(domain), int(timestamp))
-                + self.meta.encode_key(key))
+        return (
+            self._prefixes[key_group]
+            + timer_suffix(int(domain), int(timestamp))
+            + self.meta.encode_key(key)
+        )
 
     def _entries_of(self, key_group: int, key: Any) -> list[tuple[bytes, int, int]]:
         """``(entry key, domain, timestamp)`` of every timer of ``key`` (a key-group scan)."""
@@ -159,8 +162,9 @@ class RocksDBTimerTable(RocksDBStateTable):
                 due_end = start + _TS.pack(limit) if limit < 1 << 64 else end
                 keys: list[bytes] = []
                 for raw_key, _ in db.scan(start, due_end):
-                    hits.append((unpack(raw_key, 5)[0] - _OFFSET, domain,
-                                 decode_key(raw_key[_HEADER:]), kg))
+                    hits.append(
+                        (unpack(raw_key, 5)[0] - _OFFSET, domain, decode_key(raw_key[_HEADER:]), kg)
+                    )
                     keys.append(raw_key)
                 scanned.append((start, due_end, keys))
                 if due_end != end:
@@ -220,7 +224,8 @@ class RocksDBTimerTable(RocksDBStateTable):
         prefix = data_prefix(key_group, self.state_id)
         entry_key = self.codec.entry_key
         self._db.write_now(
-            (entry_key(prefix, k, uk or b""), v) for k, uk, v in zip(keys, user_keys, values))
+            (entry_key(prefix, k, uk or b""), v) for k, uk, v in zip(keys, user_keys, values)
+        )
 
     def entry_key(self, key_group: int, key: bytes, user_key: bytes | None) -> bytes:
         if user_key is None:

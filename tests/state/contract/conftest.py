@@ -9,8 +9,7 @@ from sparkpoint.state.heap import clear_heap_cache
 from .harness import BACKENDS, STORAGES, Harness
 
 
-@pytest.fixture(params=[(b, s) for b in BACKENDS for s in STORAGES],
-                ids=lambda p: f"{p[0]}-{p[1]}")
+@pytest.fixture(params=[(b, s) for b in BACKENDS for s in STORAGES], ids=lambda p: f"{p[0]}-{p[1]}")
 def harness(request, tmp_path):
     """A harness for one backend kind and one storage."""
     backend, storage = request.param

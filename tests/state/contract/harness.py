@@ -132,8 +132,9 @@ def owner(key: Any, parallelism: int, max_parallelism: int = MAX_P) -> int:
     )
 
 
-def fill(backend: KeyedStateBackend, keys: Iterable[Any], states: dict[str, Any],
-         writer: Any) -> None:
+def fill(
+    backend: KeyedStateBackend, keys: Iterable[Any], states: dict[str, Any], writer: Any
+) -> None:
     """Apply ``writer(key, states)`` for each key in ``backend``'s range."""
     rng = backend.key_group_range
     for key in keys:

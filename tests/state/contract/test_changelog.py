@@ -33,8 +33,9 @@ def _dump(b) -> dict:
     out = {}
     for key in KEYS:
         b.set_current_key(key)
-        late = b.get_partitioned_state(LATE).value() if "late" in b.registered_state_names() \
-            else None
+        late = (
+            b.get_partitioned_state(LATE).value() if "late" in b.registered_state_names() else None
+        )
         out[key] = (
             b.get_partitioned_state(V).value(),
             list(b.get_partitioned_state(L).get() or []),

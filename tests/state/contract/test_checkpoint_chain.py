@@ -62,7 +62,7 @@ def test_chain_of_20_with_retention_2_leaves_no_unreferenced_file(tmp_path, back
     try:
         for cid in range(1, CHAIN + 1):
             touched = range(0, KEYS, 7) if cid == 1 else range(cid * 13, KEYS, 97)
-            for key in (range(KEYS) if cid == 1 else touched):
+            for key in range(KEYS) if cid == 1 else touched:
                 b = backends[owner(key, PARALLELISM)]
                 b.set_current_key(key)
                 b.get_partitioned_state(V).update(key * 10 + cid)
@@ -80,10 +80,14 @@ def test_chain_of_20_with_retention_2_leaves_no_unreferenced_file(tmp_path, back
                 subtasks[i] = OperatorSubtaskState(managed_keyed_state=(handle,))
             props = CheckpointProperties.for_checkpoint(None)
             metadata = CheckpointMetadata(
-                cid, (OperatorState("op-1", PARALLELISM, 128, subtasks),), (), props)
+                cid, (OperatorState("op-1", PARALLELISM, 128, subtasks),), (), props
+            )
             completed = write_metadata(location, metadata)
-            store.add_checkpoint_and_subsume_oldest(CompletedCheckpoint(
-                h.job_id, cid, cid, cid, metadata.operator_states, props, completed, metadata))
+            store.add_checkpoint_and_subsume_oldest(
+                CompletedCheckpoint(
+                    h.job_id, cid, cid, cid, metadata.operator_states, props, completed, metadata
+                )
+            )
             for b in backends:
                 b.notify_checkpoint_complete(cid)
 
@@ -91,15 +95,14 @@ def test_chain_of_20_with_retention_2_leaves_no_unreferenced_file(tmp_path, back
         assert [c.checkpoint_id for c in retained] == [CHAIN - 1, CHAIN]
         referenced = set().union(*(_referenced(c) for c in retained))
         job_dir = access.checkpoints_directory
-        on_disk = {
-            _norm(os.path.join(d, f)) for d, _, files in os.walk(job_dir) for f in files
-        }
+        on_disk = {_norm(os.path.join(d, f)) for d, _, files in os.walk(job_dir) for f in files}
         assert on_disk == referenced
         assert len(on_disk) > 2
 
         latest = retained[-1]
-        handles = [sub.managed_keyed_state[0]
-                   for sub in latest.operator_states[0].subtask_states.values()]
+        handles = [
+            sub.managed_keyed_state[0] for sub in latest.operator_states[0].subtask_states.values()
+        ]
         if backend == "rocksdb-incremental":
             # The latest checkpoint re-uses SST files uploaded by earlier checkpoints.
             registry = store.shared_state_registry

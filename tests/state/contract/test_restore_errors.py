@@ -42,8 +42,11 @@ def _files(handle) -> list[str]:
     if isinstance(handle, KeyGroupsStateHandle):
         return [handle.delegate.path] if isinstance(handle.delegate, FileStateHandle) else []
     assert isinstance(handle, IncrementalRemoteKeyedStateHandle)
-    return [p.handle.path for p in (*handle.shared_state, *handle.private_state)
-            if isinstance(p.handle, FileStateHandle)]
+    return [
+        p.handle.path
+        for p in (*handle.shared_state, *handle.private_state)
+        if isinstance(p.handle, FileStateHandle)
+    ]
 
 
 def test_missing_state_file_names_the_file(harness) -> None:

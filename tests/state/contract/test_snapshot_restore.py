@@ -59,8 +59,14 @@ def _read(backend, key) -> tuple:
     )
 
 
-def _populate(harness: Harness, parallelism: int, checkpoint_id: int = 1,
-              snapshot_type: str = SnapshotType.CHECKPOINT, keys=KEYS, backend=None):
+def _populate(
+    harness: Harness,
+    parallelism: int,
+    checkpoint_id: int = 1,
+    snapshot_type: str = SnapshotType.CHECKPOINT,
+    keys=KEYS,
+    backend=None,
+):
     """Write every key into its subtask, commit, snapshot; returns the handles."""
     handles = []
     for i in range(parallelism):
@@ -102,11 +108,17 @@ def test_rescaling(harness, old, new) -> None:
 
 # Key-group ranges that align with nothing, at high parallelism. RocksDB runs smaller
 # parallelisms: its cost is one database open per subtask, and the range logic is shared.
-@pytest.mark.parametrize(("backend", "old", "new"), [
-    ("heap", 15, 77), ("heap", 77, 15),
-    ("rocksdb-incremental", 5, 13), ("rocksdb-incremental", 13, 5),
-    ("rocksdb-full", 5, 13), ("rocksdb-full", 13, 5),
-])
+@pytest.mark.parametrize(
+    ("backend", "old", "new"),
+    [
+        ("heap", 15, 77),
+        ("heap", 77, 15),
+        ("rocksdb-incremental", 5, 13),
+        ("rocksdb-incremental", 13, 5),
+        ("rocksdb-full", 5, 13),
+        ("rocksdb-full", 13, 5),
+    ],
+)
 def test_rescaling_at_high_parallelism(backend, old, new, storage, tmp_path) -> None:
     harness = Harness(backend, storage, str(tmp_path))
     try:
@@ -183,9 +195,10 @@ def test_restored_state_can_be_updated_and_snapshotted_again(harness) -> None:
         assert list(again.get_partitioned_state(L).get()) == [f"{key}-a", f"{key}-b", *extra]
 
 
-@pytest.mark.parametrize(("first", "second"), [("heap", "rocksdb-incremental"),
-                                               ("rocksdb-incremental", "heap"),
-                                               ("heap", "rocksdb-full")])
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("heap", "rocksdb-incremental"), ("rocksdb-incremental", "heap"), ("heap", "rocksdb-full")],
+)
 def test_switch_backend_through_savepoint(tmp_path, storage, first, second) -> None:
     """heap -> RocksDB -> heap (and back) through canonical savepoints, with rescaling."""
     h = Harness(first, storage, str(tmp_path))
@@ -213,11 +226,19 @@ def test_heap_checkpoint_restores_into_rocksdb(tmp_path, storage) -> None:
         h.close_all()
 
 
-@settings(max_examples=8, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(old=st.integers(1, 9), new=st.integers(1, 9),
-       keys=st.lists(st.one_of(st.integers(-10**6, 10**6), st.text(max_size=6)),
-                     min_size=1, max_size=60, unique=True))
+@settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    old=st.integers(1, 9),
+    new=st.integers(1, 9),
+    keys=st.lists(
+        st.one_of(st.integers(-(10**6), 10**6), st.text(max_size=6)),
+        min_size=1,
+        max_size=60,
+        unique=True,
+    ),
+)
 def test_property_every_key_restored_once(tmp_path_factory, old, new, keys) -> None:
     for kind in ("heap", "rocksdb-incremental"):
         h = Harness(kind, "memory", str(tmp_path_factory.mktemp("prop")))

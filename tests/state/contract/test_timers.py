@@ -45,8 +45,10 @@ def _owned(backend: Any, keys: list[Any]) -> list[Any]:
 
 
 def _expected_due(keys: list[Any], limits: tuple[int, int]) -> list[tuple[int, int, Any]]:
-    return sorted(((ts, d, key) for key in keys for d, ts in _timers_of(key)
-                   if ts <= limits[d]), key=lambda t: (t[0], t[1]))
+    return sorted(
+        ((ts, d, key) for key in keys for d, ts in _timers_of(key) if ts <= limits[d]),
+        key=lambda t: (t[0], t[1]),
+    )
 
 
 def _pop(backend: Any, limits: tuple[int, int]) -> tuple[list[Any], list[int | None]]:
@@ -70,7 +72,8 @@ def test_due_timers_fire_once_in_order_and_the_rest_stay(harness) -> None:
     expected = [t for t in _expected_due(KEYS, limits) if t != (-70, EVENT, 3)]
     expected = sorted([*expected, (400, EVENT, 3)], key=lambda t: (t[0], t[1]))
     assert sorted((ts, d, repr(k)) for ts, d, k, _kg in due) == sorted(
-        (ts, d, repr(k)) for ts, d, k in expected)
+        (ts, d, repr(k)) for ts, d, k in expected
+    )
     assert [(ts, d) for ts, d, _k, _kg in due] == [(ts, d) for ts, d, _k in expected]
     assert earliest == [510, 54]  # the first event-time timer after 500, and proc. after 53
     assert _pop(b, limits)[0] == []
@@ -102,16 +105,21 @@ def test_timers_survive_snapshots_at_another_parallelism(harness, old, new, kind
         b.commit_local(1)
         due, _ = _pop(b, limits)
         assert sorted(repr(k) for _ts, _d, k, _kg in due) == sorted(
-            repr(k) for _ts, _d, k in _expected_due(_owned(b, KEYS), limits))
+            repr(k) for _ts, _d, k in _expected_due(_owned(b, KEYS), limits)
+        )
         fired.extend(due)
     assert len(fired) == len(_expected_due(KEYS, limits))
 
 
-@pytest.mark.parametrize(("first", "second"), [
-    ("heap", "rocksdb-full"), ("rocksdb-incremental", "heap"), ("rocksdb-full", "heap"),
-])
-def test_timers_move_between_backends_through_savepoints(storage, tmp_path, first,
-                                                         second) -> None:
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("heap", "rocksdb-full"),
+        ("rocksdb-incremental", "heap"),
+        ("rocksdb-full", "heap"),
+    ],
+)
+def test_timers_move_between_backends_through_savepoints(storage, tmp_path, first, second) -> None:
     harness = Harness(first, storage, str(tmp_path))
     try:
         b = harness.create(0, 2)
@@ -123,8 +131,8 @@ def test_timers_move_between_backends_through_savepoints(storage, tmp_path, firs
         other.commit_local(1)
         due, _ = _pop(other, (2**63 - 1, 2**63 - 1))
         assert sorted((ts, d, repr(k)) for ts, d, k, _kg in due) == sorted(
-            (ts, d, repr(k)) for ts, d, k in _expected_due(_owned(b, KEYS),
-                                                            (2**63 - 1, 2**63 - 1)))
+            (ts, d, repr(k)) for ts, d, k in _expected_due(_owned(b, KEYS), (2**63 - 1, 2**63 - 1))
+        )
     finally:
         harness.close_all()
         clear_heap_cache()
