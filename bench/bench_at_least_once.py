@@ -112,7 +112,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from sparkpoint.runtime.session import get_spark_session
+    from sparkpoint.runtime.spark.session import get_spark_session
 
     spark = get_spark_session("local[2]")
     work = tempfile.mkdtemp(prefix="bench-alo-")

@@ -80,7 +80,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from sparkpoint.common.watermark_strategy import TimestampAssigner
 from sparkpoint.datastream.functions import KeyedProcessFunction
-from sparkpoint.runtime.context import MAX_WATERMARK
+from sparkpoint.runtime.operators.context import MAX_WATERMARK
 
 
 class CountPerKey(KeyedProcessFunction):
@@ -832,7 +832,7 @@ def empty_job_ms(spark: Any, repeats: int = 10) -> float:
 
 
 def _session(master: str, work: str) -> Any:
-    from sparkpoint.runtime.session import get_spark_session
+    from sparkpoint.runtime.spark.session import get_spark_session
 
     if master.startswith("local-cluster"):
         # Executor work directories go to the bench's directory, not site-packages.
@@ -847,7 +847,7 @@ def _session(master: str, work: str) -> Any:
         os.environ["SPARK_HOME"] = home
     spark = get_spark_session(master)
     if master.startswith("local-cluster"):
-        from sparkpoint.runtime.spark_cluster import SparkCluster
+        from sparkpoint.runtime.spark.cluster import SparkCluster
 
         wanted = int(master.split("[", 1)[1].split(",", 1)[0])
         while len(SparkCluster(spark).executor_ids()) < wanted:

@@ -234,7 +234,7 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
 
-    from sparkpoint.runtime.session import get_spark_session
+    from sparkpoint.runtime.spark.session import get_spark_session
 
     spark = get_spark_session(args.master)
     work = tempfile.mkdtemp(prefix="sparkpoint-bench-sp-")

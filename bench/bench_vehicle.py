@@ -90,8 +90,8 @@ def rdd_vehicle(spark: Any, events: int, p: int, u: int, pinned: bool) -> Callab
     from pyspark import RDD
     from pyspark.serializers import NoOpSerializer
 
-    from sparkpoint.runtime.epoch import subtask_of
-    from sparkpoint.runtime.spark_cluster import SparkCluster
+    from sparkpoint.runtime.spark.cluster import SparkCluster
+    from sparkpoint.runtime.spark.epoch import subtask_of
 
     cluster = SparkCluster(spark)
     executors = sorted(cluster.live_executors().values(), key=lambda e: e.executor_id)
@@ -138,7 +138,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15)
     args = parser.parse_args()
 
-    from sparkpoint.runtime.session import get_spark_session
+    from sparkpoint.runtime.spark.session import get_spark_session
 
     spark = get_spark_session(args.master)
     for p in args.parallelism:

@@ -131,7 +131,7 @@ def run_round(spark: Any, work: str, rng: random.Random, index: int) -> dict[str
         HashMapStateBackend,
         StreamExecutionEnvironment,
     )
-    from sparkpoint.runtime.spark_cluster import SparkCluster
+    from sparkpoint.runtime.spark.cluster import SparkCluster
     from sparkpoint.testing import EpochStart, Faults, kill_executor
 
     round_dir = os.path.join(work, f"round-{index}")
@@ -248,8 +248,8 @@ def main() -> int:
     args = parser.parse_args()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYTHONPATH"] = os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])
-    from sparkpoint.runtime.session import get_spark_session
-    from sparkpoint.runtime.spark_cluster import SparkCluster
+    from sparkpoint.runtime.spark.cluster import SparkCluster
+    from sparkpoint.runtime.spark.session import get_spark_session
     from tests.fixtures.spark_cluster import StandaloneCluster, spark_home
 
     work = tempfile.mkdtemp(prefix="sparkpoint-chaos-")

@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, multi: bool, work: str, out: TextIO, log_path: str) -> int:
-    from sparkpoint.runtime.session import get_spark_session, prepare_environment
+    from sparkpoint.runtime.spark.session import get_spark_session, prepare_environment
 
     prepare_environment()
     logging.basicConfig(

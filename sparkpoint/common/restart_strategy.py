@@ -1,6 +1,6 @@
 """``RestartStrategies`` and their configurations (``pyflink.common.restart_strategy``).
 
-Configurations are immutable values; ``sparkpoint.runtime.restart`` turns one into the
+Configurations are immutable values; ``sparkpoint.runtime.driver.restart`` turns one into the
 decision logic the job master uses. ``from_configuration`` reads Flink's
 ``restart-strategy.*`` keys. Delays accept int milliseconds, ``timedelta``, ``Duration`` or
 ``Time``; getters return ``timedelta`` as PyFlink's do.

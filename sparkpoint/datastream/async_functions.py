@@ -1,8 +1,9 @@
 """Async I/O as PyFlink 2.x spells it: ``AsyncFunction``, ``AsyncRetryStrategy`` and
 ``AsyncDataStream`` (``ordered_wait``/``unordered_wait``, with or without retries).
 
-The operator (``runtime/async_wait.py``) issues the requests of each batch concurrently (at
-most ``capacity`` at a time) and completes all of them before the batch's output leaves it:
+The operator (``runtime/operators/async_wait.py``) issues the requests of each batch
+concurrently (at most ``capacity`` at a time) and completes all of them before the batch's
+output leaves it:
 no request is ever in flight at an epoch end, so none is in flight at a checkpoint, and a
 restore re-issues exactly the requests of the epochs it replays (docs/architecture.md).
 """
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkpoint.common.time import Time, to_millis
 from sparkpoint.datastream.functions import Function
-from sparkpoint.runtime.async_wait import AsyncWaitSettings, RetryPolicy
+from sparkpoint.runtime.operators.async_wait import AsyncWaitSettings, RetryPolicy
 
 if TYPE_CHECKING:
     from sparkpoint.datastream.data_stream import DataStream

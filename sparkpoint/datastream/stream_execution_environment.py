@@ -34,10 +34,10 @@ from sparkpoint.datastream.functions import SourceFunction
 from sparkpoint.datastream.state_backend_loader import load_state_backend
 from sparkpoint.datastream.time_characteristic import TimeCharacteristic
 from sparkpoint.errors import JavaFunctionError
+from sparkpoint.runtime.driver.job_client import JobClient, JobExecutionResult, run_job
+from sparkpoint.runtime.driver.job_master import JobMaster, JobSettings
+from sparkpoint.runtime.driver.settings import JobRequest, build_job_settings, check_configuration
 from sparkpoint.runtime.graph import Node, build_plan
-from sparkpoint.runtime.job_client import JobClient, JobExecutionResult, run_job
-from sparkpoint.runtime.job_master import JobMaster, JobSettings
-from sparkpoint.runtime.settings import JobRequest, build_job_settings, check_configuration
 
 __all__ = ["RuntimeExecutionMode", "StreamExecutionEnvironment"]
 
@@ -90,7 +90,7 @@ class StreamExecutionEnvironment:
 
     def _get_spark(self) -> Any:
         if self._spark is None:
-            from sparkpoint.runtime.session import get_spark_session
+            from sparkpoint.runtime.spark.session import get_spark_session
 
             conf = {k: v for k, v in self._configuration.items() if k.startswith("spark.")}
             self._spark = get_spark_session(self._master, conf)

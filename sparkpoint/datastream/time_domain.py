@@ -1,5 +1,5 @@
 """``TimeDomain`` as ``pyflink.datastream.TimeDomain`` spells it (defined by the runtime)."""
 
-from sparkpoint.runtime.time_domain import TimeDomain
+from sparkpoint.runtime.operators.time_domain import TimeDomain
 
 __all__ = ["TimeDomain"]

@@ -2,7 +2,7 @@
 
 The semantics are PyFlink's (2.3), which follow Flink's ``WindowOperator`` except where
 noted in docs/windows.md (count windows, the firing of timers registered while firing).
-The runtime (``sparkpoint.runtime.window_operator``) calls these objects by their PyFlink
+The runtime (``sparkpoint.runtime.operators.window_operator``) calls these objects by their PyFlink
 method names; windows are values (hashable, picklable) and are stored in keyed state.
 """
 

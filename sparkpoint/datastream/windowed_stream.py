@@ -2,7 +2,7 @@
 
 ``key_by(...).window(assigner)`` / ``count_window(...)`` and ``window_all(assigner)`` give
 these; a window function (``reduce``, ``aggregate``, ``apply``, ``process``) ends them in a
-window operator (``sparkpoint.runtime.window_operator``). ``window_all`` keys every record
+window operator (``sparkpoint.runtime.operators.window_operator``). ``window_all`` keys every record
 by the same key and runs at parallelism 1, as Flink does.
 """
 
@@ -21,7 +21,7 @@ from sparkpoint.datastream.window_functions import (
     WindowFunction,
     internal_window_function,
 )
-from sparkpoint.runtime.window_operator import WindowSpec
+from sparkpoint.runtime.operators.window_operator import WindowSpec
 from sparkpoint.state.functions import AggregateFunction, ReduceFunction, as_reduce_function
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ whose ``OperatorStateHandle`` lists one offset per entry.
 Every old subtask holds a copy of the same broadcast state; each new subtask gets handles to
 exactly one copy, as Flink's ``RoundRobinOperatorStateRepartitioner`` does for broadcast
 state, without reading any byte. The runtime assigns broadcast state with it on every
-restore (``runtime/state_assignment.py``).
+restore (``runtime/driver/state_assignment.py``).
 """
 
 from __future__ import annotations

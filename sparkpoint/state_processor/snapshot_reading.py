@@ -38,7 +38,7 @@ from sparkpoint.checkpoint.metadata import CheckpointMetadata, OperatorState
 from sparkpoint.checkpoint.metadata_format import load_checkpoint_metadata
 from sparkpoint.checkpoint.storage import CompletedCheckpointStorageLocation
 from sparkpoint.errors import RestoreError
-from sparkpoint.runtime.context import TIMERS_STATE
+from sparkpoint.runtime.operators.context import TIMERS_STATE
 from sparkpoint.state.backend import KeyedStateBackendParameters
 from sparkpoint.state.changelog_restore import rebuild_as_snapshot
 from sparkpoint.state.descriptors import StateKind

@@ -20,8 +20,8 @@ from typing import Any
 
 from sparkpoint.clock import FixedClock
 from sparkpoint.datastream.functions import KeyedProcessFunction
-from sparkpoint.runtime.context import MAX_WATERMARK
-from sparkpoint.runtime.reports import EpochStart
+from sparkpoint.runtime.driver.reports import EpochStart
+from sparkpoint.runtime.operators.context import MAX_WATERMARK
 
 __all__ = [
     "CountAndEcho",

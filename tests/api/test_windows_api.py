@@ -25,7 +25,7 @@ from sparkpoint.datastream.window import (
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
 )
-from sparkpoint.runtime.window_state import WindowedState, WindowScope
+from sparkpoint.runtime.operators.window_state import WindowedState, WindowScope
 from sparkpoint.state.backend import KeyedStateBackendParameters
 from sparkpoint.state.descriptors import (
     AggregatingStateDescriptor,

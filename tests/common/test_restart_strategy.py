@@ -15,7 +15,7 @@ from sparkpoint.common.restart_strategy import (
     from_configuration,
 )
 from sparkpoint.common.time import Duration, Time
-from sparkpoint.runtime.restart import (
+from sparkpoint.runtime.driver.restart import (
     ExponentialDelayRestartBackoffTimeStrategy,
     FailureRateRestartBackoffTimeStrategy,
     FixedDelayRestartBackoffTimeStrategy,

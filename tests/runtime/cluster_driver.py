@@ -146,8 +146,8 @@ def main() -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [os.path.dirname(os.path.abspath(__file__)), ROOT, os.environ.get("PYTHONPATH", "")]
     )
-    from sparkpoint.runtime.session import get_spark_session
-    from sparkpoint.runtime.spark_cluster import SparkCluster
+    from sparkpoint.runtime.spark.cluster import SparkCluster
+    from sparkpoint.runtime.spark.session import get_spark_session
 
     spark = get_spark_session(master, {"spark.task.maxFailures": "4"})
     cluster = SparkCluster(spark)

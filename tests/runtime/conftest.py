@@ -22,7 +22,7 @@ def spark() -> Iterator[Any]:
     root = os.path.dirname(os.path.dirname(here))
     extra = [here, root, os.environ.get("PYTHONPATH", "")]
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in extra if p)
-    from sparkpoint.runtime.session import get_spark_session
+    from sparkpoint.runtime.spark.session import get_spark_session
     from tests.fixtures.postgres import JDBC_JAR
 
     # PostgreSQL's JDBC driver for test_spark_writer.py: a local jar on the classpath costs

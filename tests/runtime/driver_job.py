@@ -20,7 +20,7 @@ def main() -> None:
         FileSystemCheckpointStorage,
         StreamExecutionEnvironment,
     )
-    from sparkpoint.runtime.session import get_spark_session
+    from sparkpoint.runtime.spark.session import get_spark_session
     from tests.runtime.jobs import keyed_count_job
 
     conf = Configuration()

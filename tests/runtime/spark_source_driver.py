@@ -21,7 +21,7 @@ def main() -> None:
         [os.path.dirname(os.path.abspath(__file__)), sys.path[0], os.environ.get("PYTHONPATH", "")]
     )
     from sparkpoint.connectors.spark_source import SparkStreamSource
-    from sparkpoint.runtime.session import get_spark_session
+    from sparkpoint.runtime.spark.session import get_spark_session
     from sparkpoint.testing import FailureInjector
     from tests.runtime.driver_process import checkpointed_env
     from tests.runtime.spark_source_jobs import N_FILES, N_KEYS, file_stream, source_job

@@ -22,7 +22,7 @@ def main() -> None:
         [os.path.dirname(os.path.abspath(__file__)), sys.path[0], os.environ.get("PYTHONPATH", "")]
     )
     from sparkpoint.connectors.spark_writer import SparkWriterSink
-    from sparkpoint.runtime.session import get_spark_session
+    from sparkpoint.runtime.spark.session import get_spark_session
     from tests.fixtures.postgres import JDBC_JAR
     from tests.runtime.driver_process import checkpointed_env
     from tests.runtime.spark_writer_jobs import SCHEMA, CommitStepFault, writer_job

@@ -1,4 +1,4 @@
-"""The executor side of asynchronous snapshot uploads (``runtime/async_upload.py``), in
+"""The executor side of asynchronous snapshot uploads (``runtime/task/async_upload.py``), in
 plain Python: records of running, finished, failed and lost uploads, cancellation, and the
 files of uploads whose checkpoint was aborted."""
 
@@ -17,8 +17,8 @@ from sparkpoint.checkpoint.fs_streams import FsCheckpointStreamFactory
 from sparkpoint.checkpoint.handles import FileStateHandle
 from sparkpoint.checkpoint.streams import CheckpointStreamFactory
 from sparkpoint.fs.registry import get_filesystem
-from sparkpoint.runtime.async_upload import SubtaskUploads, end_job_uploads
 from sparkpoint.runtime.protocol import UploadStatus
+from sparkpoint.runtime.task.async_upload import SubtaskUploads, end_job_uploads
 
 
 def _factory(tmp_path: Path) -> CheckpointStreamFactory:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from sparkpoint.datastream import AsyncFunction, AsyncRetryStrategy
-from sparkpoint.runtime.async_wait import AsyncWaitOperator, AsyncWaitSettings
+from sparkpoint.runtime.operators.async_wait import AsyncWaitOperator, AsyncWaitSettings
 
 
 class Probe(AsyncFunction):

@@ -16,7 +16,7 @@ from sparkpoint.checkpoint.handles import (
     KeyGroupsStateHandle,
 )
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
-from sparkpoint.runtime.changelog_checkpoints import (
+from sparkpoint.runtime.driver.changelog_checkpoints import (
     ChangelogCheckpoints,
     MaterializationFailuresExceeded,
 )

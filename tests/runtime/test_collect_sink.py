@@ -12,8 +12,8 @@ from sparkpoint.checkpoint.metadata import CheckpointMetadata
 from sparkpoint.common import RestartStrategies, Row
 from sparkpoint.connectors.sink import CollectSink
 from sparkpoint.datastream import FileSystemCheckpointStorage
-from sparkpoint.runtime.master_state import JobMasterState
-from sparkpoint.runtime.sink_commits import SinkCommits
+from sparkpoint.runtime.driver.master_state import JobMasterState
+from sparkpoint.runtime.driver.sink_commits import SinkCommits
 
 RECORDS: list[Any] = [b"\x00\xffraw", ("t", 1), ["l", 2], Row(a=1, b=b"x"), float("nan"), None]
 

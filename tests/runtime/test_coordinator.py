@@ -38,7 +38,7 @@ from sparkpoint.checkpoint.store import CompletedCheckpointStore
 from sparkpoint.checkpoint.streams import CheckpointedStateScope
 from sparkpoint.datastream.checkpoint_storage import FileSystemCheckpointStorage
 from sparkpoint.errors import CheckpointException, CheckpointFailureReason
-from sparkpoint.runtime.coordinator import (
+from sparkpoint.runtime.driver.coordinator import (
     CheckpointCoordinator,
     CheckpointPolicy,
     PendingCheckpoint,

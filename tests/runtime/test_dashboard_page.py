@@ -12,10 +12,10 @@ import pytest
 
 from sparkpoint.checkpoint.stats import CheckpointStats, SubtaskStats
 from sparkpoint.errors import SparkpointError
-from sparkpoint.runtime.dashboard import Dashboard, DashboardSettings
-from sparkpoint.runtime.dashboard_page import HISTORY_ROWS, render_page
-from sparkpoint.runtime.dashboard_view import JobView, OperatorView, RateMeter
-from sparkpoint.runtime.reports import FailoverEvent, SubtaskRestoreEvent
+from sparkpoint.runtime.dashboard.page import HISTORY_ROWS, render_page
+from sparkpoint.runtime.dashboard.server import Dashboard, DashboardSettings
+from sparkpoint.runtime.dashboard.view import JobView, OperatorView, RateMeter
+from sparkpoint.runtime.driver.reports import FailoverEvent, SubtaskRestoreEvent
 
 EVIL = "<script>alert(1)</script>"
 ATTR = '" onmouseover="x'

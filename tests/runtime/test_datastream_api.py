@@ -31,7 +31,7 @@ from sparkpoint.datastream.state import (
     ValueStateDescriptor,
 )
 from sparkpoint.errors import JobExecutionError
-from sparkpoint.runtime.context import MIN_WATERMARK
+from sparkpoint.runtime.operators.context import MIN_WATERMARK
 from sparkpoint.state.key_groups import assign_to_key_group
 from sparkpoint.testing import EpochStart, Faults, ManualClock
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from sparkpoint.checkpoint.metadata import CheckpointMetadata
-from sparkpoint.runtime.master_state import JobMasterState
+from sparkpoint.runtime.driver.master_state import JobMasterState
+from sparkpoint.runtime.driver.reports import EpochStart
+from sparkpoint.runtime.driver.sink_commits import SinkCommits
 from sparkpoint.runtime.protocol import SinkOutput
-from sparkpoint.runtime.reports import EpochStart
-from sparkpoint.runtime.sink_commits import SinkCommits
 from sparkpoint.testing import Faults
 
 

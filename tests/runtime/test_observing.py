@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from sparkpoint.cli.history import checkpoint_history
-from sparkpoint.runtime.epoch import job_group
+from sparkpoint.runtime.spark.epoch import job_group
 from tests.runtime.jobs import counted_pairs
 
 JOB_NAME = '<script>alert("job")</script> counts'

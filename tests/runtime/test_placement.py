@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from sparkpoint.runtime.placement import ExecutorSlot, Move, Placement
+from sparkpoint.runtime.spark.placement import ExecutorSlot, Move, Placement
 
 
 def _executors(*specs: tuple[str, int]) -> dict[str, ExecutorSlot]:

@@ -4,7 +4,7 @@ several execute() calls) plans again: the next job's node ids restart at 0."""
 from __future__ import annotations
 
 from sparkpoint.runtime.graph import Node, build_plan
-from sparkpoint.runtime.stage_tree import build_tree
+from sparkpoint.runtime.task.stage_tree import build_tree
 
 
 def test_nodes_of_an_earlier_job_with_repeated_ids_plan_in_topological_order() -> None:

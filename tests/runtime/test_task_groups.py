@@ -3,7 +3,7 @@ channel (pure bookkeeping, no Spark)."""
 
 from __future__ import annotations
 
-from sparkpoint.runtime.task_groups import StageGroups, channel_partitions, group_subtasks
+from sparkpoint.runtime.spark.task_groups import StageGroups, channel_partitions, group_subtasks
 
 
 def test_few_subtasks_run_one_per_task() -> None:

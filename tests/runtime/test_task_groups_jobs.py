@@ -10,7 +10,7 @@ from typing import Any
 
 from sparkpoint.common import RestartStrategies
 from sparkpoint.datastream import CheckpointingMode, FileSystemCheckpointStorage
-from sparkpoint.runtime.epoch import job_group
+from sparkpoint.runtime.spark.epoch import job_group
 from sparkpoint.testing import (
     EpochStart,
     FailureInjector,

@@ -8,8 +8,13 @@ from typing import Any
 import pytest
 
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
-from sparkpoint.runtime.context import MAX_WATERMARK, TIMERS_STATE, KeyedContext, OperatorEnv
-from sparkpoint.runtime.time_domain import TimeDomain
+from sparkpoint.runtime.operators.context import (
+    MAX_WATERMARK,
+    TIMERS_STATE,
+    KeyedContext,
+    OperatorEnv,
+)
+from sparkpoint.runtime.operators.time_domain import TimeDomain
 from sparkpoint.state.backend import KeyedStateBackendParameters
 from sparkpoint.state.heap import HeapKeyedStateBackend, clear_heap_cache
 from sparkpoint.state.rocksdb import RocksDBKeyedStateBackend

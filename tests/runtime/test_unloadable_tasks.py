@@ -119,7 +119,7 @@ from sparkpoint.connectors.sink import CollectSink
 from sparkpoint.datastream import FileSystemCheckpointStorage, StreamExecutionEnvironment
 from sparkpoint.datastream.connectors.number_seq import NumberSequenceSource
 from sparkpoint.errors import JobExecutionError
-from sparkpoint.runtime.session import get_spark_session
+from sparkpoint.runtime.spark.session import get_spark_session
 
 env = StreamExecutionEnvironment.get_execution_environment(spark=get_spark_session("local[1]"))
 env.enable_checkpointing(100)

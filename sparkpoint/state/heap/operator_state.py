@@ -1,7 +1,7 @@
 """Operator (non-keyed) state on the heap: the broadcast state of broadcast operators.
 
 Every subtask of a broadcast operator holds the same maps (``MapStateDescriptor``s); the
-runtime carries them between epochs and into checkpoints (``runtime/carried_state.py``).
+runtime carries them between epochs and into checkpoints (``runtime/task/carried_state.py``).
 Operator list and union state (Flink's ``CheckpointedFunction``) have no PyFlink user and
 are not kept. Snapshot stream layout::
 

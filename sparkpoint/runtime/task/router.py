@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from sparkpoint.runtime.context import OperatorEnv
-from sparkpoint.runtime.operators import Operator
+from sparkpoint.runtime.operators.chain import Operator
+from sparkpoint.runtime.operators.context import OperatorEnv
+from sparkpoint.runtime.operators.type_crossing import crossing_converter
 from sparkpoint.runtime.protocol import OutputRoute
-from sparkpoint.runtime.records import KIND_DATA, encode_data
-from sparkpoint.runtime.type_crossing import crossing_converter
+from sparkpoint.runtime.task.records import KIND_DATA, encode_data
 from sparkpoint.state.key_groups import assign_to_key_group, int64_key_groups
 
 __all__ = ["GROUP_TARGET", "Router", "rescale_targets"]

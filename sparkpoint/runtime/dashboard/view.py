@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkpoint.checkpoint.stats import CheckpointStats
-from sparkpoint.runtime.reports import EpochReport, FailoverEvent, SubtaskRestoreEvent
+from sparkpoint.runtime.driver.reports import EpochReport, FailoverEvent, SubtaskRestoreEvent
 
 __all__ = ["JobView", "OperatorView", "RateMeter", "job_view"]
 

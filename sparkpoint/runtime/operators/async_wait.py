@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sparkpoint.runtime.context import OperatorEnv, StreamRuntimeContext
-from sparkpoint.runtime.operators import Operator
+from sparkpoint.runtime.operators.chain import Operator
+from sparkpoint.runtime.operators.context import OperatorEnv, StreamRuntimeContext
 
 __all__ = ["AsyncWaitOperator", "AsyncWaitSettings", "RetryPolicy"]
 

@@ -11,9 +11,8 @@ from typing import Any
 
 from sparkpoint.checkpoint.streams import RateLimitedStreamFactory, SharedScopeStreamFactory
 from sparkpoint.clock import Clock
-from sparkpoint.runtime.async_upload import SubtaskUploads, worker_is_reused
-from sparkpoint.runtime.context import TIMERS_STATE
 from sparkpoint.runtime.graph import Stage
+from sparkpoint.runtime.operators.context import TIMERS_STATE
 from sparkpoint.runtime.protocol import (
     ChangelogAck,
     EpochSpec,
@@ -22,6 +21,7 @@ from sparkpoint.runtime.protocol import (
     SubtaskRestored,
     UploadStatus,
 )
+from sparkpoint.runtime.task.async_upload import SubtaskUploads, worker_is_reused
 from sparkpoint.state.backend import KeyedStateBackendParameters, SnapshotType
 from sparkpoint.state.changelog_restore import restore_keyed_state
 from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index

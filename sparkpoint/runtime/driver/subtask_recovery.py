@@ -17,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sparkpoint.checkpoint.store import CompletedCheckpoint
+from sparkpoint.runtime.driver.state_assignment import assign_keyed_state
 from sparkpoint.runtime.graph import Plan
 from sparkpoint.runtime.protocol import ChangelogAck, RestoreReason, SubtaskRestore
-from sparkpoint.runtime.state_assignment import assign_keyed_state
 
 __all__ = ["SubtaskRecovery", "discard_entries"]
 

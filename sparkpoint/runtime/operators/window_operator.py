@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sparkpoint.runtime.context import MAX_WATERMARK, OperatorEnv
-from sparkpoint.runtime.operators import KeyedOperator, collect_outputs
-from sparkpoint.runtime.time_domain import TimeDomain
-from sparkpoint.runtime.window_state import WindowedState, WindowScope, windowed_state
+from sparkpoint.runtime.operators.chain import KeyedOperator, collect_outputs
+from sparkpoint.runtime.operators.context import MAX_WATERMARK, OperatorEnv
+from sparkpoint.runtime.operators.time_domain import TimeDomain
+from sparkpoint.runtime.operators.window_state import WindowedState, WindowScope, windowed_state
 from sparkpoint.state.descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,

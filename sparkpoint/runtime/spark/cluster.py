@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sparkpoint.runtime.executor import DRIVER_EXECUTOR_ID
-from sparkpoint.runtime.placement import ExecutorSlot
+from sparkpoint.runtime.spark.placement import ExecutorSlot
+from sparkpoint.runtime.task.executor import DRIVER_EXECUTOR_ID
 
 __all__ = ["SparkCluster"]
 

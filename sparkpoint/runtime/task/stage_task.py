@@ -15,10 +15,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from sparkpoint.clock import FixedClock
-from sparkpoint.runtime.carried_state import SubtaskOperatorState
-from sparkpoint.runtime.context import MAX_WATERMARK, MIN_WATERMARK, OperatorEnv
 from sparkpoint.runtime.graph import Stage
-from sparkpoint.runtime.keyed_state import SubtaskState
+from sparkpoint.runtime.operators.context import MAX_WATERMARK, MIN_WATERMARK, OperatorEnv
 from sparkpoint.runtime.protocol import (
     CarriedState,
     ChangelogAck,
@@ -28,9 +26,11 @@ from sparkpoint.runtime.protocol import (
     SnapshotAck,
     TaskReport,
 )
-from sparkpoint.runtime.records import KIND_DATA, KIND_META, KIND_REPORT, decode_data
-from sparkpoint.runtime.router import GROUP_TARGET
-from sparkpoint.runtime.stage_tree import build_tree
+from sparkpoint.runtime.task.carried_state import SubtaskOperatorState
+from sparkpoint.runtime.task.keyed_state import SubtaskState
+from sparkpoint.runtime.task.records import KIND_DATA, KIND_META, KIND_REPORT, decode_data
+from sparkpoint.runtime.task.router import GROUP_TARGET
+from sparkpoint.runtime.task.stage_tree import build_tree
 
 __all__ = ["StageTask"]
 

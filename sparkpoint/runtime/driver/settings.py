@@ -29,9 +29,9 @@ from sparkpoint.config import (
     validate,
 )
 from sparkpoint.errors import ConfigurationError
-from sparkpoint.runtime.coordinator import CheckpointPolicy
-from sparkpoint.runtime.dashboard import DashboardSettings
-from sparkpoint.runtime.job_master import JobSettings
+from sparkpoint.runtime.dashboard.server import DashboardSettings
+from sparkpoint.runtime.driver.coordinator import CheckpointPolicy
+from sparkpoint.runtime.driver.job_master import JobSettings
 from sparkpoint.state.key_groups import compute_default_max_parallelism
 
 __all__ = ["JobRequest", "build_job_settings", "check_configuration"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkpoint.runtime.operators import Operator
+from sparkpoint.runtime.operators.chain import Operator
 from sparkpoint.state.type_conversion import BatchConverter, batch_converter
 
 __all__ = ["TypedSourceOperator", "crossing_converter"]

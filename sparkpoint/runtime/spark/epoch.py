@@ -39,9 +39,9 @@ from sparkpoint.runtime.protocol import (
     StageRoutes,
     TaskReport,
 )
-from sparkpoint.runtime.records import KIND_REPORT
-from sparkpoint.runtime.spark_cluster import SparkCluster
-from sparkpoint.runtime.task_groups import channel_partitions, group_subtasks
+from sparkpoint.runtime.spark.cluster import SparkCluster
+from sparkpoint.runtime.spark.task_groups import channel_partitions, group_subtasks
+from sparkpoint.runtime.task.records import KIND_REPORT
 from sparkpoint.state.backend import SnapshotType
 
 __all__ = [
@@ -182,10 +182,10 @@ def run_task(
     next exchange (every partition gets exactly one, so pinned consumers can zip)."""
     from pyspark import TaskContext
 
-    from sparkpoint.runtime.executor import current_executor
-    from sparkpoint.runtime.gc_policy import collect_after_task
-    from sparkpoint.runtime.local_dirs import executor_root
-    from sparkpoint.runtime.task import StageTask
+    from sparkpoint.runtime.task.executor import current_executor
+    from sparkpoint.runtime.task.gc_policy import collect_after_task
+    from sparkpoint.runtime.task.local_dirs import executor_root
+    from sparkpoint.runtime.task.stage_task import StageTask
 
     job = spec.job
     if job.fs_options:
@@ -404,8 +404,8 @@ class EpochRunner:
         app, override, job_id = job.application_id, job.local_state_dir, job.job_id
 
         def remove(_partition: int, items: Iterator[Any]) -> Iterator[int]:
-            from sparkpoint.runtime.async_upload import end_job_uploads
-            from sparkpoint.runtime.local_dirs import job_dir, remove_job
+            from sparkpoint.runtime.task.async_upload import end_job_uploads
+            from sparkpoint.runtime.task.local_dirs import job_dir, remove_job
 
             for _ in items:
                 pass

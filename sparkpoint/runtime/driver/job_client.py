@@ -7,11 +7,11 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from sparkpoint.runtime.changelog_checkpoints import MaterializationStats
-from sparkpoint.runtime.coordinator import CheckpointStats
-from sparkpoint.runtime.dashboard import start_dashboard
-from sparkpoint.runtime.job_master import JobMaster
-from sparkpoint.runtime.reports import EpochReport, FailoverEvent, SubtaskRestoreEvent
+from sparkpoint.runtime.dashboard.server import start_dashboard
+from sparkpoint.runtime.driver.changelog_checkpoints import MaterializationStats
+from sparkpoint.runtime.driver.coordinator import CheckpointStats
+from sparkpoint.runtime.driver.job_master import JobMaster
+from sparkpoint.runtime.driver.reports import EpochReport, FailoverEvent, SubtaskRestoreEvent
 
 __all__ = ["JobClient", "JobExecutionResult", "run_job"]
 

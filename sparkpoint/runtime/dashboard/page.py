@@ -14,7 +14,7 @@ import html
 from collections.abc import Sequence
 
 from sparkpoint.checkpoint.stats import CheckpointStats, format_bytes
-from sparkpoint.runtime.dashboard_view import JobView
+from sparkpoint.runtime.dashboard.view import JobView
 
 __all__ = ["HISTORY_ROWS", "render_page"]
 

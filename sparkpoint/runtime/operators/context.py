@@ -13,7 +13,7 @@ from typing import Any
 
 from sparkpoint.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
-from sparkpoint.runtime.time_domain import TimeDomain
+from sparkpoint.runtime.operators.time_domain import TimeDomain
 
 __all__ = [
     "MAX_WATERMARK",
@@ -45,7 +45,7 @@ class OperatorEnv:
     watermark: int = MIN_WATERMARK  # during processing: the watermark the epoch started with
     generator_state: dict[str, int] = field(default_factory=dict)
     keyed_backend: Callable[[str], Any] = lambda op_id: None
-    # Broadcast operators: the subtask's operator-state backend (runtime/carried_state.py).
+    # Broadcast operators: the subtask's operator-state backend (runtime/task/carried_state.py).
     operator_state_backend: Callable[[str], Any] = lambda op_id: None
     timer_index: Callable[[str], list[int | None]] = lambda op_id: [None, None]
     report_watermark: Callable[[str, int, int | None], None] = lambda *a: None

@@ -41,8 +41,8 @@ from sparkpoint.checkpoint.streams import (
     CheckpointStreamFactory,
     ForwardingOutputStream,
 )
-from sparkpoint.runtime.executor import process_alive, process_start_time
 from sparkpoint.runtime.protocol import UploadStatus
+from sparkpoint.runtime.task.executor import process_alive, process_start_time
 
 __all__ = [
     "CancellableStreamFactory",

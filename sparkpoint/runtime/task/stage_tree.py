@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkpoint.runtime.async_wait import AsyncWaitOperator
-from sparkpoint.runtime.broadcast_operator import (
+from sparkpoint.runtime.graph import BROADCAST, VIRTUAL, Node, Stage
+from sparkpoint.runtime.operators.async_wait import AsyncWaitOperator
+from sparkpoint.runtime.operators.broadcast_operator import (
     BroadcastProcessOperator,
     KeyedBroadcastProcessOperator,
 )
-from sparkpoint.runtime.context import OperatorEnv
-from sparkpoint.runtime.graph import BROADCAST, VIRTUAL, Node, Stage
-from sparkpoint.runtime.operators import (
+from sparkpoint.runtime.operators.chain import (
     FilterOperator,
     FlatMapOperator,
     KeyedProcessOperator,
@@ -22,11 +21,12 @@ from sparkpoint.runtime.operators import (
     ReduceOperator,
     TimestampsOperator,
 )
+from sparkpoint.runtime.operators.context import OperatorEnv
+from sparkpoint.runtime.operators.two_input import CALLS, CoOperator, KeyedCoProcessOperator
+from sparkpoint.runtime.operators.type_crossing import TypedSourceOperator, crossing_converter
+from sparkpoint.runtime.operators.window_operator import WindowOperator
 from sparkpoint.runtime.protocol import SinkOutput, StageRoutes
-from sparkpoint.runtime.router import Router
-from sparkpoint.runtime.two_input import CALLS, CoOperator, KeyedCoProcessOperator
-from sparkpoint.runtime.type_crossing import TypedSourceOperator, crossing_converter
-from sparkpoint.runtime.window_operator import WindowOperator
+from sparkpoint.runtime.task.router import Router
 
 __all__ = ["SinkOperator", "StageTree", "build_tree"]
 

@@ -22,7 +22,7 @@ import shutil
 import tempfile
 import uuid
 
-from sparkpoint.runtime.executor import current_executor, executor_jvm, process_alive
+from sparkpoint.runtime.task.executor import current_executor, executor_jvm, process_alive
 
 __all__ = ["executor_root", "remove_job", "sweep_dead_roots"]
 

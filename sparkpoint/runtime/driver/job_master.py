@@ -42,19 +42,30 @@ from sparkpoint.errors import (
     StateLostError,
 )
 from sparkpoint.fs.registry import get_options as get_fs_options
-from sparkpoint.runtime.changelog_checkpoints import ChangelogCheckpoints
-from sparkpoint.runtime.coordinator import (
+from sparkpoint.runtime.driver.changelog_checkpoints import ChangelogCheckpoints
+from sparkpoint.runtime.driver.coordinator import (
     CheckpointCoordinator,
     CheckpointPolicy,
     PendingCheckpoint,
     TolerableFailuresExceeded,
 )
-from sparkpoint.runtime.epoch import EpochRunner, ExecutorsLost, final_stage_ids, routing
-from sparkpoint.runtime.executor import DRIVER_EXECUTOR_ID
-from sparkpoint.runtime.failures import short_error, unloadable_task
+from sparkpoint.runtime.driver.failures import short_error, unloadable_task
+from sparkpoint.runtime.driver.master_state import JobMasterState
+from sparkpoint.runtime.driver.reports import (
+    EpochReport,
+    EpochStart,
+    FailoverEvent,
+    SubtaskRestoreEvent,
+)
+from sparkpoint.runtime.driver.restart import create_restart_backoff_strategy
+from sparkpoint.runtime.driver.sink_commits import SinkCommits
+from sparkpoint.runtime.driver.state_assignment import (
+    assign_keyed_state,
+    assign_operator_state,
+    check_unmatched_state,
+)
+from sparkpoint.runtime.driver.subtask_recovery import SubtaskRecovery
 from sparkpoint.runtime.graph import Plan
-from sparkpoint.runtime.master_state import JobMasterState
-from sparkpoint.runtime.placement import Move, Placement
 from sparkpoint.runtime.protocol import (
     CheckpointRequest,
     EpochSpec,
@@ -67,20 +78,9 @@ from sparkpoint.runtime.protocol import (
     TaskReport,
     UploadStatus,
 )
-from sparkpoint.runtime.reports import (
-    EpochReport,
-    EpochStart,
-    FailoverEvent,
-    SubtaskRestoreEvent,
-)
-from sparkpoint.runtime.restart import create_restart_backoff_strategy
-from sparkpoint.runtime.sink_commits import SinkCommits
-from sparkpoint.runtime.state_assignment import (
-    assign_keyed_state,
-    assign_operator_state,
-    check_unmatched_state,
-)
-from sparkpoint.runtime.subtask_recovery import SubtaskRecovery
+from sparkpoint.runtime.spark.epoch import EpochRunner, ExecutorsLost, final_stage_ids, routing
+from sparkpoint.runtime.spark.placement import Move, Placement
+from sparkpoint.runtime.task.executor import DRIVER_EXECUTOR_ID
 from sparkpoint.state.backend import SnapshotType
 
 __all__ = ["JobFaultHooks", "JobMaster", "JobSettings", "JobStatus"]
@@ -194,7 +194,7 @@ class JobMaster:
         self.generators: dict[str, int] = {}
         self.restore_spec: dict[str, dict[int, SubtaskRestore]] = {}
         # Operator (broadcast) state each subtask starts the next epoch from: what the
-        # accepted run of the last epoch ended with (runtime/carried_state.py).
+        # accepted run of the last epoch ended with (runtime/task/carried_state.py).
         self.operator_state: dict[str, dict[int, tuple[Any, ...]]] = {}
         self.notify_complete: int | None = None
         self.sink_commits = SinkCommits({n.operator_id: n.sink for n in plan.sinks})

@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sparkpoint.runtime.context import ProcessContext
-from sparkpoint.runtime.operators import (
+from sparkpoint.runtime.operators.chain import (
     KeyedProcessOperator,
     Operator,
     UserFunctionOperator,
     collect_outputs,
 )
+from sparkpoint.runtime.operators.context import ProcessContext
 
 __all__ = ["CoOperator", "KeyedCoProcessOperator"]
 

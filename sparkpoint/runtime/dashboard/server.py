@@ -18,8 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from sparkpoint.errors import SparkpointError
-from sparkpoint.runtime.dashboard_page import render_page
-from sparkpoint.runtime.dashboard_view import RateMeter, job_view
+from sparkpoint.runtime.dashboard.page import render_page
+from sparkpoint.runtime.dashboard.view import RateMeter, job_view
 
 __all__ = ["Dashboard", "DashboardSettings", "start_dashboard"]
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sparkpoint.runtime.context import (
+from sparkpoint.runtime.operators.context import (
     KeyedContext,
     OperatorEnv,
     ProcessContext,
     StreamRuntimeContext,
 )
-from sparkpoint.runtime.time_domain import TimeDomain
+from sparkpoint.runtime.operators.time_domain import TimeDomain
 from sparkpoint.state.key_groups import int64_key_groups
 
 __all__ = [

@@ -46,10 +46,10 @@ from sparkpoint.checkpoint.stats import written_bytes
 from sparkpoint.checkpoint.store import CompletedCheckpoint
 from sparkpoint.config import StateBackendOptions
 from sparkpoint.errors import CheckpointException, CheckpointFailureReason, SparkpointError
-from sparkpoint.runtime.async_upload import uploaded_files
+from sparkpoint.runtime.driver.subtask_recovery import discard_entries
 from sparkpoint.runtime.graph import Plan
 from sparkpoint.runtime.protocol import ChangelogAck, SnapshotAck, UploadStatus
-from sparkpoint.runtime.subtask_recovery import discard_entries
+from sparkpoint.runtime.task.async_upload import uploaded_files
 from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
 
 __all__ = [

@@ -5,7 +5,7 @@ every record reaches every subtask (a ``broadcast`` edge). ``process_broadcast_e
 sees the broadcast states read-write, ``process_element`` (and ``on_timer`` on keyed
 streams) read-only, as in Flink. The states are the declared ``MapStateDescriptor``s,
 registered in the subtask's operator-state backend when the operator opens
-(``runtime/carried_state.py`` holds that backend across epochs). The task hands every
+(``runtime/task/carried_state.py`` holds that backend across epochs). The task hands every
 batch of input 1 to the operator before any batch of input 0 of the same epoch
 (``StageTree.deferred``), so a rule broadcast in an epoch applies to that epoch's records.
 """
@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sparkpoint.runtime.context import KeyedContext, OperatorEnv
-from sparkpoint.runtime.operators import (
+from sparkpoint.runtime.operators.chain import (
     KeyedProcessOperator,
     Operator,
     UserFunctionOperator,
     collect_outputs,
 )
+from sparkpoint.runtime.operators.context import KeyedContext, OperatorEnv
 
 __all__ = ["BroadcastProcessOperator", "BroadcastStates", "KeyedBroadcastProcessOperator"]
 

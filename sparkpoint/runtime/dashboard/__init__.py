@@ -1,0 +1,4 @@
+"""The dashboard: a read-only web page of one running job, served by the driver.
+
+Reads the job through the driver's public progress and report types only.
+"""
