@@ -26,22 +26,19 @@ class Watch(KeyedProcessFunction):
         yield value[0], n
 
     def on_timer(self, timestamp, ctx):
-        yield (
-            alerts,
-            "timer %s@%d count=%d" % (ctx.get_current_key(), timestamp, self.count.value()),
-        )
+        yield alerts, "timer %s@%d count=%d" % (ctx.get_current_key(), timestamp,
+                                               self.count.value())
 
 
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(1)
 events = [("a", 1, 10), ("b", 2, 70), ("a", 5, 90), ("a", 30, 20)]
-ds = env.from_collection(events, type_info=Types.TUPLE([Types.STRING(), Types.LONG(), Types.INT()]))
+ds = env.from_collection(events, type_info=Types.TUPLE(
+    [Types.STRING(), Types.LONG(), Types.INT()]))
 ds = ds.assign_timestamps_and_watermarks(
-    WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField())
-)
-out = ds.key_by(lambda e: e[0], key_type=Types.STRING()).process(
-    Watch(), Types.TUPLE([Types.STRING(), Types.INT()])
-)
+    WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField()))
+out = (ds.key_by(lambda e: e[0], key_type=Types.STRING())
+         .process(Watch(), Types.TUPLE([Types.STRING(), Types.INT()])))
 out.print("main")
 out.get_side_output(alerts).print("alerts")
 env.execute("a02_side_keyed_process_timers")

@@ -38,20 +38,14 @@ class Match(KeyedCoProcessFunction):
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(1)
 wm = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField())
-orders = env.from_collection(
-    [("o1", 1, "book"), ("o2", 2, "pen"), ("o3", 3, "ink")],
-    type_info=Types.TUPLE([Types.STRING(), Types.LONG(), Types.STRING()]),
-)
-payments = env.from_collection(
-    [("o1", 4, 10), ("o3", 5, 2), ("o1", 6, 5), ("o9", 7, 1)],
-    type_info=Types.TUPLE([Types.STRING(), Types.LONG(), Types.INT()]),
-)
-out = (
-    orders.assign_timestamps_and_watermarks(wm)
-    .connect(payments.assign_timestamps_and_watermarks(wm))
-    .key_by(lambda o: o[0], lambda p: p[0], key_type=Types.STRING())
-    .process(Match(), Types.STRING())
-)
+orders = env.from_collection([("o1", 1, "book"), ("o2", 2, "pen"), ("o3", 3, "ink")],
+                             type_info=Types.TUPLE([Types.STRING(), Types.LONG(), Types.STRING()]))
+payments = env.from_collection([("o1", 4, 10), ("o3", 5, 2), ("o1", 6, 5), ("o9", 7, 1)],
+                               type_info=Types.TUPLE([Types.STRING(), Types.LONG(), Types.INT()]))
+out = (orders.assign_timestamps_and_watermarks(wm)
+       .connect(payments.assign_timestamps_and_watermarks(wm))
+       .key_by(lambda o: o[0], lambda p: p[0], key_type=Types.STRING())
+       .process(Match(), Types.STRING()))
 out.print("matched")
 out.get_side_output(unmatched).print("unmatched")
 env.execute("a04_side_keyed_co_process")

@@ -23,9 +23,8 @@ class Route(BroadcastProcessFunction):
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(1)
 events = env.from_collection(["a", "b!", "c"], type_info=Types.STRING())
-rules = env.from_collection(
-    [("mode", "loud"), ("level", "3")], type_info=Types.TUPLE([Types.STRING(), Types.STRING()])
-)
+rules = env.from_collection([("mode", "loud"), ("level", "3")],
+                            type_info=Types.TUPLE([Types.STRING(), Types.STRING()]))
 out = events.connect(rules.broadcast(config)).process(Route(), Types.STRING())
 out.print("main")
 out.get_side_output(audit).print("audit")

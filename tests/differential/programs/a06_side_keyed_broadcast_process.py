@@ -43,17 +43,13 @@ env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(1)
 typ = Types.TUPLE([Types.STRING(), Types.LONG(), Types.INT()])
 wm = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField())
-events = env.from_collection(
-    [("cpu", 1, 40), ("mem", 2, 90), ("cpu", 3, 95), ("disk", 4, 99)], type_info=typ
-).assign_timestamps_and_watermarks(wm)
-rules = env.from_collection(
-    [("cpu", 0, 80), ("mem", 0, 50)], type_info=typ
-).assign_timestamps_and_watermarks(wm)
-out = (
-    events.key_by(lambda e: e[0], key_type=Types.STRING())
-    .connect(rules.broadcast(limits))
-    .process(Judge(), Types.STRING())
-)
+events = env.from_collection([("cpu", 1, 40), ("mem", 2, 90), ("cpu", 3, 95), ("disk", 4, 99)],
+                             type_info=typ).assign_timestamps_and_watermarks(wm)
+rules = env.from_collection([("cpu", 0, 80), ("mem", 0, 50)],
+                            type_info=typ).assign_timestamps_and_watermarks(wm)
+out = (events.key_by(lambda e: e[0], key_type=Types.STRING())
+       .connect(rules.broadcast(limits))
+       .process(Judge(), Types.STRING()))
 out.print("ok")
 out.get_side_output(too_high).print("too-high")
 env.execute("a06_side_keyed_broadcast_process")

@@ -27,13 +27,10 @@ env.set_parallelism(1)
 events = [("a", 1), ("a", 3), ("b", 4), ("a", 12), ("b", 14), ("b", 15)]
 ds = env.from_collection(events, type_info=Types.TUPLE([Types.STRING(), Types.LONG()]))
 ds = ds.assign_timestamps_and_watermarks(
-    WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField())
-)
-out = (
-    ds.key_by(lambda e: e[0], key_type=Types.STRING())
-    .window(TumblingEventTimeWindows.of(Time.milliseconds(10)))
-    .process(Sizes(), Types.STRING())
-)
+    WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField()))
+out = (ds.key_by(lambda e: e[0], key_type=Types.STRING())
+         .window(TumblingEventTimeWindows.of(Time.milliseconds(10)))
+         .process(Sizes(), Types.STRING()))
 out.print("windows")
 out.get_side_output(small).print("small")
 env.execute("a07_side_process_window")

@@ -36,12 +36,8 @@ class Enrich(KeyedCoProcessFunction):
 
     def on_timer(self, timestamp, ctx):
         yield "%s@%d from %s: name=%s clicks=%s" % (
-            ctx.get_current_key(),
-            timestamp,
-            self.timers.get(timestamp),
-            self.name.value(),
-            sorted(self.clicks.get()),
-        )
+            ctx.get_current_key(), timestamp, self.timers.get(timestamp), self.name.value(),
+            sorted(self.clicks.get()))
 
 
 env = StreamExecutionEnvironment.get_execution_environment()
@@ -49,14 +45,11 @@ env.set_parallelism(1)
 typ = Types.TUPLE([Types.INT(), Types.LONG(), Types.STRING()])
 wm = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField())
 profiles = env.from_collection([(1, 10, "ann"), (2, 20, "bob")], type_info=typ)
-clicks = env.from_collection(
-    [(1, 11, "home"), (1, 13, "cart"), (2, 27, "home"), (3, 30, "faq")], type_info=typ
-)
-(
-    profiles.assign_timestamps_and_watermarks(wm)
+clicks = env.from_collection([(1, 11, "home"), (1, 13, "cart"), (2, 27, "home"), (3, 30, "faq")],
+                             type_info=typ)
+(profiles.assign_timestamps_and_watermarks(wm)
     .connect(clicks.assign_timestamps_and_watermarks(wm))
     .key_by(lambda p: p[0], lambda c: c[0], key_type=Types.INT())
     .process(Enrich(), Types.STRING())
-    .print()
-)
+    .print())
 env.execute("a12_connect_keyed_co_process_state_timers")

@@ -36,15 +36,12 @@ env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(1)
 typ = Types.TUPLE([Types.STRING(), Types.LONG(), Types.STRING()])
 wm = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField())
-events = env.from_collection(
-    [("u1", 1, "login"), ("u2", 2, "buy"), ("u1", 3, "logout"), ("u3", 4, "spam")], type_info=typ
-)
+events = env.from_collection([("u1", 1, "login"), ("u2", 2, "buy"), ("u1", 3, "logout"),
+                              ("u3", 4, "spam")], type_info=typ)
 updates = env.from_collection([("u3", 0, "block"), ("*", 0, "audit")], type_info=typ)
-(
-    events.assign_timestamps_and_watermarks(wm)
+(events.assign_timestamps_and_watermarks(wm)
     .key_by(lambda e: e[0], key_type=Types.STRING())
     .connect(updates.assign_timestamps_and_watermarks(wm).broadcast(rules))
     .process(Apply(), Types.STRING())
-    .print()
-)
+    .print())
 env.execute("a14_keyed_broadcast_rules")

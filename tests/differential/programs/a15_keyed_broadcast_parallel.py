@@ -35,30 +35,20 @@ class Scale(KeyedBroadcastProcessFunction):
         factor = state.get(ctx.get_current_key()) or state.get("default")
         keys = sorted(k for k, _ in state.items())
         yield "%s total=%d x%d = %d (timer %d, subtask %d sees %s)" % (
-            ctx.get_current_key(),
-            self.total.value(),
-            factor,
-            self.total.value() * factor,
-            timestamp,
-            self.subtask,
-            keys,
-        )
+            ctx.get_current_key(), self.total.value(), factor, self.total.value() * factor,
+            timestamp, self.subtask, keys)
 
 
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(2)
 typ = Types.TUPLE([Types.STRING(), Types.LONG(), Types.INT()])
 wm = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField())
-events = env.from_collection(
-    [("a", 1, 1), ("b", 2, 10), ("a", 3, 2), ("c", 4, 100), ("d", 5, 20), ("e", 6, 7)],
-    type_info=typ,
-)
+events = env.from_collection([("a", 1, 1), ("b", 2, 10), ("a", 3, 2), ("c", 4, 100),
+                              ("d", 5, 20), ("e", 6, 7)], type_info=typ)
 updates = env.from_collection([("default", 0, 2), ("c", 0, 5)], type_info=typ)
-(
-    events.assign_timestamps_and_watermarks(wm)
+(events.assign_timestamps_and_watermarks(wm)
     .key_by(lambda e: e[0], key_type=Types.STRING())
     .connect(updates.assign_timestamps_and_watermarks(wm).broadcast(factors))
     .process(Scale(), Types.STRING())
-    .print()
-)
+    .print())
 env.execute("a15_keyed_broadcast_parallel")

@@ -15,17 +15,10 @@ class WithIndex(MapFunction):
 
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(2)
-ds = env.from_collection([(i,) for i in range(8)], type_info=Types.TUPLE([Types.INT()]))
-(
-    ds.rebalance()
-    .map(WithIndex())
-    .set_parallelism(2)
-    .forward()
-    .map(WithIndex())
-    .set_parallelism(2)
-    .map(lambda t: "%d same=%s" % (t[0], t[1] == t[2]), Types.STRING())
-    .set_parallelism(2)
-    .print()
-    .set_parallelism(1)
-)
+ds = env.from_collection([(i,) for i in range(8)],
+                         type_info=Types.TUPLE([Types.INT()]))
+(ds.rebalance().map(WithIndex()).set_parallelism(2)
+   .forward().map(WithIndex()).set_parallelism(2)
+   .map(lambda t: "%d same=%s" % (t[0], t[1] == t[2]), Types.STRING()).set_parallelism(2)
+   .print().set_parallelism(1))
 env.execute("a17_partition_forward")

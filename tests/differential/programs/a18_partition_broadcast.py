@@ -14,12 +14,8 @@ class WithIndex(MapFunction):
 
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(1)
-(
-    env.from_collection(["a", "b"], type_info=Types.STRING())
+(env.from_collection(["a", "b"], type_info=Types.STRING())
     .broadcast()
-    .map(WithIndex(), Types.STRING())
-    .set_parallelism(3)
-    .print()
-    .set_parallelism(1)
-)
+    .map(WithIndex(), Types.STRING()).set_parallelism(3)
+    .print().set_parallelism(1))
 env.execute("a18_partition_broadcast")

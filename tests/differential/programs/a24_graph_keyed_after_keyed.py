@@ -17,13 +17,11 @@ class Members(KeyedProcessFunction):
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(1)
 words = ["a", "b", "a", "c", "b", "a"]
-(
-    env.from_collection(words, type_info=Types.STRING())
+(env.from_collection(words, type_info=Types.STRING())
     .map(lambda w: (w, 1), output_type=Types.TUPLE([Types.STRING(), Types.INT()]))
     .key_by(lambda t: t[0], key_type=Types.STRING())
     .reduce(lambda a, b: (a[0], a[1] + b[1]))
     .key_by(lambda t: t[1], key_type=Types.INT())
     .process(Members(), Types.STRING())
-    .print()
-)
+    .print())
 env.execute("a24_graph_keyed_after_keyed")

@@ -16,7 +16,6 @@ class SlowLookup(AsyncFunction):
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(1)
 ds = env.from_collection([1, 2, 3, 4], type_info=Types.INT())
-AsyncDataStream.ordered_wait(
-    ds, SlowLookup(), Time.seconds(10), capacity=10, output_type=Types.STRING()
-).print()
+AsyncDataStream.ordered_wait(ds, SlowLookup(), Time.seconds(10), capacity=10,
+                             output_type=Types.STRING()).print()
 env.execute("a25_async_ordered")

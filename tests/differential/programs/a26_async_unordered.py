@@ -15,7 +15,6 @@ class Expand(AsyncFunction):
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(1)
 ds = env.from_collection([1, 2, 3, 4, 5], type_info=Types.INT())
-AsyncDataStream.unordered_wait(
-    ds, Expand(), Time.seconds(10), capacity=2, output_type=Types.TUPLE([Types.INT(), Types.INT()])
-).print()
+AsyncDataStream.unordered_wait(ds, Expand(), Time.seconds(10), capacity=2,
+                               output_type=Types.TUPLE([Types.INT(), Types.INT()])).print()
 env.execute("a26_async_unordered")

@@ -19,7 +19,6 @@ class MaybeSlow(AsyncFunction):
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(1)
 ds = env.from_collection([1, 2, 3, 4], type_info=Types.INT())
-AsyncDataStream.ordered_wait(
-    ds, MaybeSlow(), Time.milliseconds(500), output_type=Types.STRING()
-).print()
+AsyncDataStream.ordered_wait(ds, MaybeSlow(), Time.milliseconds(500),
+                             output_type=Types.STRING()).print()
 env.execute("a27_async_timeout")

@@ -26,13 +26,9 @@ class Flaky(AsyncFunction):
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(1)
 strategy = AsyncRetryStrategy.fixed_delay(
-    5,
-    10,
-    result_predicate=lambda results: len(results) == 0,
-    exception_predicate=lambda e: isinstance(e, ValueError),
-)
+    5, 10, result_predicate=lambda results: len(results) == 0,
+    exception_predicate=lambda e: isinstance(e, ValueError))
 ds = env.from_collection([1, 2, 3, 4], type_info=Types.INT())
-AsyncDataStream.ordered_wait_with_retry(
-    ds, Flaky(), Time.seconds(10), strategy, output_type=Types.STRING()
-).print()
+AsyncDataStream.ordered_wait_with_retry(ds, Flaky(), Time.seconds(10), strategy,
+                                        output_type=Types.STRING()).print()
 env.execute("a28_async_retry")

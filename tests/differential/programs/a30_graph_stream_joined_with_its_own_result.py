@@ -29,28 +29,22 @@ class Summary(KeyedProcessFunction):
         self.total.update((self.total.value() or 0) + value)
 
     def on_timer(self, timestamp, ctx):
-        yield "key %d: %d values, sum %d" % (
-            ctx.get_current_key(),
-            self.count.value(),
-            self.total.value(),
-        )
+        yield "key %d: %d values, sum %d" % (ctx.get_current_key(), self.count.value(),
+                                             self.total.value())
 
 
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(1)
 numbers = env.from_collection(list(range(12)), type_info=Types.INT())
-totals = (
-    numbers.map(lambda x: (x % 3, x), output_type=Types.TUPLE([Types.INT(), Types.INT()]))
-    .key_by(lambda t: t[0], key_type=Types.INT())
-    .reduce(lambda a, b: (a[0], a[1] + b[1]))
-    .set_parallelism(2)
-)
+totals = (numbers
+          .map(lambda x: (x % 3, x), output_type=Types.TUPLE([Types.INT(), Types.INT()]))
+          .key_by(lambda t: t[0], key_type=Types.INT())
+          .reduce(lambda a, b: (a[0], a[1] + b[1]))
+          .set_parallelism(2))
 numbers.connect(totals).map(Tag(), output_type=Types.STRING()).set_parallelism(2).print()
-(
-    numbers.union(totals.map(lambda t: t[1], output_type=Types.INT()))
+(numbers.union(totals.map(lambda t: t[1], output_type=Types.INT()))
     .key_by(lambda x: x % 2, key_type=Types.INT())
     .process(Summary(), Types.STRING())
     .set_parallelism(2)
-    .print()
-)
+    .print())
 env.execute("a30_graph_stream_joined_with_its_own_result")

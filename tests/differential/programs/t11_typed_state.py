@@ -30,22 +30,16 @@ class Mean(AggregateFunction):
 class Keep(KeyedProcessFunction):
     def open(self, ctx):
         self.total = ctx.get_state(ValueStateDescriptor("total", Types.FLOAT()))
-        self.last = ctx.get_state(
-            ValueStateDescriptor(
-                "last", Types.ROW_NAMED(["v", "tag"], [Types.DOUBLE(), Types.STRING()])
-            )
-        )
-        self.pair = ctx.get_state(
-            ValueStateDescriptor("pair", Types.TUPLE([Types.INT(), Types.LIST(Types.STRING())]))
-        )
+        self.last = ctx.get_state(ValueStateDescriptor(
+            "last", Types.ROW_NAMED(["v", "tag"], [Types.DOUBLE(), Types.STRING()])))
+        self.pair = ctx.get_state(ValueStateDescriptor(
+            "pair", Types.TUPLE([Types.INT(), Types.LIST(Types.STRING())])))
         self.history = ctx.get_list_state(ListStateDescriptor("history", Types.DOUBLE()))
         self.by_tag = ctx.get_map_state(MapStateDescriptor("by_tag", Types.STRING(), Types.INT()))
         self.product = ctx.get_reducing_state(
-            ReducingStateDescriptor("product", lambda a, b: a * b, Types.LONG())
-        )
+            ReducingStateDescriptor("product", lambda a, b: a * b, Types.LONG()))
         self.mean = ctx.get_aggregating_state(
-            AggregatingStateDescriptor("mean", Mean(), Types.TUPLE([Types.DOUBLE(), Types.INT()]))
-        )
+            AggregatingStateDescriptor("mean", Mean(), Types.TUPLE([Types.DOUBLE(), Types.INT()])))
 
     def process_element(self, value, ctx):
         key, v, tag = value
@@ -59,27 +53,17 @@ class Keep(KeyedProcessFunction):
         self.product.add(int(v) or 1)
         self.mean.add(v)
         yield "%s total=%r prev=%s/%s pair=%r history=%r tags=%r product=%d mean=%r" % (
-            key,
-            self.total.value(),
-            type(previous).__name__,
-            previous.tag if previous is not None else "-",
-            self.pair.value(),
-            list(self.history.get()),
-            sorted(self.by_tag.items()),
-            self.product.get(),
-            self.mean.get(),
-        )
+            key, self.total.value(), type(previous).__name__,
+            previous.tag if previous is not None else "-", self.pair.value(),
+            list(self.history.get()), sorted(self.by_tag.items()), self.product.get(),
+            self.mean.get())
 
 
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(1)
 data = [("k", 0.1, "x"), ("k", 110.1, "y"), ("j", 2.5, "x"), ("k", 3.0, "x")]
-(
-    env.from_collection(
-        data, type_info=Types.TUPLE([Types.STRING(), Types.DOUBLE(), Types.STRING()])
-    )
+(env.from_collection(data, type_info=Types.TUPLE([Types.STRING(), Types.DOUBLE(), Types.STRING()]))
     .key_by(lambda t: t[0], key_type=Types.STRING())
     .process(Keep(), Types.STRING())
-    .print()
-)
+    .print())
 env.execute("t11_typed_state")

@@ -29,20 +29,13 @@ class FloatSum(AggregateFunction):
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(1)
 events = [("f", 1, 0.1), ("f", 2, 0.2), ("f", 3, 110.1), ("f", 14, 1e-05)]
-ds = env.from_collection(
-    events, type_info=Types.TUPLE([Types.STRING(), Types.LONG(), Types.DOUBLE()])
-)
+ds = env.from_collection(events, type_info=Types.TUPLE(
+    [Types.STRING(), Types.LONG(), Types.DOUBLE()]))
 ds = ds.assign_timestamps_and_watermarks(
-    WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField())
-)
-(
-    ds.key_by(lambda e: e[0], key_type=Types.STRING())
-    .window(TumblingEventTimeWindows.of(Time.milliseconds(10)))
-    .aggregate(
-        FloatSum(),
-        accumulator_type=Types.FLOAT(),
-        output_type=Types.ROW_NAMED(["total", "exact"], [Types.DOUBLE(), Types.STRING()]),
-    )
-    .print()
-)
+    WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField()))
+(ds.key_by(lambda e: e[0], key_type=Types.STRING())
+   .window(TumblingEventTimeWindows.of(Time.milliseconds(10)))
+   .aggregate(FloatSum(), accumulator_type=Types.FLOAT(),
+              output_type=Types.ROW_NAMED(["total", "exact"], [Types.DOUBLE(), Types.STRING()]))
+   .print())
 env.execute("t13_typed_window_aggregate")

@@ -27,28 +27,16 @@ class Average(AggregateFunction):
 
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(1)
-events = [
-    ("x", 1, 10),
-    ("x", 3, 20),
-    ("x", 6, 30),
-    ("x", 11, 40),
-    ("x", 14, 50),
-    ("x", 22, 60),
-    ("y", 4, 5),
-    ("y", 16, 7),
-]
-ds = env.from_collection(events, type_info=Types.TUPLE([Types.STRING(), Types.LONG(), Types.INT()]))
+events = [("x", 1, 10), ("x", 3, 20), ("x", 6, 30), ("x", 11, 40), ("x", 14, 50),
+          ("x", 22, 60), ("y", 4, 5), ("y", 16, 7)]
+ds = env.from_collection(events, type_info=Types.TUPLE(
+    [Types.STRING(), Types.LONG(), Types.INT()]))
 ds = ds.assign_timestamps_and_watermarks(
-    WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField())
-)
-(
-    ds.key_by(lambda e: e[0], key_type=Types.STRING())
-    .window(SlidingEventTimeWindows.of(Time.milliseconds(10), Time.milliseconds(5)))
-    .aggregate(
-        Average(),
-        accumulator_type=Types.PICKLED_BYTE_ARRAY(),
-        output_type=Types.TUPLE([Types.STRING(), Types.DOUBLE(), Types.INT()]),
-    )
-    .print()
-)
+    WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField()))
+(ds.key_by(lambda e: e[0], key_type=Types.STRING())
+   .window(SlidingEventTimeWindows.of(Time.milliseconds(10), Time.milliseconds(5)))
+   .aggregate(Average(),
+              accumulator_type=Types.PICKLED_BYTE_ARRAY(),
+              output_type=Types.TUPLE([Types.STRING(), Types.DOUBLE(), Types.INT()]))
+   .print())
 env.execute("w03_sliding_aggregate")

@@ -24,11 +24,8 @@ env.set_parallelism(1)
 data = [(3, "c"), (1, "a"), (14, "n"), (7, "g"), (25, "y"), (21, "u"), (11, "k")]
 ds = env.from_collection(data, type_info=Types.TUPLE([Types.LONG(), Types.STRING()]))
 ds = ds.assign_timestamps_and_watermarks(
-    WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField())
-)
-(
-    ds.window_all(TumblingEventTimeWindows.of(Time.milliseconds(10)))
-    .process(Summary(), Types.STRING())
-    .print()
-)
+    WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField()))
+(ds.window_all(TumblingEventTimeWindows.of(Time.milliseconds(10)))
+   .process(Summary(), Types.STRING())
+   .print())
 env.execute("w11_window_all_tumbling_process")

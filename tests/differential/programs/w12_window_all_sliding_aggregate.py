@@ -30,15 +30,9 @@ env.set_parallelism(1)
 data = [(0, 1), (4, 2), (5, 3), (9, 4), (12, 5), (18, 6)]
 ds = env.from_collection(data, type_info=Types.TUPLE([Types.LONG(), Types.INT()]))
 ds = ds.assign_timestamps_and_watermarks(
-    WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField())
-)
-(
-    ds.window_all(SlidingEventTimeWindows.of(Time.milliseconds(10), Time.milliseconds(4)))
-    .aggregate(
-        SumCount(),
-        accumulator_type=Types.TUPLE([Types.INT(), Types.INT()]),
-        output_type=Types.TUPLE([Types.INT(), Types.INT()]),
-    )
-    .print()
-)
+    WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField()))
+(ds.window_all(SlidingEventTimeWindows.of(Time.milliseconds(10), Time.milliseconds(4)))
+   .aggregate(SumCount(), accumulator_type=Types.TUPLE([Types.INT(), Types.INT()]),
+              output_type=Types.TUPLE([Types.INT(), Types.INT()]))
+   .print())
 env.execute("w12_window_all_sliding_aggregate")

@@ -14,5 +14,7 @@ class Join(AllWindowFunction):
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(1)
 ds = env.from_collection(list("abcdefgh"), type_info=Types.STRING())
-(ds.window_all(CountSlidingWindowAssigner.of(3, 2)).apply(Join(), Types.STRING()).print())
+(ds.window_all(CountSlidingWindowAssigner.of(3, 2))
+   .apply(Join(), Types.STRING())
+   .print())
 env.execute("w14_window_all_count_sliding_apply")

@@ -36,14 +36,10 @@ env.set_parallelism(1)
 events = [("r", 1), ("r", 2), ("r", 6), ("r", 9), ("r", 13), ("s", 7)]
 ds = env.from_collection(events, type_info=Types.TUPLE([Types.STRING(), Types.LONG()]))
 ds = ds.assign_timestamps_and_watermarks(
-    WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField())
-)
-(
-    ds.key_by(lambda e: e[0], key_type=Types.STRING())
-    .window(SlidingEventTimeWindows.of(Time.milliseconds(8), Time.milliseconds(4)))
-    .aggregate(
-        Count(), window_function=Label(), accumulator_type=Types.INT(), output_type=Types.STRING()
-    )
-    .print()
-)
+    WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField()))
+(ds.key_by(lambda e: e[0], key_type=Types.STRING())
+   .window(SlidingEventTimeWindows.of(Time.milliseconds(8), Time.milliseconds(4)))
+   .aggregate(Count(), window_function=Label(), accumulator_type=Types.INT(),
+              output_type=Types.STRING())
+   .print())
 env.execute("w16_aggregate_with_window_function")

@@ -15,21 +15,17 @@ class ByField(TimestampAssigner):
 
 class Firings(ProcessWindowFunction):
     def process(self, key, context, elements):
-        per_window = context.window_state().get_state(ValueStateDescriptor("firings", Types.INT()))
-        overall = context.global_state().get_state(ValueStateDescriptor("total", Types.INT()))
+        per_window = context.window_state().get_state(
+            ValueStateDescriptor("firings", Types.INT()))
+        overall = context.global_state().get_state(
+            ValueStateDescriptor("total", Types.INT()))
         n = (per_window.value() or 0) + 1
         per_window.update(n)
         total = (overall.value() or 0) + 1
         overall.update(total)
         w = context.window()
         yield "%s [%d,%d) firing=%d total=%d elements=%d" % (
-            key,
-            w.start,
-            w.end,
-            n,
-            total,
-            len(list(elements)),
-        )
+            key, w.start, w.end, n, total, len(list(elements)))
 
     def clear(self, context):
         context.window_state().get_state(ValueStateDescriptor("firings", Types.INT())).clear()
@@ -40,13 +36,10 @@ env.set_parallelism(1)
 events = [("k", 1), ("k", 5), ("k", 12), ("k", 27), ("k", 33)]
 ds = env.from_collection(events, type_info=Types.TUPLE([Types.STRING(), Types.LONG()]))
 ds = ds.assign_timestamps_and_watermarks(
-    WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField())
-)
-(
-    ds.key_by(lambda e: e[0], key_type=Types.STRING())
-    .window(TumblingEventTimeWindows.of(Time.milliseconds(20)))
-    .trigger(ContinuousEventTimeTrigger.of(Time.milliseconds(8)))
-    .process(Firings(), Types.STRING())
-    .print()
-)
+    WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField()))
+(ds.key_by(lambda e: e[0], key_type=Types.STRING())
+   .window(TumblingEventTimeWindows.of(Time.milliseconds(20)))
+   .trigger(ContinuousEventTimeTrigger.of(Time.milliseconds(8)))
+   .process(Firings(), Types.STRING())
+   .print())
 env.execute("w17_process_window_state")

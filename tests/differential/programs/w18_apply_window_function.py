@@ -18,22 +18,13 @@ class Total(WindowFunction):
 
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(1)
-events = [
-    ("eu", "x", 1, 10),
-    ("eu", "y", 2, 1),
-    ("eu", "x", 4, 5),
-    ("us", "x", 6, 7),
-    ("eu", "x", 16, 3),
-    ("us", "x", 18, 2),
-]
+events = [("eu", "x", 1, 10), ("eu", "y", 2, 1), ("eu", "x", 4, 5), ("us", "x", 6, 7),
+          ("eu", "x", 16, 3), ("us", "x", 18, 2)]
 ds = env.from_collection(events)
 ds = ds.assign_timestamps_and_watermarks(
-    WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField())
-)
-(
-    ds.key_by(lambda e: (e[0], e[1]))
-    .window(TumblingEventTimeWindows.of(Time.milliseconds(15)))
-    .apply(Total(), Types.STRING())
-    .print()
-)
+    WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField()))
+(ds.key_by(lambda e: (e[0], e[1]))
+   .window(TumblingEventTimeWindows.of(Time.milliseconds(15)))
+   .apply(Total(), Types.STRING())
+   .print())
 env.execute("w18_apply_window_function")

@@ -43,37 +43,21 @@ class MarkerTrigger(Trigger):
 
 class Show(ProcessWindowFunction):
     def process(self, key, context, elements):
-        yield "%s [%d,%d) %s" % (
-            key,
-            context.window().start,
-            context.window().end,
-            "".join(e[2] for e in elements),
-        )
+        yield "%s [%d,%d) %s" % (key, context.window().start, context.window().end,
+                                 "".join(e[2] for e in elements))
 
 
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(1)
-events = [
-    ("t", 1, "a"),
-    ("t", 2, "b"),
-    ("t", 3, "!"),
-    ("t", 4, "c"),
-    ("t", 5, "d"),
-    ("t", 11, "e"),
-    ("t", 12, "!"),
-    ("t", 21, "f"),
-]
-ds = env.from_collection(
-    events, type_info=Types.TUPLE([Types.STRING(), Types.LONG(), Types.STRING()])
-)
+events = [("t", 1, "a"), ("t", 2, "b"), ("t", 3, "!"), ("t", 4, "c"), ("t", 5, "d"),
+          ("t", 11, "e"), ("t", 12, "!"), ("t", 21, "f")]
+ds = env.from_collection(events, type_info=Types.TUPLE(
+    [Types.STRING(), Types.LONG(), Types.STRING()]))
 ds = ds.assign_timestamps_and_watermarks(
-    WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField())
-)
-(
-    ds.key_by(lambda e: e[0], key_type=Types.STRING())
-    .window(TumblingEventTimeWindows.of(Time.milliseconds(10)))
-    .trigger(MarkerTrigger())
-    .process(Show(), Types.STRING())
-    .print()
-)
+    WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField()))
+(ds.key_by(lambda e: e[0], key_type=Types.STRING())
+   .window(TumblingEventTimeWindows.of(Time.milliseconds(10)))
+   .trigger(MarkerTrigger())
+   .process(Show(), Types.STRING())
+   .print())
 env.execute("w22_user_trigger")

@@ -27,11 +27,8 @@ env.set_parallelism(1)
 data = [(1, "a"), (4, "b"), (30, "c"), (9, "d"), (33, "e"), (60, "f")]
 ds = env.from_collection(data, type_info=Types.TUPLE([Types.LONG(), Types.STRING()]))
 ds = ds.assign_timestamps_and_watermarks(
-    WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField())
-)
-(
-    ds.window_all(EventTimeSessionWindows.with_gap(Time.milliseconds(6)))
-    .process(Numbered(), Types.STRING())
-    .print()
-)
+    WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByField()))
+(ds.window_all(EventTimeSessionWindows.with_gap(Time.milliseconds(6)))
+   .process(Numbered(), Types.STRING())
+   .print())
 env.execute("w25_session_window_all_process")

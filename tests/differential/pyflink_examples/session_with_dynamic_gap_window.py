@@ -25,11 +25,8 @@ from pyflink.datastream.connectors.file_system import FileSink, OutputFileConfig
 from pyflink.common import Types, WatermarkStrategy, Encoder
 from pyflink.common.watermark_strategy import TimestampAssigner
 from pyflink.datastream import StreamExecutionEnvironment, ProcessWindowFunction
-from pyflink.datastream.window import (
-    EventTimeSessionWindows,
-    SessionWindowTimeGapExtractor,
-    TimeWindow,
-)
+from pyflink.datastream.window import EventTimeSessionWindows, \
+    SessionWindowTimeGapExtractor, TimeWindow
 
 
 class MyTimestampAssigner(TimestampAssigner):
@@ -43,20 +40,20 @@ class MySessionWindowTimeGapExtractor(SessionWindowTimeGapExtractor):
 
 
 class CountWindowProcessFunction(ProcessWindowFunction[tuple, tuple, str, TimeWindow]):
-    def process(
-        self,
-        key: str,
-        context: ProcessWindowFunction.Context[TimeWindow],
-        elements: Iterable[tuple],
-    ) -> Iterable[tuple]:
+    def process(self,
+                key: str,
+                context: ProcessWindowFunction.Context[TimeWindow],
+                elements: Iterable[tuple]) -> Iterable[tuple]:
         return [(key, context.window().start, context.window().end, len([e for e in elements]))]
 
 
-if __name__ == "__main__":
+if __name__ == '__main__':
     parser = argparse.ArgumentParser()
     parser.add_argument(
-        "--output", dest="output", required=False, help="Output file to write results to."
-    )
+        '--output',
+        dest='output',
+        required=False,
+        help='Output file to write results to.')
 
     argv = sys.argv[1:]
     known_args, _ = parser.parse_known_args(argv)
@@ -67,38 +64,31 @@ if __name__ == "__main__":
     env.set_parallelism(1)
 
     # define the source
-    data_stream = env.from_collection(
-        [("hi", 1), ("hi", 2), ("hi", 3), ("hi", 4), ("hi", 8), ("hi", 9), ("hi", 15)],
-        type_info=Types.TUPLE([Types.STRING(), Types.INT()]),
-    )
+    data_stream = env.from_collection([
+        ('hi', 1), ('hi', 2), ('hi', 3), ('hi', 4), ('hi', 8), ('hi', 9), ('hi', 15)],
+        type_info=Types.TUPLE([Types.STRING(), Types.INT()]))
 
     # define the watermark strategy
-    watermark_strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(
-        MyTimestampAssigner()
-    )
+    watermark_strategy = WatermarkStrategy.for_monotonous_timestamps() \
+        .with_timestamp_assigner(MyTimestampAssigner())
 
-    ds = (
-        data_stream.assign_timestamps_and_watermarks(watermark_strategy)
-        .key_by(lambda x: x[0], key_type=Types.STRING())
-        .window(EventTimeSessionWindows.with_dynamic_gap(MySessionWindowTimeGapExtractor()))
-        .process(
-            CountWindowProcessFunction(),
-            Types.TUPLE([Types.STRING(), Types.INT(), Types.INT(), Types.INT()]),
-        )
-    )
+    ds = data_stream.assign_timestamps_and_watermarks(watermark_strategy) \
+        .key_by(lambda x: x[0], key_type=Types.STRING()) \
+        .window(EventTimeSessionWindows.with_dynamic_gap(MySessionWindowTimeGapExtractor())) \
+        .process(CountWindowProcessFunction(),
+                 Types.TUPLE([Types.STRING(), Types.INT(), Types.INT(), Types.INT()]))
 
     # define the sink
     if output_path is not None:
         ds.sink_to(
             sink=FileSink.for_row_format(
-                base_path=output_path, encoder=Encoder.simple_string_encoder()
-            )
+                base_path=output_path,
+                encoder=Encoder.simple_string_encoder())
             .with_output_file_config(
                 OutputFileConfig.builder()
                 .with_part_prefix("prefix")
                 .with_part_suffix(".ext")
-                .build()
-            )
+                .build())
             .with_rolling_policy(RollingPolicy.default_rolling_policy())
             .build()
         )

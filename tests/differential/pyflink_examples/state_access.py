@@ -23,21 +23,21 @@ from pyflink.datastream.state import ValueStateDescriptor, StateTtlConfig
 
 
 class Sum(KeyedProcessFunction):
+
     def __init__(self):
         self.state = None
 
     def open(self, runtime_context: RuntimeContext):
         state_descriptor = ValueStateDescriptor("state", Types.FLOAT())
-        state_ttl_config = (
-            StateTtlConfig.new_builder(Time.seconds(1))
-            .set_update_type(StateTtlConfig.UpdateType.OnReadAndWrite)
-            .disable_cleanup_in_background()
+        state_ttl_config = StateTtlConfig \
+            .new_builder(Time.seconds(1)) \
+            .set_update_type(StateTtlConfig.UpdateType.OnReadAndWrite) \
+            .disable_cleanup_in_background() \
             .build()
-        )
         state_descriptor.enable_time_to_live(state_ttl_config)
         self.state = runtime_context.get_state(state_descriptor)
 
-    def process_element(self, value, ctx: "KeyedProcessFunction.Context"):
+    def process_element(self, value, ctx: 'KeyedProcessFunction.Context'):
         # retrieve the current count
         current = self.state.value()
         if current is None:
@@ -55,24 +55,25 @@ def state_access_demo():
 
     ds = env.from_collection(
         collection=[
-            ("Alice", 110.1),
-            ("Bob", 30.2),
-            ("Alice", 20.0),
-            ("Bob", 53.1),
-            ("Alice", 13.1),
-            ("Bob", 3.1),
-            ("Bob", 16.1),
-            ("Alice", 20.1),
+            ('Alice', 110.1),
+            ('Bob', 30.2),
+            ('Alice', 20.0),
+            ('Bob', 53.1),
+            ('Alice', 13.1),
+            ('Bob', 3.1),
+            ('Bob', 16.1),
+            ('Alice', 20.1)
         ],
-        type_info=Types.TUPLE([Types.STRING(), Types.FLOAT()]),
-    )
+        type_info=Types.TUPLE([Types.STRING(), Types.FLOAT()]))
 
     # apply the process function onto a keyed stream
-    ds.key_by(lambda value: value[0]).process(Sum()).print()
+    ds.key_by(lambda value: value[0]) \
+      .process(Sum()) \
+      .print()
 
     # submit for execution
     env.execute()
 
 
-if __name__ == "__main__":
+if __name__ == '__main__':
     state_access_demo()

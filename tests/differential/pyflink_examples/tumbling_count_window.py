@@ -35,11 +35,13 @@ class SumWindowFunction(WindowFunction[tuple, tuple, str, CountWindow]):
         return [(key, result)]
 
 
-if __name__ == "__main__":
+if __name__ == '__main__':
     parser = argparse.ArgumentParser()
     parser.add_argument(
-        "--output", dest="output", required=False, help="Output file to write results to."
-    )
+        '--output',
+        dest='output',
+        required=False,
+        help='Output file to write results to.')
 
     argv = sys.argv[1:]
     known_args, _ = parser.parse_known_args(argv)
@@ -50,29 +52,25 @@ if __name__ == "__main__":
     env.set_parallelism(1)
 
     # define the source
-    data_stream = env.from_collection(
-        [(1, "hi"), (2, "hello"), (3, "hi"), (4, "hello"), (5, "hi"), (6, "hello"), (6, "hello")],
-        type_info=Types.TUPLE([Types.INT(), Types.STRING()]),
-    )
+    data_stream = env.from_collection([
+        (1, 'hi'), (2, 'hello'), (3, 'hi'), (4, 'hello'), (5, 'hi'), (6, 'hello'), (6, 'hello')],
+        type_info=Types.TUPLE([Types.INT(), Types.STRING()]))
 
-    ds = (
-        data_stream.key_by(lambda x: x[1], key_type=Types.STRING())
-        .count_window(2)
+    ds = data_stream.key_by(lambda x: x[1], key_type=Types.STRING()) \
+        .count_window(2) \
         .apply(SumWindowFunction(), Types.TUPLE([Types.STRING(), Types.INT()]))
-    )
 
     # define the sink
     if output_path is not None:
         ds.sink_to(
             sink=FileSink.for_row_format(
-                base_path=output_path, encoder=Encoder.simple_string_encoder()
-            )
+                base_path=output_path,
+                encoder=Encoder.simple_string_encoder())
             .with_output_file_config(
                 OutputFileConfig.builder()
                 .with_part_prefix("prefix")
                 .with_part_suffix(".ext")
-                .build()
-            )
+                .build())
             .with_rolling_policy(RollingPolicy.default_rolling_policy())
             .build()
         )
