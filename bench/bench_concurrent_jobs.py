@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any
 
-import bench_keyed_count as keyed
+from keyed_count import harness, job
 
 
 def cpu_seconds_by_kind() -> dict[str, float]:
@@ -55,7 +55,7 @@ def timed(spark: Any, work: str, jobs: int, events: int, keys: int, split: int) 
 
     def one(i: int) -> None:
         results.append(
-            keyed.run_sparkpoint(
+            job.run_sparkpoint(
                 spark, events // jobs, keys, "hashmap", True, os.path.join(work, f"job{i}"), split
             )
         )
@@ -86,21 +86,20 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=1_000)
     parser.add_argument("--records-per-split", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=5)
-    keyed.add_warm_up_arguments(parser)
+    harness.add_warm_up_arguments(parser)
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="sparkpoint-concurrent-")
     for master in args.masters:
-        spark = keyed._session(master, work)
-        # The job's functions live in bench_keyed_count: ship it to the executors.
-        spark.sparkContext.addPyFile(keyed.__file__)
-        keyed.emit({"bench": "warm_up", "master": master, **keyed.warm_up(spark, args, work)})
+        # The job's functions travel by value (see harness.session): nothing to ship.
+        spark = harness.session(master, work)
+        harness.emit({"bench": "warm_up", "master": master, **harness.warm_up(spark, args, work)})
         runs: dict[int, list[int]] = {1: [], 2: []}
         for _ in range(args.repeats):
             for jobs in (1, 2):
                 res = timed(spark, work, jobs, args.events, args.keys, args.records_per_split)
                 runs[jobs].append(res["events_per_s"])
-                keyed.emit({"bench": "concurrent_jobs_run", "master": master, **res})
-        keyed.emit(
+                harness.emit({"bench": "concurrent_jobs_run", "master": master, **res})
+        harness.emit(
             {
                 "bench": "concurrent_jobs",
                 "master": master,

@@ -109,7 +109,7 @@ def build_job(env: Any, out1: str, out2: str, map_chaos: Chaos, keyed_chaos: Cha
 
 def check(out: str, keys: int) -> bool:
     from sparkpoint.testing import expected_keyed_count_output
-    from tests.runtime.jobs import read_sink
+    from tests.runtime.jobs.reference import read_sink
 
     recs, finals = expected_keyed_count_output(EVENTS, keys)
     got = read_sink(out)

@@ -24,7 +24,7 @@ from sparkpoint.datastream import (
 )
 from sparkpoint.datastream.connectors.file_system import FileSink
 from sparkpoint.testing import EpochStart, Faults, ManualClock
-from tests.runtime.jobs import read_sink
+from tests.runtime.jobs.reference import read_sink
 
 N = 100
 PER_EPOCH = 10

@@ -20,7 +20,7 @@ from sparkpoint.datastream import (
     HashMapStateBackend,
 )
 from sparkpoint.testing import FailureInjector, Faults
-from tests.runtime.jobs import check_keyed_count_output, keyed_count_job
+from tests.runtime.jobs.reference import check_keyed_count_output, keyed_count_job
 
 N_EVENTS = 6000
 N_KEYS = 17

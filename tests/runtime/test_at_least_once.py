@@ -17,7 +17,7 @@ from sparkpoint.connectors.number_seq import NumberSequenceSource
 from sparkpoint.datastream import CheckpointingMode, StreamExecutionEnvironment
 from sparkpoint.datastream.connectors.file_system import FileSink
 from sparkpoint.testing import EpochStart, Faults, ManualClock
-from tests.runtime.jobs import read_sink
+from tests.runtime.jobs.reference import read_sink
 
 N = 100
 PER_EPOCH = 10

@@ -1,6 +1,6 @@
 """Broadcast state (``broadcast(descriptor)``, (Keyed)BroadcastProcessFunction): exact
 results under injected failures, and savepoint -> restore at another parallelism with every
-new subtask taking one copy of the broadcast state (``tests/runtime/broadcast_jobs.py``)."""
+new subtask taking one copy of the broadcast state (``tests/runtime/jobs/broadcast_jobs.py``)."""
 
 from __future__ import annotations
 
@@ -17,14 +17,14 @@ from sparkpoint.datastream import (
 )
 from sparkpoint.datastream.state import MapStateDescriptor, ValueStateDescriptor
 from sparkpoint.testing import FailureInjector, Faults
-from tests.runtime.broadcast_jobs import (
+from tests.runtime.jobs.broadcast_jobs import (
     KeyedRules,
     PlainRules,
     broadcast_job,
     expected_audit,
     expected_finals,
 )
-from tests.runtime.jobs import read_sink
+from tests.runtime.jobs.reference import read_sink
 
 N_EVENTS = 3000
 N_RULES = 1200

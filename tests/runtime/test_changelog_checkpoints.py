@@ -33,7 +33,7 @@ from sparkpoint.datastream import (
 )
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.testing import FailureInjector, Faults
-from tests.runtime.jobs import (
+from tests.runtime.jobs.reference import (
     check_keyed_count_output,
     keyed_count_job,
     read_sink,

@@ -25,7 +25,11 @@ from sparkpoint.datastream import (
     StreamExecutionEnvironment,
 )
 from sparkpoint.errors import UnsafeStatePathError
-from tests.runtime.jobs import check_keyed_count_output, keyed_count_job, run_until_checkpoints
+from tests.runtime.jobs.reference import (
+    check_keyed_count_output,
+    keyed_count_job,
+    run_until_checkpoints,
+)
 
 N_EVENTS = 40_000
 N_KEYS = 17

@@ -21,7 +21,7 @@ import pytest
 
 from sparkpoint.testing import expected_keyed_count_output
 from tests.fixtures.spark_cluster import ClusterDriver, StandaloneCluster, can_isolate_workers
-from tests.runtime.jobs import read_sink
+from tests.runtime.jobs.reference import read_sink
 
 pytestmark = pytest.mark.cluster
 

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from tests.runtime.jobs import check_keyed_count_output, read_sink
+from tests.runtime.jobs.reference import check_keyed_count_output, read_sink
 
 pytestmark = pytest.mark.spark  # the driver runs in a subprocess, not on the spark fixture
 
 N_EVENTS = 40_000
 N_KEYS = 13
-SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "driver_job.py")
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jobs", "driver_job.py")
 
 
 def _complete_checkpoints(ckpt: str) -> list[str]:

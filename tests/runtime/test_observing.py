@@ -29,7 +29,7 @@ import pytest
 
 from sparkpoint.cli.history import checkpoint_history
 from sparkpoint.runtime.spark.epoch import job_group
-from tests.runtime.jobs import counted_pairs
+from tests.runtime.jobs.reference import counted_pairs
 
 JOB_NAME = '<script>alert("job")</script> counts'
 OPERATOR_NAME = "<script>alert('op')</script>"

@@ -19,7 +19,7 @@ from sparkpoint.datastream import (
 )
 from sparkpoint.errors import CheckpointException, CheckpointFailureReason
 from sparkpoint.testing import Faults
-from tests.runtime.jobs import check_keyed_count_output, keyed_count_job, read_sink
+from tests.runtime.jobs.reference import check_keyed_count_output, keyed_count_job, read_sink
 
 N_EVENTS = 30_000
 N_KEYS = 11

@@ -18,7 +18,7 @@ from sparkpoint.testing import (
     expected_keyed_count_output,
     local_state_dirs,
 )
-from tests.runtime.jobs import keyed_count_job, read_sink
+from tests.runtime.jobs.reference import keyed_count_job, read_sink
 
 N_EVENTS = 6000
 N_KEYS = 17

@@ -12,7 +12,7 @@ import pytest
 from sparkpoint.common import Configuration, RestartStrategies
 from sparkpoint.datastream import FileSystemCheckpointStorage, StreamExecutionEnvironment
 from sparkpoint.testing import FailureInjector
-from tests.runtime.jobs import (
+from tests.runtime.jobs.reference import (
     expected_joined_with_own_totals,
     expected_two_input_output,
     joined_with_own_totals_job,

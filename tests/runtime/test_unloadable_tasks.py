@@ -60,7 +60,7 @@ def test_a_module_only_the_driver_has_fails_the_job_without_restarts(
 def test_a_function_missing_from_the_executors_module_fails_the_job_without_restarts(
     env: Any, tmp_path: Any, monkeypatch: Any
 ) -> None:
-    import tests.runtime.jobs as jobs
+    import tests.runtime.jobs.reference as jobs
 
     def added_on_the_driver(x: int) -> int:
         return x

@@ -27,8 +27,8 @@ from sparkpoint.datastream.window import (
     TumblingProcessingTimeWindows,
 )
 from sparkpoint.testing import EpochStart, FailureInjector, Faults, ManualClock
-from tests.runtime.jobs import read_sink
-from tests.runtime.window_jobs import KINDS, event_time, expected_output, windowed_job
+from tests.runtime.jobs.reference import read_sink
+from tests.runtime.jobs.window_jobs import KINDS, event_time, expected_output, windowed_job
 
 N_EVENTS = 12_000
 

@@ -12,7 +12,9 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(
+    0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+)
 
 
 def main() -> None:
@@ -23,8 +25,8 @@ def main() -> None:
     from sparkpoint.connectors.spark_source import SparkStreamSource
     from sparkpoint.runtime.spark.session import get_spark_session
     from sparkpoint.testing import FailureInjector
-    from tests.runtime.driver_process import checkpointed_env
-    from tests.runtime.spark_source_jobs import N_FILES, N_KEYS, file_stream, source_job
+    from tests.runtime.jobs.driver_process import checkpointed_env
+    from tests.runtime.jobs.spark_source_jobs import N_FILES, N_KEYS, file_stream, source_job
 
     spark = get_spark_session("local[2,4]")
     env = checkpointed_env(spark, ckpt, restore, {})

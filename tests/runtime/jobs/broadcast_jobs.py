@@ -25,7 +25,7 @@ from sparkpoint.datastream import (
 from sparkpoint.datastream.connectors.file_system import FileSink
 from sparkpoint.datastream.state import MapStateDescriptor, ValueStateDescriptor
 from sparkpoint.testing import FailureInjector
-from tests.runtime.jobs import END_OF_INPUT
+from tests.runtime.jobs.reference import END_OF_INPUT
 
 N_SLOTS = 5
 RULES = MapStateDescriptor("rules", Types.INT(), Types.LONG())

@@ -14,8 +14,8 @@ import pytest
 from sparkpoint.connectors.spark_writer import SparkWriterSink
 from sparkpoint.testing import FailureInjector
 from tests.fixtures.postgres import PostgresServer
-from tests.runtime.driver_process import checkpointed_env, latest_checkpoint, run_driver
-from tests.runtime.spark_writer_jobs import (
+from tests.runtime.jobs.driver_process import checkpointed_env, latest_checkpoint, run_driver
+from tests.runtime.jobs.spark_writer_jobs import (
     SCHEMA,
     CommitFaults,
     CommitStepFault,
@@ -98,7 +98,8 @@ def test_exactly_once_after_faults_at_every_commit_step(
     assert not [p for p in staging.rglob("*") if p.is_file()], "staged files left behind"
 
 
-SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spark_writer_driver.py")
+JOBS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime", "jobs")
+SCRIPT = os.path.join(JOBS, "spark_writer_driver.py")
 
 
 @pytest.mark.spark
@@ -108,7 +109,7 @@ def test_driver_killed_between_write_and_commit_record(
 ) -> None:
     """SIGKILL of the driver after Spark wrote a commit and before it was published; the
     job restarted from the retained checkpoint redoes that commit once."""
-    from tests.runtime import spark_writer_driver as job
+    from tests.runtime.jobs import spark_writer_driver as job
 
     if target == "parquet":
         url, out = "parquet", str(tmp_path / "out")

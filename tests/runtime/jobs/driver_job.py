@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(
+    0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+)
 
 
 def main() -> None:
@@ -21,7 +23,7 @@ def main() -> None:
         StreamExecutionEnvironment,
     )
     from sparkpoint.runtime.spark.session import get_spark_session
-    from tests.runtime.jobs import keyed_count_job
+    from tests.runtime.jobs.reference import keyed_count_job
 
     conf = Configuration()
     conf.set_string("sparkpoint.epoch.max-records-per-split", "500")

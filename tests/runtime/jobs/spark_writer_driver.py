@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(
+    0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+)
 
 N_EVENTS = 3000
 N_KEYS = 7
@@ -24,8 +26,8 @@ def main() -> None:
     from sparkpoint.connectors.spark_writer import SparkWriterSink
     from sparkpoint.runtime.spark.session import get_spark_session
     from tests.fixtures.postgres import JDBC_JAR
-    from tests.runtime.driver_process import checkpointed_env
-    from tests.runtime.spark_writer_jobs import SCHEMA, CommitStepFault, writer_job
+    from tests.runtime.jobs.driver_process import checkpointed_env
+    from tests.runtime.jobs.spark_writer_jobs import SCHEMA, CommitStepFault, writer_job
 
     spark = get_spark_session("local[2,4]", {"spark.jars": JDBC_JAR})
     env = checkpointed_env(spark, ckpt, restore, {"sparkpoint.epoch.max-records-per-split": "150"})

@@ -12,9 +12,9 @@ import pytest
 
 from sparkpoint.connectors.spark_source import SparkStreamSource
 from sparkpoint.testing import FailureInjector, expected_keyed_count_output
-from tests.runtime.driver_process import checkpointed_env, latest_checkpoint, run_driver
-from tests.runtime.jobs import read_sink
-from tests.runtime.spark_source_jobs import (
+from tests.runtime.jobs.driver_process import checkpointed_env, latest_checkpoint, run_driver
+from tests.runtime.jobs.reference import read_sink
+from tests.runtime.jobs.spark_source_jobs import (
     N_FILES,
     N_KEYS,
     PER_FILE,
@@ -78,7 +78,8 @@ def test_rate_stream_every_value_once(spark: Any, tmp_path: Any) -> None:
     assert_exact(str(tmp_path / "out"), staged)
 
 
-SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spark_source_driver.py")
+JOBS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime", "jobs")
+SCRIPT = os.path.join(JOBS, "spark_source_driver.py")
 
 
 @pytest.mark.spark

@@ -8,7 +8,7 @@ from typing import Any
 
 from sparkpoint.connectors.spark_writer import SparkWriterSink
 from sparkpoint.testing import FailureInjector
-from tests.runtime.jobs import counted_pairs
+from tests.runtime.jobs.reference import counted_pairs
 
 SCHEMA = "kind STRING, k BIGINT, a BIGINT, b BIGINT"
 
