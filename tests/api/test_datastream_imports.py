@@ -7,6 +7,7 @@ from __future__ import annotations
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -41,3 +42,13 @@ def test_the_package_exports_pyflinks_async_names() -> None:
     assert sparkpoint.datastream.AsyncDataStream is AsyncDataStream
     for name in ("AsyncFunction", "AsyncRetryStrategy", "AsyncRetryStrategies"):
         assert getattr(functions, name) is getattr(sparkpoint.datastream, name)
+
+
+@pytest.mark.parametrize(
+    "module", ["async_data_stream", "broadcast_stream", "connected_streams", "windowed_stream"]
+)
+def test_satellite_streams_add_operators_only_through_derive(module: str) -> None:
+    source = (Path(sparkpoint.datastream.__file__).parent / f"{module}.py").read_text()
+    for private in ("._node", "._env", "_add_node(", "DataStream("):
+        assert private not in source, f"{module} uses {private}"
+    assert "._derive(" in source
