@@ -1,7 +1,7 @@
 """The DataStream API, as ``pyflink.datastream`` spells it."""
 
+from sparkpoint.datastream.async_data_stream import AsyncDataStream
 from sparkpoint.datastream.async_functions import (
-    AsyncDataStream,
     AsyncFunction,
     AsyncRetryStrategies,
     AsyncRetryStrategy,

@@ -1,34 +1,17 @@
-"""Async I/O as PyFlink 2.x spells it: ``AsyncFunction``, ``AsyncRetryStrategy`` and
-``AsyncDataStream`` (``ordered_wait``/``unordered_wait``, with or without retries).
-
-The operator (``runtime/operators/async_wait.py``) issues the requests of each batch
-concurrently (at most ``capacity`` at a time) and completes all of them before the batch's
-output leaves it:
-no request is ever in flight at an epoch end, so none is in flight at a checkpoint, and a
-restore re-issues exactly the requests of the epochs it replays (docs/architecture.md).
-"""
+"""The async I/O functions as PyFlink 2.x spells them: ``AsyncFunction``,
+``AsyncRetryStrategy`` and ``AsyncRetryStrategies`` (``pyflink.datastream.functions``
+exports them too); ``async_data_stream`` applies them to a stream."""
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sparkpoint.common.time import Time, to_millis
-from sparkpoint.datastream.functions import Function
-from sparkpoint.runtime.operators.async_wait import AsyncWaitSettings, RetryPolicy
+from sparkpoint.runtime.operators.async_wait import RetryPolicy
+from sparkpoint.state.functions import Function
 
-if TYPE_CHECKING:
-    from sparkpoint.datastream.data_stream import DataStream
-
-__all__ = [
-    "AsyncDataStream",
-    "AsyncFunction",
-    "AsyncRetryStrategies",
-    "AsyncRetryStrategy",
-]
-
-DEFAULT_CAPACITY = 100
+__all__ = ["AsyncFunction", "AsyncRetryStrategies", "AsyncRetryStrategy"]
 
 
 class AsyncFunction(Function, abc.ABC):
@@ -110,83 +93,3 @@ def _count(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{what} must be a non-negative integer, got {value!r}")
     return value
-
-
-class AsyncDataStream:
-    """Applies an ``AsyncFunction`` to a stream (PyFlink's ``AsyncDataStream``)."""
-
-    @staticmethod
-    def ordered_wait(
-        data_stream: DataStream,
-        async_function: AsyncFunction,
-        timeout: Time,
-        capacity: int = DEFAULT_CAPACITY,
-        output_type: Any = None,
-    ) -> DataStream:
-        """Results leave in the order of their inputs."""
-        return _wait(data_stream, async_function, timeout, capacity, output_type, True, None)
-
-    @staticmethod
-    def unordered_wait(
-        data_stream: DataStream,
-        async_function: AsyncFunction,
-        timeout: Time,
-        capacity: int = DEFAULT_CAPACITY,
-        output_type: Any = None,
-    ) -> DataStream:
-        """Results leave as their requests complete."""
-        return _wait(data_stream, async_function, timeout, capacity, output_type, False, None)
-
-    @staticmethod
-    def ordered_wait_with_retry(
-        data_stream: DataStream,
-        async_function: AsyncFunction,
-        timeout: Time,
-        async_retry_strategy: AsyncRetryStrategy,
-        capacity: int = DEFAULT_CAPACITY,
-        output_type: Any = None,
-    ) -> DataStream:
-        """``ordered_wait`` retrying as ``async_retry_strategy`` says."""
-        return _wait(
-            data_stream, async_function, timeout, capacity, output_type, True, async_retry_strategy
-        )
-
-    @staticmethod
-    def unordered_wait_with_retry(
-        data_stream: DataStream,
-        async_function: AsyncFunction,
-        timeout: Time,
-        async_retry_strategy: AsyncRetryStrategy,
-        capacity: int = DEFAULT_CAPACITY,
-        output_type: Any = None,
-    ) -> DataStream:
-        """``unordered_wait`` retrying as ``async_retry_strategy`` says."""
-        return _wait(
-            data_stream, async_function, timeout, capacity, output_type, False, async_retry_strategy
-        )
-
-
-def _wait(
-    data_stream: DataStream,
-    function: AsyncFunction,
-    timeout: Time,
-    capacity: int,
-    output_type: Any,
-    ordered: bool,
-    retry: AsyncRetryStrategy | None,
-) -> DataStream:
-    from sparkpoint.datastream.data_stream import DataStream
-
-    if not isinstance(function, AsyncFunction):
-        raise TypeError(f"async_function must be an AsyncFunction, got {function!r}")
-    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-        raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
-    timeout_ms = to_millis(timeout, what="timeout")
-    if timeout_ms <= 0:
-        raise ValueError(f"timeout must be positive, got {timeout_ms} ms")
-    settings = AsyncWaitSettings(
-        timeout_ms, capacity, ordered, None if retry is None else retry.policy
-    )
-    name = "AsyncWaitOperator" if ordered else "AsyncWaitOperator (unordered)"
-    node = data_stream._add("async_wait", name, output_type, function=function, call=settings)
-    return DataStream(data_stream._env, node)

@@ -9,7 +9,7 @@ from sparkpoint.datastream.broadcast_functions import (
     BroadcastProcessFunction,
     KeyedBroadcastProcessFunction,
 )
-from sparkpoint.runtime.graph import Partitioning
+from sparkpoint.runtime.graph import NodeKind, Partitioning
 from sparkpoint.state.descriptors import MapStateDescriptor
 
 if TYPE_CHECKING:
@@ -53,17 +53,13 @@ class BroadcastConnectedStream:
         self.broadcast_state_descriptors = broadcast_state_descriptors
 
     def _is_keyed(self) -> bool:
-        from sparkpoint.datastream.data_stream import KeyedStream
-
-        return isinstance(self.non_broadcast_stream, KeyedStream)
+        return self.non_broadcast_stream._is_keyed
 
     def process(
         self,
         func: BroadcastProcessFunction | KeyedBroadcastProcessFunction,
         output_type: Any = None,
     ) -> DataStream:
-        from sparkpoint.datastream.data_stream import DataStream
-
         keyed = self._is_keyed()
         if keyed and not isinstance(func, KeyedBroadcastProcessFunction):
             raise TypeError(
@@ -80,21 +76,15 @@ class BroadcastConnectedStream:
                     else ""
                 )
             )
-        env = self.non_broadcast_stream._env
         side = self.broadcast_stream.input_stream
-        every_subtask = env._add_node(
-            "partition",
-            "Broadcast",
-            [side._node],
-            output_type=side._node.output_type,
-            partitioning=Partitioning("broadcast"),
+        every_subtask = side._derive(
+            NodeKind.PARTITION, "Broadcast", side.get_type(), partitioning=Partitioning("broadcast")
         )
-        node = env._add_node(
-            "keyed_broadcast_process" if keyed else "broadcast_process",
+        return self.non_broadcast_stream._derive(
+            NodeKind.KEYED_BROADCAST_PROCESS if keyed else NodeKind.BROADCAST_PROCESS,
             "Co-Process-Broadcast-Keyed" if keyed else "Co-Process-Broadcast",
-            [self.non_broadcast_stream._node, every_subtask],
-            output_type=output_type,
+            output_type,
+            others=(every_subtask,),
             function=func,
             broadcast_descriptors=self.broadcast_state_descriptors,
         )
-        return DataStream(env, node)

@@ -11,6 +11,7 @@ from sparkpoint.datastream.functions import (
     CoProcessFunction,
     KeyedCoProcessFunction,
 )
+from sparkpoint.runtime.graph import NodeKind
 
 if TYPE_CHECKING:
     from sparkpoint.datastream.data_stream import DataStream
@@ -27,9 +28,7 @@ class ConnectedStreams:
         self.stream2 = stream2
 
     def _is_keyed(self) -> bool:
-        from sparkpoint.datastream.data_stream import KeyedStream
-
-        return isinstance(self.stream1, KeyedStream) and isinstance(self.stream2, KeyedStream)
+        return self.stream1._is_keyed and self.stream2._is_keyed
 
     def key_by(
         self, key_selector1: Any, key_selector2: Any, key_type: Any = None
@@ -40,30 +39,29 @@ class ConnectedStreams:
             self.stream2.key_by(key_selector2, key_type),
         )
 
-    def _add(self, kind: str, name: str, func: Any, output_type: Any) -> DataStream:
-        from sparkpoint.datastream.data_stream import DataStream
-
-        env = self.stream1._env
-        keyed = self._is_keyed()
-        node = env._add_node(
-            "keyed_co_process" if keyed else kind,
-            name,
-            [self.stream1._node, self.stream2._node],
-            output_type=output_type,
-            function=func,
-            call=kind if keyed else None,
-        )
-        return DataStream(env, node)
+    def _add(self, kind: NodeKind, name: str, func: Any, output_type: Any) -> DataStream:
+        """The two-input operator of ``kind``; on keyed streams a ``keyed_co_process`` that
+        calls the function as ``kind`` does, with one keyed state for both inputs."""
+        if self._is_keyed():
+            return self.stream1._derive(
+                NodeKind.KEYED_CO_PROCESS,
+                name,
+                output_type,
+                others=(self.stream2,),
+                function=func,
+                co_kind=kind,
+            )
+        return self.stream1._derive(kind, name, output_type, others=(self.stream2,), function=func)
 
     def map(self, func: CoMapFunction, output_type: Any = None) -> DataStream:
         if not isinstance(func, CoMapFunction):
             raise TypeError("The input must be a CoMapFunction.")
-        return self._add("co_map", "Co-Map", func, output_type)
+        return self._add(NodeKind.CO_MAP, "Co-Map", func, output_type)
 
     def flat_map(self, func: CoFlatMapFunction, output_type: Any = None) -> DataStream:
         if not isinstance(func, CoFlatMapFunction):
             raise TypeError("The input must be a CoFlatMapFunction.")
-        return self._add("co_flat_map", "Co-Flat Map", func, output_type)
+        return self._add(NodeKind.CO_FLAT_MAP, "Co-Flat Map", func, output_type)
 
     def process(
         self, func: CoProcessFunction | KeyedCoProcessFunction, output_type: Any = None
@@ -74,7 +72,7 @@ class ConnectedStreams:
                     "process() on connected keyed streams takes a KeyedCoProcessFunction, "
                     f"got {type(func).__name__}"
                 )
-            return self._add("co_process", "Keyed-Co-Process", func, output_type)
+            return self._add(NodeKind.CO_PROCESS, "Keyed-Co-Process", func, output_type)
         if not isinstance(func, CoProcessFunction):
             raise TypeError(
                 "process() on connected streams takes a CoProcessFunction, got "
@@ -85,4 +83,4 @@ class ConnectedStreams:
                     else ""
                 )
             )
-        return self._add("co_process", "Co-Process", func, output_type)
+        return self._add(NodeKind.CO_PROCESS, "Co-Process", func, output_type)

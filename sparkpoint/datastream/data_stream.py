@@ -6,8 +6,8 @@ Each call adds a node to the environment's dataflow; nothing runs until ``execut
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, overload
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, overload
 
 from sparkpoint.connectors.sink import CollectSink, PrintSink, Sink
 from sparkpoint.datastream.broadcast_stream import BroadcastConnectedStream, BroadcastStream
@@ -31,12 +31,15 @@ from sparkpoint.datastream.functions import (
     SinkFunction,
 )
 from sparkpoint.datastream.output_tag import OutputTag
+from sparkpoint.datastream.window import CountSlidingWindowAssigner, CountTumblingWindowAssigner
+from sparkpoint.datastream.windowed_stream import AllWindowedStream, WindowedStream
 from sparkpoint.errors import JavaFunctionError
-from sparkpoint.runtime.graph import Node, Partitioning
+from sparkpoint.runtime.graph import Node, NodeKind, Partitioning
+from sparkpoint.state.typeinfo import TupleTypeInfo
+from sparkpoint.types import Row
 
 if TYPE_CHECKING:
     from sparkpoint.datastream.stream_execution_environment import StreamExecutionEnvironment
-    from sparkpoint.datastream.windowed_stream import AllWindowedStream, WindowedStream
 
 __all__ = ["CloseableIterator", "DataStream", "DataStreamSink", "KeyedStream"]
 
@@ -51,6 +54,10 @@ def _wrap(func: Any, base: type, wrapper: type, what: str) -> Any:
 
 class DataStream:
     """A stream of records of one type."""
+
+    # Whether records are partitioned by key (``KeyedStream``): read by the stream classes
+    # of this package that add keyed operators when their input is keyed.
+    _is_keyed: ClassVar[bool] = False
 
     def __init__(self, env: StreamExecutionEnvironment, node: Node) -> None:
         self._env = env
@@ -116,8 +123,9 @@ class DataStream:
 
     # -- partitioning (Flink's StreamPartitioners) -------------------------------------------
     def _partition(self, partitioning: Partitioning, name: str) -> DataStream:
-        node = self._add("partition", name, self._node.output_type, partitioning=partitioning)
-        return DataStream(self._env, node)
+        return self._derive(
+            NodeKind.PARTITION, name, self._node.output_type, partitioning=partitioning
+        )
 
     def shuffle(self) -> DataStream:
         """Each record to a uniformly random subtask of the next operator."""
@@ -172,54 +180,67 @@ class DataStream:
         )
 
     # -- transformations -------------------------------------------------------------------
-    def _add(self, kind: str, name: str, output_type: Any = None, **kw: Any) -> Node:
-        return self._env._add_node(kind, name, [self._node], output_type=output_type, **kw)
+    def _add(
+        self,
+        kind: NodeKind,
+        name: str,
+        output_type: Any = None,
+        others: Sequence[DataStream] = (),
+        **fields: Any,
+    ) -> Node:
+        """A new node of the dataflow that reads this stream (then ``others``)."""
+        inputs = [self._node, *(o._node for o in others)]
+        return self._env._add_node(kind, name, inputs, output_type=output_type, **fields)
+
+    def _derive(
+        self,
+        kind: NodeKind,
+        name: str,
+        output_type: Any = None,
+        *,
+        others: Sequence[DataStream] = (),
+        **fields: Any,
+    ) -> DataStream:
+        """The stream of a new operator that reads this stream (then ``others``, its further
+        inputs); ``fields`` are the ``Node``'s. The one way the stream classes of this
+        package (connected, broadcast, windowed, async) add their operators."""
+        return DataStream(self._env, self._add(kind, name, output_type, others, **fields))
 
     def map(self, func: Callable[[Any], Any] | MapFunction, output_type: Any = None) -> DataStream:
         fn = _wrap(func, MapFunction, MapFunctionWrapper, "map function")
-        return DataStream(self._env, self._add("map", "Map", output_type, function=fn))
+        return self._derive(NodeKind.MAP, "Map", output_type, function=fn)
 
     def flat_map(
         self, func: Callable[[Any], Any] | FlatMapFunction, output_type: Any = None
     ) -> DataStream:
         fn = _wrap(func, FlatMapFunction, FlatMapFunctionWrapper, "flat_map function")
-        return DataStream(self._env, self._add("flat_map", "FlatMap", output_type, function=fn))
+        return self._derive(NodeKind.FLAT_MAP, "FlatMap", output_type, function=fn)
 
     def filter(self, func: Callable[[Any], bool] | FilterFunction) -> DataStream:
         fn = _wrap(func, FilterFunction, FilterFunctionWrapper, "filter function")
-        return DataStream(
-            self._env, self._add("filter", "Filter", self._node.output_type, function=fn)
-        )
+        return self._derive(NodeKind.FILTER, "Filter", self._node.output_type, function=fn)
 
     def process(self, func: ProcessFunction, output_type: Any = None) -> DataStream:
         if not isinstance(func, ProcessFunction):
             raise TypeError("process() on a DataStream takes a ProcessFunction")
-        return DataStream(self._env, self._add("process", "Process", output_type, function=func))
+        return self._derive(NodeKind.PROCESS, "Process", output_type, function=func)
 
     def key_by(
         self, key_selector: Callable[[Any], Any] | KeySelector, key_type: Any = None
     ) -> KeyedStream:
         ks = _wrap(key_selector, KeySelector, KeySelectorFunctionWrapper, "key selector")
-        node = self._add("key_by", "KeyBy", self._node.output_type, key_selector=ks)
+        node = self._add(NodeKind.KEY_BY, "KeyBy", self._node.output_type, key_selector=ks)
         return KeyedStream(self._env, node)
 
     def window_all(self, window_assigner: Any) -> AllWindowedStream:
         """All records cut into windows by ``window_assigner``, evaluated by one task."""
-        from sparkpoint.datastream.windowed_stream import AllWindowedStream
-
         keyed = self.key_by(NullByteKeySelector())
         return AllWindowedStream(keyed, window_assigner)
 
     def union(self, *streams: DataStream) -> DataStream:
         if not streams:
             return self
-        node = self._env._add_node(
-            "union",
-            "Union",
-            [self._node, *(s._node for s in streams)],
-            output_type=self._node.output_type,
-        )
-        return DataStream(self._env, node)
+        return self._derive(NodeKind.UNION, "Union", self._node.output_type, others=streams)
 
     def get_side_output(self, output_tag: OutputTag) -> DataStream:
         """The records this operator's function yielded as ``(output_tag, value)``."""
@@ -227,13 +248,12 @@ class DataStream:
             raise TypeError(
                 f"get_side_output() takes an OutputTag, got {type(output_tag).__name__}"
             )
-        node = self._add(
-            "side_output",
+        return self._derive(
+            NodeKind.SIDE_OUTPUT,
             f"SideOutput:{output_tag.tag_id}",
             output_tag.type_info,
             tag_id=output_tag.tag_id,
         )
-        return DataStream(self._env, node)
 
     @overload
     def connect(self, ds: DataStream) -> ConnectedStreams: ...
@@ -257,13 +277,12 @@ class DataStream:
         return ConnectedStreams(self, ds)
 
     def assign_timestamps_and_watermarks(self, watermark_strategy: Any) -> DataStream:
-        node = self._add(
-            "timestamps",
+        return self._derive(
+            NodeKind.TIMESTAMPS,
             "Timestamps/Watermarks",
             self._node.output_type,
             watermark_strategy=watermark_strategy,
         )
-        return DataStream(self._env, node)
 
     # -- sinks -----------------------------------------------------------------------------
     def print(self, sink_identifier: str | None = None) -> DataStreamSink:
@@ -275,7 +294,7 @@ class DataStream:
             raise TypeError(f"sink_to() takes a Sink (e.g. FileSink), got {type(sink).__name__}")
         if getattr(sink, "type_info", None) is None and hasattr(sink, "type_info"):
             sink.type_info = self._node.output_type
-        node = self._add("sink", name, None, sink=sink)
+        node = self._add(NodeKind.SINK, name, None, sink=sink)
         self._env._sinks.append(node)
         return DataStreamSink(node)
 
@@ -310,7 +329,7 @@ class DataStream:
         """Run the job and return its records (exactly once, after the job finished): an
         iterator, or as PyFlink does when ``limit`` is given, a list of the first ``limit``."""
         sink = CollectSink()
-        node = self._add("sink", "Collect", None, sink=sink)
+        node = self._add(NodeKind.SINK, "Collect", None, sink=sink)
         self._env._sinks.append(node)
         self._env.execute(job_execution_name or "collect")
         if limit is not None:
@@ -319,8 +338,6 @@ class DataStream:
 
     def project(self, *field_indexes: int) -> DataStream:
         """The given fields of each tuple, in the given order (streams of ``Types.TUPLE``)."""
-        from sparkpoint.state.typeinfo import TupleTypeInfo
-
         in_type = self.get_type()
         if not isinstance(in_type, TupleTypeInfo):
             raise TypeError("Only Tuple DataStreams can be projected (declare Types.TUPLE).")
@@ -337,14 +354,13 @@ class DataStream:
 class KeyedStream(DataStream):
     """A stream partitioned by key: keyed state and timers are available downstream."""
 
+    _is_keyed = True
+
     def _key_selector(self) -> Any:
         return self._node.key_selector
 
     def get_key_selector(self) -> Any:
         return self._node.key_selector
-
-    def _keyed(self, kind: str, name: str, output_type: Any, **kw: Any) -> DataStream:
-        return DataStream(self._env, self._add(kind, name, output_type, **kw))
 
     # As in PyFlink, a keyed stream's partitioning is its key.
     def _partitioning(self) -> DataStream:
@@ -363,45 +379,44 @@ class KeyedStream(DataStream):
     def process(self, func: Any, output_type: Any = None) -> DataStream:
         if not isinstance(func, (KeyedProcessFunction, ProcessFunction)):
             raise TypeError("process() on a KeyedStream takes a KeyedProcessFunction")
-        return self._keyed("keyed_process", "KeyedProcess", output_type, function=func)
+        return self._derive(NodeKind.KEYED_PROCESS, "KeyedProcess", output_type, function=func)
 
     def map(self, func: Any, output_type: Any = None) -> DataStream:
         fn = _wrap(func, MapFunction, MapFunctionWrapper, "map function")
-        return self._keyed("keyed_process", "Map", output_type, function=fn, call=_call_map)
+        return self._derive(
+            NodeKind.KEYED_PROCESS, "Map", output_type, function=fn, element_call=_call_map
+        )
 
     def flat_map(self, func: Any, output_type: Any = None) -> DataStream:
         fn = _wrap(func, FlatMapFunction, FlatMapFunctionWrapper, "flat_map function")
-        return self._keyed(
-            "keyed_process", "FlatMap", output_type, function=fn, call=_call_flat_map
+        return self._derive(
+            NodeKind.KEYED_PROCESS, "FlatMap", output_type, function=fn, element_call=_call_flat_map
         )
 
     def filter(self, func: Any) -> DataStream:
         fn = _wrap(func, FilterFunction, FilterFunctionWrapper, "filter function")
-        return self._keyed(
-            "keyed_process", "Filter", self._node.output_type, function=fn, call=_call_filter
+        return self._derive(
+            NodeKind.KEYED_PROCESS,
+            "Filter",
+            self._node.output_type,
+            function=fn,
+            element_call=_call_filter,
         )
 
     def window(self, window_assigner: Any) -> WindowedStream:
         """This stream's records cut into windows per key by ``window_assigner``."""
-        from sparkpoint.datastream.windowed_stream import WindowedStream
-
         return WindowedStream(self, window_assigner)
 
     def count_window(self, size: int, slide: int = 0) -> WindowedStream:
         """Windows of ``size`` records per key, every ``slide`` records when given
         (PyFlink's count windows: a window fires once, when full)."""
-        from sparkpoint.datastream.window import (
-            CountSlidingWindowAssigner,
-            CountTumblingWindowAssigner,
-        )
-
         if slide == 0:
             return self.window(CountTumblingWindowAssigner(size))
         return self.window(CountSlidingWindowAssigner(size, slide))
 
     def reduce(self, func: Callable[[Any, Any], Any] | ReduceFunction) -> DataStream:
         fn = _wrap(func, ReduceFunction, ReduceFunctionWrapper, "reduce function")
-        return self._keyed("reduce", "Reduce", self._node.output_type, function=fn)
+        return self._derive(NodeKind.REDUCE, "Reduce", self._node.output_type, function=fn)
 
     def sum(self, position_to_sum: int | str = 0) -> DataStream:
         return self._aggregate(position_to_sum, operator.add, "Sum")
@@ -424,16 +439,16 @@ class KeyedStream(DataStream):
         def agg(a: Any, b: Any) -> Any:
             return _replace_field(a, field, combine(_get_field(a, field), _get_field(b, field)))
 
-        return self._keyed(
-            "reduce", name, self._node.output_type, function=ReduceFunctionWrapper(agg)
+        return self._derive(
+            NodeKind.REDUCE, name, self._node.output_type, function=ReduceFunctionWrapper(agg)
         )
 
     def _by(self, field: int | str, better: Callable[[Any, Any], bool], name: str) -> DataStream:
         def pick(a: Any, b: Any) -> Any:
             return b if better(_get_field(b, field), _get_field(a, field)) else a
 
-        return self._keyed(
-            "reduce", name, self._node.output_type, function=ReduceFunctionWrapper(pick)
+        return self._derive(
+            NodeKind.REDUCE, name, self._node.output_type, function=ReduceFunctionWrapper(pick)
         )
 
 
@@ -458,8 +473,6 @@ def _get_field(value: Any, field: int | str) -> Any:
 
 
 def _replace_field(value: Any, field: int | str, new: Any) -> Any:
-    from sparkpoint.types import Row
-
     if isinstance(value, (int, float)) and field == 0:
         return new
     if isinstance(value, Row):

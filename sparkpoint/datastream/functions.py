@@ -16,6 +16,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from sparkpoint.datastream.async_functions import (
+    AsyncFunction,
+    AsyncRetryStrategies,
+    AsyncRetryStrategy,
+)
 from sparkpoint.datastream.broadcast_functions import (
     BaseBroadcastProcessFunction,
     BroadcastProcessFunction,
@@ -41,6 +46,9 @@ from sparkpoint.state.functions import AggregateFunction, Function, ReduceFuncti
 __all__ = [
     "AggregateFunction",
     "AllWindowFunction",
+    "AsyncFunction",
+    "AsyncRetryStrategies",
+    "AsyncRetryStrategy",
     "BaseBroadcastProcessFunction",
     "BroadcastProcessFunction",
     "CoFlatMapFunction",
@@ -572,16 +580,3 @@ class PartitionerFunctionWrapper(FunctionWrapper, Partitioner):
     def partition(self, key: Any, num_partitions: int) -> int:
         """Call the wrapped function."""
         return int(self._func(key, num_partitions))
-
-
-_ASYNC_NAMES = ("AsyncFunction", "AsyncRetryStrategies", "AsyncRetryStrategy")
-
-
-def __getattr__(name: str) -> Any:
-    """PyFlink exports the async I/O functions from this module too; they live beside
-    ``AsyncDataStream`` (``async_functions``, which imports this module: hence lazily)."""
-    if name in _ASYNC_NAMES:
-        from sparkpoint.datastream import async_functions
-
-        return getattr(async_functions, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

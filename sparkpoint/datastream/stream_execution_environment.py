@@ -37,7 +37,7 @@ from sparkpoint.errors import JavaFunctionError
 from sparkpoint.runtime.driver.job_client import JobClient, JobExecutionResult, run_job
 from sparkpoint.runtime.driver.job_master import JobMaster, JobSettings
 from sparkpoint.runtime.driver.settings import JobRequest, build_job_settings, check_configuration
-from sparkpoint.runtime.graph import Node, build_plan
+from sparkpoint.runtime.graph import Node, NodeKind, build_plan
 
 __all__ = ["RuntimeExecutionMode", "StreamExecutionEnvironment"]
 
@@ -143,7 +143,7 @@ class StreamExecutionEnvironment:
             self._state_backend = load_state_backend(self._configuration)
 
     # -- sources ---------------------------------------------------------------------------
-    def _add_node(self, kind: str, name: str, inputs: list[Node], **kw: Any) -> Node:
+    def _add_node(self, kind: NodeKind, name: str, inputs: list[Node], **kw: Any) -> Node:
         node = Node(len(self._nodes), kind, name, list(inputs), **kw)
         self._nodes.append(node)
         return node
@@ -152,7 +152,11 @@ class StreamExecutionEnvironment:
         """A bounded stream of the collection's elements, in order."""
         items = list(collection)
         node = self._add_node(
-            "source", "Collection Source", [], source=CollectionSource(items), output_type=type_info
+            NodeKind.SOURCE,
+            "Collection Source",
+            [],
+            source=CollectionSource(items),
+            output_type=type_info,
         )
         return DataStream(self, node)
 
@@ -162,7 +166,9 @@ class StreamExecutionEnvironment:
         """A stream read from ``source`` (NumberSequenceSource, FileSource, ...)."""
         if not isinstance(source, Source):
             raise TypeError(f"from_source() takes a Source, got {type(source).__name__}")
-        node = self._add_node("source", source_name, [], source=source, output_type=type_info)
+        node = self._add_node(
+            NodeKind.SOURCE, source_name, [], source=source, output_type=type_info
+        )
         stream = DataStream(self, node)
         if watermark_strategy is not None and watermark_strategy.generates_watermarks():
             stream = stream.assign_timestamps_and_watermarks(watermark_strategy)
@@ -380,9 +386,10 @@ class StreamExecutionEnvironment:
         behind the source: the program's strategy decides, as in Flink)."""
         ingestion = self._time_characteristic is TimeCharacteristic.IngestionTime
         strategy = IngestionTimeStrategy(self._config.get_auto_watermark_interval())
-        for source in [n for n in self._nodes if n.kind == "source"]:
+        for source in [n for n in self._nodes if n.kind is NodeKind.SOURCE]:
             stamped = any(
-                n.kind == "timestamps" and any(i is source for i in n.inputs) for n in self._nodes
+                n.kind is NodeKind.TIMESTAMPS and any(i is source for i in n.inputs)
+                for n in self._nodes
             )
             source.watermark_strategy = strategy if ingestion and not stamped else None
 

@@ -21,6 +21,7 @@ from sparkpoint.datastream.window_functions import (
     WindowFunction,
     internal_window_function,
 )
+from sparkpoint.runtime.graph import NodeKind
 from sparkpoint.runtime.operators.window_operator import WindowSpec
 from sparkpoint.state.functions import AggregateFunction, ReduceFunction, as_reduce_function
 
@@ -154,7 +155,7 @@ class WindowedStream:
             late_tag=self._late_tag,
             **functions,
         )
-        stream = self._keyed_stream._keyed("window", name, output_type, function=spec)
+        stream = self._keyed_stream._derive(NodeKind.WINDOW, name, output_type, window=spec)
         if self._all:
             stream.set_parallelism(1).set_max_parallelism(1)
         return stream

@@ -21,28 +21,95 @@ several exchanges.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sparkpoint.runtime.operators.async_wait import AsyncWaitSettings
+    from sparkpoint.runtime.operators.window_operator import WindowSpec
 
 __all__ = [
-    "BROADCAST",
-    "KEYED",
-    "VIRTUAL",
     "Edge",
+    "ElementCall",
     "Exchange",
     "Node",
+    "NodeKind",
     "Partitioning",
     "Plan",
     "Stage",
     "build_plan",
 ]
 
-KEYED = {"keyed_process", "reduce", "window", "keyed_co_process", "keyed_broadcast_process"}
-# Broadcast operators: input 0 the (keyed or not) stream, input 1 the broadcast stream; each
-# holds operator (broadcast) state.
-BROADCAST = {"broadcast_process", "keyed_broadcast_process"}
-TWO_INPUT = {"co_map", "co_flat_map", "co_process", "keyed_co_process", *BROADCAST}
-VIRTUAL = {"key_by", "union", "partition"}
+
+class NodeKind(StrEnum):
+    """What a node of the dataflow does; its value is the ``type`` of the execution plan's
+    JSON and the prefix of the operator id a node without a uid gets."""
+
+    SOURCE = "source"
+    MAP = "map"
+    FLAT_MAP = "flat_map"
+    FILTER = "filter"
+    PROCESS = "process"
+    TIMESTAMPS = "timestamps"
+    KEY_BY = "key_by"
+    KEYED_PROCESS = "keyed_process"
+    REDUCE = "reduce"
+    WINDOW = "window"
+    UNION = "union"
+    PARTITION = "partition"
+    SIDE_OUTPUT = "side_output"
+    ASYNC_WAIT = "async_wait"
+    CO_MAP = "co_map"
+    CO_FLAT_MAP = "co_flat_map"
+    CO_PROCESS = "co_process"
+    KEYED_CO_PROCESS = "keyed_co_process"
+    BROADCAST_PROCESS = "broadcast_process"
+    KEYED_BROADCAST_PROCESS = "keyed_broadcast_process"
+    SINK = "sink"
+
+    @property
+    def keyed(self) -> bool:
+        """Whether the operator holds keyed state (its input is a ``key_by``)."""
+        return self in _KEYED
+
+    @property
+    def broadcast(self) -> bool:
+        """Whether it is a broadcast operator: input 0 the (keyed or not) stream, input 1 the
+        broadcast stream; it holds operator (broadcast) state."""
+        return self in _BROADCAST
+
+    @property
+    def two_input(self) -> bool:
+        """Whether the operator reads two streams (``connect``)."""
+        return self in _TWO_INPUT
+
+    @property
+    def virtual(self) -> bool:
+        """Whether the node only shapes its consumers' edges (no operator runs for it)."""
+        return self in _VIRTUAL
+
+
+_KEYED = frozenset(
+    {
+        NodeKind.KEYED_PROCESS,
+        NodeKind.REDUCE,
+        NodeKind.WINDOW,
+        NodeKind.KEYED_CO_PROCESS,
+        NodeKind.KEYED_BROADCAST_PROCESS,
+    }
+)
+_BROADCAST = frozenset({NodeKind.BROADCAST_PROCESS, NodeKind.KEYED_BROADCAST_PROCESS})
+_TWO_INPUT = frozenset(
+    {NodeKind.CO_MAP, NodeKind.CO_FLAT_MAP, NodeKind.CO_PROCESS, NodeKind.KEYED_CO_PROCESS}
+    | _BROADCAST
+)
+_VIRTUAL = frozenset({NodeKind.KEY_BY, NodeKind.UNION, NodeKind.PARTITION})
+
+# How a keyed map/flat_map/filter calls its function: (function, value, context) -> outputs.
+ElementCall = Callable[[Any, Any, Any], Iterable[Any] | None]
+
 PARTITIONINGS = (
     "hash",
     "forward",
@@ -77,25 +144,30 @@ class Partitioning:
 
 @dataclass(eq=False)
 class Node:
-    """One transformation of the dataflow."""
+    """One transformation of the dataflow: what it does (``kind``), what it reads
+    (``inputs``) and what it needs to run; the fields a kind does not use stay empty."""
 
     id: int
-    kind: str  # source | map | flat_map | filter | process | timestamps | key_by | keyed_process
-    #          | reduce | window | union | partition | side_output | co_map | co_flat_map
-    #          | co_process | keyed_co_process | broadcast_process | keyed_broadcast_process
-    #          | sink
+    kind: NodeKind
     name: str
     inputs: list[Node] = field(default_factory=list)
-    function: Any = None
-    key_selector: Any = None
-    source: Any = None
-    sink: Any = None
-    watermark_strategy: Any = None
+    function: Any = None  # the user's function (map ... process, reduce, co_*, async_wait)
+    key_selector: Any = None  # key_by
+    source: Any = None  # source: a Source
+    sink: Any = None  # sink: a Sink
+    watermark_strategy: Any = None  # timestamps; a source under IngestionTime
     output_type: Any = None
     parallelism: int | None = None
     max_parallelism: int | None = None
     uid: str | None = None
-    call: Any = None  # keyed map/flat_map/filter adapter (see DataStream)
+    # keyed_process made by a keyed map/flat_map/filter: how it calls ``function`` (None:
+    # ``process_element`` of a KeyedProcessFunction).
+    element_call: ElementCall | None = None
+    # keyed_co_process: the two-input kind whose function methods it calls (co_map,
+    # co_flat_map or co_process), with one keyed state for both inputs.
+    co_kind: NodeKind | None = None
+    async_settings: AsyncWaitSettings | None = None  # async_wait: timeout, capacity, order
+    window: WindowSpec | None = None  # window: assigner, trigger and window function
     tag_id: str | None = None  # side_output: the OutputTag id read from the input operator
     partitioning: Partitioning | None = None  # partition: what its consumers' edges use
     # broadcast_process, keyed_broadcast_process: the MapStateDescriptors of broadcast()
@@ -104,7 +176,7 @@ class Node:
     @property
     def operator_id(self) -> str:
         """Stable id of the operator: its uid, else derived from its position in the program."""
-        return self.uid or f"{self.kind}-{self.id}"
+        return self.uid or f"{self.kind.value}-{self.id}"
 
 
 @dataclass(eq=False)
@@ -138,17 +210,17 @@ class Stage:
     @property
     def keyed_nodes(self) -> list[Node]:
         """The keyed operators of this stage (each has its own keyed state)."""
-        return [n for n in self.members if n.kind in KEYED]
+        return [n for n in self.members if n.kind.keyed]
 
     @property
     def operator_state_nodes(self) -> list[Node]:
         """The operators of this stage that hold operator (broadcast) state."""
-        return [n for n in self.members if n.kind in BROADCAST]
+        return [n for n in self.members if n.kind.broadcast]
 
     @property
     def keyed(self) -> bool:
         """Whether the stage holds keyed state (its subtasks are placed and pinned)."""
-        return any(n.kind in KEYED for n in self.members)
+        return any(n.kind.keyed for n in self.members)
 
 
 @dataclass(eq=False)
@@ -181,47 +253,50 @@ class Plan:
                     strategy[(e.exit, root)] = e.partitioning.ship_strategy
         out = []
         for n in self.nodes:
-            if n.kind in VIRTUAL:
+            if n.kind.virtual:
                 continue
             s = stage_of.get(n)
             entry: dict[str, Any] = {
                 "id": n.id,
-                "type": n.kind,
-                "pact": "Data Source"
-                if n.kind == "source"
-                else ("Data Sink" if n.kind == "sink" else "Operator"),
+                "type": n.kind.value,
+                "pact": _PACTS.get(n.kind, "Operator"),
                 "contents": n.name,
                 # Source stages run one task per split.
                 "parallelism": (s.parallelism if s and s.parallelism else None)
                 or n.parallelism
                 or default_parallelism,
             }
-            preds = []
-            for side, inp in enumerate(n.inputs):
-                for producer, _part in _resolve(inp, None):
-                    preds.append(
-                        {
-                            "id": producer.id,
-                            "ship_strategy": strategy.get((producer, n), "FORWARD"),
-                            "side": "second" if side else "first",
-                        }
-                    )
+            preds = [
+                {
+                    "id": producer.id,
+                    "ship_strategy": strategy.get((producer, n), "FORWARD"),
+                    "side": "second" if side else "first",
+                }
+                for side, inp in enumerate(n.inputs)
+                for producer, _part in _resolve(inp, None)
+            ]
             if preds:
                 entry["predecessors"] = preds
             out.append(entry)
         return json.dumps({"nodes": out}, indent=2)
 
 
-def _resolve(node: Node, outer: Partitioning | None) -> list[tuple[Node, Partitioning | None]]:
+_PACTS = {NodeKind.SOURCE: "Data Source", NodeKind.SINK: "Data Sink"}
+
+# A producer of a consumer's input and the partitioning asked for in between (None: none).
+Producer = tuple[Node, Partitioning | None]
+
+
+def _resolve(node: Node, outer: Partitioning | None) -> list[Producer]:
     """The real producers behind ``node`` (through key_by, union and partitioning nodes) and
     the partitioning their records take; the partitioning nearest the consumer wins."""
-    if node.kind == "key_by":
+    if node.kind is NodeKind.KEY_BY:
         part = outer or Partitioning("hash", key_selector=node.key_selector)
         return _resolve(node.inputs[0], part)
-    if node.kind == "partition":
+    if node.kind is NodeKind.PARTITION:
         return _resolve(node.inputs[0], outer or node.partitioning)
-    if node.kind == "union":
-        out: list[tuple[Node, Partitioning | None]] = []
+    if node.kind is NodeKind.UNION:
+        out: list[Producer] = []
         for i in node.inputs:
             out.extend(_resolve(i, outer))
         return out
@@ -231,13 +306,30 @@ def _resolve(node: Node, outer: Partitioning | None) -> list[tuple[Node, Partiti
 def _key_input(node: Node, side: int = 0) -> Node:
     """The ``key_by`` node in front of a keyed operator."""
     src = node.inputs[side]
-    if src.kind != "key_by":
+    if src.kind is not NodeKind.KEY_BY:
         raise ValueError(f"{node.name} needs a keyed stream (call key_by first)")
     return src
 
 
 def build_plan(sinks: list[Node], default_parallelism: int, max_parallelism: int) -> Plan:
     """Cut the dataflow that reaches ``sinks`` into stages, edges and exchanges."""
+    nodes = _ordered(sinks)
+    planner = _StagePlanner(default_parallelism, max_parallelism)
+    for n in nodes:
+        planner.place(n)
+    stages = planner.stages
+    exchanges = _exchanges(stages)
+    if not _orderable(stages, exchanges):
+        # Grouped upstreams of separate components wait for each other in a circle: give
+        # every upstream stage an exchange of its own (the order is then the stages' own).
+        exchanges = _exchanges(stages, split_all=True)
+    sources = [n for n in nodes if n.kind is NodeKind.SOURCE]
+    return Plan(stages, sources, sinks, nodes, exchanges)
+
+
+def _ordered(sinks: list[Node]) -> list[Node]:
+    """The nodes that reach ``sinks``, every node after its inputs: by id where that order
+    is topological, else in visit order."""
     nodes: list[Node] = []
     seen: set[Node] = set()
 
@@ -254,22 +346,51 @@ def build_plan(sinks: list[Node], default_parallelism: int, max_parallelism: int
     by_id = sorted(nodes, key=lambda n: n.id)
     # Nodes kept from an earlier job's dataflow (a stream reused after execute()) keep their
     # ids, which may then repeat or not follow the edges: the visit order is topological.
-    if _topological(by_id):
-        nodes = by_id
-    stages: list[Stage] = []
-    stage_of: dict[Node, Stage] = {}
-    keyed_stage: dict[tuple[Node, int], Stage] = {}  # (key_by node, parallelism) -> stage
+    return by_id if _topological(by_id) else nodes
 
-    def new_stage(root: Node, parallelism: int, **kw: Any) -> Stage:
-        st = Stage(len(stages), [root], parallelism, **kw)
+
+class _StagePlanner:
+    """Places nodes, in topological order, into stages: a new stage, or chained into the
+    stage of their input."""
+
+    def __init__(self, default_parallelism: int, max_parallelism: int) -> None:
+        self.default_parallelism = default_parallelism
+        self.max_parallelism = max_parallelism
+        self.stages: list[Stage] = []
+        self.stage_of: dict[Node, Stage] = {}
+        # (key_by node, parallelism) -> the stage of the keyed operators reading it
+        self.keyed_stage: dict[tuple[Node, int], Stage] = {}
+
+    def place(self, n: Node) -> None:
+        """Put ``n`` into a stage (virtual nodes only shape their consumers' edges)."""
+        if n.kind.virtual:
+            return
+        if n.kind is NodeKind.SOURCE:
+            self._new_stage(n, 0, source=n)
+        elif n.kind.two_input:
+            self._place_two_input(n)
+        elif n.kind.keyed:
+            self._place_keyed(n)
+        else:
+            self._place_one_input(n)
+
+    def _parallelism(self, n: Node) -> int:
+        return n.parallelism or self.default_parallelism
+
+    def _new_stage(self, root: Node, parallelism: int, **kw: Any) -> Stage:
+        st = Stage(len(self.stages), [root], parallelism, **kw)
         st.members.append(root)
-        stages.append(st)
-        stage_of[root] = st
+        self.stages.append(st)
+        self.stage_of[root] = st
         return st
 
-    def connect(st: Stage, root: Node, side: int, producers: list[Any]) -> None:
+    def _new_operator_stage(self, root: Node) -> Stage:
+        mp = root.max_parallelism or self.max_parallelism
+        return self._new_stage(root, self._parallelism(root), max_parallelism=mp)
+
+    def _connect(self, st: Stage, root: Node, side: int, producers: list[Producer]) -> None:
         for producer, part in producers:
-            up = stage_of[producer]
+            up = self.stage_of[producer]
             if part is None or (part.kind == "forward" and up.parallelism != st.parallelism):
                 same = up.parallelism == st.parallelism
                 part = Partitioning("forward" if same else "rebalance")
@@ -277,61 +398,55 @@ def build_plan(sinks: list[Node], default_parallelism: int, max_parallelism: int
             st.inputs.append(edge)
             up.outputs.append(edge)
 
-    for n in nodes:
-        if n.kind in VIRTUAL:
-            continue
-        if n.kind == "source":
-            st = new_stage(n, 0, source=n)
-            continue
-        mp = n.max_parallelism or max_parallelism
-        if n.kind in KEYED and n.kind not in TWO_INPUT:
-            kb = _key_input(n)
-            p = n.parallelism or default_parallelism
-            existing = keyed_stage.get((kb, p))
-            if existing is not None:
-                existing.roots.append(n)
-                existing.members.append(n)
-                existing.inputs[0].targets.append((n, 0))
-                stage_of[n] = existing
-                continue
-            st = new_stage(n, p, max_parallelism=mp)
-            keyed_stage[(kb, p)] = st
-            connect(st, n, 0, _resolve(kb, None))
-            continue
-        if n.kind in TWO_INPUT:
-            if n.kind in KEYED:
-                _key_input(n, 0)
-                if n.kind not in BROADCAST:
-                    _key_input(n, 1)
-            st = new_stage(n, n.parallelism or default_parallelism, max_parallelism=mp)
-            for side, inp in enumerate(n.inputs):
-                connect(st, n, side, _resolve(inp, None))
-            continue
+    def _place_keyed(self, n: Node) -> None:
+        """A one-input keyed operator: into the stage of the keyed operators that read the
+        same ``key_by`` at the same parallelism, else a new one."""
+        kb = _key_input(n)
+        p = self._parallelism(n)
+        existing = self.keyed_stage.get((kb, p))
+        if existing is not None:
+            existing.roots.append(n)
+            existing.members.append(n)
+            existing.inputs[0].targets.append((n, 0))
+            self.stage_of[n] = existing
+            return
+        st = self._new_operator_stage(n)
+        self.keyed_stage[(kb, p)] = st
+        self._connect(st, n, 0, _resolve(kb, None))
+
+    def _place_two_input(self, n: Node) -> None:
+        """A two-input operator starts a stage with one edge per input."""
+        if n.kind.keyed:
+            _key_input(n, 0)
+            if not n.kind.broadcast:
+                _key_input(n, 1)
+        st = self._new_operator_stage(n)
+        for side, inp in enumerate(n.inputs):
+            self._connect(st, n, side, _resolve(inp, None))
+
+    def _place_one_input(self, n: Node) -> None:
+        """Chained into its input's stage when it can be, else the root of a new stage."""
         producers = _resolve(n.inputs[0], None)
-        if len(producers) == 1 and producers[0][1] is None:
-            up = stage_of[producers[0][0]]
-            if n.parallelism is None or n.parallelism == up.parallelism:
-                up.members.append(n)
-                stage_of[n] = up
-                continue
-        if (
-            len(producers) == 1
-            and producers[0][1] is not None
-            and producers[0][1].kind == "forward"
-        ):
-            up = stage_of[producers[0][0]]
-            if n.parallelism is None or n.parallelism == up.parallelism:
-                up.members.append(n)
-                stage_of[n] = up
-                continue
-        st = new_stage(n, n.parallelism or default_parallelism, max_parallelism=mp)
-        connect(st, n, 0, producers)
-    exchanges = _exchanges(stages)
-    if not _orderable(stages, exchanges):
-        # Grouped upstreams of separate components wait for each other in a circle: give
-        # every upstream stage an exchange of its own (the order is then the stages' own).
-        exchanges = _exchanges(stages, split_all=True)
-    return Plan(stages, [n for n in nodes if n.kind == "source"], sinks, nodes, exchanges)
+        up = self._chain_target(n, producers)
+        if up is not None:
+            up.members.append(n)
+            self.stage_of[n] = up
+            return
+        st = self._new_operator_stage(n)
+        self._connect(st, n, 0, producers)
+
+    def _chain_target(self, n: Node, producers: list[Producer]) -> Stage | None:
+        """The stage ``n`` chains into: its one producer's, when no partitioning but
+        ``forward`` was asked for in between and the parallelism is the same."""
+        if len(producers) != 1:
+            return None
+        producer, part = producers[0]
+        if part is not None and part.kind != "forward":
+            return None
+        up = self.stage_of[producer]
+        if n.parallelism is None or n.parallelism == up.parallelism:
+            return up
+        return None
 
 
 def _topological(nodes: list[Node]) -> bool:

@@ -14,7 +14,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+if TYPE_CHECKING:
+    from sparkpoint.checkpoint.handles import (
+        KeyedStateHandle,
+        OperatorStateHandle,
+        StreamStateHandle,
+    )
+    from sparkpoint.checkpoint.storage import (
+        CheckpointStorage,
+        CheckpointStorageLocationReference,
+    )
+    from sparkpoint.connectors.source import SplitRange
+    from sparkpoint.runtime.graph import Partitioning
+    from sparkpoint.state.backend import StateBackendFactory
 
 __all__ = [
     "CarriedState",
@@ -33,11 +48,12 @@ __all__ = [
     "SubtaskRestored",
     "TaskFaultHooks",
     "TaskReport",
+    "UploadState",
     "UploadStatus",
 ]
 
 
-class RestoreReason:
+class RestoreReason(StrEnum):
     """Why a keyed subtask restores its state instead of using its local state."""
 
     START = "start"  # first epoch of the job (empty state or a savepoint/checkpoint)
@@ -50,9 +66,9 @@ class CheckpointRequest:
     """A checkpoint (or savepoint) the tasks of this epoch snapshot into."""
 
     checkpoint_id: int
-    storage: Any  # CheckpointStorage (configuration, picklable)
-    location_reference: Any  # CheckpointStorageLocationReference
-    snapshot_type: str
+    storage: CheckpointStorage  # configuration, picklable
+    location_reference: CheckpointStorageLocationReference
+    snapshot_type: str  # a SnapshotType
     # Upload in the background on the executor (acknowledged in later epochs' reports)
     # instead of within the task; savepoints and synchronous backends upload in the task.
     asynchronous: bool = False
@@ -72,9 +88,9 @@ class SubtaskRestore:
     handles of a completed checkpoint cut to its key groups, then the durable changes of
     every later epoch (oldest first)."""
 
-    handles: tuple[Any, ...]
-    changelog: tuple[Any, ...] = ()
-    reason: str = RestoreReason.START
+    handles: tuple[KeyedStateHandle, ...]
+    changelog: tuple[StreamStateHandle, ...] = ()
+    reason: RestoreReason = RestoreReason.START
 
 
 class TaskFaultHooks(Protocol):
@@ -95,7 +111,7 @@ class OutputRoute:
 
     exit_index: int  # position in ``Stage.members`` (node ids may repeat across jobs)
     input_index: int
-    partitioning: Any
+    partitioning: Partitioning
     offset: int
     parallelism: int
     max_parallelism: int
@@ -120,7 +136,7 @@ class JobSpec:
     job_id: str
     job_name: str
     application_id: str  # Spark's: local state lives per application and executor
-    state_backend: Any  # StateBackendFactory
+    state_backend: StateBackendFactory
     batch_mode: bool
     # None: the executor's own Spark local directory; else sparkpoint.local-state.dir.
     local_state_dir: str | None
@@ -129,7 +145,7 @@ class JobSpec:
     routes: Mapping[int, StageRoutes] = field(default_factory=dict)  # stages with outputs
     fs_options: Mapping[str, str] = field(default_factory=dict)
     # Where keyed subtasks write the durable changes of each epoch (None: they do not).
-    changelog_storage: Any = None
+    changelog_storage: CheckpointStorage | None = None
     # state.backend.changelog.enabled: every epoch's changes are stored, and checkpoint
     # snapshots (materializations) are written as shared state.
     changelog_checkpoints: bool = False
@@ -157,7 +173,7 @@ class EpochSpec:
     end_of_input: bool
     watermarks: Mapping[str, int]
     generator_state: Mapping[str, int]
-    source_ranges: Mapping[int, list[Any]]  # stage id -> one SplitRange per partition
+    source_ranges: Mapping[int, list[SplitRange]]  # stage id -> one per partition
     # Processing time of this epoch in every task (timers, TTL): the driver's clock, read
     # once when the epoch was planned, so all tasks and retries see the same time.
     processing_time_ms: int
@@ -167,7 +183,9 @@ class EpochSpec:
     # operator id -> subtask -> the OperatorStateHandles (broadcast state) the subtask
     # starts the epoch from: what it ended the accepted run of the previous epoch with, or
     # a checkpoint's handles redistributed to the current parallelism after a restore.
-    operator_state: Mapping[str, Mapping[int, tuple[Any, ...]]] = field(default_factory=dict)
+    operator_state: Mapping[str, Mapping[int, tuple[OperatorStateHandle, ...]]] = field(
+        default_factory=dict
+    )
     notify_complete: int | None = None
     # Asynchronous uploads: checkpoints still waiting for them (this epoch's included), and
     # recently aborted ones (an upload that finishes after its abort deletes its files).
@@ -203,7 +221,9 @@ class SnapshotAck:
 
     operator_id: str
     subtask: int
-    handle: Any  # KeyedStateHandle | None; OperatorStateHandle | None with operator_state
+    # KeyedStateHandle | None; OperatorStateHandle | None with ``operator_state``: the flag,
+    # not the type, tells the driver which (hence Any).
+    handle: Any
     state_size: int
     operator_state: bool = False
     # No snapshot: the epoch's changelog entry stands for it (CheckpointRequest.materialize).
@@ -217,25 +237,34 @@ class CarriedState:
 
     operator_id: str
     subtask: int
-    handle: Any  # OperatorStateHandle | None
+    handle: OperatorStateHandle | None
 
 
-@dataclass(frozen=True)
-class UploadStatus:
-    """Where a keyed subtask's asynchronous upload for one checkpoint stands (``state`` is
-    ``running``, ``done`` with the handle, ``failed`` with the error, or ``lost``: its
-    Python worker died before it finished)."""
+class UploadState(StrEnum):
+    """Where an asynchronous upload stands: ``running``, ``done`` (with the handle),
+    ``failed`` (with the error) or ``lost`` (its Python worker died before it finished)."""
 
     RUNNING = "running"
     DONE = "done"
     FAILED = "failed"
     LOST = "lost"
 
+
+@dataclass(frozen=True)
+class UploadStatus:
+    """Where a keyed subtask's asynchronous upload for one checkpoint stands."""
+
+    # The states under the names the driver reads them by (``UploadStatus.DONE``).
+    RUNNING: ClassVar[UploadState] = UploadState.RUNNING
+    DONE: ClassVar[UploadState] = UploadState.DONE
+    FAILED: ClassVar[UploadState] = UploadState.FAILED
+    LOST: ClassVar[UploadState] = UploadState.LOST
+
     operator_id: str
     subtask: int
     checkpoint_id: int
-    state: str
-    handle: Any = None  # KeyedStateHandle | None, when done
+    state: UploadState
+    handle: KeyedStateHandle | None = None  # when done
     state_size: int = 0
     detail: str = ""
 
@@ -247,7 +276,9 @@ class ChangelogAck:
     operator_id: str
     subtask: int
     epoch: int
-    handle: Any  # StreamStateHandle
+    # StreamStateHandle; None when storing the entry failed (subtasks then cannot restore
+    # alone until a checkpoint). Any: the driver drops those before it reads the handles.
+    handle: Any
     size: int
 
 
@@ -267,7 +298,7 @@ class SubtaskRestored:
 
     operator_id: str
     subtask: int
-    reason: str
+    reason: RestoreReason
     changelog_entries: int
     seconds: float
 

@@ -5,12 +5,12 @@ a consumer reads several (planned without Spark)."""
 
 from __future__ import annotations
 
-from sparkpoint.runtime.graph import Node, Partitioning, Plan, build_plan
+from sparkpoint.runtime.graph import Node, NodeKind, Partitioning, Plan, build_plan
 
 
 def _sink(name: str, producer: Node, ids: list[int]) -> Node:
     ids[0] += 1
-    return Node(ids[0], "sink", name, [producer])
+    return Node(ids[0], NodeKind.SINK, name, [producer])
 
 
 def _plan(shape: str) -> tuple[Plan, dict[str, Node]]:
@@ -18,30 +18,28 @@ def _plan(shape: str) -> tuple[Plan, dict[str, Node]]:
     source connected with its own keyed result, and a union of the two keyed again."""
     ids = [0]
 
-    def node(kind: str, name: str, inputs: list[Node], **kw: object) -> Node:
+    def node(kind: NodeKind, name: str, inputs: list[Node], **kw: object) -> Node:
         ids[0] += 1
         return Node(ids[0], kind, name, inputs, **kw)  # type: ignore[arg-type]
 
-    source = node("source", "numbers", [])
-    keyed = node("key_by", "key_by", [source], key_selector=lambda x: x % 3)
-    totals = node("reduce", "totals", [keyed], parallelism=2)
+    source = node(NodeKind.SOURCE, "numbers", [])
+    keyed = node(NodeKind.KEY_BY, "key_by", [source], key_selector=lambda x: x % 3)
+    totals = node(NodeKind.REDUCE, "totals", [keyed], parallelism=2)
     named = {"source": source, "totals": totals}
     if shape == "fan-out":
-        mapped = node(
-            "map",
-            "map",
-            [node("partition", "rebalance", [source], partitioning=Partitioning("rebalance"))],
-            parallelism=2,
+        rebalanced = node(
+            NodeKind.PARTITION, "rebalance", [source], partitioning=Partitioning("rebalance")
         )
+        mapped = node(NodeKind.MAP, "map", [rebalanced], parallelism=2)
         sinks = [_sink("a", totals, ids), _sink("b", mapped, ids)]
         named["map"] = mapped
     else:
-        both = node("co_map", "tag", [source, totals], parallelism=2)
-        union = node("union", "union", [source, totals])
+        both = node(NodeKind.CO_MAP, "tag", [source, totals], parallelism=2)
+        union = node(NodeKind.UNION, "union", [source, totals])
         again = node(
-            "keyed_process",
+            NodeKind.KEYED_PROCESS,
             "summary",
-            [node("key_by", "key_by", [union], key_selector=lambda x: x % 2)],
+            [node(NodeKind.KEY_BY, "key_by", [union], key_selector=lambda x: x % 2)],
             parallelism=2,
         )
         sinks = [_sink("a", both, ids), _sink("b", again, ids)]

@@ -888,7 +888,7 @@ class JobMaster:
         self.changelog.reset()
         _LOG.info("Job %s restored from %s", self.job_id, location.external_pointer)
 
-    def _restore_from(self, metadata: CheckpointMetadata | None, reason: str) -> None:
+    def _restore_from(self, metadata: CheckpointMetadata | None, reason: RestoreReason) -> None:
         assigned = assign_keyed_state(self.plan, metadata, self.s.explicit_max_parallelism)
         self.restore_spec = {
             op: {sub: SubtaskRestore(tuple(hs), reason=reason) for sub, hs in subs.items()}

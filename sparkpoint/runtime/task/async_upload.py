@@ -41,7 +41,7 @@ from sparkpoint.checkpoint.streams import (
     CheckpointStreamFactory,
     ForwardingOutputStream,
 )
-from sparkpoint.runtime.protocol import UploadStatus
+from sparkpoint.runtime.protocol import UploadState, UploadStatus
 from sparkpoint.runtime.task.executor import process_alive, process_start_time
 
 __all__ = [
@@ -240,13 +240,13 @@ class SubtaskUploads:
             try:
                 with open(self._path(checkpoint_id, "done"), "rb") as f:
                     handle, size = pickle.load(f)
-                return UploadStatus(op, sub, checkpoint_id, UploadStatus.DONE, handle, size)
+                return UploadStatus(op, sub, checkpoint_id, UploadState.DONE, handle, size)
             except (OSError, pickle.UnpicklingError, EOFError, ValueError) as exc:
                 return UploadStatus(
                     op,
                     sub,
                     checkpoint_id,
-                    UploadStatus.FAILED,
+                    UploadState.FAILED,
                     detail=f"unreadable upload record: {exc!r}",
                 )
         if "failed" in kinds:
@@ -255,10 +255,10 @@ class SubtaskUploads:
                     detail = f.read()
             except OSError as exc:
                 detail = repr(exc)
-            return UploadStatus(op, sub, checkpoint_id, UploadStatus.FAILED, detail=detail)
+            return UploadStatus(op, sub, checkpoint_id, UploadState.FAILED, detail=detail)
         if "running" in kinds:
             if self._running_alive(checkpoint_id):
-                return UploadStatus(op, sub, checkpoint_id, UploadStatus.RUNNING)
+                return UploadStatus(op, sub, checkpoint_id, UploadState.RUNNING)
             # Finished between the listing and now, or its worker died.
             if os.path.exists(self._path(checkpoint_id, "done")):
                 return self.status(checkpoint_id, ("done",))
@@ -266,7 +266,7 @@ class SubtaskUploads:
                 op,
                 sub,
                 checkpoint_id,
-                UploadStatus.LOST,
+                UploadState.LOST,
                 detail="the Python worker uploading it is gone",
             )
         return None

@@ -318,8 +318,10 @@ class SubtaskState:
         reported as an entry without a handle (the driver then cannot restore subtasks
         alone until the next checkpoint)."""
         spec = self.spec
+        storage = spec.job.changelog_storage
+        assert storage is not None  # only tracked operators store changes (``_changelog``)
         try:
-            access = spec.job.changelog_storage.create_checkpoint_storage(spec.job.job_id)
+            access = storage.create_checkpoint_storage(spec.job.job_id)
             with access.create_task_owned_state_stream() as out:
                 out.write(entry)
                 handle = out.close_and_get_handle()

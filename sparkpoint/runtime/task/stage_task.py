@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkpoint.clock import FixedClock
 from sparkpoint.runtime.graph import Stage
@@ -30,7 +30,10 @@ from sparkpoint.runtime.task.carried_state import SubtaskOperatorState
 from sparkpoint.runtime.task.keyed_state import SubtaskState
 from sparkpoint.runtime.task.records import KIND_DATA, KIND_META, KIND_REPORT, decode_data
 from sparkpoint.runtime.task.router import GROUP_TARGET
-from sparkpoint.runtime.task.stage_tree import build_tree
+from sparkpoint.runtime.task.stage_tree import StageTree, build_tree
+
+if TYPE_CHECKING:
+    from sparkpoint.connectors.source import SplitRange
 
 __all__ = ["StageTask"]
 
@@ -145,59 +148,81 @@ class StageTask:
                 pass
             return self._finish(t0, 0, ([], []), [], passthrough)
         self.operator_state = SubtaskOperatorState(spec, self.stage, self.partition)
-        split_range = None
-        if self.stage.source is not None:
-            ranges = spec.source_ranges.get(self.stage.id, [])
-            if self.partition < len(ranges):
-                split_range = ranges[self.partition]
-                self._watermark_scope = split_range.split_id
-                self._split_done = split_range.last
+        split_range = self._split_range()
         env = self._env()
         tree = build_tree(self.stage, spec.job.batch_mode, self.routes, self.out, self.sink_outputs)
-        roots = tree.roots
-        for root in roots:
+        for root in tree.roots:
             root.open(env)
         marks = dict(spec.watermarks)
-        records = 0
         if self.stage.source is not None:
-            if split_range is not None:
-                for chunk in _chunks(self.stage.source.source.read(split_range)):
-                    records += len(chunk)
-                    tree.push_input(-1, chunk, None)
+            records = self._read_split(tree, split_range)
         else:
-            pending = _Coalesced(tree)
-            deferred: list[tuple[int, Any]] = []
-            for sub, kind, payload in rows:
-                if kind == KIND_DATA:
-                    input_index, data = payload
-                    if input_index in tree.deferred:
-                        deferred.append(payload)
-                        continue
-                    values, timestamps = decode_data(data)
-                    records += len(values)
-                    pending.add(input_index, values, timestamps)
-                elif kind == KIND_META:
-                    marks.update(payload)
-                    if self.partition == 0:
-                        passthrough.append((sub, kind, payload))
-                else:
-                    passthrough.append((sub, kind, payload))
-            pending.flush()
-            for input_index, data in deferred:
-                values, timestamps = decode_data(data)
-                records += len(values)
-                pending.add(input_index, values, timestamps)
-            pending.flush()
+            records = self._read_inputs(tree, rows, marks, passthrough)
         env.watermark = _global_watermark(marks, spec.end_of_input)
-        for root in roots:
+        for root in tree.roots:
             root.end_epoch()
-        for root in roots:
+        for root in tree.roots:
             root.close()
         keyed_acks, changes = self.state.commit_and_snapshot()
         carried, operator_acks = self.operator_state.snapshot()
         return self._finish(
             t0, records, (keyed_acks + operator_acks, changes), carried, passthrough
         )
+
+    def _split_range(self) -> SplitRange | None:
+        """The ``SplitRange`` a source stage's subtask reads this epoch (None: none, or not
+        a source stage); its watermarks are then reported for the split."""
+        if self.stage.source is None:
+            return None
+        ranges = self.spec.source_ranges.get(self.stage.id, [])
+        if self.partition >= len(ranges):
+            return None
+        split_range = ranges[self.partition]
+        self._watermark_scope = split_range.split_id
+        self._split_done = split_range.last
+        return split_range
+
+    def _read_split(self, tree: StageTree, split_range: SplitRange | None) -> int:
+        """Push the records of the source split's range through; returns their count."""
+        source = self.stage.source
+        if split_range is None or source is None:
+            return 0
+        records = 0
+        for chunk in _chunks(source.source.read(split_range)):
+            records += len(chunk)
+            tree.push_input(-1, chunk, None)
+        return records
+
+    def _read_inputs(
+        self,
+        tree: StageTree,
+        rows: Iterator[tuple[int, int, Any]],
+        marks: dict[str, int],
+        passthrough: list[tuple[int, int, Any]],
+    ) -> int:
+        """Push the data rows of the input edges through (deferred edges last), merge the
+        watermark rows into ``marks`` and keep the rows to pass on; returns the record
+        count."""
+        pending = _Coalesced(tree)
+        deferred: list[tuple[int, Any]] = []
+        records = 0
+        for sub, kind, payload in rows:
+            if kind == KIND_DATA:
+                if payload[0] in tree.deferred:
+                    deferred.append(payload)
+                    continue
+                records += pending.add_encoded(payload)
+            elif kind == KIND_META:
+                marks.update(payload)
+                if self.partition == 0:
+                    passthrough.append((sub, kind, payload))
+            else:
+                passthrough.append((sub, kind, payload))
+        pending.flush()
+        for payload in deferred:
+            records += pending.add_encoded(payload)
+        pending.flush()
+        return records
 
     def _finish(
         self,
@@ -245,7 +270,7 @@ class _Coalesced:
     subtask a small group, and every push has a fixed cost (key groups of the batch,
     operator calls). Records keep their order; watermarks apply at the epoch's end."""
 
-    def __init__(self, tree: Any) -> None:
+    def __init__(self, tree: StageTree) -> None:
         self.tree = tree
         self.input_index = 0
         self.values: list[Any] = []
@@ -265,6 +290,13 @@ class _Coalesced:
                 self.timestamps = [None] * len(self.values)
             self.timestamps.extend(timestamps if timestamps is not None else [None] * len(values))
         self.values.extend(values)
+
+    def add_encoded(self, payload: tuple[int, Any]) -> int:
+        """Add a data row's ``(input_index, encoded group)``; returns its record count."""
+        input_index, data = payload
+        values, timestamps = decode_data(data)
+        self.add(input_index, values, timestamps)
+        return len(values)
 
     def flush(self) -> None:
         if self.values:

@@ -3,9 +3,12 @@ that send the stage's outputs to the consumers' subtasks (``router``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
-from sparkpoint.runtime.graph import BROADCAST, VIRTUAL, Node, Stage
+from sparkpoint.runtime.graph import Node, NodeKind, Stage
 from sparkpoint.runtime.operators.async_wait import AsyncWaitOperator
 from sparkpoint.runtime.operators.broadcast_operator import (
     BroadcastProcessOperator,
@@ -22,13 +25,20 @@ from sparkpoint.runtime.operators.chain import (
     TimestampsOperator,
 )
 from sparkpoint.runtime.operators.context import OperatorEnv
-from sparkpoint.runtime.operators.two_input import CALLS, CoOperator, KeyedCoProcessOperator
+from sparkpoint.runtime.operators.two_input import CoOperator, KeyedCoProcessOperator
 from sparkpoint.runtime.operators.type_crossing import TypedSourceOperator, crossing_converter
 from sparkpoint.runtime.operators.window_operator import WindowOperator
 from sparkpoint.runtime.protocol import SinkOutput, StageRoutes
 from sparkpoint.runtime.task.router import Router
 
-__all__ = ["SinkOperator", "StageTree", "build_tree"]
+__all__ = [
+    "OPERATOR_FACTORIES",
+    "OperatorFactory",
+    "SinkOperator",
+    "StageTree",
+    "TreeBuild",
+    "build_tree",
+]
 
 
 class SinkOperator(Operator):
@@ -62,51 +72,140 @@ class SinkOperator(Operator):
             )
 
 
-def _build_operator(node: Node, batch_mode: bool, outputs: list[SinkOutput]) -> Operator:
-    k = node.kind
-    oid, name = node.operator_id, node.name
-    if k == "map":
-        return MapOperator(oid, name, node.function)
-    if k == "flat_map":
-        return FlatMapOperator(oid, name, node.function)
-    if k == "filter":
-        return FilterOperator(oid, name, node.function)
-    if k == "process":
-        return ProcessOperator(oid, name, node.function)
-    if k == "timestamps" or (k == "source" and node.watermark_strategy is not None):
-        # A source carries a strategy only under IngestionTime (StreamExecutionEnvironment);
-        # a typed source's records are converted before they are stamped.
-        convert = crossing_converter(node.output_type) if k == "source" else None
-        return TimestampsOperator(oid, name, node.watermark_strategy, convert)
-    if k == "keyed_process":
-        return KeyedProcessOperator(
-            oid, name, node.function, node.inputs[0].key_selector, node.call
-        )
-    if k == "reduce":
-        return ReduceOperator(oid, name, node.function, node.inputs[0].key_selector, batch_mode)
-    if k == "broadcast_process":
-        return BroadcastProcessOperator(oid, name, node.function, node.broadcast_descriptors)
-    if k == "keyed_broadcast_process":
-        return KeyedBroadcastProcessOperator(
-            oid, name, node.function, node.inputs[0].key_selector, node.broadcast_descriptors
-        )
-    if k == "keyed_co_process":
-        selectors = (node.inputs[0].key_selector, node.inputs[1].key_selector)
-        return KeyedCoProcessOperator(oid, name, node.function, selectors, node.call or k)
-    if k in CALLS:
-        return CoOperator(oid, name, node.function, k)
-    if k == "window":
-        return WindowOperator(oid, name, node.function, node.inputs[0].key_selector)
-    if k == "sink":
-        return SinkOperator(node, outputs)
-    if k == "async_wait":
-        return AsyncWaitOperator(oid, name, node.function, node.call)
-    if k == "source":
-        convert = crossing_converter(node.output_type)
-        if convert is not None:
-            return TypedSourceOperator(oid, name, convert)
-    # source, union, key_by and side_output pass records through
-    return Operator(oid, name)
+@dataclass(frozen=True)
+class TreeBuild:
+    """What operator factories need besides the node: the job's execution mode and where
+    sink writers put what they staged."""
+
+    batch_mode: bool
+    sink_outputs: list[SinkOutput]
+
+
+# Makes the operator that runs a node of one kind.
+OperatorFactory = Callable[[Node, TreeBuild], Operator]
+
+
+def _key_selector(node: Node, side: int = 0) -> Any:
+    """The key selector of the ``key_by`` in front of input ``side``."""
+    return node.inputs[side].key_selector
+
+
+def _map(node: Node, build: TreeBuild) -> Operator:
+    return MapOperator(node.operator_id, node.name, node.function)
+
+
+def _flat_map(node: Node, build: TreeBuild) -> Operator:
+    return FlatMapOperator(node.operator_id, node.name, node.function)
+
+
+def _filter(node: Node, build: TreeBuild) -> Operator:
+    return FilterOperator(node.operator_id, node.name, node.function)
+
+
+def _process(node: Node, build: TreeBuild) -> Operator:
+    return ProcessOperator(node.operator_id, node.name, node.function)
+
+
+def _timestamps(node: Node, build: TreeBuild) -> Operator:
+    return TimestampsOperator(node.operator_id, node.name, node.watermark_strategy)
+
+
+def _source(node: Node, build: TreeBuild) -> Operator:
+    """A source passes its records on: converted to its declared type if it has one, and
+    stamped if it carries a watermark strategy (only under IngestionTime,
+    ``StreamExecutionEnvironment``), its records converted before they are stamped."""
+    convert = crossing_converter(node.output_type)
+    if node.watermark_strategy is not None:
+        return TimestampsOperator(node.operator_id, node.name, node.watermark_strategy, convert)
+    if convert is not None:
+        return TypedSourceOperator(node.operator_id, node.name, convert)
+    return Operator(node.operator_id, node.name)
+
+
+def _keyed_process(node: Node, build: TreeBuild) -> Operator:
+    return KeyedProcessOperator(
+        node.operator_id, node.name, node.function, _key_selector(node), node.element_call
+    )
+
+
+def _reduce(node: Node, build: TreeBuild) -> Operator:
+    return ReduceOperator(
+        node.operator_id, node.name, node.function, _key_selector(node), build.batch_mode
+    )
+
+
+def _window(node: Node, build: TreeBuild) -> Operator:
+    assert node.window is not None
+    return WindowOperator(node.operator_id, node.name, node.window, _key_selector(node))
+
+
+def _co_operator(node: Node, build: TreeBuild) -> Operator:
+    return CoOperator(node.operator_id, node.name, node.function, node.kind)
+
+
+def _keyed_co_process(node: Node, build: TreeBuild) -> Operator:
+    selectors = (_key_selector(node, 0), _key_selector(node, 1))
+    return KeyedCoProcessOperator(
+        node.operator_id, node.name, node.function, selectors, node.co_kind or node.kind
+    )
+
+
+def _broadcast_process(node: Node, build: TreeBuild) -> Operator:
+    return BroadcastProcessOperator(
+        node.operator_id, node.name, node.function, node.broadcast_descriptors
+    )
+
+
+def _keyed_broadcast_process(node: Node, build: TreeBuild) -> Operator:
+    return KeyedBroadcastProcessOperator(
+        node.operator_id,
+        node.name,
+        node.function,
+        _key_selector(node),
+        node.broadcast_descriptors,
+    )
+
+
+def _async_wait(node: Node, build: TreeBuild) -> Operator:
+    assert node.async_settings is not None
+    return AsyncWaitOperator(node.operator_id, node.name, node.function, node.async_settings)
+
+
+def _sink(node: Node, build: TreeBuild) -> Operator:
+    return SinkOperator(node, build.sink_outputs)
+
+
+def _pass_through(node: Node, build: TreeBuild) -> Operator:
+    return Operator(node.operator_id, node.name)
+
+
+# One factory per kind of node; key_by, union, partition and side_output pass records through
+# (a side output's records reach it from its input operator's side children).
+OPERATOR_FACTORIES: Mapping[NodeKind, OperatorFactory] = MappingProxyType(
+    {
+        NodeKind.SOURCE: _source,
+        NodeKind.MAP: _map,
+        NodeKind.FLAT_MAP: _flat_map,
+        NodeKind.FILTER: _filter,
+        NodeKind.PROCESS: _process,
+        NodeKind.TIMESTAMPS: _timestamps,
+        NodeKind.KEY_BY: _pass_through,
+        NodeKind.KEYED_PROCESS: _keyed_process,
+        NodeKind.REDUCE: _reduce,
+        NodeKind.WINDOW: _window,
+        NodeKind.UNION: _pass_through,
+        NodeKind.PARTITION: _pass_through,
+        NodeKind.SIDE_OUTPUT: _pass_through,
+        NodeKind.ASYNC_WAIT: _async_wait,
+        NodeKind.CO_MAP: _co_operator,
+        NodeKind.CO_FLAT_MAP: _co_operator,
+        NodeKind.CO_PROCESS: _co_operator,
+        NodeKind.KEYED_CO_PROCESS: _keyed_co_process,
+        NodeKind.BROADCAST_PROCESS: _broadcast_process,
+        NodeKind.KEYED_BROADCAST_PROCESS: _keyed_broadcast_process,
+        NodeKind.SINK: _sink,
+    }
+)
 
 
 class StageTree:
@@ -142,17 +241,16 @@ def build_tree(
     sink_outputs: list[SinkOutput],
 ) -> StageTree:
     """The stage's operators wired into trees, with a router behind every exit."""
-    ops: dict[Node, Operator] = {}
-    for node in stage.members:
-        ops[node] = _build_operator(node, batch_mode, sink_outputs)
+    build = TreeBuild(batch_mode, sink_outputs)
+    ops = {node: OPERATOR_FACTORIES[node.kind](node, build) for node in stage.members}
     roots = set(stage.roots)
     for node in stage.members:
         if node in roots:
             continue
         src = node.inputs[0]  # a chained node has one input: a node of this stage, or a
-        while src.kind in VIRTUAL:  # forward partitioning in front of one
+        while src.kind.virtual:  # forward partitioning in front of one
             src = src.inputs[0]
-        if node.kind == "side_output":
+        if node.kind is NodeKind.SIDE_OUTPUT:
             assert node.tag_id is not None
             ops[src].side_children.setdefault(node.tag_id, []).append(ops[node])
         else:
@@ -169,6 +267,6 @@ def build_tree(
     deferred = frozenset(
         edge.index
         for edge in stage.inputs
-        if all(root.kind in BROADCAST and side == 0 for root, side in edge.targets)
+        if all(root.kind.broadcast and side == 0 for root, side in edge.targets)
     )
     return StageTree([ops[r] for r in stage.roots], entries, deferred)
