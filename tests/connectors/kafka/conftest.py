@@ -1,0 +1,5 @@
+"""The Kafka connector's tests run against the real broker of ``tests.fixtures.kafka``."""
+
+from tests.fixtures.kafka import kafka_broker
+
+__all__ = ["kafka_broker"]
