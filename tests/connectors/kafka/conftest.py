@@ -1,5 +1,7 @@
-"""The Kafka connector's tests run against the real broker of ``tests.fixtures.kafka``."""
+"""The Kafka connector's tests run against the real broker of ``tests.fixtures.kafka`` and
+the runtime tests' local SparkSession."""
 
 from tests.fixtures.kafka import kafka_broker
+from tests.runtime.conftest import env, spark
 
-__all__ = ["kafka_broker"]
+__all__ = ["env", "kafka_broker", "spark"]

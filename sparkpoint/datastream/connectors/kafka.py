@@ -1,0 +1,31 @@
+"""``pyflink.datastream.connectors.kafka``: ``KafkaSource`` and ``KafkaSink`` with their
+builders, offsets initializers and record serialization schema."""
+
+from sparkpoint.connectors.delivery import DeliveryGuarantee
+from sparkpoint.connectors.kafka_offsets import (
+    KafkaOffsetResetStrategy,
+    KafkaOffsetsInitializer,
+    KafkaTopicPartition,
+)
+from sparkpoint.connectors.kafka_sink import (
+    KafkaRecordSerializationSchema,
+    KafkaRecordSerializationSchemaBuilder,
+    KafkaSink,
+    KafkaSinkBuilder,
+    KafkaTopicSelector,
+)
+from sparkpoint.connectors.kafka_source import KafkaSource, KafkaSourceBuilder
+
+__all__ = [
+    "DeliveryGuarantee",
+    "KafkaOffsetResetStrategy",
+    "KafkaOffsetsInitializer",
+    "KafkaRecordSerializationSchema",
+    "KafkaRecordSerializationSchemaBuilder",
+    "KafkaSink",
+    "KafkaSinkBuilder",
+    "KafkaSource",
+    "KafkaSourceBuilder",
+    "KafkaTopicPartition",
+    "KafkaTopicSelector",
+]
