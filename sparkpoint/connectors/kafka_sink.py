@@ -291,7 +291,7 @@ class _TransactionalWriter(SinkWriter):
         conf = self.sink.producer_config()
         for tid in self.admin.list_ongoing():
             m = own.fullmatch(tid)
-            if m is None or tid == self.transactional_id:
+            if m is None:
                 continue
             subtask, epoch = int(m.group(1)), int(m.group(2))
             if (subtask == self.subtask and epoch >= self.epoch) or subtask >= self.parallelism:

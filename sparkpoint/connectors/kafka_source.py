@@ -159,10 +159,14 @@ class KafkaSource(Source):
         """The records of ``split_range`` in batches of up to ``consume()``'s size."""
         if split_range.end <= split_range.start:
             return
-        from confluent_kafka import Consumer, KafkaException, TopicPartition
+        from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
         topic, partition = split_range.info["topic"], split_range.info["partition"]
-        consumer = Consumer(self._client_config(f"reader-{partition}"))
+        conf = self._client_config(f"reader-{partition}")
+        # The end of the partition ends a range whose last offsets hold transaction markers:
+        # librdkafka's position does not move past a marker no record follows.
+        conf["enable.partition.eof"] = True
+        consumer = Consumer(conf)
         try:
             tp = TopicPartition(topic, partition, split_range.start)
             consumer.assign([tp])
@@ -176,6 +180,9 @@ class KafkaSource(Source):
                 for m in messages:
                     err = m.error()
                     if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            done = True
+                            break
                         raise KafkaException(err)
                     offset = m.offset()
                     if offset >= end:
