@@ -144,3 +144,50 @@ def test_simple_string_schema() -> None:
     assert SimpleStringSchema("latin-1").serialize("é") == b"\xe9"
     with pytest.raises(LookupError):
         SimpleStringSchema("no-such-charset")
+
+
+# Public methods of PyFlink 2.3's pyflink/datastream/connectors/kafka.py (hard-coded from it).
+PYFLINK_METHODS = {
+    "KafkaSourceBuilder": {
+        "build",
+        "set_bootstrap_servers",
+        "set_group_id",
+        "set_topics",
+        "set_topic_pattern",
+        "set_partitions",
+        "set_starting_offsets",
+        "set_unbounded",
+        "set_bounded",
+        "set_value_only_deserializer",
+        "set_client_id_prefix",
+        "set_property",
+        "set_properties",
+    },
+    "KafkaOffsetsInitializer": {"committed_offsets", "timestamp", "earliest", "latest", "offsets"},
+    "KafkaSinkBuilder": {
+        "build",
+        "set_bootstrap_servers",
+        "set_delivery_guarantee",
+        "set_transactional_id_prefix",
+        "set_record_serializer",
+        "set_property",
+    },
+    "KafkaRecordSerializationSchemaBuilder": {
+        "build",
+        "set_topic",
+        "set_topic_selector",
+        "set_key_serialization_schema",
+        "set_value_serialization_schema",
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(PYFLINK_METHODS))
+def test_pyflink_methods_exist(name: str) -> None:
+    import sparkpoint.datastream.connectors.kafka as kafka
+
+    cls = getattr(kafka, name, None)
+    if cls is None:  # the builders are reached through their classes' builder()
+        cls = type(getattr(kafka, name.removesuffix("Builder")).builder())
+    missing = {m for m in PYFLINK_METHODS[name] if not callable(getattr(cls, m, None))}
+    assert missing == set()
