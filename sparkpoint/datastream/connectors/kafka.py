@@ -7,13 +7,12 @@ from sparkpoint.connectors.kafka_offsets import (
     KafkaOffsetsInitializer,
     KafkaTopicPartition,
 )
-from sparkpoint.connectors.kafka_sink import (
+from sparkpoint.connectors.kafka_record_schema import (
     KafkaRecordSerializationSchema,
     KafkaRecordSerializationSchemaBuilder,
-    KafkaSink,
-    KafkaSinkBuilder,
     KafkaTopicSelector,
 )
+from sparkpoint.connectors.kafka_sink import KafkaSink, KafkaSinkBuilder
 from sparkpoint.connectors.kafka_source import KafkaSource, KafkaSourceBuilder
 
 __all__ = [
