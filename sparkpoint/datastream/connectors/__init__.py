@@ -1,5 +1,6 @@
 """Connectors under PyFlink's names: ``pyflink.datastream.connectors`` → here."""
 
+from sparkpoint.connectors.delivery import DeliveryGuarantee
 from sparkpoint.connectors.sink import Sink
 from sparkpoint.connectors.source import Source
 from sparkpoint.datastream.connectors.file_system import (
@@ -13,6 +14,7 @@ from sparkpoint.datastream.connectors.file_system import (
 from sparkpoint.datastream.connectors.number_seq import NumberSequenceSource
 
 __all__ = [
+    "DeliveryGuarantee",
     "FileSink",
     "FileSource",
     "FileSourceBuilder",

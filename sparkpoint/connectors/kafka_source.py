@@ -1,0 +1,335 @@
+"""``KafkaSource``: one split per topic partition, its position the next offset to read.
+
+The driver resolves starting (and, bounded, stopping) offsets and plans each epoch's range
+``[position, min(end of partition, stopping offset))`` per split; a task reads exactly that
+range with a confluent-kafka consumer, ``consume()`` a batch at a time. Positions go into every
+checkpoint, so a restore (or a savepoint) continues from the offsets it recorded.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from sparkpoint.connectors.kafka_offsets import KafkaOffsetsInitializer, KafkaTopicPartition
+from sparkpoint.connectors.serialization_schemas import DeserializationSchema
+from sparkpoint.connectors.source import Boundedness, Source, SourceSplit, SplitRange
+from sparkpoint.errors import ConfigurationError
+
+__all__ = ["KafkaSource", "KafkaSourceBuilder"]
+
+_BATCH = 10_000  # records per consume() call
+_STALL_SECONDS = 120.0  # a range that makes no progress for this long fails the task
+
+
+class KafkaSource(Source):
+    """Reads Kafka topics; build one with ``KafkaSource.builder()``."""
+
+    def __init__(
+        self,
+        properties: dict[str, str],
+        topics: list[str] | None,
+        topic_pattern: str | None,
+        partitions: set[KafkaTopicPartition] | None,
+        starting: KafkaOffsetsInitializer,
+        stopping: KafkaOffsetsInitializer | None,
+        bounded: bool,
+        deserializer: DeserializationSchema,
+        client_id_prefix: str | None,
+    ) -> None:
+        self.properties = dict(properties)
+        self.topics = topics
+        self.topic_pattern = topic_pattern
+        self.partitions = partitions
+        self.starting = starting
+        self.stopping = stopping
+        self.bounded = bounded
+        self.deserializer = deserializer
+        self.client_id_prefix = client_id_prefix
+        self.discovery_interval_s = (
+            -1.0
+            if bounded
+            else float(self.properties.get("partition.discovery.interval.ms", "30000")) / 1000
+        )
+        self._consumer: Any = None  # the driver's metadata consumer; never pickled
+        self._discovered_at = 0.0
+
+    @staticmethod
+    def builder() -> KafkaSourceBuilder:
+        """A builder for a ``KafkaSource``."""
+        return KafkaSourceBuilder()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_consumer"] = None
+        return state
+
+    def get_boundedness(self) -> str:
+        return Boundedness.BOUNDED if self.bounded else Boundedness.CONTINUOUS_UNBOUNDED
+
+    # -- the driver's side --------------------------------------------------------------
+    def _client_config(self, purpose: str) -> dict[str, Any]:
+        conf: dict[str, Any] = {k: v for k, v in self.properties.items() if "." in k}
+        conf.pop("partition.discovery.interval.ms", None)
+        conf.pop("commit.offsets.on.checkpoint", None)
+        conf.pop("client.id.prefix", None)
+        conf.setdefault("group.id", f"sparkpoint-{uuid.uuid4().hex[:8]}")
+        prefix = self.client_id_prefix or self.properties.get("group.id", "sparkpoint-kafka")
+        conf["client.id"] = f"{prefix}-{purpose}"
+        conf["enable.auto.commit"] = False
+        conf["enable.partition.eof"] = False
+        return conf
+
+    def _metadata_consumer(self) -> Any:
+        if self._consumer is None:
+            from confluent_kafka import Consumer
+
+            conf = self._client_config("enumerator")
+            # The driver's consumer outlives the job; its calls raise their own errors.
+            conf.setdefault("log_level", 0)
+            self._consumer = Consumer(conf)
+        return self._consumer
+
+    def _all_partitions(self) -> list[KafkaTopicPartition]:
+        if self.partitions is not None:
+            return sorted(self.partitions, key=lambda tp: (tp.topic, tp.partition))
+        metadata = self._metadata_consumer().list_topics(timeout=30)
+        if self.topics is not None:
+            missing = [t for t in self.topics if t not in metadata.topics]
+            if missing:
+                raise RuntimeError(f"Partition discovery found no topic(s) {missing}")
+            names = list(self.topics)
+        else:
+            pattern = re.compile(self.topic_pattern or "")
+            names = sorted(t for t in metadata.topics if pattern.fullmatch(t))
+        return [
+            KafkaTopicPartition(name, p)
+            for name in names
+            for p in sorted(metadata.topics[name].partitions)
+        ]
+
+    def discover_splits(self, parallelism: int, known: dict[str, SourceSplit]) -> list[SourceSplit]:
+        now = time.monotonic()
+        if known and (
+            self.discovery_interval_s < 0 or now - self._discovered_at < self.discovery_interval_s
+        ):
+            return []
+        self._discovered_at = now
+        new = [tp for tp in self._all_partitions() if repr(tp) not in known]
+        if not new:
+            return []
+        consumer = self._metadata_consumer()
+        # Partitions found after the first discovery are new: read from their start, as Flink.
+        starting = self.starting if not known else KafkaOffsetsInitializer.earliest()
+        start = starting.resolve(consumer, new)
+        stop = self.stopping.resolve(consumer, new) if self.stopping is not None else {}
+        return [
+            SourceSplit(
+                repr(tp),
+                start[repr(tp)],
+                stop.get(repr(tp)),
+                {"topic": tp.topic, "partition": tp.partition},
+            )
+            for tp in new
+        ]
+
+    def next_range(self, split: SourceSplit, max_records: int) -> SplitRange | None:
+        from confluent_kafka import TopicPartition
+
+        if split.end is not None and split.position >= split.end:
+            return SplitRange(split.split_id, split.position, split.position, split.info, True)
+        tp = TopicPartition(split.info["topic"], split.info["partition"])
+        _lo, high = self._metadata_consumer().get_watermark_offsets(tp, timeout=30, cached=False)
+        end = high if split.end is None else min(high, split.end)
+        hi = min(split.position + max_records, end)
+        if hi <= split.position:
+            return None
+        last = split.end is not None and hi >= split.end
+        return SplitRange(split.split_id, split.position, hi, split.info, last)
+
+    # -- the task's side ----------------------------------------------------------------
+    def read(self, split_range: SplitRange) -> Iterator[Any]:
+        for batch in self.read_batches(split_range):
+            yield from batch
+
+    def read_batches(self, split_range: SplitRange) -> Iterator[list[Any]]:
+        """The records of ``split_range`` in batches of up to ``consume()``'s size."""
+        if split_range.end <= split_range.start:
+            return
+        from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+        topic, partition = split_range.info["topic"], split_range.info["partition"]
+        conf = self._client_config(f"reader-{partition}")
+        # The end of the partition ends a range whose last offsets hold transaction markers:
+        # librdkafka's position does not move past a marker no record follows.
+        conf["enable.partition.eof"] = True
+        consumer = Consumer(conf)
+        try:
+            tp = TopicPartition(topic, partition, split_range.start)
+            consumer.assign([tp])
+            end = split_range.end
+            deserialize = self.deserializer.deserialize_batch
+            progress = time.monotonic()
+            while True:
+                messages = consumer.consume(_BATCH, 1.0)
+                values: list[Any] = []
+                done = False
+                for m in messages:
+                    err = m.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            done = True
+                            break
+                        raise KafkaException(err)
+                    offset = m.offset()
+                    if offset >= end:
+                        done = True
+                        break
+                    values.append(m.value())
+                    done = offset >= end - 1
+                if values:
+                    progress = time.monotonic()
+                    yield deserialize(values)
+                if done:
+                    return
+                # Transaction markers and aborted records take offsets that yield no record.
+                position = consumer.position([TopicPartition(topic, partition)])[0].offset
+                if position >= end:
+                    return
+                if time.monotonic() - progress > _STALL_SECONDS:
+                    raise RuntimeError(
+                        f"Kafka partition {topic}-{partition}: no record at offsets "
+                        f"[{position}, {end}) for {_STALL_SECONDS:.0f} s"
+                    )
+        finally:
+            consumer.close()
+
+
+class KafkaSourceBuilder:
+    """PyFlink's ``KafkaSourceBuilder``: bootstrap servers, what to subscribe to and a value
+    deserializer are required."""
+
+    def __init__(self) -> None:
+        self._props: dict[str, str] = {}
+        self._topics: list[str] | None = None
+        self._pattern: str | None = None
+        self._partitions: set[KafkaTopicPartition] | None = None
+        self._subscriber: str | None = None
+        self._starting = KafkaOffsetsInitializer.earliest()
+        self._stopping: KafkaOffsetsInitializer | None = None
+        self._bounded = False
+        self._deserializer: DeserializationSchema | None = None
+        self._client_id_prefix: str | None = None
+
+    def build(self) -> KafkaSource:
+        """The source; fails as Flink's builder does when a required field is missing."""
+        if "bootstrap.servers" not in self._props:
+            raise ConfigurationError("Property bootstrap.servers is required but not provided")
+        if self._subscriber is None:
+            raise ConfigurationError(
+                "No subscribe mode is specified, should be one of topics, topic pattern and "
+                "partition set."
+            )
+        if self._deserializer is None:
+            raise ConfigurationError("Deserialization schema is required but not provided.")
+        uses_committed = any(
+            i is not None and i.kind == "committed" for i in (self._starting, self._stopping)
+        )
+        if uses_committed and "group.id" not in self._props:
+            raise ConfigurationError(
+                "Property group.id is required when using committed offset for offsets initializer"
+            )
+        return KafkaSource(
+            self._props,
+            self._topics,
+            self._pattern,
+            self._partitions,
+            self._starting,
+            self._stopping,
+            self._bounded,
+            self._deserializer,
+            self._client_id_prefix,
+        )
+
+    def _subscribe(self, mode: str, subscriber: str) -> None:
+        if self._subscriber is not None:
+            raise ConfigurationError(
+                f"Cannot use {mode} for consumption because a {self._subscriber} is already "
+                "set for consumption."
+            )
+        self._subscriber = subscriber
+
+    def set_bootstrap_servers(self, bootstrap_servers: str) -> KafkaSourceBuilder:
+        """The Kafka cluster's bootstrap servers."""
+        return self.set_property("bootstrap.servers", bootstrap_servers)
+
+    def set_group_id(self, group_id: str) -> KafkaSourceBuilder:
+        """The consumer group (committed offsets are read for it)."""
+        return self.set_property("group.id", group_id)
+
+    def set_topics(self, *topics: str) -> KafkaSourceBuilder:
+        """Topics to read, all of which must exist."""
+        self._subscribe("topics", "TopicListSubscriber")
+        self._topics = list(topics)
+        return self
+
+    def set_topic_pattern(self, topic_pattern: str) -> KafkaSourceBuilder:
+        """A regular expression the whole topic name must match."""
+        self._subscribe("topic pattern", "TopicPatternSubscriber")
+        self._pattern = topic_pattern
+        return self
+
+    def set_partitions(self, partitions: set[KafkaTopicPartition]) -> KafkaSourceBuilder:
+        """Exactly these partitions."""
+        self._subscribe("partitions", "PartitionSetSubscriber")
+        self._partitions = set(partitions)
+        return self
+
+    def set_starting_offsets(
+        self, starting_offsets_initializer: KafkaOffsetsInitializer
+    ) -> KafkaSourceBuilder:
+        """Where each partition starts (earliest by default)."""
+        self._starting = starting_offsets_initializer
+        return self
+
+    def set_unbounded(
+        self, stopping_offsets_initializer: KafkaOffsetsInitializer
+    ) -> KafkaSourceBuilder:
+        """A streaming source that still stops at the given offsets."""
+        self._bounded = False
+        self._stopping = stopping_offsets_initializer
+        return self
+
+    def set_bounded(
+        self, stopping_offsets_initializer: KafkaOffsetsInitializer
+    ) -> KafkaSourceBuilder:
+        """A bounded source that ends at the given offsets."""
+        self._bounded = True
+        self._stopping = stopping_offsets_initializer
+        return self
+
+    def set_value_only_deserializer(
+        self, deserialization_schema: DeserializationSchema
+    ) -> KafkaSourceBuilder:
+        """How a record's value becomes the stream's record (the key is ignored)."""
+        self._deserializer = deserialization_schema
+        return self
+
+    def set_client_id_prefix(self, prefix: str) -> KafkaSourceBuilder:
+        """The prefix of the consumers' ``client.id``."""
+        self._client_id_prefix = prefix
+        return self
+
+    def set_property(self, key: str, value: str) -> KafkaSourceBuilder:
+        """A consumer property (librdkafka's names, which are Kafka's for the common ones)."""
+        self._props[key] = value
+        return self
+
+    def set_properties(self, props: dict[str, str]) -> KafkaSourceBuilder:
+        """Several consumer properties."""
+        for key, value in props.items():
+            self.set_property(key, value)
+        return self

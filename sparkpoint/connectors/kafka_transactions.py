@@ -1,0 +1,123 @@
+"""Kafka transactions that outlive the producer that began them, for the exactly-once sink.
+
+librdkafka can only end a transaction from the producer that began it; Flink's committer
+resumes one from its producer id and epoch. Here the task that wrote a transaction records its
+id and epoch (``DescribeTransactions``), and the driver ends it with an ``EndTxn`` request to
+the transaction coordinator; a transactional id is fenced (its open transaction aborted) by
+initialising a producer with it. kafka-python's admin client and protocol classes speak the
+requests librdkafka does not offer.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["OpenTransaction", "TransactionAdmin"]
+
+# EndTxn v2: the last version before KIP-890's epoch bump per transaction, so ending the same
+# transaction twice with the same epoch is a no-op (a commit redone after a restore).
+_END_TXN_VERSION = 2
+# Kafka's errors that mean "this transaction is no longer the producer's current one".
+_FENCED = {47: "INVALID_PRODUCER_EPOCH", 48: "INVALID_TXN_STATE", 90: "PRODUCER_FENCED"}
+
+
+@dataclass(frozen=True)
+class OpenTransaction:
+    """A transaction the coordinator knows: its transactional id, producer id and epoch."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: str
+
+
+class TransactionAdmin:
+    """Describe, list, end and fence transactions of one Kafka cluster."""
+
+    def __init__(self, bootstrap_servers: str) -> None:
+        from kafka.admin import KafkaAdminClient
+
+        self.bootstrap_servers = bootstrap_servers
+        self.admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+        self._correlation = 0
+
+    def close(self) -> None:
+        """Close the admin client's connections."""
+        self.admin.close()
+
+    def describe(self, transactional_id: str) -> OpenTransaction:
+        """The current producer id, epoch and state of ``transactional_id``."""
+        d = self.admin.describe_transactions([transactional_id])[transactional_id]
+        return OpenTransaction(transactional_id, d.producer_id, d.producer_epoch, str(d.state))
+
+    def list_ongoing(self) -> list[str]:
+        """Transactional ids with an ongoing transaction, on every broker."""
+        listings = self.admin.list_transactions(state_filters=["Ongoing"])
+        return sorted({t.transactional_id for per_broker in listings.values() for t in per_broker})
+
+    def end(self, txn: OpenTransaction, commit: bool) -> str | None:
+        """Commit or abort ``txn``; None when done, else the error's name when the
+        transaction is no longer the producer's current one (fenced, timed out)."""
+        coordinator = self.admin.describe_transactions([txn.transactional_id])[
+            txn.transactional_id
+        ].coordinator_id
+        host, port = self._address(coordinator)
+        from kafka.protocol.producer.transaction import EndTxnRequest, EndTxnResponse
+
+        request = EndTxnRequest(
+            transactional_id=txn.transactional_id,
+            producer_id=txn.producer_id,
+            producer_epoch=txn.producer_epoch,
+            committed=commit,
+        )
+        self._correlation += 1
+        request.with_header(correlation_id=self._correlation, client_id="sparkpoint-committer")
+        payload = request.encode(version=_END_TXN_VERSION, header=True, framed=True)
+        with socket.create_connection((host, port), timeout=30) as conn:
+            conn.sendall(payload)
+            response = EndTxnResponse.decode(
+                _read_frame(conn), version=_END_TXN_VERSION, header=True
+            )
+        code = int(response.error_code)
+        if code == 0:
+            return None
+        if code in _FENCED:
+            return _FENCED[code]
+        raise RuntimeError(
+            f"EndTxn({'commit' if commit else 'abort'}) of {txn.transactional_id} failed with "
+            f"Kafka error {code}"
+        )
+
+    def fence(self, transactional_id: str, producer_config: dict[str, Any]) -> None:
+        """Abort whatever transaction ``transactional_id`` has open (a new producer epoch)."""
+        from confluent_kafka import Producer
+
+        conf = dict(producer_config)
+        conf["transactional.id"] = transactional_id
+        producer = Producer(conf)
+        producer.init_transactions(60)
+        producer.flush(10)
+
+    def _address(self, node_id: int) -> tuple[str, int]:
+        for broker in self.admin.describe_cluster()["brokers"]:
+            if broker["broker_id"] == node_id:
+                return str(broker["host"]), int(broker["port"])
+        raise RuntimeError(f"Kafka broker {node_id} is not in the cluster's metadata")
+
+
+def _read_frame(conn: socket.socket) -> bytes:
+    size = struct.unpack(">i", _read_exact(conn, 4))[0]
+    return _read_exact(conn, size)
+
+
+def _read_exact(conn: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = conn.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("the Kafka broker closed the connection")
+        buf += chunk
+    return bytes(buf)
