@@ -35,7 +35,7 @@ from sparkpoint.checkpoint.handles import (
 )
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, OperatorState
-from sparkpoint.checkpoint.metadata_format import load_checkpoint_metadata
+from sparkpoint.checkpoint.metadata.file_format import load_checkpoint_metadata
 from sparkpoint.checkpoint.storage import CompletedCheckpointStorageLocation
 from sparkpoint.errors import RestoreError
 from sparkpoint.runtime.operators.context import TIMERS_STATE
