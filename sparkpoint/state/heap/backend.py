@@ -43,7 +43,7 @@ from sparkpoint.checkpoint.handles import KeyedStateHandle
 from sparkpoint.checkpoint.streams import CheckpointStreamFactory
 from sparkpoint.errors import RestoreError, StateLostError
 from sparkpoint.state.backend import KeyedStateBackendParameters, SnapshotType
-from sparkpoint.state.changelog import decode_entry, encode_entry
+from sparkpoint.state.changelog import ChangeTracking, decode_entry, encode_entry
 from sparkpoint.state.full_restore import PickleBlockSink
 from sparkpoint.state.heap.snapshot_view import HeapSnapshotView
 from sparkpoint.state.heap.table import HeapStateTable, PendingBlocks
@@ -125,7 +125,7 @@ def _forget_group(
         dict.pop(t.groups, key_group, None)
 
 
-class HeapKeyedStateBackend(AbstractKeyedStateBackend):
+class HeapKeyedStateBackend(ChangeTracking, AbstractKeyedStateBackend):
     """Keyed state of one subtask in Python dicts, committed locally per epoch."""
 
     backend_name = "heap"
@@ -136,8 +136,6 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         os.makedirs(self._dir, exist_ok=True)
         self._pending = PendingBlocks()
         self._marker: dict[str, Any] | None = self._read_marker()
-        self._tracking = False
-        self._changes: bytes | None = None
         # How the local state was opened: "empty", "cache", "cache caught up" or "files".
         self.opened_from = "empty"
         self._open_local_state()
@@ -507,14 +505,6 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
             )
 
     # -- changelog -----------------------------------------------------------------------
-
-    def track_changes(self) -> bool:
-        self._tracking = True
-        return True
-
-    def take_changes(self) -> bytes | None:
-        changes, self._changes = self._changes, None
-        return changes
 
     def apply_changes(self, entries: Sequence[bytes]) -> None:
         """Replace every key group an entry names by the entry's block (or by nothing)."""
