@@ -33,7 +33,7 @@ from sparkpoint.checkpoint.audit import DirectoryAudit, audit_checkpoint_directo
 from sparkpoint.checkpoint.cleaner import CheckpointsCleaner
 from sparkpoint.checkpoint.handles import StateObject
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, OperatorState, OperatorSubtaskState
-from sparkpoint.checkpoint.metadata_format import load_checkpoint, write_metadata
+from sparkpoint.checkpoint.metadata.file_format import load_checkpoint, write_metadata
 from sparkpoint.checkpoint.properties import CheckpointProperties
 from sparkpoint.checkpoint.storage import CheckpointStorageLocation
 from sparkpoint.checkpoint.store import CompletedCheckpoint, CompletedCheckpointStore

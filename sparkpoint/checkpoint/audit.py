@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from sparkpoint.checkpoint.fs_storage import CHECKPOINT_DIR_PREFIX
 from sparkpoint.checkpoint.handles import FileStateHandle, StateObject, stream_handles
 from sparkpoint.checkpoint.metadata import CheckpointMetadata
-from sparkpoint.checkpoint.metadata_format import load_checkpoint_metadata
+from sparkpoint.checkpoint.metadata.file_format import load_checkpoint_metadata
 from sparkpoint.checkpoint.paths import comparable_path
 from sparkpoint.checkpoint.storage import METADATA_FILE_NAME
 from sparkpoint.fs import get_filesystem

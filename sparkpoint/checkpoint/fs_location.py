@@ -7,13 +7,11 @@ reader never sees a partial ``_metadata`` and an existing one is never replaced.
 
 from __future__ import annotations
 
-import io
-
 from sparkpoint.checkpoint.fs_streams import FsCheckpointStreamFactory
 from sparkpoint.checkpoint.handles import FileStateHandle
 from sparkpoint.checkpoint.storage import (
     METADATA_FILE_NAME,
-    CheckpointMetadataOutputStream,
+    BufferedMetadataOutputStream,
     CheckpointStorageLocation,
     CheckpointStorageLocationReference,
     CompletedCheckpointStorageLocation,
@@ -31,31 +29,19 @@ __all__ = [
 ]
 
 
-class FsCheckpointMetadataOutputStream(CheckpointMetadataOutputStream):
+class FsCheckpointMetadataOutputStream(BufferedMetadataOutputStream):
     """Writes ``_metadata`` into ``exclusive_dir``; visible only after finalisation."""
 
     def __init__(self, fs: FileSystem, metadata_file_path: str, exclusive_dir: str) -> None:
         require_atomic_create(fs, metadata_file_path)
         if fs.exists(metadata_file_path):
             raise StorageError(f"Target file {metadata_file_path} already exists.")
+        super().__init__()
         self._fs = fs
         self._metadata_file_path = metadata_file_path
         self._exclusive_dir = exclusive_dir
-        self._buffer: io.BytesIO | None = io.BytesIO()
 
-    def write(self, data: bytes | bytearray | memoryview) -> int:
-        if self._buffer is None:
-            raise StorageError("The metadata stream is closed.")
-        return self._buffer.write(data)
-
-    def tell(self) -> int:
-        return 0 if self._buffer is None else self._buffer.tell()
-
-    def close_and_finalize_checkpoint(self) -> CompletedCheckpointStorageLocation:
-        if self._buffer is None:
-            raise StorageError("Stream has already been closed and discarded.")
-        data = self._buffer.getvalue()
-        self._buffer = None
+    def _publish(self, data: bytes) -> CompletedCheckpointStorageLocation:
         try:
             self._fs.write_atomic(self._metadata_file_path, data, overwrite=False)
         except FileExistsError as exc:
@@ -66,14 +52,6 @@ class FsCheckpointMetadataOutputStream(CheckpointMetadataOutputStream):
             ) from exc
         handle = FileStateHandle(self._metadata_file_path, len(data))
         return CompletedCheckpointStorageLocation(self._exclusive_dir, handle, self._exclusive_dir)
-
-    def close(self) -> None:
-        """Abort: nothing was published, so dropping the buffer is all there is to do."""
-        self._buffer = None
-
-    @property
-    def closed(self) -> bool:
-        return self._buffer is None
 
 
 class FsCheckpointStorageLocation(FsCheckpointStreamFactory, CheckpointStorageLocation):

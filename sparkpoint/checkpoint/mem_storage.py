@@ -8,7 +8,6 @@ filesystem, also as a single ``_metadata`` file.
 
 from __future__ import annotations
 
-import io
 import uuid
 
 from sparkpoint.checkpoint.fs_location import FsCheckpointMetadataOutputStream
@@ -21,12 +20,12 @@ from sparkpoint.checkpoint.mem_streams import (
 )
 from sparkpoint.checkpoint.storage import (
     METADATA_FILE_NAME,
+    BufferedMetadataOutputStream,
     CheckpointMetadataOutputStream,
     CheckpointStorageLocation,
     CheckpointStorageLocationReference,
     CompletedCheckpointStorageLocation,
 )
-from sparkpoint.errors import StorageError
 from sparkpoint.fs import get_filesystem
 from sparkpoint.fs.atomic import require_atomic_create
 from sparkpoint.fs.base import FileSystem
@@ -42,34 +41,12 @@ NOT_EXTERNALLY_ADDRESSABLE = "<checkpoint-not-externally-addressable>"
 """The external pointer of a checkpoint whose metadata lives only in memory."""
 
 
-class _MemoryMetadataOutputStream(CheckpointMetadataOutputStream):
+class _MemoryMetadataOutputStream(BufferedMetadataOutputStream):
     """Collects ``_metadata`` in memory; the completed location holds the bytes inline."""
 
-    def __init__(self) -> None:
-        self._buffer: io.BytesIO | None = io.BytesIO()
-
-    def write(self, data: bytes | bytearray | memoryview) -> int:
-        if self._buffer is None:
-            raise StorageError("The metadata stream is closed.")
-        return self._buffer.write(data)
-
-    def tell(self) -> int:
-        return 0 if self._buffer is None else self._buffer.tell()
-
-    def close_and_finalize_checkpoint(self) -> CompletedCheckpointStorageLocation:
-        if self._buffer is None:
-            raise StorageError("Stream has already been closed and discarded.")
-        data = self._buffer.getvalue()
-        self._buffer = None
+    def _publish(self, data: bytes) -> CompletedCheckpointStorageLocation:
         handle = ByteStreamStateHandle(str(uuid.uuid4()), data)
         return CompletedCheckpointStorageLocation(NOT_EXTERNALLY_ADDRESSABLE, handle, None)
-
-    def close(self) -> None:
-        self._buffer = None
-
-    @property
-    def closed(self) -> bool:
-        return self._buffer is None
 
 
 class NonPersistentMetadataCheckpointStorageLocation(

@@ -10,6 +10,7 @@ its metadata stream yields a ``CompletedCheckpointStorageLocation``.
 from __future__ import annotations
 
 import abc
+import io
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -17,9 +18,11 @@ from typing import ClassVar
 
 from sparkpoint.checkpoint.handles import StreamStateHandle
 from sparkpoint.checkpoint.streams import CheckpointStateOutputStream, CheckpointStreamFactory
+from sparkpoint.errors import StorageError
 
 __all__ = [
     "METADATA_FILE_NAME",
+    "BufferedMetadataOutputStream",
     "CheckpointMetadataOutputStream",
     "CheckpointStorage",
     "CheckpointStorageAccess",
@@ -151,6 +154,41 @@ class CheckpointMetadataOutputStream(abc.ABC):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class BufferedMetadataOutputStream(CheckpointMetadataOutputStream):
+    """A metadata stream that collects the bytes and publishes them in one step when
+    finalised (``_publish``): nothing is visible before, and aborting drops the buffer."""
+
+    def __init__(self) -> None:
+        self._buffer: io.BytesIO | None = io.BytesIO()
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        if self._buffer is None:
+            raise StorageError("The metadata stream is closed.")
+        return self._buffer.write(data)
+
+    def tell(self) -> int:
+        return 0 if self._buffer is None else self._buffer.tell()
+
+    def close_and_finalize_checkpoint(self) -> CompletedCheckpointStorageLocation:
+        if self._buffer is None:
+            raise StorageError("Stream has already been closed and discarded.")
+        data = self._buffer.getvalue()
+        self._buffer = None
+        return self._publish(data)
+
+    @abc.abstractmethod
+    def _publish(self, data: bytes) -> CompletedCheckpointStorageLocation:
+        """Make ``data`` the checkpoint's ``_metadata``; returns the completed location."""
+
+    def close(self) -> None:
+        """Abort: nothing was published, so dropping the buffer is all there is to do."""
+        self._buffer = None
+
+    @property
+    def closed(self) -> bool:
+        return self._buffer is None
 
 
 class CheckpointStorageLocation(CheckpointStreamFactory):

@@ -14,8 +14,8 @@ import datetime
 import json
 from typing import Any
 
+from sparkpoint.checkpoint.discovery import find_snapshot_dirs, load_pointer
 from sparkpoint.checkpoint.stats import CheckpointStats, format_bytes, stats_from_metadata
-from sparkpoint.cli.checkpoints import find_snapshot_dirs, load_pointer
 
 __all__ = ["add_arguments", "checkpoint_history", "format_bytes", "format_history"]
 

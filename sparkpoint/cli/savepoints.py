@@ -15,8 +15,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sparkpoint.checkpoint.discovery import load_pointer
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, OperatorState
-from sparkpoint.cli.checkpoints import load_pointer
 from sparkpoint.fs import get_filesystem
 from sparkpoint.state.savepoint_format import operator_table
 

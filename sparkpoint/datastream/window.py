@@ -75,6 +75,10 @@ def _millis(value: Time | int, what: str) -> int:
     return to_millis(value, what=what)
 
 
+def _offset_millis(offset: Time | int | None) -> int:
+    return 0 if offset is None else _millis(offset, "offset")
+
+
 # ---- windows ---------------------------------------------------------------------------------
 
 
@@ -635,9 +639,21 @@ def _assigned_time(event_time: bool, timestamp: int | None, context: Any, what: 
     return timestamp
 
 
-class _TumblingWindows(WindowAssigner[Any, TimeWindow]):
+class _TimeWindowAssigner(WindowAssigner[Any, TimeWindow]):
+    """What the time-window assigners share: they work in event or processing time
+    (``event_time``) and fire, by default, when that time passes the window's end."""
+
     event_time = True
-    _name = "TumblingWindows"
+
+    def get_default_trigger(self, env: Any) -> Trigger[Any, TimeWindow]:
+        return EventTimeTrigger() if self.event_time else ProcessingTimeTrigger()
+
+    def is_event_time(self) -> bool:
+        return self.event_time
+
+
+class _TumblingWindows(_TimeWindowAssigner):
+    """Tumbling windows: one window of ``size`` per element, aligned to ``offset``."""
 
     def __init__(self, size: int, offset: int = 0) -> None:
         _check_size(size, f"The size of {type(self).__name__}")
@@ -654,12 +670,6 @@ class _TumblingWindows(WindowAssigner[Any, TimeWindow]):
         start = TimeWindow.get_window_start_with_offset(timestamp, self._offset, self._size)
         return [TimeWindow(start, start + self._size)]
 
-    def get_default_trigger(self, env: Any) -> Trigger[Any, TimeWindow]:
-        return EventTimeTrigger() if self.event_time else ProcessingTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return self.event_time
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._size}, {self._offset})"
 
@@ -669,9 +679,7 @@ class TumblingEventTimeWindows(_TumblingWindows):
 
     @staticmethod
     def of(size: Time | int, offset: Time | int | None = None) -> TumblingEventTimeWindows:
-        return TumblingEventTimeWindows(
-            _millis(size, "size"), 0 if offset is None else _millis(offset, "offset")
-        )
+        return TumblingEventTimeWindows(_millis(size, "size"), _offset_millis(offset))
 
 
 class TumblingProcessingTimeWindows(_TumblingWindows):
@@ -681,13 +689,11 @@ class TumblingProcessingTimeWindows(_TumblingWindows):
 
     @staticmethod
     def of(size: Time | int, offset: Time | int | None = None) -> TumblingProcessingTimeWindows:
-        return TumblingProcessingTimeWindows(
-            _millis(size, "size"), 0 if offset is None else _millis(offset, "offset")
-        )
+        return TumblingProcessingTimeWindows(_millis(size, "size"), _offset_millis(offset))
 
 
-class _SlidingWindows(WindowAssigner[Any, TimeWindow]):
-    event_time = True
+class _SlidingWindows(_TimeWindowAssigner):
+    """Sliding windows: every window of ``size`` (one per ``slide``) holding the element."""
 
     def __init__(self, size: int, slide: int, offset: int = 0) -> None:
         _check_size(size, f"The size of {type(self).__name__}")
@@ -711,12 +717,6 @@ class _SlidingWindows(WindowAssigner[Any, TimeWindow]):
             start -= self._slide
         return windows
 
-    def get_default_trigger(self, env: Any) -> Trigger[Any, TimeWindow]:
-        return EventTimeTrigger() if self.event_time else ProcessingTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return self.event_time
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._size}, {self._slide}, {self._offset})"
 
@@ -731,7 +731,7 @@ class SlidingEventTimeWindows(_SlidingWindows):
         return SlidingEventTimeWindows(
             _millis(size, "size"),
             _millis(slide, "slide"),
-            0 if offset is None else _millis(offset, "offset"),
+            _offset_millis(offset),
         )
 
 
@@ -747,7 +747,7 @@ class SlidingProcessingTimeWindows(_SlidingWindows):
         return SlidingProcessingTimeWindows(
             _millis(size, "size"),
             _millis(slide, "slide"),
-            0 if offset is None else _millis(offset, "offset"),
+            _offset_millis(offset),
         )
 
 
@@ -767,8 +767,8 @@ class _FunctionGapExtractor(SessionWindowTimeGapExtractor):
         return self._fn(element)
 
 
-class _SessionWindows(MergingWindowAssigner[Any, TimeWindow]):
-    event_time = True
+class _SessionWindows(_TimeWindowAssigner, MergingWindowAssigner[Any, TimeWindow]):
+    """Session windows: one window of the gap per element, merged while they overlap."""
 
     def __init__(self, session_gap: int = 0, extractor: Any = None) -> None:
         if extractor is None:
@@ -791,12 +791,6 @@ class _SessionWindows(MergingWindowAssigner[Any, TimeWindow]):
             if gap <= 0:
                 raise ValueError(f"Dynamic session time gap must be positive, got {gap}")
         return [TimeWindow(timestamp, timestamp + gap)]
-
-    def get_default_trigger(self, env: Any) -> Trigger[Any, TimeWindow]:
-        return EventTimeTrigger() if self.event_time else ProcessingTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return self.event_time
 
     def merge_windows(self, windows: Iterable[TimeWindow], callback: Any) -> None:
         TimeWindow.merge_windows(windows, callback)

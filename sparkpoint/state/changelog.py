@@ -24,6 +24,7 @@ import pyarrow as pa
 from sparkpoint.errors import RestoreError
 
 __all__ = [
+    "ChangeTracking",
     "decode_entry",
     "decode_kv_changes",
     "encode_entry",
@@ -97,3 +98,22 @@ def decode_kv_changes(payload: memoryview | bytes) -> list[tuple[bytes, bytes | 
         for batch in reader:
             out.extend(zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()))
     return out
+
+
+class ChangeTracking:
+    """``track_changes`` and ``take_changes`` of a keyed backend that can keep a changelog:
+    once ``_tracking`` is on, its ``commit_local`` stores the commit's entry in ``_changes``
+    (``None``: nothing changed). Mixed in before the backend's base class."""
+
+    _tracking = False
+    _changes: bytes | None = None
+
+    def track_changes(self) -> bool:
+        """From now on, record what each ``commit_local`` changes; returns True."""
+        self._tracking = True
+        return True
+
+    def take_changes(self) -> bytes | None:
+        """The changelog entry of the last ``commit_local`` (taking it forgets it)."""
+        changes, self._changes = self._changes, None
+        return changes

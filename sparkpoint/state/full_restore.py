@@ -4,10 +4,7 @@ key groups a subtask owns from any old handles."""
 from __future__ import annotations
 
 import gc
-import itertools
 from collections.abc import Callable, Sequence
-
-import numpy as np
 
 from sparkpoint.checkpoint.handles import KeyGroupsStateHandle
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
@@ -15,10 +12,10 @@ from sparkpoint.errors import RestoreError
 from sparkpoint.state.key_groups import check_max_parallelism
 from sparkpoint.state.snapshot_format import (
     OBJECT_ENCODINGS,
+    arrow_state_runs,
     decode_arrow_block,
     decode_object_block,
-    read_header,
-    read_key_group,
+    open_key_groups,
 )
 from sparkpoint.state.table import RegisteredStateMeta, StateTable
 
@@ -64,22 +61,14 @@ def _restore(
         part = handle.get_intersection(key_group_range)
         if part is None:
             continue
-        try:
-            stream = part.delegate.open_input_stream()
-        except FileNotFoundError as e:
-            raise RestoreError(f"Keyed state file is missing: {e}") from e
-        with stream:
-            header = read_header(stream)
+        with open_key_groups(part) as (header, blocks):
             check_max_parallelism(header.max_parallelism, max_parallelism)
             tables = [table_for(meta) for meta in header.states]
             encoding = header.block_encoding
             if encoding != "arrow" and encoding not in OBJECT_ENCODINGS:
                 raise RestoreError(f"Unknown key-group block encoding {encoding!r}")
             names = [meta.name for meta in header.states]
-            for kg, offset in part.group_range_offsets.items():
-                block = read_key_group(stream, kg, offset)
-                if block is None:
-                    continue
+            for kg, block in blocks:
                 if encoding in OBJECT_ENCODINGS and pickle_block_sink is not None:
                     pickle_block_sink(kg, block, tables, encoding)
                     continue
@@ -89,13 +78,8 @@ def _restore(
                         restored += len(objects)
                     continue
                 batch = decode_arrow_block(block)
-                ids = batch.column(0).to_numpy()
-                keys, uks, vals = batch.column(1), batch.column(2), batch.column(3)
-                bounds = [0, *(np.flatnonzero(np.diff(ids)) + 1).tolist(), len(ids)]
-                for lo, hi in itertools.pairwise(bounds):
-                    _table(tables, int(ids[lo]), kg).put_entries_arrow(
-                        kg, keys.slice(lo, hi - lo), uks.slice(lo, hi - lo), vals.slice(lo, hi - lo)
-                    )
+                for sid, keys, uks, vals in arrow_state_runs(batch):
+                    _table(tables, sid, kg).put_entries_arrow(kg, keys, uks, vals)
                 restored += batch.num_rows
     return restored
 

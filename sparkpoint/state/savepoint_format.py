@@ -19,6 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from sparkpoint.checkpoint.discovery import load_pointer
 from sparkpoint.checkpoint.handles import KeyedStateHandle, KeyGroupsStateHandle
 from sparkpoint.checkpoint.metadata import OperatorState
 from sparkpoint.errors import RestoreError
@@ -120,22 +121,10 @@ def read_snapshot_headers(handles: Sequence[KeyedStateHandle]) -> list[SnapshotH
     return out
 
 
-def _load_metadata(pointer: str) -> Any:
-    from sparkpoint.checkpoint.fs_location import resolve_checkpoint_pointer
-    from sparkpoint.checkpoint.metadata_format import load_checkpoint
-
-    class _Resolver:
-        def resolve_checkpoint(self, p: str) -> Any:
-            return resolve_checkpoint_pointer(p)
-
-    metadata, _ = load_checkpoint(_Resolver(), pointer)
-    return metadata
-
-
 def read_savepoint_state(pointer: str, operator_id: str | None = None) -> pa.Table:
     """All keyed state of the savepoint/checkpoint at ``pointer`` (directory or ``_metadata``)
     as one Arrow table (see the module docstring), optionally of one operator only."""
-    metadata = _load_metadata(pointer)
+    metadata, _ = load_pointer(pointer)
     tables = [SAVEPOINT_TABLE_SCHEMA.empty_table()]
     for op in metadata.operator_states:
         if operator_id is None or op.operator_id == operator_id:

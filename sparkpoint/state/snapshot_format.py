@@ -34,11 +34,13 @@ A restoring subtask seeks to just the key groups it owns (rescaling).
 
 from __future__ import annotations
 
+import itertools
 import json
 import pickle
 import struct
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -63,10 +65,12 @@ __all__ = [
     "Columns",
     "SnapshotHeader",
     "arrow_block",
+    "arrow_state_runs",
     "chain_block",
     "decode_arrow_block",
     "decode_object_block",
     "decode_pickle_block",
+    "open_key_groups",
     "pickle_block",
     "read_chain_block",
     "read_header",
@@ -278,9 +282,43 @@ def read_key_group(stream: BinaryIO, key_group: int, offset: int) -> bytes | Non
     return _read_exact(stream, size, f"key group {key_group}")
 
 
+@contextmanager
+def open_key_groups(
+    handle: KeyGroupsStateHandle,
+) -> Iterator[tuple[SnapshotHeader, Iterator[tuple[int, bytes]]]]:
+    """Open the stream of ``handle``: its header, and ``(key group, raw block)`` of each
+    non-empty key group of its offsets, in order, read while the ``with`` block lasts. A
+    missing file raises ``RestoreError``."""
+    try:
+        stream = handle.delegate.open_input_stream()
+    except FileNotFoundError as e:
+        raise RestoreError(f"Keyed state file is missing: {e}") from e
+    with stream:
+        header = read_header(stream)
+
+        def blocks() -> Iterator[tuple[int, bytes]]:
+            for kg, offset in handle.group_range_offsets.items():
+                block = read_key_group(stream, kg, offset)
+                if block is not None:
+                    yield kg, block
+
+        yield header, blocks()
+
+
 def decode_arrow_block(block: bytes) -> pa.RecordBatch:
     """The record batch of an ``arrow`` block."""
     return pa.ipc.read_record_batch(pa.py_buffer(block), SCHEMA)
+
+
+def arrow_state_runs(batch: pa.RecordBatch) -> Iterator[tuple[int, pa.Array, pa.Array, pa.Array]]:
+    """``(state id, keys, user keys, values)`` per run of rows of one state in a decoded
+    ``arrow`` block (zero-copy slices)."""
+    ids = batch.column(0).to_numpy()
+    keys, uks, vals = batch.column(1), batch.column(2), batch.column(3)
+    bounds = [0, *(np.flatnonzero(np.diff(ids)) + 1).tolist(), len(ids)]
+    for lo, hi in itertools.pairwise(bounds):
+        n = hi - lo
+        yield int(ids[lo]), keys.slice(lo, n), uks.slice(lo, n), vals.slice(lo, n)
 
 
 def decode_pickle_block(block: bytes) -> list[tuple[int, dict[Any, Any]]]:

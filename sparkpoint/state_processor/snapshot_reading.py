@@ -21,7 +21,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 from sparkpoint.checkpoint.fs_location import resolve_checkpoint_pointer
@@ -35,7 +34,7 @@ from sparkpoint.checkpoint.handles import (
 )
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, OperatorState
-from sparkpoint.checkpoint.metadata_format import load_checkpoint_metadata
+from sparkpoint.checkpoint.metadata.file_format import load_checkpoint_metadata
 from sparkpoint.checkpoint.storage import CompletedCheckpointStorageLocation
 from sparkpoint.errors import RestoreError
 from sparkpoint.runtime.operators.context import TIMERS_STATE
@@ -46,10 +45,11 @@ from sparkpoint.state.key_groups import UPPER_BOUND_MAX_PARALLELISM
 from sparkpoint.state.snapshot_format import (
     OBJECT_ENCODINGS,
     Columns,
+    arrow_state_runs,
     decode_arrow_block,
     decode_object_block,
+    open_key_groups,
     read_header,
-    read_key_group,
 )
 from sparkpoint.state.table import RegisteredStateMeta
 
@@ -301,17 +301,9 @@ def _read_key_groups(handle: KeyGroupsStateHandle, rng: KeyGroupRange) -> Iterat
     part = handle.get_intersection(rng)
     if part is None:
         return
-    try:
-        stream = part.delegate.open_input_stream()
-    except FileNotFoundError as e:
-        raise RestoreError(f"Keyed state file is missing: {e}") from e
-    with stream:
-        header = read_header(stream)
+    with open_key_groups(part) as (header, blocks):
         metas = header.states
-        for kg, offset in part.group_range_offsets.items():
-            block = read_key_group(stream, kg, offset)
-            if block is None:
-                continue
+        for kg, block in blocks:
             out: dict[str, tuple[RegisteredStateMeta, Columns]] = {}
             if header.block_encoding in OBJECT_ENCODINGS:
                 for sid, objects in decode_object_block(
@@ -319,18 +311,9 @@ def _read_key_groups(handle: KeyGroupsStateHandle, rng: KeyGroupRange) -> Iterat
                 ):
                     out[metas[sid].name] = (metas[sid], _object_columns(metas[sid], objects))
             else:
-                batch = decode_arrow_block(block)
-                ids = batch.column(0).to_numpy()
-                keys, uks, vals = batch.column(1), batch.column(2), batch.column(3)
-                bounds = [0, *(np.flatnonzero(np.diff(ids)) + 1).tolist(), len(ids)]
-                for lo, hi in itertools.pairwise(bounds):
-                    meta = metas[int(ids[lo])]
-                    n = hi - lo
-                    cols = (
-                        keys.slice(lo, n),
-                        uks.slice(lo, n) if meta.kind is StateKind.MAP else None,
-                        vals.slice(lo, n),
-                    )
+                for sid, keys, uks, vals in arrow_state_runs(decode_arrow_block(block)):
+                    meta = metas[sid]
+                    cols = (keys, uks if meta.kind is StateKind.MAP else None, vals)
                     out[meta.name] = _concat(out.get(meta.name), meta, cols)
             yield kg, out
 

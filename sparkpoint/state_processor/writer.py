@@ -43,7 +43,7 @@ from sparkpoint.checkpoint.metadata import (
     OperatorState,
     OperatorSubtaskState,
 )
-from sparkpoint.checkpoint.metadata_format import write_metadata
+from sparkpoint.checkpoint.metadata.file_format import write_metadata
 from sparkpoint.checkpoint.properties import CheckpointProperties
 from sparkpoint.checkpoint.stats import STATS_MASTER_STATE
 from sparkpoint.config import CheckpointingOptions

@@ -38,17 +38,16 @@ from sparkpoint.checkpoint.metadata import (
     OperatorState,
     OperatorSubtaskState,
 )
-from sparkpoint.checkpoint.metadata_format import (
-    CURRENT_VERSION,
+from sparkpoint.checkpoint.metadata.file_format import (
     HEADER_SIZE,
     MAGIC,
-    MetadataSerializers,
-    MetadataV1Serializer,
-    MetadataV2Serializer,
     encode_frame,
     load_checkpoint_metadata,
     store_checkpoint_metadata,
 )
+from sparkpoint.checkpoint.metadata.serializers import CURRENT_VERSION, MetadataSerializers
+from sparkpoint.checkpoint.metadata.v1 import MetadataV1Serializer
+from sparkpoint.checkpoint.metadata.v2 import MetadataV2Serializer
 from sparkpoint.checkpoint.properties import CheckpointProperties, CheckpointType
 from sparkpoint.errors import MetadataFormatError, UnsafeStatePathError
 

@@ -26,7 +26,7 @@ from sparkpoint.checkpoint.handles import (
     StreamStateHandle,
 )
 from sparkpoint.checkpoint.mem_streams import MemCheckpointStreamFactory
-from sparkpoint.checkpoint.metadata_format import load_checkpoint, store_checkpoint_metadata
+from sparkpoint.checkpoint.metadata.file_format import load_checkpoint, store_checkpoint_metadata
 from sparkpoint.checkpoint.paths import comparable_path
 from sparkpoint.checkpoint.properties import CheckpointProperties
 from sparkpoint.checkpoint.store import CompletedCheckpoint

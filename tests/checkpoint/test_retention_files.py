@@ -33,7 +33,7 @@ from sparkpoint.checkpoint.metadata import (
     OperatorState,
     OperatorSubtaskState,
 )
-from sparkpoint.checkpoint.metadata_format import load_checkpoint, write_metadata
+from sparkpoint.checkpoint.metadata.file_format import load_checkpoint, write_metadata
 from sparkpoint.checkpoint.properties import CheckpointProperties
 from sparkpoint.checkpoint.storage import CheckpointStorageAccess, CheckpointStorageLocation
 from sparkpoint.checkpoint.store import CompletedCheckpoint, CompletedCheckpointStore

@@ -189,7 +189,7 @@ def test_sixty_four_subtasks_of_2_kib_leave_only_metadata(storage_base: str) -> 
         OperatorState,
         OperatorSubtaskState,
     )
-    from sparkpoint.checkpoint.metadata_format import load_checkpoint, write_metadata
+    from sparkpoint.checkpoint.metadata.file_format import load_checkpoint, write_metadata
 
     access = FsCheckpointStorageAccess(f"{storage_base}/checkpoints", None, JOB)  # 20 KiB inline
     access.initialize_base_locations_for_checkpoint()

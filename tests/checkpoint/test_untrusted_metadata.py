@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from scripts.retention_soak import KeyedJob
+from sparkpoint.checkpoint.discovery import find_snapshot_dirs
 from sparkpoint.checkpoint.handles import (
     FileStateHandle,
     HandleAndLocalPath,
@@ -28,9 +29,8 @@ from sparkpoint.checkpoint.handles import (
     RelativeFileStateHandle,
 )
 from sparkpoint.checkpoint.metadata import CheckpointMetadata
-from sparkpoint.checkpoint.metadata_format import load_checkpoint, store_checkpoint_metadata
+from sparkpoint.checkpoint.metadata.file_format import load_checkpoint, store_checkpoint_metadata
 from sparkpoint.checkpoint.paths import SnapshotPaths, comparable_path, snapshot_directories
-from sparkpoint.cli.checkpoints import find_snapshot_dirs
 from sparkpoint.cli.main import main
 from sparkpoint.errors import UnsafeStatePathError
 from sparkpoint.fs import get_filesystem

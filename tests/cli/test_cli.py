@@ -30,7 +30,7 @@ from sparkpoint.checkpoint.metadata import (
     OperatorState,
     OperatorSubtaskState,
 )
-from sparkpoint.checkpoint.metadata_format import write_metadata
+from sparkpoint.checkpoint.metadata.file_format import write_metadata
 from sparkpoint.checkpoint.properties import CheckpointProperties
 from sparkpoint.cli.main import main
 from sparkpoint.common.typeinfo import Types
@@ -376,7 +376,7 @@ def test_inspect_an_incremental_handle(capsys: pytest.CaptureFixture[str], tmp_p
     location = access.initialize_location_for_checkpoint(1)
     shared_path = Path(access.shared_state_directory) / "a.sst"
     shared_path.write_bytes(b"x" * 40)
-    # A small range: metadata_format cannot yet read incremental handles whose range has more
+    # A small range: metadata.file_format cannot yet read incremental handles whose range has more
     # key groups than (bytes left in _metadata) / 8 (see the report; test_coordinator covers it).
     handle = IncrementalRemoteKeyedStateHandle(
         "rocksdb",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkpoint.checkpoint.metadata_format import load_checkpoint
+from sparkpoint.checkpoint.metadata.file_format import load_checkpoint
 from sparkpoint.checkpoint.stats import STATS_MASTER_STATE, stats_from_metadata
 from sparkpoint.cli.main import main
 from tests.cli.test_cli import JOB as OLD_JOB

@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 from sparkpoint.checkpoint.audit import audit_checkpoint_directory
+from sparkpoint.checkpoint.discovery import load_pointer
 from sparkpoint.checkpoint.handles import (
     ChangelogStateBackendHandle,
     IncrementalRemoteKeyedStateHandle,
     KeyGroupsStateHandle,
 )
-from sparkpoint.cli.checkpoints import load_pointer
 from sparkpoint.common import Configuration, RestartStrategies
 from sparkpoint.datastream import (
     EmbeddedRocksDBStateBackend,

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from sparkpoint.checkpoint.audit import audit_checkpoint_directory, referenced_files
+from sparkpoint.checkpoint.discovery import load_pointer
 from sparkpoint.checkpoint.handles import FileStateHandle, IncrementalRemoteKeyedStateHandle
-from sparkpoint.checkpoint.metadata_format import store_checkpoint_metadata
-from sparkpoint.cli.checkpoints import load_pointer
+from sparkpoint.checkpoint.metadata.file_format import store_checkpoint_metadata
 from sparkpoint.common import Configuration
 from sparkpoint.datastream import (
     EmbeddedRocksDBStateBackend,

@@ -31,7 +31,7 @@ from sparkpoint.checkpoint.handles import (
 )
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.checkpoint.metadata import MasterState, OperatorState, OperatorSubtaskState
-from sparkpoint.checkpoint.metadata_format import load_checkpoint
+from sparkpoint.checkpoint.metadata.file_format import load_checkpoint
 from sparkpoint.checkpoint.properties import CheckpointType
 from sparkpoint.checkpoint.storage import CheckpointStorageLocation
 from sparkpoint.checkpoint.store import CompletedCheckpointStore

@@ -143,7 +143,7 @@ def test_keyed_state_of_format_version_1_is_refused_with_its_way_out(
 ) -> None:
     """Version 1 of _metadata put keys in Java Flink's key groups (no Row.of(key)): its keyed
     state is refused by a restore and by a writer keeping it, with the reason and the way."""
-    from sparkpoint.checkpoint.metadata_format import (
+    from sparkpoint.checkpoint.metadata.file_format import (
         load_checkpoint_metadata,
         store_checkpoint_metadata,
     )

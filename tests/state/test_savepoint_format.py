@@ -14,7 +14,7 @@ from sparkpoint.checkpoint.fs_storage import FsCheckpointStorageAccess
 from sparkpoint.checkpoint.handles import KeyGroupsSavepointStateHandle
 from sparkpoint.checkpoint.mem_streams import MemCheckpointStreamFactory
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, OperatorState, OperatorSubtaskState
-from sparkpoint.checkpoint.metadata_format import write_metadata
+from sparkpoint.checkpoint.metadata.file_format import write_metadata
 from sparkpoint.clock import SYSTEM_CLOCK
 from sparkpoint.common.typeinfo import Types
 from sparkpoint.errors import RestoreError

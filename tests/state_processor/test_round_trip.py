@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from sparkpoint.checkpoint.discovery import latest_checkpoint
 from sparkpoint.checkpoint.stats import STATS_MASTER_STATE
-from sparkpoint.cli.checkpoints import latest_checkpoint
 from sparkpoint.common import Types
 from sparkpoint.datastream import (
     EmbeddedRocksDBStateBackend,

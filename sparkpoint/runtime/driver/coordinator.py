@@ -16,7 +16,7 @@ from typing import Any
 
 from sparkpoint.checkpoint.handles import StateObject
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, MasterState, OperatorState
-from sparkpoint.checkpoint.metadata_format import write_metadata
+from sparkpoint.checkpoint.metadata.file_format import write_metadata
 from sparkpoint.checkpoint.properties import CheckpointProperties
 from sparkpoint.checkpoint.stats import CheckpointStats
 from sparkpoint.checkpoint.storage import CheckpointStorageAccess, CheckpointStorageLocation

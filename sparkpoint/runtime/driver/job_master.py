@@ -24,7 +24,7 @@ from sparkpoint.checkpoint.metadata import (
     OperatorState,
     OperatorSubtaskState,
 )
-from sparkpoint.checkpoint.metadata_format import load_checkpoint
+from sparkpoint.checkpoint.metadata.file_format import load_checkpoint
 from sparkpoint.checkpoint.store import CompletedCheckpoint, CompletedCheckpointStore
 from sparkpoint.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.config import (

@@ -8,7 +8,7 @@ since its last whole file add up to more keys than it holds. Then a JSON marker 
 published atomically (temp name + ``os.replace``): every key group's file with its state
 names, the deltas to apply over them in order, the epoch and the runtime's ``extra`` bytes;
 it keeps the previous commit so ``revert_to(epoch - 1)`` works once. Files no marker
-references are deleted.
+references are deleted (the files and the marker: ``commit_files``).
 
 Reopening local state and restoring heap checkpoints read the blocks but decode a key group
 only when it is first touched (``PendingBlocks``); an untouched group is committed back as
@@ -16,90 +16,53 @@ the same bytes.
 
 A checkpoint taken right after a local commit (the runtime's case) hard-links the commit's
 files in its synchronous part and its upload copies them into ``pickle-chain`` blocks of the
-key-groups format (``snapshot_format``): no state is encoded again. Savepoints, snapshots
-with uncommitted changes and TTL cleanup in full snapshots encode the copy-on-write view.
+key-groups format (``snapshot_format``, ``file_snapshot``): no state is encoded again.
+Savepoints, snapshots with uncommitted changes and TTL cleanup in full snapshots encode the
+copy-on-write view.
 
-A process-wide cache keeps the live tables after ``close()``: a task that runs in the same
-Python worker again adopts them instead of reloading: as they are when the marker is the
-commit they hold, or brought up to date when another worker of the executor committed
-since (the deltas committed after them are applied, key groups rewritten whole since are
-reloaded). Tables with uncommitted changes are never cached.
+A process-wide cache (``cache``) keeps the live tables after ``close()``: a task that runs
+in the same Python worker again adopts them instead of reloading: as they are when the
+marker is the commit they hold, or brought up to date when another worker of the executor
+committed since (the deltas committed after them are applied, key groups rewritten whole
+since are reloaded). Tables with uncommitted changes are never cached.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import os
 import pickle
 import shutil
-import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sparkpoint.checkpoint.handles import KeyedStateHandle
 from sparkpoint.checkpoint.streams import CheckpointStreamFactory
-from sparkpoint.errors import RestoreError, StateLostError
+from sparkpoint.errors import RestoreError
 from sparkpoint.state.backend import KeyedStateBackendParameters, SnapshotType
-from sparkpoint.state.changelog import decode_entry, encode_entry
+from sparkpoint.state.changelog import ChangeTracking, decode_entry, encode_entry
 from sparkpoint.state.full_restore import PickleBlockSink
+from sparkpoint.state.heap import cache
+from sparkpoint.state.heap.commit_files import (
+    collect_garbage,
+    deltas_by_key_group,
+    read_file,
+    read_marker,
+    write_file,
+    write_marker,
+)
+from sparkpoint.state.heap.file_snapshot import snapshot_commit_files
 from sparkpoint.state.heap.snapshot_view import HeapSnapshotView
 from sparkpoint.state.heap.table import HeapStateTable, PendingBlocks
 from sparkpoint.state.keyed_backend import AbstractKeyedStateBackend, SnapshotView
-from sparkpoint.state.snapshot_format import (
-    SnapshotHeader,
-    chain_block,
-    read_chain_block,
-    write_key_groups_snapshot,
-)
+from sparkpoint.state.snapshot_format import SnapshotHeader, read_chain_block
 from sparkpoint.state.table import RegisteredStateMeta, StateTable
 
-__all__ = ["HeapKeyedStateBackend", "cached_state_dirs", "clear_heap_cache"]
+__all__ = ["HeapKeyedStateBackend"]
 
-MARKER = "MARKER.json"
 _SUBDIR = "heap"
 _SNAPSHOTS = "heap-snapshots"  # per running checkpoint upload: hard links to its files
-
-
-def _link_or_copy(src: str, dst: str) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:  # no hard links on this filesystem
-        shutil.copyfile(src, dst)
-
-
-@dataclass
-class _Cached:
-    marker: dict[str, Any]  # the commit the tables hold
-    tables: dict[str, HeapStateTable]
-    pending: PendingBlocks
-
-
-_CACHE: dict[str, _Cached] = {}
-_CACHE_LOCK = threading.Lock()
-
-
-def clear_heap_cache() -> None:
-    """Forget every cached heap state of this process (tests, memory pressure)."""
-    with _CACHE_LOCK:
-        _CACHE.clear()
-
-
-def cached_state_dirs() -> list[str]:
-    """The local state directories whose tables this process keeps cached."""
-    with _CACHE_LOCK:
-        return list(_CACHE)
-
-
-def _deltas_by_key_group(commit: dict[str, Any]) -> dict[int, list[str]]:
-    """Key group -> the delta files of ``commit`` that apply to it, in order."""
-    out: dict[int, list[str]] = {}
-    for fname, kgs in commit.get("deltas") or []:
-        for kg in kgs:
-            out.setdefault(kg, []).append(fname)
-    return out
 
 
 def _queue_deltas(
@@ -125,7 +88,7 @@ def _forget_group(
         dict.pop(t.groups, key_group, None)
 
 
-class HeapKeyedStateBackend(AbstractKeyedStateBackend):
+class HeapKeyedStateBackend(ChangeTracking, AbstractKeyedStateBackend):
     """Keyed state of one subtask in Python dicts, committed locally per epoch."""
 
     backend_name = "heap"
@@ -135,9 +98,7 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         self._dir = os.path.join(params.local_dir, _SUBDIR)
         os.makedirs(self._dir, exist_ok=True)
         self._pending = PendingBlocks()
-        self._marker: dict[str, Any] | None = self._read_marker()
-        self._tracking = False
-        self._changes: bytes | None = None
+        self._marker: dict[str, Any] | None = read_marker(self._dir, self._owner())
         # How the local state was opened: "empty", "cache", "cache caught up" or "files".
         self.opened_from = "empty"
         self._open_local_state()
@@ -218,23 +179,9 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         stream_factory: CheckpointStreamFactory,
         commit: dict[str, Any],
     ) -> Callable[[], KeyedStateHandle | None]:
-        # Synchronous part: hard links to the commit's files (later commits delete them).
         links = os.path.join(
             self.params.local_dir, _SNAPSHOTS, f"{checkpoint_id}-{uuid.uuid4().hex[:12]}"
         )
-        os.makedirs(links)
-        files: dict[int, tuple[str, list[str | None]]] = {
-            int(kg): (fname, names) for kg, (fname, names) in commit["files"].items()
-        }
-        delta_files: list[tuple[str, list[int]]] = [
-            (fname, list(kgs)) for fname, kgs in commit.get("deltas") or []
-        ]
-        try:
-            for fname in {f for f, _ in files.values()} | {f for f, _ in delta_files}:
-                _link_or_copy(os.path.join(self._dir, fname), os.path.join(links, fname))
-        except BaseException:
-            shutil.rmtree(links, ignore_errors=True)
-            raise
         header = SnapshotHeader(
             self.max_parallelism,
             self._range,
@@ -243,32 +190,7 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
             self.backend_name,
             block_encoding="pickle-chain",
         )
-
-        def read(fname: str) -> bytes:
-            with open(os.path.join(links, fname), "rb") as f:
-                return f.read()
-
-        def upload() -> KeyedStateHandle | None:
-            try:
-                deltas: dict[int, list[bytes]] = {}
-                for fname, kgs in delta_files:
-                    per_group = pickle.loads(read(fname))
-                    for kg in kgs:
-                        deltas.setdefault(kg, []).append(per_group[kg])
-
-                def block_of(kg: int) -> bytes | None:
-                    entry = files.get(kg)
-                    if entry is None:  # an empty key group (deltas only follow a file)
-                        return None
-                    fname, names = entry
-                    return chain_block(names, read(fname), deltas.get(kg, ()))
-
-                out = stream_factory.create_checkpoint_state_output_stream()
-                return write_key_groups_snapshot(out, header, block_of)
-            finally:
-                shutil.rmtree(links, ignore_errors=True)
-
-        return upload
+        return snapshot_commit_files(self._dir, links, commit, header, stream_factory)
 
     def restore(self, handles: Sequence[KeyedStateHandle]) -> None:
         """Replace the state by ``handles``; the local state then has no committed epoch
@@ -285,25 +207,15 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
 
     # -- local state ---------------------------------------------------------------------
 
-    def _read_marker(self) -> dict[str, Any] | None:
-        path = os.path.join(self._dir, MARKER)
-        try:
-            with open(path, encoding="utf-8") as f:
-                marker = json.load(f)
-        except FileNotFoundError:
-            return None
-        except ValueError as e:
-            raise StateLostError(f"Local heap state marker {path} is corrupt: {e}") from e
+    def _owner(self) -> dict[str, Any]:
+        """The marker fields that say whose local state it is."""
         p = self.params
-        if (
-            marker.get("job_id") != p.job_id
-            or marker.get("operator_id") != p.operator_id
-            or marker.get("max_parallelism") != p.max_parallelism
-            or marker.get("key_group_range")
-            != [self._range.start_key_group, self._range.end_key_group]
-        ):
-            return None
-        return marker
+        return {
+            "job_id": p.job_id,
+            "operator_id": p.operator_id,
+            "max_parallelism": p.max_parallelism,
+            "key_group_range": [self._range.start_key_group, self._range.end_key_group],
+        }
 
     def _open_local_state(self) -> None:
         """Adopt the cached tables (as they are, or caught up to the marker), else load the
@@ -312,8 +224,7 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         marker = self._marker
         if marker is None:
             return
-        with _CACHE_LOCK:
-            cached = _CACHE.pop(self._dir, None)
+        cached = cache.take(self._dir)
         if cached is not None and cached.marker["token"] == marker["token"]:
             self.opened_from = "cache"
         elif cached is not None and self._catch_up(cached, marker):
@@ -326,7 +237,7 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         self._tables = dict(cached.tables)
         self._pending = cached.pending
 
-    def _catch_up(self, cached: _Cached, marker: dict[str, Any]) -> bool:
+    def _catch_up(self, cached: cache.CachedTables, marker: dict[str, Any]) -> bool:
         """Bring tables cached at an earlier commit up to ``marker`` (another Python worker
         of the executor committed since): apply the deltas committed after it, and reload
         only the key groups rewritten whole since. False when that is not possible (states
@@ -341,8 +252,8 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
             return False
         old_files = {int(k): v for k, v in old["files"].items()}
         new_files = {int(k): v for k, v in marker["files"].items()}
-        old_deltas = _deltas_by_key_group(old)
-        new_deltas = _deltas_by_key_group(marker)
+        old_deltas = deltas_by_key_group(old)
+        new_deltas = deltas_by_key_group(marker)
         reload = set()
         for kg in old_files.keys() | new_files.keys():
             applied = old_deltas.get(kg, [])
@@ -356,11 +267,11 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
             _forget_group(pending, tables, kg)
             if kg in new_files:
                 fname, names = new_files[kg]
-                pending.add(kg, self._read_file(fname), [tables.get(n) for n in names])
+                pending.add(kg, read_file(self._dir, fname), [tables.get(n) for n in names])
         for fname, kgs in marker.get("deltas") or []:
             todo = [kg for kg in kgs if kg in reload or fname not in old_deltas.get(kg, ())]
             if todo:
-                _queue_deltas(pending, tables, pickle.loads(self._read_file(fname)), todo)
+                _queue_deltas(pending, tables, pickle.loads(read_file(self._dir, fname)), todo)
         return True
 
     def _load_commit(self, commit: dict[str, Any]) -> None:
@@ -370,21 +281,16 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
             meta = RegisteredStateMeta.from_json(meta_json)
             tables[meta.name] = self._create_table(meta)  # type: ignore[assignment]
         for kg_str, (fname, names) in commit["files"].items():
-            self._pending.add(int(kg_str), self._read_file(fname), [tables.get(n) for n in names])
+            self._pending.add(
+                int(kg_str), read_file(self._dir, fname), [tables.get(n) for n in names]
+            )
         for fname, kgs in commit.get("deltas", []):
-            _queue_deltas(self._pending, tables, pickle.loads(self._read_file(fname)), kgs)
+            _queue_deltas(self._pending, tables, pickle.loads(read_file(self._dir, fname)), kgs)
         for t in tables.values():
             t.mark_committed()
         self._tables = dict(tables)
         self._states.clear()
         self._force_dirty = False
-
-    def _read_file(self, fname: str) -> bytes:
-        try:
-            with open(os.path.join(self._dir, fname), "rb") as f:
-                return f.read()
-        except FileNotFoundError as e:
-            raise StateLostError(f"Local heap state file {fname} is missing: {e}") from e
 
     def local_epoch(self) -> int | None:
         return None if self._marker is None else int(self._marker["epoch"])
@@ -448,8 +354,7 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
                 block, block_names = pickle.dumps(present, protocol=5), list(names)
             changed[kg] = (block, block_names)
             fname = f"kg{kg}-{token}.pkl"
-            with open(os.path.join(self._dir, fname), "wb") as f:
-                f.write(block)
+            write_file(self._dir, fname, block)
             files[str(kg)] = [fname, block_names]
         # Earlier deltas of rewritten key groups no longer apply.
         delta_files = [
@@ -465,18 +370,13 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
                 protocol=5,
             )
             fname = f"delta-{token}.pkl"
-            with open(os.path.join(self._dir, fname), "wb") as f:
-                f.write(delta_block)
+            write_file(self._dir, fname, delta_block)
             delta_files.append([fname, sorted(deltas)])
-        p = self.params
         marker: dict[str, Any] = {
             "token": token,
             "epoch": epoch,
             "extra": base64.b64encode(extra).decode("ascii"),
-            "job_id": p.job_id,
-            "operator_id": p.operator_id,
-            "max_parallelism": p.max_parallelism,
-            "key_group_range": [self._range.start_key_group, self._range.end_key_group],
+            **self._owner(),
             "states": [t.meta.to_json() for t in tables.values()],
             "files": files,
             "deltas": delta_files,
@@ -492,7 +392,7 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         for t in tables.values():
             t.mark_committed()
         self._force_dirty = False
-        self._collect_garbage(marker)
+        collect_garbage(self._dir, marker)
         if self._tracking:
             self._changes = (
                 None
@@ -507,14 +407,6 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
             )
 
     # -- changelog -----------------------------------------------------------------------
-
-    def track_changes(self) -> bool:
-        self._tracking = True
-        return True
-
-    def take_changes(self) -> bytes | None:
-        changes, self._changes = self._changes, None
-        return changes
 
     def apply_changes(self, entries: Sequence[bytes]) -> None:
         """Replace every key group an entry names by the entry's block (or by nothing)."""
@@ -539,28 +431,8 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         self._force_dirty = True
 
     def _write_marker(self, marker: dict[str, Any]) -> None:
-        # Atomic against a crashed process (write, then rename), but not fsynced: only the
-        # executor that wrote local state reads it, an OS crash ends that executor (no
-        # later executor reads its directory), and the data files are not fsynced either.
-        path = os.path.join(self._dir, MARKER)
-        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(marker, f)
-        os.replace(tmp, path)
+        write_marker(self._dir, marker)
         self._marker = marker
-
-    def _collect_garbage(self, marker: dict[str, Any]) -> None:
-        keep = {MARKER}
-        for commit in (marker, marker.get("prev")):
-            if commit:
-                keep |= {f for f, _ in commit["files"].values()}
-                keep |= {f for f, _ in commit.get("deltas") or []}
-        for name in os.listdir(self._dir):
-            if name not in keep and not name.startswith(MARKER):
-                try:
-                    os.remove(os.path.join(self._dir, name))
-                except FileNotFoundError:
-                    pass
 
     def revert_to(self, epoch: int) -> bool:
         marker = self._marker
@@ -573,18 +445,10 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         prev = marker.get("prev")
         if not prev or int(prev["epoch"]) != epoch:
             return False
-        p = self.params
-        reverted = {
-            **prev,
-            "job_id": p.job_id,
-            "operator_id": p.operator_id,
-            "max_parallelism": p.max_parallelism,
-            "key_group_range": marker["key_group_range"],
-            "prev": None,
-        }
+        reverted = {**prev, **self._owner(), "prev": None}
         self._write_marker(reverted)
         self._load_commit(reverted)
-        self._collect_garbage(reverted)
+        collect_garbage(self._dir, reverted)
         return True
 
     def _has_uncommitted_changes(self) -> bool:
@@ -595,17 +459,13 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
     def close(self) -> None:
         marker = self._marker
         if marker is not None and not self._has_uncommitted_changes():
-            with _CACHE_LOCK:
-                # Tables of state whose directory is gone (the job ended and its local state
-                # was removed, maybe by another worker) will never be adopted: free them.
-                for gone in [d for d in _CACHE if not os.path.isdir(d)]:
-                    del _CACHE[gone]
-                _CACHE[self._dir] = _Cached(marker, dict(self._heap_tables()), self._pending)
+            cache.keep(
+                self._dir, cache.CachedTables(marker, dict(self._heap_tables()), self._pending)
+            )
         self._tables = {}
         self._states.clear()
 
     def dispose(self) -> None:
         self.close()
-        with _CACHE_LOCK:
-            _CACHE.pop(self._dir, None)
+        cache.drop(self._dir)
         shutil.rmtree(self._dir, ignore_errors=True)

@@ -36,6 +36,7 @@ from sparkpoint.config import RocksDBOptions
 from sparkpoint.errors import SparkpointError
 from sparkpoint.state.backend import KeyedStateBackendParameters, SnapshotType
 from sparkpoint.state.changelog import (
+    ChangeTracking,
     decode_entry,
     decode_kv_changes,
     encode_entry,
@@ -92,7 +93,7 @@ def subtask_directory(
     )
 
 
-class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
+class RocksDBKeyedStateBackend(ChangeTracking, AbstractKeyedStateBackend):
     """Keyed state of one subtask in an embedded RocksDB; see the module docstring."""
 
     backend_name = "rocksdb"
@@ -126,8 +127,6 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         )
         self._ledger = SstUploadLedger.load(os.path.join(self.directory, "sst-ledger"))
         self._state_ids: dict[str, int] = {}
-        self._tracking = False
-        self._changes: bytes | None = None
         self._check_range()
         self._check_ledger()
         self._load_registry()
@@ -276,14 +275,6 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         self._local.commit(epoch, extra)
 
     # -- changelog -----------------------------------------------------------------------
-
-    def track_changes(self) -> bool:
-        self._tracking = True
-        return True
-
-    def take_changes(self) -> bytes | None:
-        changes, self._changes = self._changes, None
-        return changes
 
     def apply_changes(self, entries: Sequence[bytes]) -> None:
         """Write every entry's puts and deletes, in order, over the restored database."""

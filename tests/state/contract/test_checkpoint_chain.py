@@ -14,7 +14,7 @@ from sparkpoint.checkpoint.handles import (
     StreamStateHandle,
 )
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, OperatorState, OperatorSubtaskState
-from sparkpoint.checkpoint.metadata_format import write_metadata
+from sparkpoint.checkpoint.metadata.file_format import write_metadata
 from sparkpoint.checkpoint.properties import CheckpointProperties
 from sparkpoint.checkpoint.store import CompletedCheckpoint, CompletedCheckpointStore
 from sparkpoint.state.descriptors import MapStateDescriptor, ValueStateDescriptor

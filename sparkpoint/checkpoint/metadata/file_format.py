@@ -4,7 +4,7 @@ Frame (all integers big-endian; the frame never changes between versions)::
 
     offset  size  field
     0       4     magic b"SPKM"
-    4       4     u32 format version (selects the MetadataSerializer for the payload)
+    4       4     u32 format version (selects the payload's serializer, ``serializers``)
     8       8     u64 payload length L
     16      4     u32 CRC32 of bytes 0..15 (the header)
     20      L     payload
@@ -28,14 +28,9 @@ from sparkpoint.checkpoint.handles import (
     IncrementalRemoteKeyedStateHandle,
     PlaceholderStreamStateHandle,
 )
-from sparkpoint.checkpoint.metadata import CheckpointMetadata
-from sparkpoint.checkpoint.metadata_v1 import (
-    HandleType,
-    MetadataSerializer,
-    MetadataV1Serializer,
-    MetadataV2Serializer,
-    metadata_format_error,
-)
+from sparkpoint.checkpoint.metadata.checkpoint_metadata import CheckpointMetadata
+from sparkpoint.checkpoint.metadata.serializer import metadata_format_error
+from sparkpoint.checkpoint.metadata.serializers import CURRENT_VERSION, MetadataSerializers
 from sparkpoint.checkpoint.paths import SnapshotPaths
 from sparkpoint.checkpoint.storage import (
     CheckpointStorageLocation,
@@ -44,54 +39,20 @@ from sparkpoint.checkpoint.storage import (
 )
 
 __all__ = [
-    "CURRENT_VERSION",
     "HEADER_SIZE",
     "MAGIC",
-    "HandleType",
-    "MetadataSerializer",
-    "MetadataSerializers",
-    "MetadataV1Serializer",
-    "MetadataV2Serializer",
     "encode_frame",
     "load_checkpoint",
     "load_checkpoint_metadata",
-    "metadata_format_error",
     "store_checkpoint_metadata",
     "write_metadata",
 ]
 
 MAGIC = b"SPKM"
-CURRENT_VERSION = 2
 HEADER_SIZE = 20
 TRAILER_SIZE = 4
 _HEADER = struct.Struct(">4sIQ")
 _U32 = struct.Struct(">I")
-
-
-class MetadataSerializers:
-    """The registry of payload serializers by format version (Flink's MetadataSerializers)."""
-
-    _by_version: dict[int, MetadataSerializer] = {
-        1: MetadataV1Serializer(),
-        2: MetadataV2Serializer(),
-    }
-
-    @classmethod
-    def get_serializer(cls, version: int) -> MetadataSerializer:
-        """The serializer of ``version`` (``KeyError`` if unknown)."""
-        return cls._by_version[version]
-
-    @classmethod
-    def versions(cls) -> tuple[int, ...]:
-        """Every version that can be read."""
-        return tuple(sorted(cls._by_version))
-
-    @classmethod
-    def register(cls, serializer: MetadataSerializer) -> None:
-        """Add a serializer for a new version (refuses to replace an existing one)."""
-        if serializer.version in cls._by_version:
-            raise ValueError(f"A serializer for version {serializer.version} is registered")
-        cls._by_version[serializer.version] = serializer
 
 
 # ---- framing ------------------------------------------------------------------------------

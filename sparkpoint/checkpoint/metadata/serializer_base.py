@@ -1,15 +1,12 @@
-"""Version 1 of the ``_metadata`` payload: checkpoint id, properties, master states and
-every operator's subtask state handles, with Flink's handle type tags.
+"""The payload codec versions 1 and 2 of ``_metadata`` share: checkpoint id, properties,
+master states and every operator's subtask state handles, with Flink's handle type tags.
 
-Integers are big-endian; strings are UTF-8 with a u32 length. ``_Reader`` raises
-``MetadataFormatError`` naming the field, the byte offset and the file on any short or
-malformed read. The frame around the payload is in ``metadata_format``.
+Integers are big-endian; strings are UTF-8 with a u32 length (``payload_io``). The frame
+around the payload is in ``file_format``; what differs between versions is in ``v1`` and
+``v2``.
 """
 
 from __future__ import annotations
-
-import abc
-import struct
 
 from sparkpoint.checkpoint.handles import (
     ByteStreamStateHandle,
@@ -28,166 +25,32 @@ from sparkpoint.checkpoint.handles import (
     StreamStateHandle,
 )
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
-from sparkpoint.checkpoint.metadata import (
+from sparkpoint.checkpoint.metadata.checkpoint_metadata import (
     CheckpointMetadata,
     MasterState,
     OperatorState,
     OperatorSubtaskState,
 )
+from sparkpoint.checkpoint.metadata.payload_io import PayloadReader, PayloadWriter
+from sparkpoint.checkpoint.metadata.serializer import (
+    HandleType,
+    MetadataSerializer,
+    metadata_format_error,
+)
 from sparkpoint.checkpoint.paths import SnapshotPaths
 from sparkpoint.checkpoint.properties import CheckpointProperties, CheckpointType
-from sparkpoint.errors import MetadataFormatError
 
-__all__ = [
-    "HandleType",
-    "MetadataSerializer",
-    "MetadataV1Serializer",
-    "MetadataV2Serializer",
-    "metadata_format_error",
-]
+__all__ = ["MetadataSerializerBase"]
 
 
-class HandleType:
-    """Type tags of serialised state handles (Flink's numbering where the type is Flink's)."""
-
-    NULL = 0
-    BYTE_STREAM = 1
-    FILE_STREAM = 2
-    KEY_GROUPS = 3
-    PARTITIONABLE_OPERATOR = 4
-    INCREMENTAL_KEY_GROUPS = 5
-    RELATIVE_STREAM = 6
-    SAVEPOINT_KEY_GROUPS = 7
-    CHANGELOG_KEYED = 8
-    PLACEHOLDER = 15
-
-
-def metadata_format_error(
-    kind: str, detail: str, offset: int, source: str | None
-) -> MetadataFormatError:
-    """A ``MetadataFormatError`` saying which problem (``kind``), where, and in which file."""
-    where = f"checkpoint metadata file {source}" if source else "checkpoint metadata"
-    err = MetadataFormatError(f"Invalid {where}: {kind} at byte offset {offset}: {detail}")
-    err.kind = kind  # type: ignore[attr-defined]
-    err.offset = offset  # type: ignore[attr-defined]
-    err.source = source  # type: ignore[attr-defined]
-    return err
-
-
-# ---- primitive writer / reader ------------------------------------------------------------
-
-
-class _Writer:
-    """Appends big-endian primitives to a buffer."""
-
-    def __init__(self) -> None:
-        self.buf = bytearray()
-
-    def u8(self, v: int) -> None:
-        self.buf += struct.pack(">B", v)
-
-    def i32(self, v: int) -> None:
-        self.buf += struct.pack(">i", v)
-
-    def u32(self, v: int) -> None:
-        self.buf += struct.pack(">I", v)
-
-    def i64(self, v: int) -> None:
-        self.buf += struct.pack(">q", v)
-
-    def raw(self, data: bytes) -> None:
-        self.u32(len(data))
-        self.buf += data
-
-    def text(self, s: str) -> None:
-        self.raw(s.encode("utf-8"))
-
-
-class _Reader:
-    """Reads big-endian primitives; errors name the absolute byte offset in the file."""
-
-    def __init__(self, data: bytes, base_offset: int, source: str | None) -> None:
-        self.data = memoryview(data)
-        self.pos = 0
-        self.base = base_offset
-        self.source = source
-
-    @property
-    def offset(self) -> int:
-        return self.base + self.pos
-
-    def fail(self, detail: str, at: int | None = None) -> MetadataFormatError:
-        return metadata_format_error(
-            "malformed payload", detail, self.offset if at is None else at, self.source
-        )
-
-    def _take(self, n: int, what: str) -> memoryview:
-        if n < 0 or self.pos + n > len(self.data):
-            raise self.fail(f"{what} needs {n} bytes, only {len(self.data) - self.pos} remain")
-        chunk = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return chunk
-
-    def u8(self, what: str) -> int:
-        return int(self._take(1, what)[0])
-
-    def i32(self, what: str) -> int:
-        return int(struct.unpack(">i", self._take(4, what))[0])
-
-    def u32(self, what: str) -> int:
-        return int(struct.unpack(">I", self._take(4, what))[0])
-
-    def i64(self, what: str) -> int:
-        return int(struct.unpack(">q", self._take(8, what))[0])
-
-    def raw(self, what: str) -> bytes:
-        n = self.u32(f"length of {what}")
-        return bytes(self._take(n, what))
-
-    def text(self, what: str) -> str:
-        at = self.offset
-        data = self.raw(what)
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise self.fail(f"{what} is not valid UTF-8", at) from None
-
-    def count(self, what: str) -> int:
-        n = self.u32(what)
-        if n > len(self.data) - self.pos:
-            raise self.fail(f"{what} {n} exceeds the bytes left in the payload")
-        return n
-
-
-# ---- serializers --------------------------------------------------------------------------
-
-
-class MetadataSerializer(abc.ABC):
-    """Writes and reads the payload of one format version."""
-
-    version: int
-
-    @abc.abstractmethod
-    def serialize(self, metadata: CheckpointMetadata) -> bytes:
-        """The payload bytes of ``metadata``."""
-
-    @abc.abstractmethod
-    def deserialize(
-        self, payload: bytes, paths: SnapshotPaths, base_offset: int
-    ) -> CheckpointMetadata:
-        """The metadata a payload holds; every file path is resolved and checked by
-        ``paths`` (``paths.source`` names the file in errors)."""
-
-
-class MetadataV1Serializer(MetadataSerializer):
-    """Version 1: checkpoint id, properties, master states, operators and every handle type."""
-
-    version = 1
+class MetadataSerializerBase(MetadataSerializer):
+    """The payload of versions 1 and 2: checkpoint id, properties, master states, operators
+    and every handle type (Flink's MetadataV2V3SerializerBase)."""
 
     # ---- write -----------------------------------------------------------------------
 
     def serialize(self, metadata: CheckpointMetadata) -> bytes:
-        w = _Writer()
+        w = PayloadWriter()
         w.i64(metadata.checkpoint_id)
         self._write_properties(w, metadata.properties)
         w.u32(len(metadata.master_states))
@@ -216,7 +79,7 @@ class MetadataV1Serializer(MetadataSerializer):
         return bytes(w.buf)
 
     @staticmethod
-    def _write_properties(w: _Writer, props: CheckpointProperties | None) -> None:
+    def _write_properties(w: PayloadWriter, props: CheckpointProperties | None) -> None:
         if props is None:
             w.u8(0)
             return
@@ -233,7 +96,7 @@ class MetadataV1Serializer(MetadataSerializer):
         )
         w.u8(sum(1 << i for i, f in enumerate(flags) if f))
 
-    def _write_stream_handle(self, w: _Writer, h: StreamStateHandle | None) -> None:
+    def _write_stream_handle(self, w: PayloadWriter, h: StreamStateHandle | None) -> None:
         if h is None:
             w.u8(HandleType.NULL)
         elif isinstance(h, ByteStreamStateHandle):
@@ -255,7 +118,7 @@ class MetadataV1Serializer(MetadataSerializer):
         else:
             raise TypeError(f"Cannot serialize stream state handle of type {type(h).__name__}")
 
-    def _write_keyed_handle(self, w: _Writer, h: KeyedStateHandle | None) -> None:
+    def _write_keyed_handle(self, w: PayloadWriter, h: KeyedStateHandle | None) -> None:
         if h is None:
             w.u8(HandleType.NULL)
         elif isinstance(h, KeyGroupsStateHandle):
@@ -300,7 +163,7 @@ class MetadataV1Serializer(MetadataSerializer):
         else:
             raise TypeError(f"Cannot serialize keyed state handle of type {type(h).__name__}")
 
-    def _write_operator_handle(self, w: _Writer, h: OperatorStateHandle) -> None:
+    def _write_operator_handle(self, w: PayloadWriter, h: OperatorStateHandle) -> None:
         w.u8(HandleType.PARTITIONABLE_OPERATOR)
         infos = h.state_name_to_partition_offsets
         w.u32(len(infos))
@@ -317,7 +180,7 @@ class MetadataV1Serializer(MetadataSerializer):
     def deserialize(
         self, payload: bytes, paths: SnapshotPaths, base_offset: int
     ) -> CheckpointMetadata:
-        r = _Reader(payload, base_offset, paths.source)
+        r = PayloadReader(payload, base_offset, paths.source)
         checkpoint_id = r.i64("checkpoint id")
         properties = self._read_properties(r)
         paths.savepoint = properties is not None and properties.is_savepoint
@@ -376,7 +239,7 @@ class MetadataV1Serializer(MetadataSerializer):
             raise r.fail(str(exc), base_offset) from None
 
     @staticmethod
-    def _read_properties(r: _Reader) -> CheckpointProperties | None:
+    def _read_properties(r: PayloadReader) -> CheckpointProperties | None:
         if r.u8("properties flag") == 0:
             return None
         at = r.offset
@@ -391,7 +254,9 @@ class MetadataV1Serializer(MetadataSerializer):
             flags[0], checkpoint_type, flags[1], flags[2], flags[3], flags[4], flags[5], flags[6]
         )
 
-    def _read_stream_handle(self, r: _Reader, paths: SnapshotPaths) -> StreamStateHandle | None:
+    def _read_stream_handle(
+        self, r: PayloadReader, paths: SnapshotPaths
+    ) -> StreamStateHandle | None:
         at = r.offset
         tag = r.u8("stream handle type")
         if tag == HandleType.NULL:
@@ -419,7 +284,7 @@ class MetadataV1Serializer(MetadataSerializer):
             return PlaceholderStreamStateHandle(key, r.i64("placeholder size"))
         raise r.fail(f"unknown stream state handle type {tag}", at)
 
-    def _read_keyed_handle(self, r: _Reader, paths: SnapshotPaths) -> KeyedStateHandle | None:
+    def _read_keyed_handle(self, r: PayloadReader, paths: SnapshotPaths) -> KeyedStateHandle | None:
         at = r.offset
         tag = r.u8("keyed handle type")
         if tag == HandleType.NULL:
@@ -467,7 +332,7 @@ class MetadataV1Serializer(MetadataSerializer):
         raise r.fail(f"unknown keyed state handle type {tag}", at)
 
     def _read_changelog_handle(
-        self, r: _Reader, paths: SnapshotPaths, at: int
+        self, r: PayloadReader, paths: SnapshotPaths, at: int
     ) -> ChangelogStateBackendHandle:
         backend_id = r.text("backend identifier")
         kgr = self._read_range(r, with_offsets=False)
@@ -499,7 +364,7 @@ class MetadataV1Serializer(MetadataSerializer):
         )
 
     @staticmethod
-    def _read_range(r: _Reader, with_offsets: bool = True) -> KeyGroupRange:
+    def _read_range(r: PayloadReader, with_offsets: bool = True) -> KeyGroupRange:
         at = r.offset
         start = r.i32("start key group")
         number = r.i32("number of key groups")
@@ -509,7 +374,7 @@ class MetadataV1Serializer(MetadataSerializer):
             raise r.fail(f"{number} key-group offsets exceed the bytes left", at)
         return KeyGroupRange.of(start, start + number - 1)
 
-    def _read_operator_handle(self, r: _Reader, paths: SnapshotPaths) -> OperatorStateHandle:
+    def _read_operator_handle(self, r: PayloadReader, paths: SnapshotPaths) -> OperatorStateHandle:
         at = r.offset
         tag = r.u8("operator handle type")
         if tag != HandleType.PARTITIONABLE_OPERATOR:
@@ -529,10 +394,3 @@ class MetadataV1Serializer(MetadataSerializer):
         if delegate is None:
             raise r.fail("operator state handle without a delegate stream", at)
         return OperatorStateHandle(infos, delegate)
-
-
-class MetadataV2Serializer(MetadataV1Serializer):
-    """Version 2: version 1's payload; keyed state is in PyFlink's key groups, those of
-    ``hashCode(Row.of(key))`` (version 1 used the raw key's ``hashCode``, Java Flink's)."""
-
-    version = 2
