@@ -121,14 +121,7 @@ class JobMaster:
         self._specs = TaskSpecs(
             plan, settings, self._checkpoints, self._changelog, self._recovery.enabled, clock
         )
-        self._progress = JobProgress(
-            self._job_id,
-            settings.job_name,
-            settings.policy,
-            self._checkpoints,
-            self._changelog,
-            self._placement,
-        )
+        self._progress = JobProgress(settings, self._checkpoints, self._changelog, self._placement)
         self._subtask_restores = SubtaskRestores(self._job_id, plan, self._recovery, self._progress)
         self._restore = JobRestore(
             plan,

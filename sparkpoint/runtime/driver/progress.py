@@ -16,10 +16,10 @@ from sparkpoint.runtime.driver.changelog_checkpoints import (
     ChangelogCheckpoints,
     MaterializationStats,
 )
-from sparkpoint.runtime.driver.coordinator import CheckpointPolicy
 from sparkpoint.runtime.driver.epoch_checkpoints import EpochCheckpoints
 from sparkpoint.runtime.driver.keyed_placement import KeyedOperator, KeyedPlacement
 from sparkpoint.runtime.driver.reports import EpochReport, FailoverEvent, SubtaskRestoreEvent
+from sparkpoint.runtime.driver.settings import JobSettings
 from sparkpoint.runtime.protocol import RestoreReason, TaskReport
 
 __all__ = ["TERMINAL_STATUSES", "JobProgress", "JobStatus"]
@@ -52,16 +52,14 @@ class JobProgress:
 
     def __init__(
         self,
-        job_id: str,
-        job_name: str,
-        policy: CheckpointPolicy,
+        settings: JobSettings,
         checkpoints: EpochCheckpoints,
         changelog: ChangelogCheckpoints,
         placement: KeyedPlacement,
     ) -> None:
-        self._job_id = job_id
-        self._job_name = job_name
-        self._policy = policy
+        self._job_id = settings.job_id
+        self._job_name = settings.job_name
+        self._policy = settings.policy
         self._checkpoints = checkpoints
         self._changelog = changelog
         self._placement = placement
