@@ -93,7 +93,8 @@ class JobClient:
 
     @property
     def job_master(self) -> JobMaster:
-        """sparkpoint: the job master running the job (live counters, for tools and demos)."""
+        """sparkpoint: the job master running the job (its ``progress`` has the live
+        counters, for tools and demos)."""
         return self._master
 
     def get_job_id(self) -> str:
