@@ -35,8 +35,13 @@ from sparkpoint.datastream.state_backend_loader import load_state_backend
 from sparkpoint.datastream.time_characteristic import TimeCharacteristic
 from sparkpoint.errors import JavaFunctionError
 from sparkpoint.runtime.driver.job_client import JobClient, JobExecutionResult, run_job
-from sparkpoint.runtime.driver.job_master import JobMaster, JobSettings
-from sparkpoint.runtime.driver.settings import JobRequest, build_job_settings, check_configuration
+from sparkpoint.runtime.driver.job_master import JobMaster
+from sparkpoint.runtime.driver.settings import (
+    JobRequest,
+    JobSettings,
+    build_job_settings,
+    check_configuration,
+)
 from sparkpoint.runtime.graph import Node, NodeKind, build_plan
 
 __all__ = ["RuntimeExecutionMode", "StreamExecutionEnvironment"]

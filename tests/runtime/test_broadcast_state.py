@@ -120,7 +120,7 @@ def test_broadcast_process_exact_after_job_restore(spark: Any, tmp_path: Any) ->
 def _stop_after(env: Any, epochs: int) -> str:
     client = env.execute_async("broadcast-savepoint")
     master = client.job_master
-    while master.epochs_run < epochs:
+    while master.progress.epochs_run < epochs:
         assert not client.get_job_execution_result().done(), "job ended before the stop"
         time.sleep(0.05)
     path = client.stop_with_savepoint(False).result(timeout=120)

@@ -531,5 +531,5 @@ def test_source_parallelism_sets_the_number_of_splits(env: Any) -> None:
     client = env.execute_async("splits")
     client.wait()
     assert sorted(sink.collected) == [2 * x for x in range(1, 101)]
-    (enum,) = client.job_master.enumerators.values()
+    (enum,) = client.job_master.split_enumerators().values()
     assert len(enum.splits) == 4

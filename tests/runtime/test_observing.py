@@ -224,7 +224,7 @@ def test_every_epoch_job_is_described_in_spark(job: RunningJob) -> None:
         assert data.jobGroup().get() == group
         descriptions.append(str(data.description().get()))
     checkpoint_of_epoch = _described_epochs(descriptions)
-    epochs_run = job.client.job_master.epochs_run
+    epochs_run = job.client.job_master.progress.epochs_run
     # every epoch that ran (failed runs included) has its jobs; the last held one none yet
     assert set(checkpoint_of_epoch) == set(range(1, PAUSE_AT))
     assert epochs_run == PAUSE_AT - 1 - len(job.client.get_failovers())  # one epoch failed

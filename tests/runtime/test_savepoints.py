@@ -43,7 +43,7 @@ def _env(spark: Any, tmp_path: Any, parallelism: int, restore: str | None = None
 def _stop_after(env: Any, epochs: int) -> str:
     client = env.execute_async("savepoints")
     master = client.job_master
-    while master.epochs_run < epochs:
+    while master.progress.epochs_run < epochs:
         assert not client.get_job_execution_result().done(), "job ended before the stop"
         time.sleep(0.05)
     path = client.stop_with_savepoint(False).result(timeout=120)
@@ -79,7 +79,7 @@ def test_trigger_savepoint_and_cancel(spark: Any, tmp_path: Any) -> None:
     keyed_count_job(env, str(tmp_path / "out"), N_EVENTS * 10, N_KEYS)
     client = env.execute_async("cancel-me")
     master = client.job_master
-    while master.epochs_run < 3:
+    while master.progress.epochs_run < 3:
         time.sleep(0.05)
     path = client.trigger_savepoint(str(tmp_path / "sp2")).result(timeout=120)
     assert os.path.exists(os.path.join(path, "_metadata"))
@@ -112,7 +112,7 @@ def test_sixteen_subtasks_small_state_is_one_file(spark: Any, tmp_path: Any) -> 
     assert chks
     for d in chks:
         assert sorted(os.listdir(job_dir / d)) == ["_metadata"]
-    done = [s for s in master.coordinator.stats if s.status == "COMPLETED"]
+    done = [s for s in client.get_checkpoint_statistics() if s.status == "COMPLETED"]
     assert done[0].files_written == 0 and done[0].inline_bytes > 0
 
 
@@ -124,7 +124,7 @@ def test_stop_with_savepoint_and_drain_fires_event_time_timers(spark: Any, tmp_p
     keyed_count_job(env, out, N_EVENTS * 10, N_KEYS)
     client = env.execute_async("drain")
     master = client.job_master
-    while master.epochs_run < 3:
+    while master.progress.epochs_run < 3:
         time.sleep(0.05)
     assert client.get_job_status().result() == "RUNNING"
     path = client.stop_with_savepoint(True).result(timeout=120)
@@ -175,7 +175,7 @@ def _started(env: Any, out: str, name: str) -> Any:
     """The keyed count running, three epochs in."""
     keyed_count_job(env, out, N_EVENTS, N_KEYS)
     client = env.execute_async(name)
-    while client.job_master.epochs_run < 3:
+    while client.job_master.progress.epochs_run < 3:
         assert not client.get_job_execution_result().done(), "job ended before the request"
         time.sleep(0.05)
     return client
@@ -203,7 +203,7 @@ def test_savepoint_that_cannot_be_triggered_fails_its_request_alone(
     client.wait(timeout=300)
     master = client.job_master
     assert client.get_job_status().result() == "FINISHED"
-    assert master.restarts == 0 and client.get_failovers() == []
+    assert master.progress.restarts == 0 and client.get_failovers() == []
     failed = [s for s in client.get_checkpoint_statistics() if s.status == "FAILED"]
     assert [s.is_savepoint for s in failed] == [True]
     assert failed[0].failure.startswith("TRIGGER_CHECKPOINT_FAILURE: ")

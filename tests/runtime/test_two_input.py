@@ -91,7 +91,7 @@ def test_a_stream_connected_with_its_own_keyed_result_is_exact_under_failures(
 def _stop_after(env: Any, epochs: int) -> str:
     client = env.execute_async("two-input-savepoint")
     master = client.job_master
-    while master.epochs_run < epochs:
+    while master.progress.epochs_run < epochs:
         assert not client.get_job_execution_result().done(), "job ended before the stop"
         time.sleep(0.05)
     path = client.stop_with_savepoint(False).result(timeout=120)

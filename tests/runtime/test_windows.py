@@ -125,13 +125,13 @@ def _stop_after(env: Any, epochs: int) -> tuple[str, int]:
     position (records read) at the stop."""
     client = env.execute_async("windows-rescale")
     master = client.job_master
-    while master.epochs_run < epochs:
+    while master.progress.epochs_run < epochs:
         assert not client.get_job_execution_result().done(), "job ended before the stop"
         time.sleep(0.05)
     path = client.stop_with_savepoint(False).result(timeout=120)
     client.wait(timeout=120)
     assert master.status == "FINISHED"
-    (enum,) = master.enumerators.values()
+    (enum,) = master.split_enumerators().values()
     (split,) = enum.splits.values()
     return str(path), int(split.position)
 

@@ -139,7 +139,7 @@ def stop_with_savepoint_after(env: StreamExecutionEnvironment, epochs: int) -> s
     """Run the job until ``epochs`` epochs ran, then stop it with a savepoint."""
     client = env.execute_async("state-processor")
     master = client.job_master
-    while master.epochs_run < epochs:
+    while master.progress.epochs_run < epochs:
         assert not client.get_job_execution_result().done(), "job ended before the stop"
         time.sleep(0.05)
     path = client.stop_with_savepoint(False).result(timeout=120)

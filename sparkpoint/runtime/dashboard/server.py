@@ -15,11 +15,14 @@ import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkpoint.errors import SparkpointError
 from sparkpoint.runtime.dashboard.page import render_page
-from sparkpoint.runtime.dashboard.view import RateMeter, job_view
+from sparkpoint.runtime.dashboard.view import JobView, RateMeter, job_view
+
+if TYPE_CHECKING:  # the driver's settings import this module: no run-time import back
+    from sparkpoint.runtime.driver.progress import JobProgress
 
 __all__ = ["Dashboard", "DashboardSettings", "start_dashboard"]
 
@@ -84,10 +87,10 @@ class _Server(ThreadingHTTPServer):
 
 
 class Dashboard:
-    """Serves the dashboard of ``master`` (a ``JobMaster``) until ``stop``."""
+    """Serves the dashboard of the job whose ``progress`` is given until ``stop``."""
 
-    def __init__(self, master: Any, settings: DashboardSettings) -> None:
-        self.master = master
+    def __init__(self, progress: JobProgress, settings: DashboardSettings) -> None:
+        self._progress = progress
         self.settings = settings
         self._meter = RateMeter()
         self._lock = threading.Lock()
@@ -112,18 +115,18 @@ class Dashboard:
             target=self._sample, name=f"sparkpoint-dashboard-rates-{port}", daemon=True
         )
         self._sampler.start()
-        _LOG.info("Job %s (%s): dashboard at %s", master.job_id, master.s.job_name, self.url)
+        _LOG.info("Job %s (%s): dashboard at %s", progress.job_id, progress.job_name, self.url)
 
-    def view(self) -> Any:
+    def view(self) -> JobView:
         """The job now (one view per request; the rate meter is shared)."""
         with self._lock:
-            return job_view(self.master, self._started, self._meter, self.settings.refresh_ms)
+            return job_view(self._progress, self._started, self._meter, self.settings.refresh_ms)
 
     def _sample(self) -> None:
         """Feed the rate meter every second, so rates need no earlier page load."""
         while True:
             with self._lock:
-                self._meter.sample(int(self.master.epochs_run), int(self.master.records_in))
+                self._meter.sample(self._progress.epochs_run, self._progress.records_in)
             if self._stopped.wait(1.0):
                 return
 
@@ -136,7 +139,7 @@ class Dashboard:
         self._thread.join()
 
 
-def start_dashboard(master: Any) -> Dashboard | None:
-    """The dashboard of ``master`` if its settings ask for one (else None)."""
-    settings = getattr(master.s, "dashboard", None)
-    return Dashboard(master, settings) if settings is not None else None
+def start_dashboard(progress: JobProgress, settings: DashboardSettings | None) -> Dashboard | None:
+    """The dashboard of the job whose ``progress`` is given, if ``settings`` ask for one
+    (else None)."""
+    return Dashboard(progress, settings) if settings is not None else None

@@ -1,8 +1,8 @@
 """``JobView``: a consistent copy of what the dashboard shows about a running job.
 
-Taken from the job master's public counters while the job runs (the master's thread keeps
-appending; copies of its lists are taken, never the lists themselves), so the page and its
-JSON describe one moment.
+Taken from the job's progress while the job runs (the master's thread keeps appending;
+copies of its lists are taken, never the lists themselves), so the page and its JSON
+describe one moment.
 """
 
 from __future__ import annotations
@@ -10,10 +10,13 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkpoint.checkpoint.stats import CheckpointStats
 from sparkpoint.runtime.driver.reports import EpochReport, FailoverEvent, SubtaskRestoreEvent
+
+if TYPE_CHECKING:  # the driver's settings import this package's server: no run-time import
+    from sparkpoint.runtime.driver.progress import JobProgress
 
 __all__ = ["JobView", "OperatorView", "RateMeter", "job_view"]
 
@@ -135,40 +138,32 @@ class RateMeter:
         return (epochs - e0) / span, (records - r0) / span
 
 
-def job_view(master: Any, started: float, meter: RateMeter, refresh_ms: int) -> JobView:
-    """The view of ``master`` (a ``JobMaster``) now; ``started`` is its ``time.monotonic``
-    start."""
-    epochs, records = int(master.epochs_run), int(master.records_in)
+def job_view(progress: JobProgress, started: float, meter: RateMeter, refresh_ms: int) -> JobView:
+    """The view of the job whose ``progress`` is given, now; ``started`` is its
+    ``time.monotonic`` start."""
+    epochs, records = progress.epochs_run, progress.records_in
     epochs_per_s, records_per_s = meter.rates(epochs, records)
-    reports = tuple(master.epoch_reports)
-    operators = []
-    for stage in master.plan.stages:
-        if not stage.keyed:
-            continue
-        executors = tuple(
-            master.placement.executor_of(stage.id, i) or "-" for i in range(stage.parallelism)
-        )
-        for node in stage.keyed_nodes:
-            operators.append(
-                OperatorView(node.operator_id, node.name, stage.parallelism, executors)
-            )
-    policy = master.s.policy
+    reports = tuple(progress.epoch_reports())
+    operators = tuple(
+        OperatorView(op.operator_id, op.name, op.parallelism, tuple(e or "-" for e in op.executors))
+        for op in progress.keyed_operators()
+    )
     return JobView(
-        job_name=master.s.job_name,
-        job_id=master.job_id,
-        status=master.status,
+        job_name=progress.job_name,
+        job_id=progress.job_id,
+        status=progress.status,
         uptime_s=time.monotonic() - started,
         epochs=epochs,
         records_in=records,
-        restarts=int(master.restarts),
+        restarts=progress.restarts,
         epochs_per_s=epochs_per_s,
         records_per_s=records_per_s,
-        checkpoints=tuple(s.copy() for s in list(master.coordinator.stats)),
+        checkpoints=tuple(progress.checkpoint_stats()),
         epoch_reports=reports,
-        failovers=tuple(master.failovers),
-        operators=tuple(operators),
-        checkpointing=policy.enabled,
-        interval_ms=policy.interval_ms,
+        failovers=tuple(progress.failovers()),
+        operators=operators,
+        checkpointing=progress.checkpointing,
+        interval_ms=progress.checkpoint_interval_ms,
         refresh_ms=refresh_ms,
         subtask_restores=tuple(r for e in reports for r in e.subtask_restores),
     )

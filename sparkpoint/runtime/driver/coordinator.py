@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sparkpoint.checkpoint.handles import StateObject
@@ -19,11 +19,12 @@ from sparkpoint.checkpoint.metadata import CheckpointMetadata, MasterState, Oper
 from sparkpoint.checkpoint.metadata.file_format import write_metadata
 from sparkpoint.checkpoint.properties import CheckpointProperties
 from sparkpoint.checkpoint.stats import CheckpointStats
-from sparkpoint.checkpoint.storage import CheckpointStorageAccess, CheckpointStorageLocation
+from sparkpoint.checkpoint.storage import CheckpointStorageAccess
 from sparkpoint.checkpoint.store import CompletedCheckpoint, CompletedCheckpointStore
 from sparkpoint.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.config import CheckpointingOptions
 from sparkpoint.errors import CheckpointException, CheckpointFailureReason
+from sparkpoint.runtime.driver.pending_checkpoint import PendingCheckpoint
 
 __all__ = [
     "CheckpointCoordinator",
@@ -57,39 +58,6 @@ class CheckpointPolicy:
     def enabled(self) -> bool:
         """Whether periodic checkpoints are on."""
         return self.interval_ms > 0
-
-
-@dataclass
-class PendingCheckpoint:
-    """A triggered checkpoint waiting for its epoch's snapshots.
-
-    An asynchronous checkpoint outlives its epoch: ``master_state`` is the job's state as
-    of ``epoch`` (taken when the epoch ended), ``acks`` the snapshots received so far and
-    ``awaiting`` the (operator id, subtask) pairs whose background upload has not ended.
-    """
-
-    checkpoint_id: int
-    timestamp_ms: int
-    trigger_monotonic_ms: int
-    location: CheckpointStorageLocation
-    properties: CheckpointProperties
-    epoch: int
-    asynchronous: bool = False
-    # Changelog checkpoints: whether keyed subtasks snapshot (materialize) for it.
-    materialize: bool = True
-    # ... and whether its epoch starts a background materialization instead.
-    materialize_in_background: bool = False
-    master_state: Any = None
-    acks: list[Any] = field(default_factory=list)
-    awaiting: set[tuple[str, int]] = field(default_factory=set)
-
-    def acks_handles(self) -> list[StateObject]:
-        """The state handles received so far (discarded when the checkpoint is aborted)."""
-        return [a.handle for a in self.acks if a.handle is not None]
-
-    def expired(self, now_monotonic_ms: int, timeout_ms: int) -> bool:
-        """Whether the checkpoint has been running longer than ``timeout_ms``."""
-        return now_monotonic_ms - self.trigger_monotonic_ms > timeout_ms
 
 
 class TolerableFailuresExceeded(CheckpointException):
@@ -203,6 +171,11 @@ class CheckpointCoordinator:
         self.pending.append(pending)
         self.stats.append(CheckpointStats(cid, is_savepoint, pending.timestamp_ms, epoch=epoch))
         return pending
+
+    def statistics(self) -> list[CheckpointStats]:
+        """Every triggered checkpoint's statistics, oldest first (copies: the coordinator
+        goes on updating its own from the job master's thread)."""
+        return [s.copy() for s in list(self.stats)]
 
     # -- completion ------------------------------------------------------------------------
     def complete(

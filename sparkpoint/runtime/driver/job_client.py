@@ -11,6 +11,7 @@ from sparkpoint.runtime.dashboard.server import start_dashboard
 from sparkpoint.runtime.driver.changelog_checkpoints import MaterializationStats
 from sparkpoint.runtime.driver.coordinator import CheckpointStats
 from sparkpoint.runtime.driver.job_master import JobMaster
+from sparkpoint.runtime.driver.progress import JobProgress
 from sparkpoint.runtime.driver.reports import EpochReport, FailoverEvent, SubtaskRestoreEvent
 
 __all__ = ["JobClient", "JobExecutionResult", "run_job"]
@@ -61,8 +62,9 @@ class JobClient:
 
     def __init__(self, master: JobMaster) -> None:
         self._master = master
+        self._progress = master.progress
         self._result: Future[JobExecutionResult] = Future()
-        self._dashboard = start_dashboard(master)
+        self._dashboard = start_dashboard(self._progress, master.dashboard_settings)
         self._thread = threading.Thread(
             target=self._run, name=f"sparkpoint-{master.job_id}", daemon=True
         )
@@ -71,7 +73,7 @@ class JobClient:
     def _run(self) -> None:
         try:
             out = self._master.run()
-            result = result_of(self._master, out)
+            result = result_of(self._progress, out)
         except BaseException as exc:
             self._stop_dashboard()
             self._result.set_exception(exc)
@@ -91,7 +93,8 @@ class JobClient:
 
     @property
     def job_master(self) -> JobMaster:
-        """sparkpoint: the job master running the job (live counters, for tools and demos)."""
+        """sparkpoint: the job master running the job (its ``progress`` has the live
+        counters, for tools and demos)."""
         return self._master
 
     def get_job_id(self) -> str:
@@ -125,21 +128,21 @@ class JobClient:
 
     def get_accumulators(self) -> Future[dict[str, Any]]:
         fut: Future[dict[str, Any]] = Future()
-        fut.set_result({"epochs": self._master.epochs_run, "restarts": self._master.restarts})
+        fut.set_result({"epochs": self._progress.epochs_run, "restarts": self._progress.restarts})
         return fut
 
     def get_checkpoint_statistics(self) -> list[CheckpointStats]:
         """Per checkpoint: id, trigger time, duration, sizes, inline bytes, files and the
         size of every subtask's state (copies: they do not change afterwards)."""
-        return [s.copy() for s in list(self._master.coordinator.stats)]
+        return self._progress.checkpoint_stats()
 
     def get_epoch_reports(self) -> list[EpochReport]:
         """sparkpoint: per finished epoch, where keyed tasks ran and what recovered."""
-        return list(self._master.epoch_reports)
+        return self._progress.epoch_reports()
 
     def get_failovers(self) -> list[FailoverEvent]:
         """sparkpoint: the whole-job failovers so far."""
-        return list(self._master.failovers)
+        return self._progress.failovers()
 
     def get_job_execution_result(self) -> Future[JobExecutionResult]:
         return self._result
@@ -151,24 +154,24 @@ class JobClient:
 
 def run_job(master: JobMaster) -> JobExecutionResult:
     """Run ``master``'s job to its end in this thread (serving its dashboard meanwhile)."""
-    dashboard = start_dashboard(master)
+    dashboard = start_dashboard(master.progress, master.dashboard_settings)
     try:
-        return result_of(master, master.run())
+        return result_of(master.progress, master.run())
     finally:
         if dashboard is not None:
             dashboard.stop()
 
 
-def result_of(master: JobMaster, out: dict[str, Any]) -> JobExecutionResult:
-    """The execution result of a finished master run."""
+def result_of(progress: JobProgress, out: dict[str, Any]) -> JobExecutionResult:
+    """The execution result of a finished master run (``out``: what ``run`` returned)."""
     return JobExecutionResult(
-        job_id=master.job_id,
+        job_id=progress.job_id,
         net_runtime_ms=out["net_runtime_ms"],
         epochs=out["epochs"],
         restarts=out["restarts"],
         records_in=out["records_in"],
-        checkpoints=tuple(s.copy() for s in master.coordinator.stats),
-        epoch_reports=tuple(master.epoch_reports),
-        failovers=tuple(master.failovers),
-        materializations=tuple(master.changelog.adopted),
+        checkpoints=tuple(progress.checkpoint_stats()),
+        epoch_reports=tuple(progress.epoch_reports()),
+        failovers=tuple(progress.failovers()),
+        materializations=tuple(progress.materializations()),
     )

@@ -1,4 +1,4 @@
-"""The runtime's ``JobSettings``, read from a job's configuration through the option table.
+"""The runtime's ``JobSettings`` and how they are read from a job's configuration.
 
 The API layer hands over a ``JobRequest``: one mapping of Flink keys holding everything the
 user configured and everything set through the API that has a key (the checkpoint config,
@@ -8,9 +8,10 @@ storage, restart strategy, fault injection).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from sparkpoint.checkpoint.storage_policies import (
     JobManagerCheckpointStorage,
@@ -31,10 +32,17 @@ from sparkpoint.config import (
 from sparkpoint.errors import ConfigurationError
 from sparkpoint.runtime.dashboard.server import DashboardSettings
 from sparkpoint.runtime.driver.coordinator import CheckpointPolicy
-from sparkpoint.runtime.driver.job_master import JobSettings
+from sparkpoint.runtime.driver.reports import EpochStart
+from sparkpoint.runtime.protocol import TaskFaultHooks
 from sparkpoint.state.key_groups import compute_default_max_parallelism
 
-__all__ = ["JobRequest", "build_job_settings", "check_configuration"]
+__all__ = [
+    "JobFaultHooks",
+    "JobRequest",
+    "JobSettings",
+    "build_job_settings",
+    "check_configuration",
+]
 
 _CKPT = CheckpointingOptions
 # Directories must also not be a root; a restore pointer may be a directory or a file.
@@ -43,6 +51,56 @@ _PATH_CHECKS = (
     (_CKPT.SAVEPOINT_DIRECTORY, validate_path),
     (StateRecoveryOptions.SAVEPOINT_PATH, check_scheme),
 )
+
+
+class JobFaultHooks(Protocol):
+    """Fault injection for a job (implemented by ``sparkpoint.testing.Faults``)."""
+
+    def before_epoch(self, event: EpochStart) -> None:
+        """Called on the driver before every run of an epoch."""
+
+    def task_hooks(self) -> TaskFaultHooks | None:
+        """The picklable part that runs inside tasks (None: nothing to do there)."""
+
+
+@dataclass
+class JobSettings:
+    """How to run a job: everything the environment configured."""
+
+    job_name: str
+    parallelism: int
+    max_parallelism: int
+    explicit_max_parallelism: bool
+    policy: CheckpointPolicy
+    checkpoint_storage: Any
+    state_backend: Any
+    restart_strategy: Any
+    num_retained: int = CheckpointingOptions.MAX_RETAINED_CHECKPOINTS.default
+    batch_mode: bool = False
+    periodic_watermarks: bool = True
+    restore_path: str | None = None
+    claim_mode: str = StateRecoveryOptions.CLAIM_MODE.default
+    allow_non_restored_state: bool = False
+    max_records_per_split: int = SparkpointOptions.MAX_RECORDS_PER_SPLIT.default
+    tasks_per_core: int = SparkpointOptions.TASKS_PER_CORE.default  # task groups
+    changelog: bool = SparkpointOptions.CHANGELOG_ENABLED.default  # per-subtask recovery
+    changelog_checkpoints: bool = StateBackendOptions.CHANGELOG_ENABLED.default
+    materialize_interval_ms: int = StateBackendOptions.PERIODIC_MATERIALIZE_INTERVAL.default
+    materialization_rate: int | None = None  # bytes per second per subtask; None: no limit
+    periodic_materialization: bool = True
+    materialization_failures_allowed: int = (
+        StateBackendOptions.MATERIALIZATION_MAX_FAILURES_ALLOWED.default
+    )
+    idle_sleep_s: float = 0.2
+    # With no new input, an (empty) epoch still runs this often, so processing-time timers
+    # fire and checkpoints are taken while a continuous source is idle.
+    idle_epoch_interval_s: float = 1.0
+    # sparkpoint.local-state.dir: None keeps local state in each executor's Spark local dir
+    local_state_dir: str | None = None
+    job_parameters: dict[str, str] = field(default_factory=dict)
+    job_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    faults: JobFaultHooks | None = None  # fault injection (sparkpoint.testing)
+    dashboard: DashboardSettings | None = None  # serve the job's dashboard (None: don't)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,72 @@
+"""The source coordinator: every source's split enumerator on the driver (Flink's
+``SourceCoordinator``). It plans the bounded range of each split an epoch reads, commits
+the ranges of accepted epochs and snapshots or restores the enumerators' positions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sparkpoint.connectors.source import Boundedness, SplitEnumerator, SplitRange
+from sparkpoint.runtime.graph import Plan
+
+__all__ = ["SourceCoordinator"]
+
+
+class SourceCoordinator:
+    """The split enumerators of one job, keyed by their source operator's id."""
+
+    def __init__(self, plan: Plan, default_parallelism: int) -> None:
+        self._enumerators = {
+            st.source.operator_id: SplitEnumerator(
+                st.source.source, st.source.parallelism or default_parallelism
+            )
+            for st in plan.stages
+            if st.source is not None
+        }
+        self._stage_of_source = {
+            st.source.operator_id: st.id for st in plan.stages if st.source is not None
+        }
+        self.source_stages = frozenset(self._stage_of_source.values())
+
+    def enumerators(self) -> dict[str, SplitEnumerator]:
+        """Source operator id -> its enumerator (its splits and their positions)."""
+        return dict(self._enumerators)
+
+    def plan_epoch(self, max_records_per_split: int) -> dict[int, list[SplitRange]]:
+        """Source stage id -> the ranges its splits read in the next epoch."""
+        out: dict[int, list[SplitRange]] = {}
+        for op_id, enum in self._enumerators.items():
+            out[self._stage_of_source[op_id]] = enum.plan_epoch(max_records_per_split)
+        return out
+
+    def end_of_input(self, ranges: Mapping[int, list[SplitRange]]) -> bool:
+        """Whether an epoch reading ``ranges`` reads the last records of every (bounded)
+        source."""
+        for op_id, enum in self._enumerators.items():
+            if enum.source.get_boundedness() != Boundedness.BOUNDED:
+                return False
+            planned = {r.split_id: r for r in ranges[self._stage_of_source[op_id]]}
+            for split in enum.splits.values():
+                r = planned.get(split.split_id)
+                if not split.finished and (r is None or not r.last):
+                    return False
+        return True
+
+    def commit_epoch(self, ranges: Mapping[int, list[SplitRange]]) -> None:
+        """The epoch that read ``ranges`` was accepted: every split moves past its range."""
+        for op_id, enum in self._enumerators.items():
+            enum.commit_epoch(ranges[self._stage_of_source[op_id]])
+
+    def snapshot_state(self) -> dict[str, list[dict[str, Any]]]:
+        """Every enumerator's position (stored in a checkpoint's master state)."""
+        return {op: e.snapshot_state() for op, e in self._enumerators.items()}
+
+    def restore_state(self, sources: Mapping[str, list[dict[str, Any]]] | None) -> None:
+        """Restore the positions of a checkpoint; sources it does not name (or all, with
+        ``None``) start from the beginning."""
+        for op_id, enum in self._enumerators.items():
+            if sources is not None and op_id in sources:
+                enum.restore_state(sources[op_id])
+            else:
+                enum.reset()
