@@ -1,14 +1,12 @@
 """Azure Blob creates through adlfs against Azurite (Microsoft's emulator) on 127.0.0.1.
 
 adlfs commits a blob with ``If-None-Match: *``; Azurite refuses it when the blob exists.
-Needs the ``azure`` and ``test`` extras and Azurite from npm: ``.ci/run`` installs it and
-sets ``SPARKPOINT_AZURITE`` to its ``azurite-blob`` executable.
+Needs the ``azure`` and ``test`` extras and Azurite from npm, installed on first use
+(``tests/fixtures/system.py``; ``SPARKPOINT_AZURITE`` may name an ``azurite-blob`` instead).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import socket
 import subprocess
 import time
@@ -23,14 +21,9 @@ from tests.fixtures.create_races import (
     check_discard_publishes_nothing,
     check_first_close_wins,
 )
+from tests.fixtures.system import azurite_blob
 
 pytest.importorskip("adlfs")
-AZURITE = os.environ.get("SPARKPOINT_AZURITE") or shutil.which("azurite-blob")
-if AZURITE is None:
-    pytest.skip(
-        "Azurite is not installed (npm install azurite; .ci/run installs it)",
-        allow_module_level=True,
-    )
 
 CONTAINER = "sparkpoint-azure"
 # Azurite's documented development account (public, emulator only).
@@ -42,13 +35,13 @@ _ACCOUNT_KEY = (
 @pytest.fixture(scope="module")
 def azure_options() -> Iterator[dict[str, str]]:
     """Azurite's blob service on a free port (in memory), with the test container."""
+    azurite = str(azurite_blob())
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    assert AZURITE is not None
     proc = subprocess.Popen(
         [
-            AZURITE,
+            azurite,
             "--blobHost",
             "127.0.0.1",
             "--blobPort",

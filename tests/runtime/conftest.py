@@ -23,11 +23,15 @@ def spark() -> Iterator[Any]:
     extra = [here, root, os.environ.get("PYTHONPATH", "")]
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in extra if p)
     from sparkpoint.runtime.spark.session import get_spark_session
-    from tests.fixtures.postgres import JDBC_JAR
+    from tests.fixtures.system import postgresql_jdbc_jar
 
-    # PostgreSQL's JDBC driver for test_spark_writer.py: a local jar on the classpath costs
-    # no start-up time; without it the PostgreSQL fixture fails with the install command.
-    conf = {"spark.jars": JDBC_JAR} if os.path.exists(JDBC_JAR) else {}
+    # PostgreSQL's JDBC driver for test_spark_writer.py (fetched once into a cache): a local
+    # jar on the classpath costs no start-up time. When it cannot be fetched the session
+    # starts without it and the PostgreSQL fixture fails with what to install.
+    try:
+        conf = {"spark.jars": str(postgresql_jdbc_jar())}
+    except pytest.fail.Exception:
+        conf = {}
     # Spark's event log, read by test_observing.py (every epoch's jobs are described).
     event_log = tempfile.mkdtemp(prefix="sparkpoint-eventlog-")
     conf.update(

@@ -5,8 +5,8 @@ while the job runs and after it was cancelled with its checkpoints retained.
 One job serves every test of this module (module fixture): a keyed count over an endless
 number sequence, checkpointed every epoch, that fails once (a whole-job failover) and is
 held before epoch ``PAUSE_AT`` by a driver hook, so what the page shows, what the job client
-says and what storage holds can be compared exactly. Chromium is Debian's ``chromium``
-(``.ci/run`` installs it); the test fails, never skips, without it.
+says and what storage holds can be compared exactly. Chromium is Debian's ``chromium``,
+installed on first use (``tests/fixtures/system.py``); the test fails, never skips, without it.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import pytest
 
 from sparkpoint.cli.history import checkpoint_history
 from sparkpoint.runtime.spark.epoch import job_group
+from tests.fixtures.system import chromium
 from tests.runtime.jobs.reference import counted_pairs
 
 JOB_NAME = '<script>alert("job")</script> counts'
@@ -107,15 +108,9 @@ def job(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runnin
         client.get_job_execution_result().exception(120)
 
 
-def chromium() -> str:
-    found = shutil.which("chromium")
-    assert found, "Debian's chromium is needed (apt-get install chromium; .ci/run does it)"
-    return found
-
-
 def browser(*args: str) -> bytes:
     cmd = [
-        chromium(),
+        str(chromium()),
         "--headless",
         "--no-sandbox",
         "--disable-gpu",

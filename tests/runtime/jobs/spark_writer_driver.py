@@ -25,11 +25,11 @@ def main() -> None:
     )
     from sparkpoint.connectors.spark_writer import SparkWriterSink
     from sparkpoint.runtime.spark.session import get_spark_session
-    from tests.fixtures.postgres import JDBC_JAR
+    from tests.fixtures.system import postgresql_jdbc_jar
     from tests.runtime.jobs.driver_process import checkpointed_env
     from tests.runtime.jobs.spark_writer_jobs import SCHEMA, CommitStepFault, writer_job
 
-    spark = get_spark_session("local[2,4]", {"spark.jars": JDBC_JAR})
+    spark = get_spark_session("local[2,4]", {"spark.jars": str(postgresql_jdbc_jar())})
     env = checkpointed_env(spark, ckpt, restore, {"sparkpoint.epoch.max-records-per-split": "150"})
     if target == "parquet":
         sink = SparkWriterSink.parquet(out, SCHEMA)
