@@ -29,10 +29,12 @@ from sparkpoint.datastream.functions import (
     ReduceFunction,
     ReduceFunctionWrapper,
     SinkFunction,
+    TypedKeySelector,
 )
 from sparkpoint.datastream.output_tag import OutputTag
 from sparkpoint.errors import JavaFunctionError
 from sparkpoint.runtime.graph import Node, Partitioning
+from sparkpoint.state.key_groups import KeyGroupAssigner
 
 if TYPE_CHECKING:
     from sparkpoint.datastream.stream_execution_environment import StreamExecutionEnvironment
@@ -200,6 +202,9 @@ class DataStream:
         self, key_selector: Callable[[Any], Any] | KeySelector, key_type: Any = None
     ) -> KeyedStream:
         ks = _wrap(key_selector, KeySelector, KeySelectorFunctionWrapper, "key selector")
+        assigner = KeyGroupAssigner(key_type)
+        if assigner.type_name is not None:  # a type whose Java hash is not the value rule's
+            ks = TypedKeySelector(ks, assigner)
         node = self._add("key_by", "KeyBy", self._node.output_type, key_selector=ks)
         return KeyedStream(self._env, node)
 
