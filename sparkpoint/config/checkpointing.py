@@ -9,6 +9,7 @@ from sparkpoint.config.option import (
     PATH,
     ConfigOption,
     OptionGroup,
+    duration_type,
     enum_type,
     int_type,
 )
@@ -25,7 +26,7 @@ class CheckpointingOptions(OptionGroup):
 
     CHECKPOINTING_INTERVAL: ConfigOption[int | None] = ConfigOption(
         "execution.checkpointing.interval",
-        DURATION,
+        duration_type(10),
         None,
         "Interval of periodic checkpoints (at least 10 ms); unset disables checkpointing.",
     )
@@ -158,7 +159,7 @@ class CheckpointingOptions(OptionGroup):
     )
     CHECKPOINTING_INTERVAL_DURING_BACKLOG: ConfigOption[int | None] = ConfigOption(
         "execution.checkpointing.interval-during-backlog",
-        DURATION,
+        duration_type(10, or_zero=True),
         None,
         "Checkpoint interval while a source reports backlog (0 disables; >= the interval). "
         "Accepted; sources report no backlog yet.",

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from sparkpoint.config.option import BOOLEAN, DURATION, STRING, ConfigOption, OptionGroup, int_type
+from sparkpoint.config.option import (
+    BOOLEAN,
+    STRING,
+    ConfigOption,
+    OptionGroup,
+    duration_type,
+    int_type,
+)
 
 __all__ = ["DashboardOptions"]
 
@@ -35,7 +42,8 @@ class DashboardOptions(OptionGroup):
     )
     REFRESH_INTERVAL = ConfigOption(
         "sparkpoint.dashboard.refresh-interval",
-        DURATION,
+        duration_type(1),
         2000,
-        "How often the page reloads itself in the browser (as Flink's web.refresh-interval).",
+        "How often the page reloads itself in the browser (as Flink's web.refresh-interval); "
+        "above 0.",
     )

@@ -30,9 +30,12 @@ not set. Values use Flink's spellings: durations `10 min`, `30 s`, `500 ms` (bar
 are milliseconds), memory sizes `20 kb`, `4 KiB`, `1 mb` (bare numbers are bytes), booleans
 `true`/`false`, lists `a;b;c`, maps `k1:v1,k2:v2`; enum values in any case. An invalid
 value raises `ConfigurationError` (a `ValueError`) naming the key, the value and what is
-allowed, as soon as it is set on a `Configuration` or handed to the environment. Keys
-starting with `spark.` are passed to the SparkSession the environment creates; the file
-system keys of the last section go to `sparkpoint.fs.configure({...})` instead.
+allowed, as soon as it is set on a `Configuration` or handed to the environment. A key
+under one of this page's prefixes (`execution.`, `state.`, `sparkpoint.`, ...) that no option
+reads is ignored with a warning naming the closest known key (a misspelling would otherwise
+go unnoticed). Keys starting with `spark.` are passed to the SparkSession the environment
+creates; the file system keys of the last section go to `sparkpoint.fs.configure({...})`
+instead.
 """
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "OptionGroup",
     "OptionType",
     "apply_options",
+    "duration_type",
     "enum_type",
     "float_type",
     "int_type",
@@ -77,10 +78,18 @@ POSITIVE_MEMORY_SIZE = OptionType(
 """Memory sizes above zero (a rate, a limit that 0 would make meaningless)."""
 
 
-def float_type(minimum: float | None = None, maximum: float | None = None) -> OptionType[float]:
-    """Numbers, optionally bounded."""
-    parse = functools.partial(parsers.parse_float, minimum=minimum, maximum=maximum)
+def float_type(
+    minimum: float | None = None, maximum: float | None = None, *, above: float | None = None
+) -> OptionType[float]:
+    """Numbers, optionally bounded (``above``: an exclusive lower bound)."""
+    parse = functools.partial(parsers.parse_float, minimum=minimum, maximum=maximum, above=above)
     return OptionType("Float", parse)
+
+
+def duration_type(minimum: int, *, or_zero: bool = False) -> OptionType[int]:
+    """Durations of at least ``minimum`` ms (and 0 when ``or_zero``: "off")."""
+    parse = functools.partial(parsers.parse_bounded_duration_ms, minimum=minimum, or_zero=or_zero)
+    return OptionType("Duration", parse, parsers.format_duration_ms)
 
 
 def enum_type(*choices: str, aliases: Mapping[str, str] | None = None) -> OptionType[str]:

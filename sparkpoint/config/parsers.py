@@ -107,6 +107,20 @@ def parse_duration_ms(value: object, key: str | None = None) -> int:
     return number if nanos is None else number * nanos // 10**6
 
 
+def parse_bounded_duration_ms(
+    value: object, key: str | None = None, *, minimum: int, or_zero: bool = False
+) -> int:
+    """Milliseconds of a duration of at least ``minimum`` ms (or exactly 0 when ``or_zero``)."""
+    millis = parse_duration_ms(value, key)
+    if millis < minimum and not (or_zero and millis == 0):
+        least = format_duration_ms(minimum)
+        allowed = (
+            f"0 or a duration of at least {least}" if or_zero else f"a duration of at least {least}"
+        )
+        raise invalid_value(key, value, allowed)
+    return millis
+
+
 def format_duration_ms(millis: int) -> str:
     """The shortest exact Flink spelling of ``millis`` ("10 min", "30 s", "250 ms")."""
     units = (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1_000))
@@ -179,9 +193,12 @@ def parse_float(
     *,
     minimum: float | None = None,
     maximum: float | None = None,
+    above: float | None = None,
 ) -> float:
-    """A number, optionally within ``[minimum, maximum]``."""
+    """A number, optionally within ``[minimum, maximum]`` and greater than ``above``."""
     allowed = _bounds("a number", minimum, maximum)
+    if above is not None:
+        allowed = f"a number above {above}" + allowed[len("a number") :]
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise invalid_value(key, value, allowed)
     try:
@@ -189,6 +206,8 @@ def parse_float(
     except ValueError:
         raise invalid_value(key, value, allowed) from None
     if number != number or _outside(number, minimum, maximum):  # NaN is not a number here
+        raise invalid_value(key, value, allowed)
+    if above is not None and not number > above:
         raise invalid_value(key, value, allowed)
     return number
 

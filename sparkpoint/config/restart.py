@@ -88,7 +88,7 @@ class RestartStrategyOptions(OptionGroup):
     )
     EXPONENTIAL_DELAY_BACKOFF_MULTIPLIER = ConfigOption(
         f"{_PREFIX}.exponential-delay.backoff-multiplier",
-        float_type(),
+        float_type(above=1.0),
         1.5,
         "Factor applied to the delay after each failure, above 1 (exponential-delay).",
     )

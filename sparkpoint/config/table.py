@@ -1,7 +1,10 @@
-"""The option table: every option group, lookup by key, and validation of a whole mapping."""
+"""The option table: every option group, lookup by key, and validation of a whole mapping
+(invalid values raise; unknown keys under the table's prefixes warn with the closest key)."""
 
 from __future__ import annotations
 
+import difflib
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,7 +22,17 @@ from sparkpoint.config.option import ConfigOption, OptionGroup
 from sparkpoint.config.restart import RestartStrategyOptions
 from sparkpoint.config.state_backend import RocksDBOptions, StateBackendOptions
 
-__all__ = ["OPTION_GROUPS", "all_options", "find_option", "validate", "validate_entry"]
+__all__ = [
+    "OPTION_GROUPS",
+    "OWNED_PREFIXES",
+    "all_options",
+    "closest_key",
+    "find_option",
+    "validate",
+    "validate_entry",
+]
+
+_LOG = logging.getLogger(__name__)
 
 OPTION_GROUPS: tuple[type[OptionGroup], ...] = (
     CoreOptions,
@@ -47,6 +60,25 @@ _BY_KEY: dict[str, ConfigOption[Any]] = {
 }
 
 
+OWNED_PREFIXES = frozenset(key.split(".", 1)[0] for key in _BY_KEY)
+"""First components of the table's keys (``execution``, ``state``, ``sparkpoint``, ...): a key
+under one of them that the table does not know is a misspelling or a key sparkpoint ignores."""
+
+
+def closest_key(key: str) -> str | None:
+    """The known key (current or deprecated) closest to ``key``, if any is close."""
+    matches = difflib.get_close_matches(key, _BY_KEY, n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+def _warn_unknown(key: str) -> None:
+    suggestion = closest_key(key)
+    hint = f"; did you mean {suggestion!r}?" if suggestion else ""
+    _LOG.warning(
+        "Unknown configuration key %r: sparkpoint reads no such key and ignores it%s", key, hint
+    )
+
+
 def find_option(key: str) -> ConfigOption[Any] | None:
     """The option read under ``key`` (its current or a deprecated key), if any."""
     return _BY_KEY.get(key)
@@ -60,6 +92,10 @@ def validate_entry(key: str, value: object) -> None:
 
 
 def validate(config: Mapping[str, object]) -> None:
-    """``validate_entry`` for every entry of ``config`` (unknown keys pass untouched)."""
+    """``validate_entry`` for every entry of ``config``; a key under ``OWNED_PREFIXES`` that
+    no option reads logs one warning naming the closest known key (once per call: the
+    environment validates a job's configuration once)."""
     for key, value in config.items():
         validate_entry(key, value)
+        if key not in _BY_KEY and key.split(".", 1)[0] in OWNED_PREFIXES:
+            _warn_unknown(key)

@@ -1,7 +1,8 @@
 """Java's ``toString`` of typed values, as PyFlink's Java sinks print them.
 
-``Double.toString``/``Float.toString`` (shortest decimal that identifies the value, at least
-two significant digits, plain between 10^-3 and 10^7, else ``d.dddE±n``), Java's spelling of
+``Double.toString``/``Float.toString`` as Java 17 writes them (its digits,
+``java_floating_decimal``: not always the shortest, 2.5e10 as a float is ``2.49999995E10``;
+plain between 10^-3 and 10^7, else ``d.dddE±n``), Java's spelling of
 booleans, nulls, tuples, rows, lists, ``java.sql`` dates and times, and ``HashMap.toString``
 in the map's iteration order (by the keys' Java ``hashCode``).
 """
@@ -9,12 +10,12 @@ in the map's iteration order (by the keys' Java ``hashCode``).
 from __future__ import annotations
 
 import datetime
-import decimal
 import math
 import struct
 from collections.abc import Callable
 from typing import Any
 
+from sparkpoint.connectors.java_floating_decimal import java17_digits
 from sparkpoint.state.typeinfo import (
     BasicArrayTypeInfo,
     BasicTypeInfo,
@@ -34,28 +35,24 @@ __all__ = [
     "java_string",
 ]
 
-_EXACT = decimal.Context(prec=2000, rounding=decimal.ROUND_HALF_EVEN)
-
 
 def java_double_string(x: float) -> str:
-    """``Double.toString(x)``: ``1.23456789E7``, ``1.0E-5``, ``0.001``, ``4.9E-324``."""
+    """``Double.toString(x)`` on Java 17: ``1.23456789E7``, ``1.0E-5``, ``0.001``, ``4.9E-324``."""
     special = _special(x)
     if special is not None:
         return special
     sign = "-" if x < 0 else ""
-    digits, exp10 = _double_digits(abs(x))
-    return sign + _layout(digits, exp10)
+    return sign + _layout(*java17_digits(abs(x), False))
 
 
 def java_float_string(x: float) -> str:
-    """``Float.toString((float) x)``: ``x`` is rounded to a 32-bit float first."""
+    """``Float.toString((float) x)`` on Java 17: ``x`` is rounded to a 32-bit float first."""
     x = _to_float32(x)
     special = _special(x)
     if special is not None:
         return special
     sign = "-" if x < 0 else ""
-    digits, exp10 = _shortest(abs(x), True, 2, 9)
-    return sign + _layout(digits, exp10)
+    return sign + _layout(*java17_digits(abs(x), True))
 
 
 def _to_float32(x: float) -> float:
@@ -73,63 +70,6 @@ def _special(x: float) -> str | None:
     if x == 0:
         return "-0.0" if math.copysign(1.0, x) < 0 else "0.0"
     return None
-
-
-def _double_digits(x: float) -> tuple[str, int]:
-    """Significant digits ``D`` and exponent ``E`` with ``x == 0.D * 10**E`` (shortest)."""
-    mantissa, _, exp = repr(x).partition("e")
-    whole, _, frac = mantissa.partition(".")
-    digits = whole + frac
-    exp10 = len(whole) + int(exp or 0)
-    stripped = digits.lstrip("0")
-    exp10 -= len(digits) - len(stripped)
-    digits = stripped.rstrip("0")
-    if len(digits) >= 2:
-        return digits, exp10
-    # Java prints at least two significant digits and picks the two-digit decimal closest
-    # to the exact value (Double.MIN_VALUE is 4.9E-324, where Python's repr gives 5e-324).
-    return _shortest(x, False, 2, 2)
-
-
-def _neighbours(x: float, single: bool) -> tuple[float, float, bool]:
-    """The adjacent values of a positive finite ``x`` and whether its significand is even."""
-    fmt, ifmt = (">f", ">i") if single else (">d", ">q")
-    bits = struct.unpack(ifmt, struct.pack(fmt, x))[0]
-    below = struct.unpack(fmt, struct.pack(ifmt, bits - 1))[0] if bits > 0 else 0.0
-    top = 0x7F7FFFFF if single else 0x7FEFFFFFFFFFFFFF
-    if bits < top:
-        above = struct.unpack(fmt, struct.pack(ifmt, bits + 1))[0]
-    else:
-        above = x + (x - below)
-    return below, above, bits % 2 == 0
-
-
-def _shortest(x: float, single: bool, min_digits: int, max_digits: int) -> tuple[str, int]:
-    """The shortest decimal (of at least ``min_digits``) inside ``x``'s rounding interval,
-    closest to ``x``: Java's rule for ``Float``/``Double.toString``."""
-    below, above, even = _neighbours(x, single)
-    with decimal.localcontext(_EXACT):
-        exact = decimal.Decimal(x)
-        low = (decimal.Decimal(below) + exact) / 2
-        high = (exact + decimal.Decimal(above)) / 2
-
-        def inside(d: decimal.Decimal) -> bool:
-            return (low <= d <= high) if even else (low < d < high)
-
-        for p in range(min_digits, max_digits + 1):
-            quantum = decimal.Decimal(1).scaleb(exact.adjusted() - p + 1)
-            near = exact.quantize(quantum, decimal.ROUND_HALF_EVEN)
-            found = [d for d in (near, near - quantum, near + quantum) if d > 0 and inside(d)]
-            if found:
-                best = min(found, key=lambda d: (abs(d - exact), d.as_tuple().digits[-1] % 2))
-                return _decimal_digits(best)
-        return _decimal_digits(exact)
-
-
-def _decimal_digits(d: decimal.Decimal) -> tuple[str, int]:
-    t = d.normalize(_EXACT).as_tuple()
-    digits = "".join(str(v) for v in t.digits)
-    return digits, len(digits) + int(t.exponent)
 
 
 def _layout(digits: str, exp10: int) -> str:

@@ -29,12 +29,14 @@ from sparkpoint.datastream.functions import (
     ReduceFunction,
     ReduceFunctionWrapper,
     SinkFunction,
+    TypedKeySelector,
 )
 from sparkpoint.datastream.output_tag import OutputTag
 from sparkpoint.datastream.window import CountSlidingWindowAssigner, CountTumblingWindowAssigner
 from sparkpoint.datastream.windowed_stream import AllWindowedStream, WindowedStream
 from sparkpoint.errors import JavaFunctionError
 from sparkpoint.runtime.graph import Node, NodeKind, Partitioning
+from sparkpoint.state.key_groups import KeyGroupAssigner
 from sparkpoint.state.typeinfo import TupleTypeInfo
 from sparkpoint.types import Row
 
@@ -229,6 +231,9 @@ class DataStream:
         self, key_selector: Callable[[Any], Any] | KeySelector, key_type: Any = None
     ) -> KeyedStream:
         ks = _wrap(key_selector, KeySelector, KeySelectorFunctionWrapper, "key selector")
+        assigner = KeyGroupAssigner(key_type)
+        if assigner.type_name is not None:  # a type whose Java hash is not the value rule's
+            ks = TypedKeySelector(ks, assigner)
         node = self._add(NodeKind.KEY_BY, "KeyBy", self._node.output_type, key_selector=ks)
         return KeyedStream(self._env, node)
 

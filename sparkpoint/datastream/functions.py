@@ -42,6 +42,7 @@ from sparkpoint.state.descriptors import (
     ValueStateDescriptor,
 )
 from sparkpoint.state.functions import AggregateFunction, Function, ReduceFunction
+from sparkpoint.state.key_groups import KeyGroupAssigner
 
 __all__ = [
     "AggregateFunction",
@@ -84,6 +85,7 @@ __all__ = [
     "SinkFunction",
     "SourceFunction",
     "TimerService",
+    "TypedKeySelector",
     "WindowFunction",
 ]
 
@@ -558,6 +560,27 @@ class KeySelectorFunctionWrapper(FunctionWrapper, KeySelector):
     def get_key(self, value: Any) -> Any:
         """Call the wrapped function."""
         return self._func(value)
+
+
+class TypedKeySelector(KeySelector):
+    """A key selector whose keys have a declared type (``key_by(..., key_type=...)``): its
+    ``key_group_assigner`` places them in key groups by that type's Java ``hashCode``."""
+
+    def __init__(self, selector: KeySelector, key_group_assigner: KeyGroupAssigner) -> None:
+        self.selector = selector
+        self.key_group_assigner = key_group_assigner
+
+    def open(self, runtime_context: Any) -> None:
+        """Open the wrapped selector."""
+        self.selector.open(runtime_context)
+
+    def close(self) -> None:
+        """Close the wrapped selector."""
+        self.selector.close()
+
+    def get_key(self, value: Any) -> Any:
+        """The wrapped selector's key."""
+        return self.selector.get_key(value)
 
 
 class ReduceFunctionWrapper(FunctionWrapper, ReduceFunction):

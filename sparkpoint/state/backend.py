@@ -19,6 +19,7 @@ from sparkpoint.checkpoint.handles import KeyedStateHandle, OperatorStateHandle
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.checkpoint.streams import CheckpointStreamFactory
 from sparkpoint.clock import SYSTEM_CLOCK, Clock
+from sparkpoint.state.key_groups import UNTYPED_KEYS, KeyGroupAssigner
 
 if TYPE_CHECKING:
     from sparkpoint.state.descriptors import StateDescriptor
@@ -63,6 +64,9 @@ class KeyedStateBackendParameters:
     # backend may store them in time order, as Flink's timer services do. The runtime names
     # its timers state here.
     timer_states: frozenset[str] = frozenset()
+    # How keys map to key groups: by the declared key type of ``key_by(..., key_type=...)``
+    # as PyFlink hashes it, or by the value (untyped keys).
+    key_group_assigner: KeyGroupAssigner = UNTYPED_KEYS
 
 
 class KeyedStateBackend(abc.ABC):

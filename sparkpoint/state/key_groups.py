@@ -8,6 +8,13 @@ lands in the key group (and the subtask) it has in PyFlink with a typed key
 (``key_by(..., key_type=...)``). Java Flink keys by the raw key (no ``+ 62``). Checkpoint
 metadata before format version 2 used that rule; ``KEY_GROUPS_SINCE_FORMAT`` says so.
 
+A key declared with ``key_by(..., key_type=...)`` is hashed as PyFlink hashes it: as the
+declared Java type (``KeyGroupAssigner``). That differs from the value rule for ``LONG``
+(``Long.hashCode``: -5 hashes to 4, not -5), ``FLOAT`` (``Float.hashCode``), ``DOUBLE``
+(``Double.hashCode`` also of integral values) and ``BOOLEAN``; ``INT``, ``SHORT``, ``BYTE`` and
+``STRING`` hash as the value rule does. Keys without a declared type (or of another type)
+keep the value rule below, so untyped jobs' key groups are unchanged.
+
 Supported key types with a defined, process-independent hash: ``int``, ``str``, ``bytes``,
 ``bool``, ``None``, ``float``, tuples and ``Row`` of these. Any other key is hashed through
 its pickled bytes, which is only stable when the pickle is deterministic (so avoid dicts and
@@ -29,7 +36,9 @@ from sparkpoint.errors import RestoreError
 __all__ = [
     "DEFAULT_LOWER_BOUND_MAX_PARALLELISM",
     "KEY_GROUPS_SINCE_FORMAT",
+    "UNTYPED_KEYS",
     "UPPER_BOUND_MAX_PARALLELISM",
+    "KeyGroupAssigner",
     "assign_key_groups_int64",
     "assign_to_key_group",
     "check_max_parallelism",
@@ -39,6 +48,7 @@ __all__ = [
     "compute_key_group_range_for_operator_index",
     "compute_operator_index_for_key_group",
     "int64_key_groups",
+    "key_group_assigner_of",
     "key_hash",
     "murmur_hash",
     "row_hash",
@@ -276,3 +286,81 @@ def int64_key_groups(keys: Sequence[Any], max_parallelism: int) -> np.ndarray | 
     except OverflowError:  # some key does not fit int64
         return None
     return assign_key_groups_int64(arr, max_parallelism)
+
+
+def _long_key_hash(key: Any) -> int:
+    """``Long.hashCode`` of the low 64 bits of ``key``."""
+    u = int(key) & 0xFFFFFFFFFFFFFFFF
+    return _to_int32(u ^ (u >> 32))
+
+
+def _float_key_hash(key: Any) -> int:
+    """``Float.hashCode`` (``floatToIntBits``: NaN canonicalised) of ``(float) key``."""
+    x = float(key)
+    if x != x:
+        return 0x7FC00000
+    try:
+        (bits,) = struct.unpack(">i", struct.pack(">f", x))
+    except OverflowError:  # beyond the float range: Java's cast gives an infinity
+        (bits,) = struct.unpack(">i", struct.pack(">f", float("inf") if x > 0 else -float("inf")))
+    return int(bits)
+
+
+_TYPED_HASHES = {
+    "LONG": _long_key_hash,
+    "FLOAT": _float_key_hash,
+    "DOUBLE": lambda key: _float_hash(float(key)),
+    "BOOLEAN": lambda key: 1231 if key else 1237,
+}
+"""The declared key types whose Java ``hashCode`` can differ from ``key_hash`` of the value."""
+
+
+class KeyGroupAssigner:
+    """Assigns the keys of one keyed stream to key groups: by the Java ``hashCode`` of the
+    declared key type (``key_by(..., key_type=...)``) as PyFlink does, else by the value."""
+
+    __slots__ = ("_hash", "type_name")
+
+    def __init__(self, key_type: Any = None) -> None:
+        name = getattr(key_type, "type_name", None)
+        self.type_name: str | None = name if name in _TYPED_HASHES else None
+        self._hash = _TYPED_HASHES.get(name, key_hash) if isinstance(name, str) else key_hash
+
+    def key_group(self, key: Any, max_parallelism: int) -> int:
+        """The key group of ``key`` (a null key hashes to 0, as in Java)."""
+        code = 0 if key is None else self._hash(key)
+        return murmur_hash(_to_int32(code + _ROW_OF_KEY)) % max_parallelism
+
+    def int64_key_groups(self, keys: Sequence[Any], max_parallelism: int) -> np.ndarray | None:
+        """Key groups of a batch in one vectorised pass when every key is an ``int`` of 64
+        bits and the rule allows it; ``None`` otherwise (then per key: ``key_group``)."""
+        if self.type_name is None:
+            return int64_key_groups(keys, max_parallelism)
+        if self.type_name != "LONG" or not keys or set(map(type, keys)) != {int}:
+            return None
+        try:
+            arr = np.fromiter(keys, np.int64, len(keys))
+        except OverflowError:
+            return None
+        u = arr.view(np.uint64)
+        codes = (u ^ (u >> np.uint64(32))).astype(np.uint32) + np.uint32(_ROW_OF_KEY)
+        return (_murmur_u32_array(codes) % max_parallelism).astype(np.int32)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, KeyGroupAssigner) and other.type_name == self.type_name
+
+    def __hash__(self) -> int:
+        return hash(self.type_name)
+
+    def __repr__(self) -> str:
+        return f"KeyGroupAssigner({self.type_name or 'untyped'})"
+
+
+UNTYPED_KEYS = KeyGroupAssigner()
+"""Keys hashed by their value (``assign_to_key_group``): no declared key type."""
+
+
+def key_group_assigner_of(key_selector: Any) -> KeyGroupAssigner:
+    """The assigner a key selector carries (``key_by(..., key_type=...)``), else untyped."""
+    assigner = getattr(key_selector, "key_group_assigner", None)
+    return assigner if isinstance(assigner, KeyGroupAssigner) else UNTYPED_KEYS

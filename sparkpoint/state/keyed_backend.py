@@ -21,7 +21,6 @@ from sparkpoint.errors import RestoreError
 from sparkpoint.state.backend import KeyedStateBackend, KeyedStateBackendParameters, SnapshotType
 from sparkpoint.state.descriptors import StateDescriptor, StateKind
 from sparkpoint.state.full_restore import PickleBlockSink, restore_key_groups
-from sparkpoint.state.key_groups import assign_to_key_group
 from sparkpoint.state.primitives import State, create_state
 from sparkpoint.state.serializers import PickleSerializer, TypeSerializer
 from sparkpoint.state.snapshot_format import (
@@ -66,6 +65,7 @@ class AbstractKeyedStateBackend(KeyedStateBackend):
         self.params = params
         self._range = params.key_group_range
         self.max_parallelism = params.max_parallelism
+        self.key_group_assigner = params.key_group_assigner
         self.key_serializer: TypeSerializer = params.key_serializer or PickleSerializer()
         self._clock = params.clock
         self._tables: dict[str, StateTable] = {}
@@ -117,7 +117,7 @@ class AbstractKeyedStateBackend(KeyedStateBackend):
             kg = self._kg_cache.get(key)
             if kg is not None:
                 return kg
-        kg = assign_to_key_group(key, self.max_parallelism)
+        kg = self.key_group_assigner.key_group(key, self.max_parallelism)
         if not self._range.contains(kg):
             raise ValueError(
                 f"Key group {kg} of key {key!r} is not in {self._range}. Unless you are "

@@ -400,7 +400,7 @@ def test_configure_jobmanager_storage() -> None:
 def test_configure_errors_leave_config_unchanged() -> None:
     c = CheckpointConfig().set_checkpoint_interval(5000)
     bad_inputs = [
-        ({"execution.checkpointing.interval": "5 ms"}, "larger than or equal to 10 ms"),
+        ({"execution.checkpointing.interval": "5 ms"}, "expected a duration of at least 10 ms"),
         ({"execution.checkpointing.interval": "soon"}, "Could not parse value 'soon'"),
         ({"execution.checkpointing.timeout": "1 ms"}, "Checkpoint timeout"),
         (

@@ -24,6 +24,7 @@ GOLDENS = HERE / "goldens"
 SECTIONS = {"programs": HERE / "programs", "examples": HERE / "pyflink_examples"}
 ORDERS = ("exact", "per_sink", "unordered")
 PENDING = ("issue 11", "issue 12")
+ISSUES = ("11", "12", "29", "examples")
 
 _IMPORT = re.compile(r"^(\s*(?:from|import)\s+)pyflink(?=[.\s])", re.MULTILINE)
 # PrintSinkOutputWriter's prefix: "id:N> ", "N> " or "id> " (id has no blanks or ':').
@@ -80,8 +81,8 @@ def load_manifest() -> list[Entry]:
             if pending is not None and not reason:
                 raise ValueError(f"{where}: a pending program needs a reason")
             issue = spec.pop("issue", None)
-            if issue not in ("11", "12", "examples"):
-                raise ValueError(f"{where}: issue = {issue!r}, allowed: '11', '12', 'examples'")
+            if issue not in ISSUES:
+                raise ValueError(f"{where}: issue = {issue!r}, allowed: {', '.join(ISSUES)}")
             entries.append(
                 Entry(
                     section=section,

@@ -20,7 +20,7 @@ from sparkpoint.runtime.operators.context import (
     StreamRuntimeContext,
 )
 from sparkpoint.runtime.operators.time_domain import TimeDomain
-from sparkpoint.state.key_groups import int64_key_groups
+from sparkpoint.state.key_groups import key_group_assigner_of
 
 __all__ = [
     "FilterOperator",
@@ -324,7 +324,8 @@ class KeyedOperator(UserFunctionOperator):
         get_key = self.key_selector.get_key
         keys = [get_key(v) for v in values]
         backend = self.backend
-        groups = int64_key_groups(keys, self.env.max_parallelism)
+        assigner = key_group_assigner_of(self.key_selector)
+        groups = assigner.int64_key_groups(keys, self.env.max_parallelism)
         if groups is not None:
             kgs: list[int] = groups.tolist()
         else:

@@ -24,7 +24,12 @@ from sparkpoint.runtime.protocol import (
 from sparkpoint.runtime.task.async_upload import SubtaskUploads, worker_is_reused
 from sparkpoint.state.backend import KeyedStateBackendParameters, SnapshotType
 from sparkpoint.state.changelog_restore import restore_keyed_state
-from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
+from sparkpoint.state.key_groups import (
+    UNTYPED_KEYS,
+    KeyGroupAssigner,
+    compute_key_group_range_for_operator_index,
+    key_group_assigner_of,
+)
 from sparkpoint.state.local_recovery import (
     LocalCommitMarker,
     LocalStateAction,
@@ -118,7 +123,16 @@ class SubtaskState:
             local_dir=self.local_dir(operator_id),
             clock=self.clock,
             timer_states=_TIMER_STATES,
+            key_group_assigner=self._key_group_assigner(operator_id),
         )
+
+    def _key_group_assigner(self, operator_id: str) -> KeyGroupAssigner:
+        """How the keys of ``operator_id`` map to key groups: as its keyed input's selector
+        says (the declared key type), the same rule the router partitions by."""
+        for node in self.stage.keyed_nodes:
+            if node.operator_id == operator_id and node.inputs:
+                return key_group_assigner_of(node.inputs[0].key_selector)
+        return UNTYPED_KEYS
 
     def _open(self, operator_id: str) -> None:
         spec = self.spec

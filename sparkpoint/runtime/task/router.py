@@ -21,7 +21,7 @@ from sparkpoint.runtime.operators.context import OperatorEnv
 from sparkpoint.runtime.operators.type_crossing import crossing_converter
 from sparkpoint.runtime.protocol import OutputRoute
 from sparkpoint.runtime.task.records import KIND_DATA, encode_data
-from sparkpoint.state.key_groups import assign_to_key_group, int64_key_groups
+from sparkpoint.state.key_groups import key_group_assigner_of
 
 __all__ = ["GROUP_TARGET", "Router", "rescale_targets"]
 
@@ -55,6 +55,7 @@ class Router(Operator):
         part = route.partitioning
         self.kind = part.kind
         self.key_selector = part.key_selector
+        self.key_group_assigner = key_group_assigner_of(part.key_selector)
         self.partitioner = part.partitioner
         self.parallelism = route.parallelism
         self.max_parallelism = route.max_parallelism
@@ -131,7 +132,8 @@ class Router(Operator):
     def _subtasks(self, keys: list[Any]) -> list[int]:
         """The target subtask of each key: vectorised for int keys, memoised otherwise."""
         maxp, p = self.max_parallelism, self.parallelism
-        kgs = int64_key_groups(keys, maxp)
+        key_group = self.key_group_assigner.key_group
+        kgs = self.key_group_assigner.int64_key_groups(keys, maxp)
         if kgs is not None:
             return ((kgs.astype(np.int64) * p) // maxp).tolist()  # type: ignore[no-any-return]
         cache = self._cache
@@ -141,9 +143,9 @@ class Router(Operator):
                 ck = (k.__class__, k)
                 sub = cache.get(ck)
                 if sub is None:
-                    sub = cache[ck] = assign_to_key_group(k, maxp) * p // maxp
+                    sub = cache[ck] = key_group(k, maxp) * p // maxp
             except TypeError:  # unhashable key: no memo
-                sub = assign_to_key_group(k, maxp) * p // maxp
+                sub = key_group(k, maxp) * p // maxp
             out.append(sub)
         return out
 
