@@ -254,7 +254,7 @@ class UploadState(StrEnum):
 class UploadStatus:
     """Where a keyed subtask's asynchronous upload for one checkpoint stands."""
 
-    # The states under the names the driver reads them by (``UploadStatus.DONE``).
+    # The states under the names the driver reads them by (``UploadState.DONE``).
     RUNNING: ClassVar[UploadState] = UploadState.RUNNING
     DONE: ClassVar[UploadState] = UploadState.DONE
     FAILED: ClassVar[UploadState] = UploadState.FAILED

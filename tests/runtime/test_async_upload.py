@@ -17,7 +17,7 @@ from sparkpoint.checkpoint.fs_streams import FsCheckpointStreamFactory
 from sparkpoint.checkpoint.handles import FileStateHandle
 from sparkpoint.checkpoint.streams import CheckpointStreamFactory
 from sparkpoint.fs.registry import get_filesystem
-from sparkpoint.runtime.protocol import UploadStatus
+from sparkpoint.runtime.protocol import UploadState
 from sparkpoint.runtime.task.async_upload import SubtaskUploads, end_job_uploads
 
 
@@ -65,11 +65,11 @@ def test_a_finished_upload_is_reported_until_settled(tmp_path: Path) -> None:
     gate = threading.Event()
     thread = uploads.start(7, _writer(uploads.stream_factory(7, _factory(tmp_path)), 3, gate))
     [running] = uploads.statuses({7})
-    assert running.state == UploadStatus.RUNNING and running.checkpoint_id == 7
+    assert running.state == UploadState.RUNNING and running.checkpoint_id == 7
     gate.set()
     thread.join(10)
     [done] = uploads.statuses({7})
-    assert done.state == UploadStatus.DONE and done.state_size == 3 * 1024
+    assert done.state == UploadState.DONE and done.state_size == 3 * 1024
     assert isinstance(done.handle, FileStateHandle) and _exists(done.handle)
     assert uploads.statuses({7}) == [done]  # reported again until the driver settles it
     assert uploads.statuses({8}) == []
@@ -86,7 +86,7 @@ def test_a_failed_upload_reports_its_error(tmp_path: Path) -> None:
 
     uploads.start(7, upload).join(10)
     [failed] = uploads.statuses({7})
-    assert failed.state == UploadStatus.FAILED and "disk on fire" in failed.detail
+    assert failed.state == UploadState.FAILED and "disk on fire" in failed.detail
 
 
 def test_an_aborted_checkpoint_cancels_its_running_upload_and_leaves_no_file(
@@ -126,7 +126,7 @@ def test_an_upload_whose_worker_died_is_lost(tmp_path: Path) -> None:
     pid = int(child.stdout)
     Path(uploads.directory, "7.running").write_text(f"{pid} 12345")
     [lost] = uploads.statuses({7})
-    assert lost.state == UploadStatus.LOST and "gone" in lost.detail
+    assert lost.state == UploadState.LOST and "gone" in lost.detail
     assert uploads.settle((), ()) == 0 and os.listdir(uploads.directory) == []
 
 

@@ -20,7 +20,7 @@ from sparkpoint.runtime.driver.changelog_checkpoints import (
     ChangelogCheckpoints,
     MaterializationFailuresExceeded,
 )
-from sparkpoint.runtime.protocol import UploadStatus
+from sparkpoint.runtime.protocol import UploadState, UploadStatus
 
 KEYED = {("count", 0), ("count", 1)}
 INTERVAL_MS = 1000
@@ -73,11 +73,11 @@ def test_adopted_once_every_upload_is_done(tmp_path: Path) -> None:
     changelog.run_accepted(7, KEYED, 6)
     h0, h1 = _handle(tmp_path, "a"), _handle(tmp_path, "b")
     changelog.advance(
-        [_status(0, 6, UploadStatus.DONE, h0), _status(1, 6, UploadStatus.RUNNING)],
+        [_status(0, 6, UploadState.DONE, h0), _status(1, 6, UploadState.RUNNING)],
         INTERVAL_MS + 10,
     )
     assert changelog.materialization_id == 1  # not yet: subtask 1 still uploads
-    changelog.advance([_status(1, 6, UploadStatus.DONE, h1)], INTERVAL_MS + 20)
+    changelog.advance([_status(1, 6, UploadState.DONE, h1)], INTERVAL_MS + 20)
     assert (changelog.materialization_id, changelog.materialization_epoch) == (6, 7)
     assert changelog.pending_materializations() == frozenset()
     [stats] = changelog.adopted
@@ -98,7 +98,7 @@ def test_a_failed_upload_abandons_it_and_deletes_what_the_others_wrote(tmp_path:
     changelog.run_accepted(7, KEYED, 6)
     done = _handle(tmp_path, "done")
     changelog.advance(
-        [_status(0, 6, UploadStatus.DONE, done), _status(1, 6, UploadStatus.FAILED)], 3000
+        [_status(0, 6, UploadState.DONE, done), _status(1, 6, UploadState.FAILED)], 3000
     )
     changelog.close()  # waits for the deletions
     assert list(changelog.aborted) == [6]
@@ -111,7 +111,7 @@ def test_lost_records_and_runs_not_accepted_abandon_it() -> None:
     changelog = _changelog()
     assert changelog.start_background(6, INTERVAL_MS)
     changelog.run_accepted(7, KEYED, 6)
-    changelog.advance([_status(0, 6, UploadStatus.RUNNING)], INTERVAL_MS)  # 1: no record
+    changelog.advance([_status(0, 6, UploadState.RUNNING)], INTERVAL_MS)  # 1: no record
     assert list(changelog.aborted) == [6]
     # the next attempt comes an interval after the failure
     assert not changelog.start_background(8, 2 * INTERVAL_MS - 1)
@@ -133,7 +133,7 @@ def test_one_older_than_a_materialization_completed_since_is_abandoned(
     changelog.run_accepted(7, KEYED, 6)
     changelog.materialization_id, changelog.materialization_epoch = 8, 9  # a failover's
     changelog.advance(
-        [_status(s, 6, UploadStatus.DONE, _handle(tmp_path, f"h{s}")) for s in (0, 1)],
+        [_status(s, 6, UploadState.DONE, _handle(tmp_path, f"h{s}")) for s in (0, 1)],
         2 * INTERVAL_MS,
     )
     changelog.close()
@@ -144,7 +144,7 @@ def test_one_older_than_a_materialization_completed_since_is_abandoned(
 def _fail_one(changelog: ChangelogCheckpoints, mid: int, now_ms: int) -> None:
     assert changelog.start_background(mid, now_ms)
     changelog.run_accepted(mid + 1, KEYED, mid)
-    changelog.advance([_status(0, mid, UploadStatus.FAILED)], now_ms)
+    changelog.advance([_status(0, mid, UploadState.FAILED)], now_ms)
 
 
 def test_failures_in_a_row_beyond_the_allowed_fail_the_job_over(tmp_path: Path) -> None:
@@ -154,7 +154,7 @@ def test_failures_in_a_row_beyond_the_allowed_fail_the_job_over(tmp_path: Path) 
     assert changelog.start_background(8, 2 * INTERVAL_MS)
     changelog.run_accepted(9, KEYED, 8)
     changelog.advance(
-        [_status(s, 8, UploadStatus.DONE, _handle(tmp_path, f"h{s}")) for s in (0, 1)],
+        [_status(s, 8, UploadState.DONE, _handle(tmp_path, f"h{s}")) for s in (0, 1)],
         2 * INTERVAL_MS,
     )
     assert changelog.materialization_id == 8
@@ -197,7 +197,7 @@ def test_an_adopted_one_no_checkpoint_referenced_goes_when_the_next_is_adopted(
         assert changelog.start_background(mid, now)
         changelog.run_accepted(mid + 1, KEYED, mid)
         changelog.advance(
-            [_status(s, mid, UploadStatus.DONE, _handle(tmp_path, f"{mid}-{s}")) for s in (0, 1)],
+            [_status(s, mid, UploadState.DONE, _handle(tmp_path, f"{mid}-{s}")) for s in (0, 1)],
             now,
         )
     assert changelog.materialization_id == 8

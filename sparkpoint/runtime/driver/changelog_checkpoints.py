@@ -48,7 +48,7 @@ from sparkpoint.config import StateBackendOptions
 from sparkpoint.errors import CheckpointException, CheckpointFailureReason, SparkpointError
 from sparkpoint.runtime.driver.subtask_recovery import discard_entries
 from sparkpoint.runtime.graph import Plan
-from sparkpoint.runtime.protocol import ChangelogAck, SnapshotAck, UploadStatus
+from sparkpoint.runtime.protocol import ChangelogAck, SnapshotAck, UploadState, UploadStatus
 from sparkpoint.runtime.task.async_upload import uploaded_files
 from sparkpoint.state.key_groups import compute_key_group_range_for_operator_index
 
@@ -203,7 +203,7 @@ class ChangelogCheckpoints:
         }
         for key in sorted(current.awaiting):
             status = found.get(key)
-            if status is None or status.state in (UploadStatus.FAILED, UploadStatus.LOST):
+            if status is None or status.state in (UploadState.FAILED, UploadState.LOST):
                 detail = "no record of it" if status is None else status.detail
                 why = f"the upload of {key[0]}#{key[1]} ended: {detail}"
                 self._abandon(current, why)
@@ -217,7 +217,7 @@ class ChangelogCheckpoints:
                         f"{current.materialization_id}: {why}"
                     )
                 return
-            if status.state == UploadStatus.DONE:
+            if status.state == UploadState.DONE:
                 handle = status.handle
                 current.handles[key] = (handle,) if handle is not None else ()
                 current.uploaded_bytes += written_bytes(handle)

@@ -15,7 +15,7 @@ from sparkpoint.checkpoint.storage import CheckpointStorageLocation
 from sparkpoint.errors import CheckpointException, CheckpointFailureReason
 from sparkpoint.runtime.driver.master_state import JobMasterState
 from sparkpoint.runtime.graph import Stage
-from sparkpoint.runtime.protocol import SnapshotAck, UploadStatus
+from sparkpoint.runtime.protocol import SnapshotAck, UploadState, UploadStatus
 
 __all__ = ["PendingCheckpoint", "UploadsTaken"]
 
@@ -87,20 +87,20 @@ class PendingCheckpoint:
         done = running = 0
         for op, sub in sorted(self.awaiting):
             status = statuses.get((self.checkpoint_id, op, sub))
-            if status is None or status.state == UploadStatus.LOST:
+            if status is None or status.state == UploadState.LOST:
                 detail = status.detail if status is not None else "no record of it"
                 failure = (
                     CheckpointFailureReason.TASK_FAILURE,
                     f"upload of {op}#{sub} lost: {detail}",
                 )
                 return UploadsTaken(failure, done, running)
-            if status.state == UploadStatus.FAILED:
+            if status.state == UploadState.FAILED:
                 failure = (
                     CheckpointFailureReason.CHECKPOINT_ASYNC_EXCEPTION,
                     f"upload of {op}#{sub} failed: {status.detail}",
                 )
                 return UploadsTaken(failure, done, running)
-            if status.state == UploadStatus.DONE:
+            if status.state == UploadState.DONE:
                 self.acks.append(SnapshotAck(op, sub, status.handle, status.state_size))
                 self.awaiting.discard((op, sub))
                 done += 1

@@ -1,7 +1,6 @@
 """The Kafka connector's tests run against the real broker of ``tests.fixtures.kafka`` and
-the runtime tests' local SparkSession."""
+the runtime tests' local SparkSession (through ``tests/connectors/conftest.py``)."""
 
 from tests.fixtures.kafka import kafka_broker
-from tests.runtime.conftest import env, spark
 
-__all__ = ["env", "kafka_broker", "spark"]
+__all__ = ["kafka_broker"]
