@@ -221,9 +221,8 @@ class SnapshotAck:
 
     operator_id: str
     subtask: int
-    # KeyedStateHandle | None; OperatorStateHandle | None with ``operator_state``: the flag,
-    # not the type, tells the driver which (hence Any).
-    handle: Any
+    # A keyed handle, or an operator handle with ``operator_state``; None: nothing to store.
+    handle: KeyedStateHandle | OperatorStateHandle | None
     state_size: int
     operator_state: bool = False
     # No snapshot: the epoch's changelog entry stands for it (CheckpointRequest.materialize).
@@ -276,9 +275,9 @@ class ChangelogAck:
     operator_id: str
     subtask: int
     epoch: int
-    # StreamStateHandle; None when storing the entry failed (subtasks then cannot restore
-    # alone until a checkpoint). Any: the driver drops those before it reads the handles.
-    handle: Any
+    # None when storing the entry failed (subtasks then cannot restore alone until a
+    # checkpoint); the driver drops those before it reads the handles.
+    handle: StreamStateHandle | None
     size: int
 
 

@@ -34,7 +34,7 @@ from collections import deque
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from sparkpoint.checkpoint.handles import (
     ChangelogStateBackendHandle,
@@ -294,12 +294,13 @@ class ChangelogCheckpoints:
             if ack.changelog:
                 handle = self._composed(checkpoint_id, epoch, key, recent)
             else:
+                keyed = cast("KeyedStateHandle | None", ack.handle)  # not operator_state
                 handle = ChangelogStateBackendHandle(
                     self.backend,
                     self._range(key),
                     checkpoint_id,
                     checkpoint_id,
-                    (ack.handle,) if ack.handle is not None else (),
+                    (keyed,) if keyed is not None else (),
                     (),
                 )
             out.append(SnapshotAck(ack.operator_id, ack.subtask, handle, handle.state_size))
@@ -425,13 +426,22 @@ class ChangelogCheckpoints:
         for key, acks in list(self._held.items()):
             keep = [a for a in acks if not which(a)]
             doomed.extend(
-                a.handle for a in acks if which(a) and a.handle.physical_id not in self._registered
+                a.handle
+                for a in acks
+                if which(a)
+                and a.handle is not None
+                and a.handle.physical_id not in self._registered
             )
             if keep:
                 self._held[key] = keep
             else:
                 del self._held[key]
         # Every registered entry is held until released: only the held ones' ids matter.
-        self._registered &= {a.handle.physical_id for acks in self._held.values() for a in acks}
+        self._registered &= {
+            a.handle.physical_id
+            for acks in self._held.values()
+            for a in acks
+            if a.handle is not None
+        }
         if doomed:
             self._pool.submit(discard_entries, doomed)

@@ -98,7 +98,9 @@ class SubtaskRecovery:
         handles = self._base_handles.get(operator_id, {}).get(subtask, [])
         entries = sorted(self.entries.get((operator_id, subtask), []), key=lambda a: a.epoch)
         return SubtaskRestore(
-            tuple(handles), tuple(a.handle for a in entries), RestoreReason.SUBTASK
+            tuple(handles),
+            tuple(a.handle for a in entries if a.handle is not None),  # held entries have one
+            RestoreReason.SUBTASK,
         )
 
     def close(self) -> None:
