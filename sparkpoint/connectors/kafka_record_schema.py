@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
@@ -16,12 +17,12 @@ __all__ = [
 ]
 
 
-class KafkaTopicSelector:
-    """Chooses the topic of each record."""
+class KafkaTopicSelector(ABC):
+    """Chooses the topic of each record (abstract, as PyFlink's)."""
 
+    @abstractmethod
     def apply(self, data: Any) -> str:
         """The topic ``data`` goes to."""
-        raise NotImplementedError
 
 
 class _FunctionTopicSelector(KafkaTopicSelector):
