@@ -7,7 +7,7 @@ and a standalone master with three workers started from the pip package, each wo
 root) in its own mount namespace with a private tmpfs over its local directory and on its
 own loopback address, so its executor is, for all Spark and sparkpoint can tell, another
 host. A driver process per cluster runs the jobs (``cluster_driver.py``): a keyed count at
-parallelism 3 feeding a second keyed count at parallelism 6, 60 epochs, exactly-once file
+parallelism 3 feeding a second keyed count at parallelism 6, 30 epochs, exactly-once file
 sinks; checkpoints on the local filesystem or on the session's moto S3 server.
 """
 
@@ -25,8 +25,8 @@ from tests.runtime.jobs.reference import read_sink
 
 pytestmark = pytest.mark.cluster
 
-EVENTS, KEYS, KEYS2 = 36_000, 50, 70
-RECORDS_PER_SPLIT = 300  # two splits: 60 epochs
+EVENTS, KEYS, KEYS2 = 18_000, 50, 70
+RECORDS_PER_SPLIT = 300  # two splits: 30 epochs
 
 
 @dataclass
@@ -117,11 +117,11 @@ def test_cluster_executors_are_separate(cluster: Cluster) -> None:
 def test_keyed_state_stays_with_its_executor(
     cluster: Cluster, tmp_path: Any, s3_server: Any, backend: str
 ) -> None:
-    """60 epochs at parallelism 3 and 6: every keyed task of every epoch runs on the
+    """30 epochs at parallelism 3 and 6: every keyed task of every epoch runs on the
     executor holding its state: no subtask restore, no failover, exact output (checkpoints
     on the local filesystem or S3, per ``STORAGE``)."""
     r = _run(cluster, tmp_path, s3_server, backend, STORAGE[(cluster.kind, backend)])
-    assert r["epochs"] >= 60
+    assert r["epochs"] >= 30
     assert r["restarts"] == 0 and r["failovers"] == [] and r["subtask_restores"] == []
     assert r["checkpoints"] >= 5
     for epoch in r["epoch_reports"]:
@@ -136,12 +136,12 @@ def test_keyed_state_stays_with_its_executor(
 def test_killed_executor_restores_only_its_subtasks(
     cluster: Cluster, tmp_path: Any, s3_server: Any
 ) -> None:
-    """SIGKILL of the executor JVM holding subtask 0 of ``count`` in the middle of epoch 20:
+    """SIGKILL of the executor JVM holding subtask 0 of ``count`` in the middle of epoch 10:
     exactly its subtasks (one of ``count``, two of ``count2``) restore, on other executors,
     the rest of the job goes on, nothing fails over, and the output is exact (heap state
     and local checkpoints on local-cluster, RocksDB and S3 on standalone)."""
     backend, storage = KILL_JOB[cluster.kind]
-    r = _run(cluster, tmp_path, s3_server, backend, storage, kill={"epoch": 20, "delay_s": 0.15})
+    r = _run(cluster, tmp_path, s3_server, backend, storage, kill={"epoch": 10, "delay_s": 0.15})
     (kill,) = r["kills"]
     assert kill.get("pid"), "the executor was not killed"
     dead = kill["executor"]
@@ -155,7 +155,7 @@ def test_killed_executor_restores_only_its_subtasks(
     restores = r["subtask_restores"]
     assert sorted((x["operator_id"], x["subtask"]) for x in restores) == lost
     assert all(x["executor_id"] != dead for x in restores)
-    assert {x["epoch"] for x in restores} <= {20, 21}
+    assert {x["epoch"] for x in restores} <= {10, 11}
     assert r["restarts"] == 0 and r["failovers"] == []
-    later = [e for e in r["epoch_reports"] if e["epoch"] > 21]
+    later = [e for e in r["epoch_reports"] if e["epoch"] > 11]
     assert later and all(e["on_preferred_executor"] == e["keyed_tasks"] for e in later)
