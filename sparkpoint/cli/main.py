@@ -3,8 +3,8 @@
 Bad input (a missing directory, a ``_metadata`` that is not a regular file or too large, a
 corrupt or odd one, an incremental checkpoint that cannot be dumped) is printed as one line
 on stderr with exit code 2, never as a traceback; an error sparkpoint did not expect is one
-line with exit code 3 (``cli.exit_codes``). ``sparkpoint --debug ...`` (first argument, not
-listed in the help) prints the traceback as well.
+line with exit code 3 (``cli.exit_codes``). ``sparkpoint --debug <command> ...`` (an option
+before the command, not listed in the help) prints the traceback as well.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="sparkpoint",
         description="Flink-style checkpoints for PySpark streaming jobs: tools.",
     )
+    # Not in --help: for bug reports (prints the traceback of an error as well).
+    parser.add_argument(_DEBUG, action="store_true", help=argparse.SUPPRESS)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     chk = commands.add_parser("checkpoints", help="list, inspect checkpoints, their history")
@@ -65,12 +67,10 @@ def _message(exc: BaseException) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
     arguments = list(sys.argv[1:] if argv is None else argv)
-    debug = arguments[:1] == [_DEBUG]
-    if debug:
-        arguments = arguments[1:]
-    if arguments[:1] == ["demo"]:
-        return _run_demo(arguments[1:])
+    if arguments[:1] == ["demo"] or arguments[:2] == [_DEBUG, "demo"]:
+        return _run_demo(arguments[arguments.index("demo") + 1 :])
     args = build_parser().parse_args(arguments)
+    debug = bool(args.debug)
     try:
         return int(args.handler(args))
     except (SparkpointError, OSError, ValueError) as exc:

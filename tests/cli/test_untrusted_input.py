@@ -607,6 +607,32 @@ def test_random_mutations_never_hang_crash_or_print_more_than_a_line(
     assert sum(outcomes.values()) == 150
 
 
+def test_random_mutations_of_a_savepoint_never_crash_the_dump(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """150 checksum-valid mutations of a savepoint with real keyed state: offsets, ranges
+    and sizes now point anywhere in its state files; ``dump`` writes the tables or refuses
+    with one line naming the file, key group and offset, never an internal error."""
+    savepoint = write_savepoint(tmp_path, tmp_path / "savepoints")
+    whole = (savepoint / "_metadata").read_bytes()
+    outcomes = {"dumped": 0, "refused": 0}
+    for name, data in _mutations(whole, 150, seed=7):
+        (savepoint / "_metadata").write_bytes(data)
+        argv = ("savepoint", "dump", str(savepoint), "-o", str(tmp_path / "dump"))
+        code, out, err = run(capsys, *argv)
+        assert code in (0, EXIT_ERROR), (name, err)
+        if code == 0:
+            outcomes["dumped"] += 1
+            assert err == "" and out.endswith(
+                " rows -> " + str(tmp_path / "dump" / "count-op.parquet") + "\n"
+            ), name
+        else:
+            outcomes["refused"] += 1
+            one_line(err, "sparkpoint: error: ")
+    assert outcomes["refused"] >= 100 and outcomes["dumped"] >= 5, outcomes
+    assert sum(outcomes.values()) == 150
+
+
 # ---- what the snapshot says is escaped ----------------------------------------------------------
 
 EVIL_OP = "op\x1b[31mRED\x1b[0m\u202eevil\nforged line\x07"
