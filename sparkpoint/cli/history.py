@@ -38,9 +38,9 @@ class History:
 
     rows: list[dict[str, Any]] = field(default_factory=list)
     in_progress: int = 0
-    failed: list[tuple[str, str]] = field(default_factory=list)
-    """``(path, why)`` of each snapshot directory whose ``_metadata`` or stored statistics
-    could not be read."""
+    failed: list[tuple[str, str, str]] = field(default_factory=list)
+    """``(path, status, why)`` of each snapshot directory whose ``_metadata`` (status
+    ``corrupt`` or ``unreadable``) or stored statistics (``statistics``) could not be read."""
 
 
 def read_history(directory: str) -> History:
@@ -49,7 +49,7 @@ def read_history(directory: str) -> History:
     history = History()
     for entry in find_snapshot_dirs(directory):
         if entry.failed:
-            history.failed.append((entry.path, f"({entry.status}) {entry.error}"))
+            history.failed.append((entry.path, entry.status, str(entry.error)))
             continue
         if entry.metadata is None:
             history.in_progress += 1
@@ -57,7 +57,7 @@ def read_history(directory: str) -> History:
         try:
             row = stats_from_metadata(entry.metadata, entry.path).to_json()
         except (SparkpointError, ValueError) as exc:
-            history.failed.append((entry.path, f"(statistics) {exc}"))
+            history.failed.append((entry.path, "statistics", str(exc)))
             continue
         del row["status"], row["failure"]
         row["path"] = entry.path
@@ -130,8 +130,8 @@ def format_history(rows: list[dict[str, Any]], skipped: int, failed: int = 0) ->
 
 def _cmd_history(args: argparse.Namespace) -> int:
     history = read_history(args.directory)
-    for path, why in history.failed:
-        report(f"skipped {path} {why}")
+    for path, status, why in history.failed:
+        report(f"skipped {path} ({status}): {why}")
     if args.json:
         print(json.dumps(history.rows, indent=2, sort_keys=True))
     else:

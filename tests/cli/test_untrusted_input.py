@@ -520,7 +520,7 @@ def test_odd_statistics_for_every_subcommand(
     for argv in (("history", str(base)), ("history", str(base), "--json")):
         code, out, err = run(capsys, "checkpoints", *argv)
         assert code == 0
-        one_line(err, f"sparkpoint: skipped {chk(base, 3)} (statistics) ", why)
+        one_line(err, f"sparkpoint: skipped {chk(base, 3)} (statistics): ", why)
     assert [row["id"] for row in json.loads(out)] == [1, 2]
 
     code, out, err = run(capsys, "checkpoints", "latest", str(base))
