@@ -17,7 +17,7 @@ from sparkpoint.checkpoint.handles import FileStateHandle, StateObject, stream_h
 from sparkpoint.checkpoint.metadata import CheckpointMetadata
 from sparkpoint.checkpoint.metadata.file_format import load_checkpoint_metadata
 from sparkpoint.checkpoint.paths import comparable_path
-from sparkpoint.checkpoint.storage import METADATA_FILE_NAME
+from sparkpoint.checkpoint.storage import METADATA_FILE_NAME, read_metadata_file
 from sparkpoint.fs import get_filesystem
 
 __all__ = ["DirectoryAudit", "audit_checkpoint_directory", "referenced_files", "state_files"]
@@ -81,7 +81,8 @@ def audit_checkpoint_directory(job_dir: str) -> DirectoryAudit:
         metadata_path = fs.join(info.path, METADATA_FILE_NAME)
         if not info.is_dir or match is None or not fs.exists(metadata_path):
             continue
-        metadata = load_checkpoint_metadata(fs.read_bytes(metadata_path), info.path, metadata_path)
+        data = read_metadata_file(metadata_path)
+        metadata = load_checkpoint_metadata(data, info.path, metadata_path)
         ids.append(int(match.group(1)))
         referenced.add(comparable_path(metadata_path))
         referenced |= referenced_files(metadata)

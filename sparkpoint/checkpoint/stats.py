@@ -26,6 +26,7 @@ from sparkpoint.checkpoint.handles import (
     StreamStateHandle,
 )
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, MasterState, OperatorState
+from sparkpoint.errors import MetadataFormatError
 
 __all__ = [
     "STATS_MASTER_STATE",
@@ -193,7 +194,8 @@ def stats_from_metadata(
 ) -> CheckpointStats:
     """The statistics a completed checkpoint's ``_metadata`` records (sizes measured from
     its handles when it predates stored statistics; then the trigger time and duration
-    are -1: unknown)."""
+    are -1: unknown). Stored figures of the wrong type or range are a
+    ``MetadataFormatError`` naming the field and ``external_pointer``."""
     props = metadata.properties
     is_savepoint = bool(props is not None and props.is_savepoint)
     stored = metadata.get_master_state(STATS_MASTER_STATE)
@@ -202,20 +204,108 @@ def stats_from_metadata(
         stats.add_measurement(metadata.operator_states)
         stats.external_pointer = external_pointer
         return stats
-    data = stored.to_json()
+    data = _stored_json(stored, external_pointer)
+    field_of = _Fields(data, f"{STATS_MASTER_STATE} in {external_pointer or 'the checkpoint'}")
+    subtasks = field_of.value("subtasks", list, [])
     return CheckpointStats(
         checkpoint_id=metadata.checkpoint_id,
-        is_savepoint=bool(data.get("savepoint", is_savepoint)),
-        trigger_timestamp_ms=int(data.get("trigger_timestamp_ms", -1)),
+        is_savepoint=field_of.value("savepoint", bool, is_savepoint),
+        trigger_timestamp_ms=field_of.integer("trigger_timestamp_ms", -1, -1, _MAX_TIMESTAMP_MS),
         status="COMPLETED",
-        duration_ms=int(data.get("duration_ms", -1)),
-        state_size=int(data.get("state_size", 0)),
-        inline_bytes=int(data.get("inline_bytes", 0)),
-        files_written=int(data.get("files", 0)),
+        duration_ms=field_of.integer("duration_ms", -1, -1),
+        state_size=field_of.integer("state_size", 0),
+        inline_bytes=field_of.integer("inline_bytes", 0),
+        files_written=field_of.integer("files", 0),
         external_pointer=external_pointer,
-        epoch=int(data.get("epoch", 0)),
-        checkpointed_size=int(data.get("checkpointed_size", 0)),
-        subtasks=[SubtaskStats.from_json(s) for s in data.get("subtasks", [])],
+        epoch=field_of.integer("epoch", 0),
+        checkpointed_size=field_of.integer("checkpointed_size", 0),
+        subtasks=[_stored_subtask(s, i, field_of.where) for i, s in enumerate(subtasks)],
+    )
+
+
+_MAX_I64 = 2**63 - 1
+_MAX_TIMESTAMP_MS = 253_402_300_799_999
+"""9999-12-31T23:59:59.999Z: the last instant a date can print."""
+
+
+def _stored_json(stored: MasterState, where: str | None) -> dict[str, Any]:
+    try:
+        data = stored.to_json()
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise MetadataFormatError(
+            f"Invalid {STATS_MASTER_STATE} in {where or 'the checkpoint'}: not JSON ({exc})"
+        ) from None
+    if not isinstance(data, dict):
+        raise MetadataFormatError(
+            f"Invalid {STATS_MASTER_STATE} in {where or 'the checkpoint'}: a JSON object is "
+            f"expected, found {type(data).__name__}"
+        )
+    return data
+
+
+_MISSING: Any = object()
+
+
+class _Fields:
+    """Typed reads of one JSON object of stored statistics; a missing field takes its
+    default, a field of the wrong type or range is a ``MetadataFormatError`` naming it."""
+
+    def __init__(self, data: dict[str, Any], where: str) -> None:
+        self.data = data
+        self.where = where
+
+    def _get(self, name: str, default: Any) -> Any:
+        if name in self.data:
+            return self.data[name]
+        if default is _MISSING:
+            raise MetadataFormatError(f"Invalid {self.where}: field {name!r} is missing")
+        return default
+
+    def value(self, name: str, kind: type, default: Any = _MISSING) -> Any:
+        """The field ``name`` when it is a ``kind``."""
+        value = self._get(name, default)
+        if not isinstance(value, kind):
+            raise MetadataFormatError(
+                f"Invalid {self.where}: field {name!r} must be {kind.__name__}, "
+                f"found {type(value).__name__} {_short(value)}"
+            )
+        return value
+
+    def integer(
+        self, name: str, default: int = _MISSING, minimum: int = 0, maximum: int = _MAX_I64
+    ) -> int:
+        """The integer field ``name`` within ``[minimum, maximum]``."""
+        value = self._get(name, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise MetadataFormatError(
+                f"Invalid {self.where}: field {name!r} must be an integer, "
+                f"found {type(value).__name__} {_short(value)}"
+            )
+        if not minimum <= value <= maximum:
+            raise MetadataFormatError(
+                f"Invalid {self.where}: field {name!r} is {value}, outside [{minimum}, {maximum}]"
+            )
+        return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _stored_subtask(data: Any, index: int, where: str) -> SubtaskStats:
+    if not isinstance(data, dict):
+        raise MetadataFormatError(
+            f"Invalid {where}: subtasks[{index}] must be an object, found {type(data).__name__}"
+        )
+    one = _Fields(data, f"{where}, subtasks[{index}]")
+    return SubtaskStats(
+        one.value("operator_id", str),
+        one.integer("subtask"),
+        one.integer("state_size", 0),
+        one.integer("checkpointed_size", 0),
+        one.integer("inline_bytes", 0),
+        one.integer("files", 0),
     )
 
 

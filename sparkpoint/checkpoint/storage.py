@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import ClassVar
 
-from sparkpoint.checkpoint.handles import StreamStateHandle
+from sparkpoint.checkpoint.handles import FileStateHandle, StreamStateHandle
 from sparkpoint.checkpoint.streams import CheckpointStateOutputStream, CheckpointStreamFactory
 from sparkpoint.errors import StorageError
 
 __all__ = [
+    "MAX_METADATA_SIZE",
     "METADATA_FILE_NAME",
     "BufferedMetadataOutputStream",
     "CheckpointMetadataOutputStream",
@@ -29,11 +30,20 @@ __all__ = [
     "CheckpointStorageLocation",
     "CheckpointStorageLocationReference",
     "CompletedCheckpointStorageLocation",
+    "read_metadata_bytes",
+    "read_metadata_file",
     "write_metadata_bytes",
 ]
 
 METADATA_FILE_NAME = "_metadata"
 """Name of the metadata file inside a checkpoint or savepoint directory."""
+
+MAX_METADATA_SIZE = 128 * 1024 * 1024
+"""The largest ``_metadata`` (bytes) sparkpoint writes or reads: 128 MiB. A snapshot is
+input from outside, and a larger file would be read whole into memory before its checksum
+can refuse it; a job's own ``_metadata`` holds handles and small inline state, far less."""
+
+_METADATA_WHAT = f"a checkpoint {METADATA_FILE_NAME}"
 
 _REFERENCE_MAGIC = bytes([0x05, 0x5F, 0x3F, 0x18])
 
@@ -278,10 +288,41 @@ class CheckpointStorage(abc.ABC):
         return self
 
 
+def read_metadata_file(path: str) -> bytes:
+    """The bytes of the ``_metadata`` file at ``path``: refused (``StorageError`` naming the
+    file) unless it is a regular file of at most ``MAX_METADATA_SIZE`` bytes."""
+    from sparkpoint.fs import get_filesystem
+
+    return get_filesystem(path).read_regular_file(path, MAX_METADATA_SIZE, _METADATA_WHAT)
+
+
+def read_metadata_bytes(handle: StreamStateHandle, source: str | None = None) -> bytes:
+    """The bytes of a completed location's ``metadata_handle`` (``read_metadata_file`` for
+    a file; ``source`` names an in-memory one in the error when it is too large)."""
+    if isinstance(handle, FileStateHandle):
+        return read_metadata_file(handle.path)
+    data = handle.read_all()
+    if len(data) > MAX_METADATA_SIZE:
+        from sparkpoint.fs.base import too_large
+
+        name = source or type(handle).__name__
+        raise StorageError(too_large(name, _METADATA_WHAT, len(data), MAX_METADATA_SIZE))
+    return data
+
+
 def write_metadata_bytes(
     location: CheckpointStorageLocation, data: bytes
 ) -> CompletedCheckpointStorageLocation:
-    """Write ``data`` as the location's ``_metadata`` and finalise it in one step."""
+    """Write ``data`` as the location's ``_metadata`` and finalise it in one step; one
+    larger than ``MAX_METADATA_SIZE`` is refused (``StorageError``), as it could not be
+    read back."""
+    if len(data) > MAX_METADATA_SIZE:
+        raise StorageError(
+            f"Refusing to write a {METADATA_FILE_NAME} of {len(data)} bytes: more than the "
+            f"{MAX_METADATA_SIZE} bytes ({MAX_METADATA_SIZE // 1024**2} MiB) sparkpoint reads "
+            "back; lower the inline state threshold (state.storage.fs.memory-threshold) or "
+            "the number of operator state partitions"
+        )
     with location.create_metadata_output_stream() as out:
         out.write(data)
         return out.close_and_finalize_checkpoint()

@@ -1,17 +1,18 @@
 """``sparkpoint checkpoints list|latest|inspect``: what a checkpoint directory holds.
 
 The directories are found by ``checkpoint.discovery`` (its docstring says where it looks);
-this module describes their ``_metadata`` and prints it.
+this module describes their ``_metadata`` and prints it. ``list`` and ``latest`` answer from
+the snapshots that can be read and report each one that cannot on stderr (one line each);
+text output escapes what the snapshot says (``cli.text``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
-from sparkpoint.checkpoint.discovery import find_snapshot_dirs, latest_checkpoint, load_pointer
+from sparkpoint.checkpoint.discovery import SnapshotDir, find_snapshot_dirs, latest_of, load_pointer
 from sparkpoint.checkpoint.handles import (
     ByteStreamStateHandle,
     ChangelogStateBackendHandle,
@@ -24,8 +25,13 @@ from sparkpoint.checkpoint.handles import (
 )
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, MasterState
 from sparkpoint.checkpoint.storage import METADATA_FILE_NAME, CompletedCheckpointStorageLocation
+from sparkpoint.cli.exit_codes import EXIT_NOT_FOUND
+from sparkpoint.cli.text import printable, printable_tree, report
 
-__all__ = ["add_arguments", "describe_metadata", "format_description"]
+__all__ = ["add_arguments", "describe_metadata", "format_description", "report_failed"]
+
+_MAX_JSON_DEPTH = 64
+"""Master states nested deeper than this are shown as bytes (printing them would recurse)."""
 
 
 # ---- describing metadata ---------------------------------------------------------------------
@@ -88,13 +94,31 @@ def _handle_json(handle: StateObject) -> dict[str, Any]:
     return out
 
 
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in a JSON value (iteratively: no recursion)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
 def _master_json(state: MasterState) -> dict[str, Any]:
     out: dict[str, Any] = {"name": state.name, "version": state.version, "size": len(state.data)}
     try:
-        out["value"] = state.to_json()
-    except (UnicodeDecodeError, ValueError):
-        out["value"] = None
-        out["hex"] = state.data[:64].hex()
+        value = state.to_json()
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        value = None
+    else:
+        if _depth(value) <= _MAX_JSON_DEPTH:
+            out["value"] = value
+            return out
+    out["value"] = None
+    out["hex"] = state.data[:64].hex()
     return out
 
 
@@ -188,8 +212,11 @@ def _fmt_handle(h: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def format_description(d: dict[str, Any]) -> str:
-    """The human-readable summary printed by ``checkpoints inspect``."""
+def format_description(described: dict[str, Any]) -> str:
+    """The human-readable summary printed by ``checkpoints inspect`` (every string from the
+    snapshot escaped by ``printable``; master state values are printed as ASCII JSON)."""
+    masters = described["master_states"]
+    d = printable_tree({k: v for k, v in described.items() if k != "master_states"})
     props = d["properties"]
     lines = [
         f"Checkpoint {d['checkpoint_id']}" + (f" ({props['type']})" if props else ""),
@@ -217,13 +244,13 @@ def format_description(d: dict[str, Any]) -> str:
                 lines.append(f"      subtask {sub['subtask']}: no state")
             for h in handles:
                 lines.append(f"      subtask {sub['subtask']}: {_fmt_handle(h)}")
-    lines.append(f"  master states: {len(d['master_states'])}")
-    for m in d["master_states"]:
-        lines.append(f"  - {m['name']} (version {m['version']}, {m['size']} bytes):")
+    lines.append(f"  master states: {len(masters)}")
+    for m in masters:
+        lines.append(f"  - {printable(m['name'])} (version {m['version']}, {m['size']} bytes):")
         body = (
-            json.dumps(m["value"], indent=2, sort_keys=True)
-            if m["value"] is not None
-            else f"<binary> {m['hex']}"
+            f"<binary> {m['hex']}"
+            if "hex" in m
+            else json.dumps(m["value"], indent=2, sort_keys=True)
         )
         lines.extend("      " + line for line in body.splitlines())
     return "\n".join(lines)
@@ -232,13 +259,21 @@ def format_description(d: dict[str, Any]) -> str:
 # ---- commands ---------------------------------------------------------------------------------
 
 
+def report_failed(entries: list[SnapshotDir]) -> None:
+    """One line on stderr per snapshot directory whose ``_metadata`` could not be read."""
+    for entry in entries:
+        if entry.failed:
+            report(f"skipped {entry.path} ({entry.status}): {entry.error}")
+
+
 def _cmd_list(args: argparse.Namespace) -> int:
     entries = find_snapshot_dirs(args.directory)
+    report_failed(entries)
     if args.json:
         print(json.dumps([e.to_json() for e in entries], indent=2))
         return 0
     if not entries:
-        print(f"No checkpoints or savepoints under {args.directory}")
+        print(f"No checkpoints or savepoints under {printable(args.directory)}")
         return 0
     header = ("ID", "KIND", "STATUS", "METADATA", "STATE", "OPERATORS", "PATH")
     rows = [header] + [
@@ -251,7 +286,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
             "-" if e.metadata_size is None else str(e.metadata_size),
             "-" if e.state_size is None else str(e.state_size),
             "-" if e.operators is None else str(e.operators),
-            e.path,
+            printable(e.path),
         )
         for e in entries
     ]
@@ -262,15 +297,15 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_latest(args: argparse.Namespace) -> int:
-    latest = latest_checkpoint(args.directory)
+    latest, passed_over = latest_of(find_snapshot_dirs(args.directory))
+    report_failed(passed_over)
     if latest is None:
-        print(
-            f"sparkpoint: no complete checkpoint (chk-N/ with a readable {METADATA_FILE_NAME}) "
-            f"under {args.directory}",
-            file=sys.stderr,
+        report(
+            f"no complete checkpoint (chk-N/ with a readable {METADATA_FILE_NAME}) "
+            f"under {args.directory}"
         )
-        return 1
-    print(latest.path)
+        return EXIT_NOT_FOUND
+    print(printable(latest.path))
     return 0
 
 
@@ -293,7 +328,8 @@ def add_arguments(actions: Any) -> None:
 
     p = actions.add_parser(
         "latest",
-        help="print the latest complete checkpoint (use it as execution.savepoint.path)",
+        help="print the latest complete checkpoint (use it as execution.savepoint.path); "
+        "exit 1 when there is none",
     )
     p.add_argument("directory", help="checkpoint base directory or job directory")
     p.set_defaults(handler=_cmd_latest)

@@ -4,7 +4,9 @@ Every complete ``chk-N/`` and ``savepoint-*/`` under the directory (found as ``c
 list`` finds them) gives one row: id, trigger time, duration, sizes, inline bytes, files
 and the size of every subtask's state, read from the statistics the job stored in its
 ``_metadata`` (measured again from the handles for a ``_metadata`` written before them,
-whose times are then unknown). It works while the job runs and after it ended.
+whose times are then unknown). It works while the job runs and after it ended. A snapshot
+whose ``_metadata`` or statistics cannot be read is left out and reported on stderr (one
+line each); the rest are still listed.
 """
 
 from __future__ import annotations
@@ -12,31 +14,63 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
-from sparkpoint.checkpoint.discovery import find_snapshot_dirs, load_pointer
-from sparkpoint.checkpoint.stats import CheckpointStats, format_bytes, stats_from_metadata
+from sparkpoint.checkpoint.discovery import find_snapshot_dirs
+from sparkpoint.checkpoint.stats import format_bytes, stats_from_metadata
+from sparkpoint.cli.text import printable_tree, report
+from sparkpoint.errors import SparkpointError
 
-__all__ = ["add_arguments", "checkpoint_history", "format_bytes", "format_history"]
+__all__ = [
+    "History",
+    "add_arguments",
+    "checkpoint_history",
+    "format_bytes",
+    "format_history",
+    "read_history",
+]
 
 
-def checkpoint_history(directory: str) -> tuple[list[dict[str, Any]], int]:
+@dataclass
+class History:
+    """The rows of ``history``, the directories still in progress and those skipped."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    in_progress: int = 0
+    failed: list[tuple[str, str, str]] = field(default_factory=list)
+    """``(path, status, why)`` of each snapshot directory whose ``_metadata`` (status
+    ``corrupt`` or ``unreadable``) or stored statistics (``statistics``) could not be read."""
+
+
+def read_history(directory: str) -> History:
     """One JSON object per complete checkpoint or savepoint under ``directory``, oldest
-    first, and how many snapshot directories were skipped (in progress, or corrupt)."""
-    rows: list[dict[str, Any]] = []
-    skipped = 0
+    first; one that cannot be read is recorded in ``failed`` and the rest still listed."""
+    history = History()
     for entry in find_snapshot_dirs(directory):
-        if not entry.complete:
-            skipped += 1
+        if entry.failed:
+            history.failed.append((entry.path, entry.status, str(entry.error)))
             continue
-        metadata, location = load_pointer(entry.path)
-        stats: CheckpointStats = stats_from_metadata(metadata, location.external_pointer)
-        row = stats.to_json()
+        if entry.metadata is None:
+            history.in_progress += 1
+            continue
+        try:
+            row = stats_from_metadata(entry.metadata, entry.path).to_json()
+        except (SparkpointError, ValueError) as exc:
+            history.failed.append((entry.path, "statistics", str(exc)))
+            continue
         del row["status"], row["failure"]
         row["path"] = entry.path
         row["metadata_size"] = entry.metadata_size
-        rows.append(row)
-    return rows, skipped
+        history.rows.append(row)
+    return history
+
+
+def checkpoint_history(directory: str) -> tuple[list[dict[str, Any]], int]:
+    """``read_history``'s rows and how many snapshot directories were left out (in
+    progress, or unreadable)."""
+    history = read_history(directory)
+    return history.rows, history.in_progress + len(history.failed)
 
 
 def _time(ms: int) -> str:
@@ -53,8 +87,10 @@ def _subtasks(row: dict[str, Any]) -> str:
     return "; ".join(f"{op}: {' / '.join(sizes)}" for op, sizes in by_op.items()) or "-"
 
 
-def format_history(rows: list[dict[str, Any]], skipped: int) -> str:
-    """The table ``history`` prints (times in UTC)."""
+def format_history(rows: list[dict[str, Any]], skipped: int, failed: int = 0) -> str:
+    """The table ``history`` prints (times in UTC; strings from the snapshots escaped):
+    ``skipped`` directories have no ``_metadata`` yet, ``failed`` ones could not be read."""
+    rows = printable_tree(rows)
     header = (
         "ID",
         "KIND",
@@ -86,16 +122,20 @@ def format_history(rows: list[dict[str, Any]], skipped: int) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(t, widths)) + "  " + t[-1] for t in table]
     summary = f"{len(rows)} retained checkpoint(s)"
     if skipped:
-        summary += f"; {skipped} directory(ies) without a readable _metadata (in progress?)"
+        summary += f"; {skipped} directory(ies) without a _metadata (in progress?)"
+    if failed:
+        summary += f"; {failed} skipped: _metadata not readable (see stderr)"
     return "\n".join([*lines, summary])
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    rows, skipped = checkpoint_history(args.directory)
+    history = read_history(args.directory)
+    for path, status, why in history.failed:
+        report(f"skipped {path} ({status}): {why}")
     if args.json:
-        print(json.dumps(rows, indent=2, sort_keys=True))
+        print(json.dumps(history.rows, indent=2, sort_keys=True))
     else:
-        print(format_history(rows, skipped))
+        print(format_history(history.rows, history.in_progress, len(history.failed)))
     return 0
 
 

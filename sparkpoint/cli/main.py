@@ -1,22 +1,26 @@
 """Entry point of the ``sparkpoint`` console command: argument parsing and error reporting.
 
-Expected problems (a missing directory, a corrupt ``_metadata``, an incremental checkpoint
-that cannot be dumped) are printed as one line on stderr with exit code 2, never as a
-traceback. Each subcommand returns its own exit code (0 success, 1 "nothing found").
+Bad input (a missing directory, a ``_metadata`` that is not a regular file or too large, a
+corrupt or odd one, an incremental checkpoint that cannot be dumped) is printed as one line
+on stderr with exit code 2, never as a traceback; an error sparkpoint did not expect is one
+line with exit code 3 (``cli.exit_codes``). ``sparkpoint --debug <command> ...`` (an option
+before the command, not listed in the help) prints the traceback as well.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from collections.abc import Sequence
 
+from sparkpoint.cli.exit_codes import EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED
+from sparkpoint.cli.text import one_line, report
 from sparkpoint.errors import SparkpointError
 
 __all__ = ["EXIT_ERROR", "build_parser", "main"]
 
-EXIT_ERROR = 2
-"""Exit code for bad input: missing paths, corrupt metadata, unreadable state."""
+_DEBUG = "--debug"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="sparkpoint",
         description="Flink-style checkpoints for PySpark streaming jobs: tools.",
     )
+    # Not in --help: for bug reports (prints the traceback of an error as well).
+    parser.add_argument(_DEBUG, action="store_true", help=argparse.SUPPRESS)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     chk = commands.add_parser("checkpoints", help="list, inspect checkpoints, their history")
@@ -54,26 +60,36 @@ def _run_demo(argv: list[str]) -> int:
     return int(demo_main(argv))
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
+def _message(exc: BaseException) -> str:
+    return one_line(exc) or type(exc).__name__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if arguments[:1] == ["demo"]:
-        return _run_demo(arguments[1:])
+    if arguments[:1] == ["demo"] or arguments[:2] == [_DEBUG, "demo"]:
+        return _run_demo(arguments[arguments.index("demo") + 1 :])
     args = build_parser().parse_args(arguments)
+    debug = bool(args.debug)
     try:
         return int(args.handler(args))
     except (SparkpointError, OSError, ValueError) as exc:
         # MetadataFormatError, StorageError, RestoreError, FileNotFoundError, bad pointers.
-        print(f"sparkpoint: error: {_one_line(exc)}", file=sys.stderr)
+        if debug:
+            traceback.print_exc()
+        report(f"error: {_message(exc)}")
         return EXIT_ERROR
     except KeyboardInterrupt:
-        print("sparkpoint: interrupted", file=sys.stderr)
-        return 130
+        report("interrupted")
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if debug:
+            traceback.print_exc()
+        report(
+            f"internal error: {type(exc).__name__}: {_message(exc)} (not expected: run "
+            f"'sparkpoint {_DEBUG} ...' for the traceback and report it)"
+        )
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":  # pragma: no cover - exercised through the console script

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from sparkpoint.checkpoint.discovery import load_pointer
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, OperatorState
+from sparkpoint.cli.text import printable
 from sparkpoint.fs import get_filesystem
 from sparkpoint.state.savepoint_format import operator_table
 
@@ -77,10 +78,10 @@ def dump_savepoint(
 def _cmd_dump(args: argparse.Namespace) -> int:
     written = dump_savepoint(args.pointer, args.output, args.operator)
     if not written:
-        print(f"No keyed state in {args.pointer}; nothing written")
+        print(f"No keyed state in {printable(args.pointer)}; nothing written")
         return 0
     for op, rows, path in written:
-        print(f"{op}: {rows} rows -> {path}")
+        print(f"{printable(op)}: {rows} rows -> {printable(path)}")
     return 0
 
 

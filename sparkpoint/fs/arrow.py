@@ -12,13 +12,15 @@ import contextlib
 import errno
 import functools
 import os
+import stat
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO, cast
 
 import pyarrow.fs as pafs
 
-from sparkpoint.fs.base import FileInfo, FileSystem
+from sparkpoint.errors import StorageError
+from sparkpoint.fs.base import FileInfo, FileSystem, refusal, too_large
 
 __all__ = [
     "ArrowFileSystem",
@@ -104,6 +106,8 @@ class ArrowFileSystem(FileSystem):
             raise FileNotFoundError(f"No such file: {path}")
         if info.type == pafs.FileType.Directory:
             raise IsADirectoryError(f"Is a directory: {path}")
+        if info.type != pafs.FileType.File:
+            raise StorageError(refusal(path, "a file", "it is not a regular file"))
         return int(info.size)
 
     def list(self, path: str, *, recursive: bool = False) -> list[FileInfo]:
@@ -195,6 +199,50 @@ class LocalFileSystem(ArrowFileSystem):
         with open(self.native(path), "rb") as f:
             return f.read()
 
+    def size(self, path: str) -> int:
+        """The size of the file ``path`` (links followed); a FIFO, device or socket has none
+        and is refused (``StorageError``)."""
+        try:
+            info = os.stat(self.native(path))
+        except FileNotFoundError:
+            raise FileNotFoundError(f"No such file: {path}") from None
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(f"Is a directory: {path}")
+        _require_regular(info.st_mode, path, "a file")
+        return info.st_size
+
+    def read_regular_file(self, path: str, max_bytes: int, what: str = "a file") -> bytes:
+        """The file when it is a regular file of at most ``max_bytes``: a symbolic link,
+        FIFO, device or socket is refused before it is opened (``lstat``), and the open
+        neither follows a link nor waits for a FIFO's writer, should one be swapped in."""
+        native = self.native(path)
+        _require_regular(os.lstat(native).st_mode, path, what)
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(native, flags)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise StorageError(refusal(path, what, "it is a symbolic link")) from None
+            raise
+        try:
+            info = os.fstat(fd)
+            _require_regular(info.st_mode, path, what)
+            if info.st_size > max_bytes:
+                raise StorageError(too_large(path, what, info.st_size, max_bytes))
+            chunks: list[bytes] = []
+            left = max_bytes + 1
+            while left > 0:
+                chunk = os.read(fd, min(left, 1 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+        finally:
+            os.close(fd)
+        if left <= 0:
+            raise StorageError(too_large(path, what, max_bytes + 1, max_bytes, grew=True))
+        return b"".join(chunks)
+
     def open_output(self, path: str, *, overwrite: bool = False) -> BinaryIO:
         flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
         fd = os.open(self.native(path), flags, 0o666)
@@ -229,6 +277,24 @@ class LocalFileSystem(ArrowFileSystem):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__()  # type: ignore[misc]
+
+
+_NOT_REGULAR = (
+    (stat.S_ISLNK, "it is a symbolic link"),
+    (stat.S_ISDIR, "it is a directory"),
+    (stat.S_ISFIFO, "it is a FIFO (named pipe)"),
+    (stat.S_ISCHR, "it is a character device"),
+    (stat.S_ISBLK, "it is a block device"),
+    (stat.S_ISSOCK, "it is a socket"),
+)
+
+
+def _require_regular(mode: int, path: str, what: str) -> None:
+    """Refuse (``StorageError``) unless ``mode`` is a regular file's."""
+    if stat.S_ISREG(mode):
+        return
+    why = next((text for test, text in _NOT_REGULAR if test(mode)), "it is not a regular file")
+    raise StorageError(refusal(path, what, why))
 
 
 def _publish_exclusive(tmp: str, target: str) -> None:

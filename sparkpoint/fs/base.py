@@ -7,8 +7,23 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from sparkpoint.config.filesystem import FileSystemOptions
+from sparkpoint.errors import StorageError
 
-__all__ = ["FileInfo", "FileSystem"]
+__all__ = ["FileInfo", "FileSystem", "refusal", "too_large"]
+
+
+def refusal(path: str, what: str, why: str) -> str:
+    """The message refusing to read ``path`` as ``what`` (``why`` says what it is instead)."""
+    return f"Refusing to read {path} as {what}: {why}; only a regular file is read"
+
+
+def too_large(path: str, what: str, size: int, max_bytes: int, grew: bool = False) -> str:
+    """The message refusing ``path`` (``size`` bytes) as ``what`` over a ``max_bytes`` cap."""
+    held = f"it grew past {max_bytes} bytes while read" if grew else f"it holds {size} bytes"
+    return (
+        f"Refusing to read {path} as {what}: {held}, more than the {max_bytes} bytes "
+        f"({max_bytes / 1024**2:g} MiB) sparkpoint reads from {what}"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +86,25 @@ class FileSystem(abc.ABC):
     @abc.abstractmethod
     def read_bytes(self, path: str) -> bytes:
         """The whole file."""
+
+    def read_regular_file(self, path: str, max_bytes: int, what: str = "a file") -> bytes:
+        """The whole file at ``path`` when it is a plain file of at most ``max_bytes`` bytes.
+
+        Otherwise a ``StorageError`` naming the file, ``what`` it was read as and the limit,
+        before more than ``max_bytes + 1`` bytes are read. Object stores hold nothing but
+        plain objects; local disk overrides this to refuse links, FIFOs, devices and sockets
+        without blocking on them.
+        """
+        if self.is_dir(path):
+            raise StorageError(refusal(path, what, "it is a directory"))
+        size = self.size(path)
+        if size > max_bytes:
+            raise StorageError(too_large(path, what, size, max_bytes))
+        with self.open_input(path) as stream:
+            data = bytes(stream.read(max_bytes + 1))
+        if len(data) > max_bytes:
+            raise StorageError(too_large(path, what, len(data), max_bytes, grew=True))
+        return data
 
     @abc.abstractmethod
     def exists(self, path: str) -> bool:

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sparkpoint.checkpoint.discovery import load_pointer
 from sparkpoint.checkpoint.handles import KeyedStateHandle, KeyGroupsStateHandle
@@ -101,7 +102,7 @@ def read_keyed_state(
                     for k, uk, v in _object_rows(meta, objects):
                         add(meta, kg, k, uk, v)
                 continue
-            batch = decode_arrow_block(block)
+            batch = _checked_arrow_block(handle, header, kg, offset, block)
             ids = batch.column(0).to_pylist()
             keys = batch.column(1).to_pylist()
             uks = batch.column(2).to_pylist()
@@ -109,6 +110,29 @@ def read_keyed_state(
             for i, sid in enumerate(ids):
                 add(header.states[sid], kg, keys[i], uks[i], vals[i])
     return pa.table(cols, schema=SAVEPOINT_TABLE_SCHEMA)
+
+
+def _checked_arrow_block(
+    handle: KeyGroupsStateHandle, header: SnapshotHeader, kg: int, offset: int, block: bytes
+) -> pa.RecordBatch:
+    """The ``arrow`` block of key group ``kg``, refused (``RestoreError`` naming the stream,
+    key group and offset) unless its buffers are consistent and every state id indexes the
+    header's states: offsets come from a ``_metadata``, which may be crafted."""
+    where = f"{handle.delegate.physical_id}, key group {kg} at offset {offset}"
+    try:
+        batch = decode_arrow_block(block)
+        batch.validate(full=True)
+    except (pa.ArrowException, ValueError) as exc:
+        raise RestoreError(f"Corrupt keyed state in {where}: {exc}") from None
+    ids = batch.column(0)
+    bounds = pc.min_max(ids)
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    if ids.null_count or (len(ids) and not 0 <= low <= high < len(header.states)):
+        raise RestoreError(
+            f"Corrupt keyed state in {where}: a state id outside the "
+            f"{len(header.states)} states of its header"
+        )
+    return batch
 
 
 def read_snapshot_headers(handles: Sequence[KeyedStateHandle]) -> list[SnapshotHeader]:

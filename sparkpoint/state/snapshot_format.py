@@ -253,17 +253,21 @@ def read_header(stream: BinaryIO) -> SnapshotHeader:
         data = json.loads(_read_exact(stream, body_len, "JSON header"))
     except ValueError as e:
         raise RestoreError(f"Corrupt keyed state snapshot header: {e}") from e
-    start, end = data["key_group_range"]
-    return SnapshotHeader(
-        max_parallelism=int(data["max_parallelism"]),
-        key_group_range=KeyGroupRange.of(start, end),
-        states=tuple(RegisteredStateMeta.from_json(s) for s in data["states"]),
-        snapshot_type=data["snapshot_type"],
-        backend=data["backend"],
-        block_encoding=data.get("block_encoding", "arrow"),
-        format_version=int(data["format_version"]),
-        data_start=10 + body_len,
-    )
+    try:
+        start, end = data["key_group_range"]
+        return SnapshotHeader(
+            max_parallelism=int(data["max_parallelism"]),
+            key_group_range=KeyGroupRange.of(start, end),
+            states=tuple(RegisteredStateMeta.from_json(s) for s in data["states"]),
+            snapshot_type=data["snapshot_type"],
+            backend=data["backend"],
+            block_encoding=data.get("block_encoding", "arrow"),
+            format_version=int(data["format_version"]),
+            data_start=10 + body_len,
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        # a field missing or of another type: the bytes are not a header this release wrote
+        raise RestoreError(f"Corrupt keyed state snapshot header: {type(e).__name__}: {e}") from e
 
 
 def read_key_group(stream: BinaryIO, key_group: int, offset: int) -> bytes | None:

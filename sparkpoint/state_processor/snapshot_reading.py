@@ -35,7 +35,7 @@ from sparkpoint.checkpoint.handles import (
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, OperatorState
 from sparkpoint.checkpoint.metadata.file_format import load_checkpoint_metadata
-from sparkpoint.checkpoint.storage import CompletedCheckpointStorageLocation
+from sparkpoint.checkpoint.storage import CompletedCheckpointStorageLocation, read_metadata_bytes
 from sparkpoint.errors import RestoreError
 from sparkpoint.runtime.operators.context import TIMERS_STATE
 from sparkpoint.state.backend import KeyedStateBackendParameters
@@ -111,7 +111,8 @@ class Snapshot:
         location = resolve_checkpoint_pointer(pointer)
         handle = location.metadata_handle
         source = handle.path if isinstance(handle, FileStateHandle) else pointer
-        metadata = load_checkpoint_metadata(handle.read_all(), location.exclusive_dir, source)
+        data = read_metadata_bytes(handle, source)
+        metadata = load_checkpoint_metadata(data, location.exclusive_dir, source)
         return Snapshot(metadata, location)
 
     @property

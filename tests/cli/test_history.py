@@ -75,7 +75,7 @@ def test_history_equals_the_live_statistics(
     assert lines[1].split()[:3] == ["2", "checkpoint", "4"]
     assert "340 ms" in lines[1] and "keyed-op: 29.3 KiB / 29.3 KiB / 100 B" in lines[1]
     assert lines[-1] == (
-        "2 retained checkpoint(s); 1 directory(ies) without a readable _metadata (in progress?)"
+        "2 retained checkpoint(s); 1 directory(ies) without a _metadata (in progress?)"
     )
 
 

@@ -1,6 +1,7 @@
 """Jobs restarted with ``execution.state-recovery.path`` on incremental RocksDB state:
 NO_CLAIM (the restored snapshot can be deleted once the new job checkpointed) and CLAIM (the
-job deletes it once subsumed); a crafted ``_metadata`` is refused before anything runs; and
+job deletes it once subsumed); a crafted ``_metadata``, or one that is no regular file, is
+refused before anything runs; and
 the retention invariant (exactly the referenced files stay) on a real job."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ from sparkpoint.datastream import (
     FileSystemCheckpointStorage,
     StreamExecutionEnvironment,
 )
-from sparkpoint.errors import UnsafeStatePathError
+from sparkpoint.errors import StorageError, UnsafeStatePathError
 from tests.runtime.jobs.reference import (
     check_keyed_count_output,
     keyed_count_job,
@@ -154,6 +156,41 @@ def test_crafted_metadata_is_refused_before_the_job_runs(spark: Any, tmp_path: P
     assert str(metadata_file) in str(info.value)
     assert repr(str(outside / "secret")) in str(info.value)
     assert not os.path.exists(tmp_path / "ckpt-b") or _files(str(tmp_path / "ckpt-b")) == set()
+
+
+class _Hung(BaseException):
+    """The watchdog's alarm: the restore blocked."""
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise _Hung("the restore did not fail within 120 s")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link-to-dev-zero"])
+def test_a_metadata_that_is_no_regular_file_fails_the_restore_at_once(
+    spark: Any, tmp_path: Path, kind: str
+) -> None:
+    """Restoring from a FIFO (which blocks an open) or a link to ``/dev/zero`` (read until
+    memory runs out) is refused before anything runs, naming the file."""
+    snapshot = tmp_path / "snapshots" / "chk-1"
+    snapshot.mkdir(parents=True)
+    metadata = snapshot / "_metadata"
+    if kind == "fifo":
+        os.mkfifo(metadata)
+    else:
+        metadata.symlink_to("/dev/zero")
+    env = _env(spark, tmp_path, "ckpt-b", restore=str(snapshot))
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(120)
+    try:
+        with pytest.raises(StorageError) as info:
+            env.execute("not-a-file")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    why = "it is a FIFO (named pipe)" if kind == "fifo" else "it is a character device"
+    assert f"Refusing to read {metadata} as a file: {why}" in str(info.value)
+    assert not os.path.exists(tmp_path / "out") or os.listdir(tmp_path / "out") == []
 
 
 def test_a_job_leaves_exactly_the_files_its_retained_checkpoints_reference(

@@ -35,6 +35,7 @@ from sparkpoint.checkpoint.paths import SnapshotPaths
 from sparkpoint.checkpoint.storage import (
     CheckpointStorageLocation,
     CompletedCheckpointStorageLocation,
+    read_metadata_bytes,
     write_metadata_bytes,
 )
 
@@ -164,12 +165,13 @@ class _Resolver(Protocol):
 def load_checkpoint(
     storage: _Resolver, pointer: str
 ) -> tuple[CheckpointMetadata, CompletedCheckpointStorageLocation]:
-    """Resolve ``pointer`` through ``storage`` (storage or storage access) and load it."""
+    """Resolve ``pointer`` through ``storage`` (storage or storage access) and load it
+    (``read_metadata_bytes``: a regular file within ``MAX_METADATA_SIZE``)."""
     location = storage.resolve_checkpoint(pointer)
     handle = location.metadata_handle
     source = handle.path if isinstance(handle, FileStateHandle) else location.external_pointer
-    metadata = load_checkpoint_metadata(handle.read_all(), location.exclusive_dir, source)
-    return metadata, location
+    data = read_metadata_bytes(handle, source)
+    return load_checkpoint_metadata(data, location.exclusive_dir, source), location
 
 
 def write_metadata(
