@@ -42,6 +42,11 @@ class RateWindow:
         if len(self._points) > _MAX_RATE_POINTS:
             del self._points[: len(self._points) // 2]
 
+    @property
+    def count(self) -> float:
+        """The latest count."""
+        return self._points[-1][1]
+
     def rate(self, now: float) -> float:
         """(latest count - count ``span_s`` ago) / the time between them, at most the span."""
         horizon = now - self.span_s
@@ -139,7 +144,7 @@ class JobMetrics:
                 figures: list[tuple[str, MetricKind, Any]] = [
                     ("numRecordsIn", MetricKind.COUNTER, sub.records_in),
                     ("numRecordsOut", MetricKind.COUNTER, sub.records_out),
-                    ("numRecordsInPerSecond", MetricKind.METER, sub.rate_in.rate(now)),
+                    ("numRecordsInPerSecond", MetricKind.METER, _meter(sub.rate_in, now)),
                     ("numLateRecordsDropped", MetricKind.COUNTER, sub.late_dropped),
                     ("currentInputWatermark", MetricKind.GAUGE, sub.input_watermark),
                     ("currentOutputWatermark", MetricKind.GAUGE, sub.output_watermark),
@@ -160,9 +165,14 @@ class JobMetrics:
 
     def _user_value(self, op: str, subtask: int, sample: MetricSample, now: float) -> Any:
         if sample.kind is MetricKind.METER:
-            return self._meters[(op, subtask, sample.key)].rate(now)
+            return _meter(self._meters[(op, subtask, sample.key)], now)
         if sample.kind is MetricKind.DISTRIBUTION:
             count, total, low, high = sample.value
             mean = total / count if count else 0.0
             return {"count": count, "sum": total, "min": low, "max": high, "mean": mean}
         return sample.value
+
+
+def _meter(window: RateWindow, now: float) -> dict[str, float]:
+    """A meter as readers get it: its count and its rate per second."""
+    return {"count": window.count, "rate": window.rate(now)}

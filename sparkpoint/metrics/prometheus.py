@@ -92,7 +92,9 @@ def _samples(value: MetricValue) -> list[tuple[str, str, Any]]:
         if d["count"]:
             out += [(name + "_min", "gauge", d["min"]), (name + "_max", "gauge", d["max"])]
         return out
-    # Flink exports counters as gauges too (a counter can go down) and a meter as its rate.
+    if value.kind is MetricKind.METER:  # as Flink: a meter is exported as its rate
+        return [(name, "gauge", value.value["rate"])]
+    # Flink exports counters as gauges too (a counter can go down).
     return [(name, "gauge", value.value)]
 
 

@@ -89,8 +89,8 @@ class TaskMetricsReport:
 @dataclass(frozen=True)
 class MetricValue:
     """One metric as readers see it. ``operator_*`` and ``subtask`` are None for job-level
-    metrics. ``value`` is a number, or for a distribution a dict with count, sum, min, max
-    and mean."""
+    metrics. ``value`` is a number (None: not known yet), for a meter a dict with count and
+    rate (per second), for a distribution a dict with count, sum, min, max and mean."""
 
     job_id: str
     job_name: str

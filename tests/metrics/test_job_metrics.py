@@ -46,8 +46,9 @@ def test_runs_fold_per_operator_and_subtask() -> None:
     assert values[(0, "currentInputWatermark")] == 10
     assert values[(0, "currentOutputWatermark")] == 9
     assert values[(0, "seen")] == 16
-    assert values[(0, "numRecordsInPerSecond")] == 16 / 10
-    assert values[(0, "ev")] == 16 / 10  # 10 s since the job started, the meter's span
+    assert values[(0, "numRecordsInPerSecond")] == {"count": 16, "rate": 16 / 10}
+    # 10 s since the job started, the meter's span
+    assert values[(0, "ev")] == {"count": 16, "rate": 16 / 10}
     assert values[(0, "g")] == 0.5
     assert metrics.bases() == {
         "op": {

@@ -30,6 +30,7 @@ def test_exposition_escapes_and_labels() -> None:
             {"count": 2, "sum": 3.5, "min": 1, "max": 2.5, "mean": 1.75},
         ),
         _op(MetricKey((), "w"), MetricKind.GAUGE, None),
+        _op(MetricKey((), "m"), MetricKind.METER, {"count": 30, "rate": 0.5}),
         MetricValue("j1", "job", None, None, None, MetricKey((), "uptime"), MetricKind.GAUGE, 1.5),
     ]
     text = render(values)
@@ -54,6 +55,9 @@ def test_exposition_escapes_and_labels() -> None:
         "# TYPE flink_taskmanager_job_task_operator_d_max gauge",
         'flink_taskmanager_job_task_operator_d_max{job_id="j1",job_name="job",'
         'operator_id="op-1",operator_name="Map",subtask_index="0"} 2.5',
+        "# TYPE flink_taskmanager_job_task_operator_m gauge",
+        'flink_taskmanager_job_task_operator_m{job_id="j1",job_name="job",'
+        'operator_id="op-1",operator_name="Map",subtask_index="0"} 0.5',
         "# TYPE flink_jobmanager_job_uptime gauge",
         'flink_jobmanager_job_uptime{job_id="j1",job_name="job"} 1.5',
     ]
