@@ -51,7 +51,7 @@ def test_user_and_system_metrics_are_exact_after_a_worker_kill(env: Any, tmp_pat
     assert min(d["min"] for d in sizes) == 0 and max(d["max"] for d in sizes) == BUCKETS - 1
     last = [v for v in values if v.key.name == "last"]
     assert last and all(v.key.groups == (("parser", None), ("stream", "numbers")) for v in last)
-    # A function instance lives for one task run: the gauge shows what the latest run left.
+    # Functions are opened anew for every run of an epoch: the gauge shows the latest run's.
     assert all(-1 <= v.value < N for v in last)
 
     for operator, ins, outs in (
