@@ -101,3 +101,26 @@ def test_identifier_is_flinks_scope() -> None:
     assert op.identifier == "job.Map.2.grp.k.v.n"
     job = MetricValue("id", "job", None, None, None, MetricKey((), "uptime"), MetricKind.GAUGE, 1)
     assert job.identifier == "job.uptime"
+
+
+# pyflink/metrics/metricbase.py (PyFlink 2.3): the module's names and their methods.
+PYFLINK_METRICS = {
+    "MetricGroup": {"add_group", "counter", "gauge", "meter", "distribution"},
+    "Metric": set(),
+    "Counter": {"inc", "dec", "get_count"},
+    "Meter": {"mark_event", "get_count"},
+    "Distribution": {"update"},
+}
+
+
+def test_pyflink_metrics_module_is_complete() -> None:
+    import sparkpoint.metrics as module
+
+    assert set(PYFLINK_METRICS) <= set(module.__all__)
+    for name, methods in PYFLINK_METRICS.items():
+        cls = getattr(module, name)
+        assert methods <= set(dir(cls)), (name, methods - set(dir(cls)))
+    assert issubclass(module.Counter, module.Metric)
+    from sparkpoint.datastream.functions import MetricGroup
+
+    assert MetricGroup is module.MetricGroup
