@@ -47,6 +47,8 @@ def _get(url: str, method: str = "GET") -> tuple[int, str]:
             return response.status, response.read().decode("utf-8")
     except urllib.error.HTTPError as exc:
         return exc.code, ""
+    except urllib.error.URLError:  # not listening (yet)
+        return 0, ""
 
 
 def _start_prometheus(tmp: Path, target_port: int) -> tuple[subprocess.Popen[bytes], str]:
