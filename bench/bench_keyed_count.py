@@ -62,7 +62,11 @@ checked to be exact.
 - ``typed``: the keyed count without checkpoints, its map declared
   ``output_type=Types.TUPLE([Types.LONG(), Types.LONG()])`` (records converted and range
   checked at the shuffle, as PyFlink's coder does), alternated three times with the untyped
-  (pickled) run: the median of each.
+  (pickled) run: the median of each;
+- ``metrics``: the keyed count on the heap without checkpoints, its ``process_element``
+  also incrementing a user counter and updating a distribution per record, alternated three
+  times with the plain count: the median of each and the overhead in percent (the user
+  counter's total is checked to equal the events).
 """
 
 # The harness and the cases are modules of ``bench/keyed_count/`` (one per case); this script
@@ -75,7 +79,7 @@ import shutil
 import tempfile
 from typing import Any
 
-from keyed_count import floor, large, parallelism, standard, timers, typed
+from keyed_count import floor, large, metric_cost, parallelism, standard, timers, typed
 from keyed_count.harness import (
     add_warm_up_arguments,
     emit,
@@ -114,7 +118,7 @@ def parse_args() -> Any:
         "--cases",
         nargs="*",
         default=["standard", "floor", "timers"],
-        choices=["standard", "floor", "timers", "large", "parallelism", "typed"],
+        choices=["standard", "floor", "timers", "large", "parallelism", "typed", "metrics"],
         help="what to run on local[2] (see the module docstring)",
     )
     add_warm_up_arguments(parser)
@@ -149,7 +153,7 @@ def parse_args() -> Any:
 
 
 def run_cases(spark: Any, args: Any, work: str) -> None:
-    """The optional cases on local[2] (floor, timers, large, typed, parallelism)."""
+    """The optional cases on local[2] (floor, timers, large, typed, parallelism, metrics)."""
     if "floor" in args.cases:
         floor.run(args)
     if "timers" in args.cases:
@@ -160,6 +164,8 @@ def run_cases(spark: Any, args: Any, work: str) -> None:
         typed.run(spark, args, work)
     if "parallelism" in args.cases:
         parallelism.run(spark, args, work)
+    if "metrics" in args.cases:
+        metric_cost.run(spark, args, work)
 
 
 def main() -> None:

@@ -43,6 +43,16 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "sparkpoint.state_processor",
         "sparkpoint.cli",
     ),
+    "metrics": (
+        "pyspark",
+        "sparkpoint.runtime",
+        "sparkpoint.datastream",
+        "sparkpoint.state",
+        "sparkpoint.checkpoint",
+        "sparkpoint.connectors",
+        "sparkpoint.state_processor",
+        "sparkpoint.cli",
+    ),
     "runtime.operators": (
         "sparkpoint.runtime.task",
         "sparkpoint.runtime.spark",

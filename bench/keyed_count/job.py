@@ -61,11 +61,13 @@ def run_sparkpoint(
     checkpoint_interval_ms: int = 1000,
     materialize_ms: int | None = None,
     upload_rate: str | None = None,
+    count_function: Any = None,
 ) -> dict[str, Any]:
     """One keyed count of ``n`` events over ``keys`` keys (``function`` instead of
+    ``CountPerKey``; ``count_function``: a counting function of the same output instead of
     ``CountPerKey``; ``windowed``: the windowed variant): seconds, throughput, whether the
-    output is exact, the job's epoch and checkpoint figures, and ``_result`` (the job's
-    result, not JSON)."""
+    output is exact, the job's epoch and checkpoint figures, ``_result`` (the job's result,
+    not JSON) and ``_client_metrics`` (``JobClient.get_metrics()`` at the end)."""
     from sparkpoint.common import Configuration
     from sparkpoint.connectors.sink import CollectSink
     from sparkpoint.datastream import (
@@ -130,11 +132,12 @@ def run_sparkpoint(
         (
             numbers.map(mapper, output_type=output_type)
             .key_by(lambda t: t[0])
-            .process(function if function is not None else CountPerKey())
+            .process(function or count_function or CountPerKey())
             .sink_to(sink)
         )
     t0 = time.perf_counter()
-    result = env.execute("bench")
+    client = env.execute_async("bench")
+    result = client.wait()
     seconds = time.perf_counter() - t0
     out = sink.collected
     if windowed:  # one result per key and window
@@ -166,4 +169,5 @@ def run_sparkpoint(
             e.keyed_tasks - e.on_preferred_executor for e in result.epoch_reports
         ),
         "_result": result,
+        "_client_metrics": client.get_metrics(),
     }

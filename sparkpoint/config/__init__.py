@@ -15,6 +15,7 @@ from sparkpoint.config.execution import (
     StateRecoveryOptions,
 )
 from sparkpoint.config.filesystem import FileSystemOptions
+from sparkpoint.config.metrics import MetricOptions
 from sparkpoint.config.option import (
     BOOLEAN,
     DURATION,
@@ -78,6 +79,7 @@ __all__ = [
     "DashboardOptions",
     "ExecutionOptions",
     "FileSystemOptions",
+    "MetricOptions",
     "OptionGroup",
     "OptionType",
     "PipelineOptions",

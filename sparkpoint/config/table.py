@@ -18,6 +18,7 @@ from sparkpoint.config.execution import (
     StateRecoveryOptions,
 )
 from sparkpoint.config.filesystem import FileSystemOptions
+from sparkpoint.config.metrics import MetricOptions
 from sparkpoint.config.option import ConfigOption, OptionGroup
 from sparkpoint.config.restart import RestartStrategyOptions
 from sparkpoint.config.state_backend import RocksDBOptions, StateBackendOptions
@@ -45,6 +46,7 @@ OPTION_GROUPS: tuple[type[OptionGroup], ...] = (
     RocksDBOptions,
     SparkpointOptions,
     DashboardOptions,
+    MetricOptions,
     FileSystemOptions,
 )
 """Every option group, in the order of ``docs/configuration.md``."""

@@ -34,6 +34,7 @@ from sparkpoint.datastream.window_functions import (
     ProcessWindowFunction,
     WindowFunction,
 )
+from sparkpoint.metrics import Counter, Distribution, Meter, MetricGroup
 from sparkpoint.state.descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
@@ -88,103 +89,6 @@ __all__ = [
     "TypedKeySelector",
     "WindowFunction",
 ]
-
-
-# ---- metrics ------------------------------------------------------------------------------
-
-
-class Counter:
-    """A metric that counts up and down (``pyflink.metrics.Counter``)."""
-
-    def __init__(self) -> None:
-        self._count = 0
-
-    def inc(self, n: int = 1) -> None:
-        """Add ``n``."""
-        self._count += n
-
-    def dec(self, n: int = 1) -> None:
-        """Subtract ``n``."""
-        self._count -= n
-
-    def get_count(self) -> int:
-        """The current count."""
-        return self._count
-
-
-class Meter:
-    """A metric that counts events (``pyflink.metrics.Meter``); the rate is derived by readers."""
-
-    def __init__(self, time_span_in_seconds: int = 60) -> None:
-        self.time_span_in_seconds = time_span_in_seconds
-        self._count = 0
-
-    def mark_event(self, value: int = 1) -> None:
-        """Record ``value`` events."""
-        self._count += value
-
-    def get_count(self) -> int:
-        """Events recorded so far."""
-        return self._count
-
-
-class Distribution:
-    """A metric summarising values (``pyflink.metrics.Distribution``): count, sum, min, max."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.sum = 0
-        self.min: int | None = None
-        self.max: int | None = None
-
-    def update(self, value: int) -> None:
-        """Record one value."""
-        self.count += 1
-        self.sum += value
-        self.min = value if self.min is None else min(self.min, value)
-        self.max = value if self.max is None else max(self.max, value)
-
-
-class MetricGroup:
-    """Named metrics of one subtask (``pyflink.metrics.MetricGroup``), kept in memory."""
-
-    def __init__(self, scope: tuple[str, ...] = ()) -> None:
-        self.scope = scope
-        self.metrics: dict[str, Any] = {}
-        self._groups: dict[str, MetricGroup] = {}
-
-    def add_group(self, name: str, extra: str | None = None) -> MetricGroup:
-        """The sub-group ``name`` (or the key/value group ``name``/``extra``)."""
-        path = (name,) if extra is None else (name, extra)
-        joined = ".".join(path)
-        if joined not in self._groups:
-            self._groups[joined] = MetricGroup(self.scope + path)
-        return self._groups[joined]
-
-    def counter(self, name: str) -> Counter:
-        """Register (or return the existing) counter ``name``."""
-        return self._register(name, Counter)
-
-    def gauge(self, name: str, obj: Callable[[], int]) -> None:
-        """Register a gauge whose value is ``obj()`` when read."""
-        self.metrics[name] = obj
-
-    def meter(self, name: str, time_span_in_seconds: int = 60) -> Meter:
-        """Register (or return the existing) meter ``name``."""
-        return self._register(name, lambda: Meter(time_span_in_seconds))
-
-    def distribution(self, name: str) -> Distribution:
-        """Register (or return the existing) distribution ``name``."""
-        return self._register(name, Distribution)
-
-    def get_metric_group_scope(self) -> tuple[str, ...]:
-        """The group names from the root to this group."""
-        return self.scope
-
-    def _register(self, name: str, factory: Callable[[], Any]) -> Any:
-        if name not in self.metrics:
-            self.metrics[name] = factory()
-        return self.metrics[name]
 
 
 # ---- runtime context ------------------------------------------------------------------------

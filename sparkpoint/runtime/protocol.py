@@ -4,7 +4,7 @@ Downwards, once per epoch, every task gets the same ``EpochSpec`` (with the job'
 ``JobSpec``): what to read, the watermark, the processing time, the checkpoint to snapshot
 into and, for subtasks without usable local state, what to restore from. Upwards, every
 task sends one ``TaskReport``: where it ran, snapshot and changelog acknowledgements, sink
-output, watermarks, statistics, what it restored or found missing, and the operator
+output, watermarks, statistics and metrics, what it restored or found missing, and the operator
 (broadcast) state its subtask ended the epoch with, which the driver hands to the next
 epoch's ``EpochSpec``. Everything here is
 picklable and holds no Spark object.
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         CheckpointStorageLocationReference,
     )
     from sparkpoint.connectors.source import SplitRange
+    from sparkpoint.metrics.sample import MetricKey, TaskMetricsReport
     from sparkpoint.runtime.graph import Partitioning
     from sparkpoint.state.backend import StateBackendFactory
 
@@ -203,6 +204,9 @@ class EpochSpec:
     # partition of each channel of the exchange the stage writes (absent: the channel).
     task_groups: Mapping[int, tuple[tuple[int, ...], ...]] = field(default_factory=dict)
     shuffle_partitions: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    # operator id -> subtask -> the user metrics' values the driver holds: a subtask's
+    # counters, meters and distributions start from them (``sparkpoint.metrics``).
+    metric_bases: Mapping[str, Mapping[int, Mapping[MetricKey, Any]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -335,3 +339,5 @@ class TaskReport:
     # Background materializations (``checkpoint_id`` is the materialization's id).
     materializations: tuple[UploadStatus, ...] = ()
     operator_states: tuple[CarriedState, ...] = ()
+    # Records in/out per operator and the user metrics' values (None: the task ran nothing).
+    metrics: TaskMetricsReport | None = None

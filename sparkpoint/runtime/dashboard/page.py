@@ -257,6 +257,29 @@ def _operators(view: JobView) -> str:
     )
 
 
+def _metric(value: object) -> str:
+    if isinstance(value, dict):  # a distribution
+        return ", ".join(f"{k} {_metric(v)}" for k, v in value.items())
+    if isinstance(value, float):
+        return f"{value:,.3f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _metrics(view: JobView) -> str:
+    if not view.metrics:
+        return '<p class="muted">No metrics yet.</p>'
+    rows = "".join(
+        f"<tr><td>{_e(m.identifier)}</td><td>{_e(m.kind.value)}</td>"
+        f"<td class=num>{_e(_metric(m.value))}</td></tr>"
+        for m in view.metrics
+        if m.value is not None
+    )
+    return (
+        '<table id="metrics-table"><tr><th>Metric</th><th>Kind</th><th class=num>Value</th>'
+        f"</tr>{rows}</table>"
+    )
+
+
 def render_page(view: JobView) -> str:
     """The whole page for ``view``."""
     counts = view.counts()
@@ -341,8 +364,9 @@ def render_page(view: JobView) -> str:
 <section id="history"><h2>Checkpoint history</h2>{_history(view)}</section>
 <section id="recovery">{_recovery(view)}</section>
 <section id="placement"><h2>Keyed operators</h2>{_operators(view)}</section>
+<section id="metrics"><h2>Metrics</h2>{_metrics(view)}</section>
 </main>
 <footer>sparkpoint dashboard: read-only; reloads every {refresh} s; JSON at
-<a href="/api/job">/api/job</a>.</footer>
+<a href="/api/job">/api/job</a>, Prometheus text at <code>/metrics</code>.</footer>
 </body></html>
 """

@@ -2,9 +2,10 @@
 job runs (``sparkpoint.dashboard.*`` options).
 
 Standard library ``http.server`` on a background thread. It answers GET (and HEAD) only —
-``/`` the page, ``/api/job`` the same figures as JSON — and every other method with 405:
-nothing on it changes the job. It binds to 127.0.0.1 unless configured otherwise; port 0
-takes any free port, and the URL is logged and given by the job client.
+``/`` the page, ``/api/job`` the same figures as JSON, ``/metrics`` the job's metrics in
+Prometheus's text format — and every other method with 405: nothing on it changes the job.
+It binds to 127.0.0.1 unless configured otherwise; port 0 takes any free port, and the URL
+is logged and given by the job client.
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from sparkpoint.errors import SparkpointError
+from sparkpoint.metrics.prometheus import CONTENT_TYPE as PROMETHEUS_TYPE
+from sparkpoint.metrics.prometheus import render as render_prometheus
 from sparkpoint.runtime.dashboard.page import render_page
 from sparkpoint.runtime.dashboard.view import JobView, RateMeter, job_view
+from sparkpoint.runtime.driver.metric_values import metric_values
 
 if TYPE_CHECKING:  # the driver's settings import this module: no run-time import back
     from sparkpoint.runtime.driver.progress import JobProgress
@@ -64,6 +68,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/api/job":
             data = json.dumps(dashboard.view().to_json(), indent=1).encode("utf-8")
             kind = "application/json"
+        elif path == "/metrics":
+            data = render_prometheus(metric_values(dashboard.progress)).encode("utf-8")
+            kind = PROMETHEUS_TYPE
         else:
             self.send_error(404, "Not found")
             return
@@ -116,6 +123,11 @@ class Dashboard:
         )
         self._sampler.start()
         _LOG.info("Job %s (%s): dashboard at %s", progress.job_id, progress.job_name, self.url)
+
+    @property
+    def progress(self) -> JobProgress:
+        """The job this dashboard shows."""
+        return self._progress
 
     def view(self) -> JobView:
         """The job now (one view per request; the rate meter is shared)."""

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sparkpoint.checkpoint.stats import CheckpointStats
+from sparkpoint.metrics.sample import MetricValue
+from sparkpoint.runtime.driver.metric_values import metric_values
 from sparkpoint.runtime.driver.reports import EpochReport, FailoverEvent, SubtaskRestoreEvent
 
 if TYPE_CHECKING:  # the driver's settings import this package's server: no run-time import
@@ -54,6 +56,7 @@ class JobView:
     interval_ms: int
     refresh_ms: int = 2000
     subtask_restores: tuple[SubtaskRestoreEvent, ...] = field(default=())
+    metrics: tuple[MetricValue, ...] = field(default=())
 
     def counts(self) -> dict[str, int]:
         """Flink's checkpoint counts: triggered, in progress, completed, failed, restored."""
@@ -110,6 +113,7 @@ class JobView:
                 }
                 for o in self.operators
             ],
+            "metrics": {m.identifier: m.value for m in self.metrics},
         }
 
 
@@ -166,4 +170,5 @@ def job_view(progress: JobProgress, started: float, meter: RateMeter, refresh_ms
         interval_ms=progress.checkpoint_interval_ms,
         refresh_ms=refresh_ms,
         subtask_restores=tuple(r for e in reports for r in e.subtask_restores),
+        metrics=tuple(metric_values(progress)),
     )

@@ -7,10 +7,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+from sparkpoint.metrics.sample import MetricValue
 from sparkpoint.runtime.dashboard.server import start_dashboard
 from sparkpoint.runtime.driver.changelog_checkpoints import MaterializationStats
 from sparkpoint.runtime.driver.coordinator import CheckpointStats
 from sparkpoint.runtime.driver.job_master import JobMaster
+from sparkpoint.runtime.driver.metric_values import metric_values, metrics_by_identifier
 from sparkpoint.runtime.driver.progress import JobProgress
 from sparkpoint.runtime.driver.reports import EpochReport, FailoverEvent, SubtaskRestoreEvent
 
@@ -143,6 +145,17 @@ class JobClient:
     def get_failovers(self) -> list[FailoverEvent]:
         """sparkpoint: the whole-job failovers so far."""
         return self._progress.failovers()
+
+    def get_metrics(self) -> dict[str, Any]:
+        """sparkpoint: every metric of the job now, by Flink's identifier
+        (``<job>.<operator>.<subtask>.<groups>.<name>``, ``<job>.<name>`` for job metrics;
+        a distribution's value is a dict of count, sum, min, max and mean). Also readable
+        after the job ended."""
+        return metrics_by_identifier(self._progress)
+
+    def get_metric_values(self) -> list[MetricValue]:
+        """sparkpoint: the same metrics with their operator ids, kinds and group paths."""
+        return metric_values(self._progress)
 
     def get_job_execution_result(self) -> Future[JobExecutionResult]:
         return self._result

@@ -315,6 +315,7 @@ class JobMaster:
             ranges=ranges,
             start=self._start,
             checkpoint=checkpoint,
+            metric_bases=self._progress.metrics.bases(),
         )
         preferred = self._placement.preferred()
         watch = {e for e in preferred.values() if e is not None and e != DRIVER_EXECUTOR_ID}

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sparkpoint.checkpoint.stats import CheckpointStats
+from sparkpoint.metrics.job_metrics import JobMetrics
 from sparkpoint.runtime.driver.changelog_checkpoints import (
     ChangelogCheckpoints,
     MaterializationStats,
@@ -73,6 +74,7 @@ class JobProgress:
         # (operator id, subtask) -> why it restores alone in the next run
         self._restore_causes: dict[tuple[str, int], str] = {}
         self._lock = threading.Lock()
+        self._metrics = JobMetrics()
 
     # -- read by the job client and the dashboard --------------------------------------------
     @property
@@ -132,6 +134,11 @@ class JobProgress:
     def materializations(self) -> list[MaterializationStats]:
         """Background materializations adopted (changelog checkpoints), in order."""
         return list(self._changelog.adopted)
+
+    @property
+    def metrics(self) -> JobMetrics:
+        """The operators' system and user metrics, as accepted runs reported them."""
+        return self._metrics
 
     def keyed_operators(self) -> list[KeyedOperator]:
         """Every keyed operator and the executor each of its subtasks is placed on."""
@@ -193,6 +200,7 @@ class JobProgress:
             if done.reason == RestoreReason.SUBTASK
         )
         self._restore_causes.clear()
+        self._metrics.run_accepted(r.metrics for r in reports if r.metrics is not None)
         report = EpochReport(
             epoch=epoch,
             runs=runs,

@@ -23,6 +23,7 @@ from sparkpoint.config import (
     CoreOptions,
     DashboardOptions,
     ExecutionOptions,
+    MetricOptions,
     PipelineOptions,
     SparkpointOptions,
     StateBackendOptions,
@@ -201,10 +202,19 @@ def build_job_settings(job_name: str, request: JobRequest) -> JobSettings:
         faults=request.faults,
     )
     settings.local_state_dir = SparkpointOptions.LOCAL_STATE_DIR.read(config)
-    if DashboardOptions.ENABLED.read(config):
-        settings.dashboard = DashboardSettings(
-            DashboardOptions.HOST.read(config),
-            DashboardOptions.PORT.read(config),
-            DashboardOptions.REFRESH_INTERVAL.read(config),
-        )
+    settings.dashboard = _dashboard_settings(config)
     return settings
+
+
+def _dashboard_settings(config: Mapping[str, Any]) -> DashboardSettings | None:
+    """The dashboard's server, if the dashboard or the Prometheus reporter (``/metrics``
+    on the same server, ``MetricOptions``) is on: the dashboard's port wins."""
+    if DashboardOptions.ENABLED.read(config):
+        port = DashboardOptions.PORT.read(config)
+    elif MetricOptions.PROMETHEUS_FACTORY.read(config) is not None:
+        port = MetricOptions.PROMETHEUS_PORT.read(config)
+    else:
+        return None
+    return DashboardSettings(
+        DashboardOptions.HOST.read(config), port, DashboardOptions.REFRESH_INTERVAL.read(config)
+    )

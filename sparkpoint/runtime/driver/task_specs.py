@@ -5,10 +5,12 @@ pending and aborted checkpoints and materializations)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from sparkpoint.clock import Clock
 from sparkpoint.connectors.source import SplitRange
 from sparkpoint.fs.registry import get_options as get_fs_options
+from sparkpoint.metrics.sample import MetricKey
 from sparkpoint.runtime.driver.changelog_checkpoints import ChangelogCheckpoints
 from sparkpoint.runtime.driver.epoch_checkpoints import EpochCheckpoints
 from sparkpoint.runtime.driver.settings import JobSettings
@@ -78,9 +80,10 @@ class TaskSpecs:
         ranges: Mapping[int, list[SplitRange]],
         start: StartState,
         checkpoint: CheckpointRequest | None,
+        metric_bases: Mapping[str, Mapping[int, Mapping[MetricKey, Any]]] | None = None,
     ) -> EpochSpec:
         """The spec of run ``run`` of ``epoch`` (``prev_run``: the run whose results the
-        previous epoch used)."""
+        previous epoch used; ``metric_bases``: what the user metrics start from)."""
         return EpochSpec(
             job=job,
             epoch=epoch,
@@ -101,4 +104,5 @@ class TaskSpecs:
             pending_materializations=self._changelog.pending_materializations(),
             aborted_materializations=frozenset(self._changelog.aborted),
             notify_materialized=self._changelog.notify_id,
+            metric_bases=metric_bases or {},
         )

@@ -63,7 +63,7 @@ class AsyncWaitOperator(Operator):
     def open(self, env: OperatorEnv) -> None:
         open_ = getattr(self.function, "open", None)
         if open_ is not None:
-            open_(StreamRuntimeContext(env, self.name, None))
+            open_(StreamRuntimeContext(env, self.name, None, self.operator_id))
         super().open(env)
 
     def close(self) -> None:

@@ -53,6 +53,10 @@ class Operator:
         self.side_children: dict[str, list[Operator]] = {}
         # Side output records of the batch being processed, emitted after its main output.
         self.side_buffer: dict[str, tuple[list[Any], list[int | None] | None]] = {}
+        # numRecordsIn / numRecordsOut of this task's run, counted per batch where batches
+        # are handed on (``emit``, ``emit_to_tag``, ``StageTree.push_input``).
+        self.records_in = 0
+        self.records_out = 0
 
     def all_children(self) -> list[Operator]:
         """Main and side output children."""
@@ -87,7 +91,10 @@ class Operator:
 
     def emit(self, values: list[Any], timestamps: list[int | None] | None) -> None:
         """Push a batch to every child."""
+        n = len(values)
+        self.records_out += n
         for child in self.children:
+            child.records_in += n
             child.push(values, timestamps)
 
     def emit_to_tag(
@@ -95,7 +102,10 @@ class Operator:
     ) -> None:
         """Push a batch to the side output ``tag_id`` (dropped when nothing reads it, as in
         Flink). Operators that produce side outputs themselves (late window data) call it."""
+        n = len(values)
+        self.records_out += n
         for child in self.side_children.get(tag_id, ()):
+            child.records_in += n
             child.push(values, timestamps)
 
     def flush_side_outputs(self) -> None:
@@ -103,6 +113,15 @@ class Operator:
         buffered, self.side_buffer = self.side_buffer, {}
         for tag_id, (values, timestamps) in buffered.items():
             self.emit_to_tag(tag_id, values, timestamps)
+
+    def output_watermark(self, input_watermark: int) -> int:
+        """The watermark this operator emits given ``input_watermark`` (the same, unless it
+        generates watermarks)."""
+        return input_watermark
+
+    def late_records_dropped(self) -> int:
+        """Records this operator dropped as late in this task's run (windows)."""
+        return 0
 
     def end_epoch(self) -> None:
         """All input of the epoch was pushed: flush, fire timers, then let children finish."""
@@ -124,7 +143,7 @@ class UserFunctionOperator(Operator):
 
     def open(self, env: OperatorEnv) -> None:
         self.env = env
-        self.runtime_context = StreamRuntimeContext(env, self.name, None)
+        self.runtime_context = StreamRuntimeContext(env, self.name, None, self.operator_id)
         _call_open(self.function, self.runtime_context)
         for child in self.all_children():
             child.open(env)
@@ -285,6 +304,9 @@ class TimestampsOperator(Operator):
         self.max_ts = max_ts
         return values, out_t
 
+    def output_watermark(self, input_watermark: int) -> int:
+        return int(self.generator.current_watermark())
+
     def end_epoch(self) -> None:
         if self.ingestion:  # processing time moved on, with or without records
             now = self.env.clock.now_ms()
@@ -305,7 +327,7 @@ class KeyedOperator(UserFunctionOperator):
         self.env = env
         self.backend = env.keyed_backend(self.operator_id)
         self.ctx = self.make_context(env)
-        self.runtime_context = StreamRuntimeContext(env, self.name, self.backend)
+        self.runtime_context = StreamRuntimeContext(env, self.name, self.backend, self.operator_id)
         _call_open(self.function, self.runtime_context)
         for child in self.all_children():
             child.open(env)

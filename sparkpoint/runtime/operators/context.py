@@ -13,6 +13,7 @@ from typing import Any
 
 from sparkpoint.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
+from sparkpoint.metrics import MetricGroup
 from sparkpoint.runtime.operators.time_domain import TimeDomain
 
 __all__ = [
@@ -51,34 +52,20 @@ class OperatorEnv:
     report_watermark: Callable[[str, int, int | None], None] = lambda *a: None
     # Processing time: the task passes the epoch's clock (the driver's time, see EpochSpec).
     clock: Clock = SYSTEM_CLOCK
-
-
-class _Metrics:
-    """A minimal metric group: counters by name."""
-
-    def __init__(self) -> None:
-        self.counters: dict[str, int] = {}
-
-    def counter(self, name: str) -> _Metrics:
-        self._name = name
-        self.counters.setdefault(name, 0)
-        return self
-
-    def inc(self, n: int = 1) -> None:
-        self.counters[self._name] += n
-
-    def add_group(self, name: str, extra: str | None = None) -> _Metrics:
-        return self
+    # operator id -> its metric group in this task (the task reports what is registered).
+    metric_group: Callable[[str], MetricGroup] = lambda op_id: MetricGroup()
 
 
 class StreamRuntimeContext:
     """PyFlink's ``RuntimeContext``: task facts and, on keyed streams, keyed state."""
 
-    def __init__(self, env: OperatorEnv, name: str, backend: Any | None) -> None:
+    def __init__(
+        self, env: OperatorEnv, name: str, backend: Any | None, operator_id: str | None = None
+    ) -> None:
         self._env = env
         self._name = name
         self._backend = backend
-        self._metrics = _Metrics()
+        self._operator_id = operator_id if operator_id is not None else name
 
     def get_task_name(self) -> str:
         return self._name
@@ -101,8 +88,9 @@ class StreamRuntimeContext:
     def get_job_parameter(self, key: str, default_value: str) -> str:
         return self._env.job_parameters.get(key, default_value)
 
-    def get_metrics_group(self) -> _Metrics:
-        return self._metrics
+    def get_metrics_group(self) -> MetricGroup:
+        """The operator's metric group in this subtask (``<job>.<operator>.<subtask>``)."""
+        return self._env.metric_group(self._operator_id)
 
     def _keyed(self, what: str) -> Any:
         if self._backend is None:

@@ -225,6 +225,9 @@ class WindowOperator(KeyedOperator):
         self.allowed_lateness = spec.allowed_lateness
         self.num_late_records_dropped = 0
 
+    def late_records_dropped(self) -> int:
+        return self.num_late_records_dropped
+
     def open(self, env: OperatorEnv) -> None:
         super().open(env)
         backend = self.backend

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sparkpoint.clock import FixedClock
+from sparkpoint.metrics.registry import TaskMetrics
+from sparkpoint.metrics.sample import OperatorIO, TaskMetricsReport
 from sparkpoint.runtime.graph import Stage
 from sparkpoint.runtime.operators.context import MAX_WATERMARK, MIN_WATERMARK, OperatorEnv
 from sparkpoint.runtime.protocol import (
@@ -90,6 +92,10 @@ class StageTask:
         job = spec.job
         self.routes = job.routes.get(stage.id)
         self.clock = FixedClock(spec.processing_time_ms)
+        self.metrics = TaskMetrics(
+            {op: bases[partition] for op, bases in spec.metric_bases.items() if partition in bases}
+        )
+        self.tree: StageTree | None = None
         self.state = SubtaskState(
             spec,
             stage,
@@ -117,6 +123,7 @@ class StageTask:
             timer_index=lambda op_id: self.state.timer_index.setdefault(op_id, [None, None]),
             report_watermark=self._report_watermark,
             clock=self.clock,
+            metric_group=self.metrics.group,
         )
 
     def _report_watermark(self, operator_id: str, watermark: int, max_ts: int | None) -> None:
@@ -151,6 +158,7 @@ class StageTask:
         split_range = self._split_range()
         env = self._env()
         tree = build_tree(self.stage, spec.job.batch_mode, self.routes, self.out, self.sink_outputs)
+        self.tree = tree
         for root in tree.roots:
             root.open(env)
         marks = dict(spec.watermarks)
@@ -158,7 +166,7 @@ class StageTask:
             records = self._read_split(tree, split_range)
         else:
             records = self._read_inputs(tree, rows, marks, passthrough)
-        env.watermark = _global_watermark(marks, spec.end_of_input)
+        env.watermark = self.watermark = _global_watermark(marks, spec.end_of_input)
         for root in tree.roots:
             root.end_epoch()
         for root in tree.roots:
@@ -253,6 +261,7 @@ class StageTask:
             uploads=tuple(self.state.upload_statuses()),
             materializations=tuple(self.state.materialization_statuses()),
             operator_states=tuple(carried),
+            metrics=self._metrics_report(),
         )
         report_channel = self._report_channel()
         out.append((report_channel, KIND_REPORT, report))
@@ -262,6 +271,25 @@ class StageTask:
             else:
                 out.append((report_channel, kind, payload))
         return out
+
+    def _metrics_report(self) -> TaskMetricsReport | None:
+        """Records in/out, late drops and watermarks per operator, and the user metrics."""
+        if self.tree is None:
+            return None
+        wm = self.watermark
+        operators = tuple(
+            OperatorIO(
+                op.operator_id,
+                op.name,
+                op.records_in,
+                op.records_out,
+                op.late_records_dropped(),
+                wm,
+                op.output_watermark(wm),
+            )
+            for op in self.tree.operators()
+        )
+        return TaskMetricsReport(self.partition, operators, self.metrics.samples())
 
 
 class _Coalesced:

@@ -229,8 +229,22 @@ class StageTree:
         self, input_index: int, values: list[Any], timestamps: list[int | None] | None
     ) -> None:
         """Records of input edge ``input_index`` (``-1``: the stage's source)."""
+        n = len(values)
         for op, side in self.entries[input_index]:
+            op.records_in += n
             op.push_input(side, values, timestamps)
+
+    def operators(self) -> list[Operator]:
+        """Every operator of the tree (routers left out), each once, parents first."""
+        seen: dict[int, Operator] = {}
+        todo = list(self.roots)
+        while todo:
+            op = todo.pop(0)
+            if id(op) in seen or isinstance(op, Router):
+                continue
+            seen[id(op)] = op
+            todo.extend(op.all_children())
+        return list(seen.values())
 
 
 def build_tree(

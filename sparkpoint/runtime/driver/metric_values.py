@@ -1,0 +1,123 @@
+"""A job's metrics as readers get them (job client, dashboard, ``/metrics``): the operator
+metrics the tasks reported, plus the job metrics read from the job's progress (checkpoint
+counts and sizes, restarts, uptime) under Flink's names and sparkpoint's own."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from sparkpoint.checkpoint.stats import CheckpointStats
+from sparkpoint.metrics.catalog import key_of
+from sparkpoint.metrics.sample import MetricKey, MetricKind, MetricValue
+
+if TYPE_CHECKING:  # the dashboard server imports this module: no run-time import of progress
+    from sparkpoint.runtime.driver.progress import JobProgress
+
+__all__ = ["metric_values", "metrics_by_identifier"]
+
+_COMPLETED, _FAILED, _IN_PROGRESS = "COMPLETED", "FAILED", "IN_PROGRESS"
+_ENDED = frozenset({"FAILED", "CANCELED", "FINISHED"})  # progress.TERMINAL_STATUSES
+
+
+def _job_figures(progress: JobProgress) -> list[tuple[str, MetricKind, Any]]:
+    stats = progress.checkpoint_stats()
+    done = [s for s in stats if s.status == _COMPLETED]
+    last: CheckpointStats | None = done[-1] if done else None
+    epochs = progress.epoch_reports()
+    metrics = progress.metrics
+    uptime = (
+        -1  # as Flink's uptime gauge once the job no longer runs
+        if progress.status in _ENDED
+        else int((metrics.now() - metrics.started) * 1000)
+    )
+    c, g = MetricKind.COUNTER, MetricKind.GAUGE
+    return [
+        ("lastCheckpointDuration", g, last.duration_ms if last else -1),
+        ("lastCheckpointSize", g, last.checkpointed_size if last else -1),
+        ("lastCheckpointFullSize", g, last.state_size if last else -1),
+        ("numberOfCompletedCheckpoints", c, len(done)),
+        ("numberOfFailedCheckpoints", c, sum(1 for s in stats if s.status == _FAILED)),
+        ("numberOfInProgressCheckpoints", g, sum(1 for s in stats if s.status == _IN_PROGRESS)),
+        ("numRestarts", c, progress.restarts),
+        ("uptime", g, uptime),
+        ("sparkpoint.numEpochs", c, progress.epochs_run),
+        ("sparkpoint.lastEpochDuration", g, int(epochs[-1].seconds * 1000) if epochs else 0),
+        ("sparkpoint.subtaskRestores", c, sum(len(e.subtask_restores) for e in epochs)),
+        (
+            "sparkpoint.tasksAwayFromExecutor",
+            g,
+            epochs[-1].keyed_tasks - epochs[-1].on_preferred_executor if epochs else 0,
+        ),
+    ]
+
+
+def _state_sizes(progress: JobProgress, names: Mapping[str, str]) -> list[MetricValue]:
+    """``sparkpoint.stateSize`` per keyed/operator-state subtask of the latest completed
+    checkpoint."""
+    done = [s for s in progress.checkpoint_stats() if s.status == _COMPLETED]
+    if not done:
+        return []
+    key = key_of("sparkpoint.stateSize")
+    job_id, job_name = progress.job_id, progress.job_name
+    return [
+        MetricValue(
+            job_id,
+            job_name,
+            sub.operator_id,
+            names.get(sub.operator_id, sub.operator_id),
+            sub.subtask,
+            key,
+            MetricKind.GAUGE,
+            sub.state_size,
+        )
+        for sub in done[-1].subtasks
+    ]
+
+
+def _source_lag(progress: JobProgress, names: Mapping[str, str]) -> list[MetricValue]:
+    """Hook for source lag (Flink's ``pendingRecords``): once ``JobProgress`` has
+    ``source_lag()`` -> {source operator id: {split id: records behind}}, each split's lag
+    is exported as ``<job>.<source>.<subtask>.split.<split id>.pendingRecords``. No source
+    reports it yet, so this returns nothing until then."""
+    read = getattr(progress, "source_lag", None)
+    if read is None:
+        return []
+    out: list[MetricValue] = []
+    lag: Mapping[str, Mapping[str, int]] = read()
+    for op, splits in lag.items():
+        for split, behind in splits.items():
+            key = MetricKey((("split", str(split)),), "pendingRecords")
+            out.append(
+                MetricValue(
+                    progress.job_id,
+                    progress.job_name,
+                    op,
+                    names.get(op, op),
+                    0,
+                    key,
+                    MetricKind.GAUGE,
+                    behind,
+                )
+            )
+    return out
+
+
+def metric_values(progress: JobProgress) -> list[MetricValue]:
+    """Every metric of the job now: job metrics first, then per operator subtask."""
+    job_id, job_name = progress.job_id, progress.job_name
+    out = [
+        MetricValue(job_id, job_name, None, None, None, key_of(name), kind, value)
+        for name, kind, value in _job_figures(progress)
+    ]
+    operators = progress.metrics.operator_values(job_id, job_name)
+    names = {v.operator_id: v.operator_name or "" for v in operators if v.operator_id}
+    out += operators
+    out += _state_sizes(progress, names)
+    out += _source_lag(progress, names)
+    return out
+
+
+def metrics_by_identifier(progress: JobProgress) -> dict[str, Any]:
+    """The job's metrics by Flink's identifier (``<job>.<operator>.<subtask>.<name>``)."""
+    return {v.identifier: v.value for v in metric_values(progress)}
