@@ -22,11 +22,13 @@ EXIT_ERROR = 2
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every subcommand (``checkpoints``, ``savepoint``, ``demo``)."""
     from sparkpoint.cli import checkpoints, history, savepoints
+    from sparkpoint.cli.trust_options import add_trust_arguments
 
     parser = argparse.ArgumentParser(
         prog="sparkpoint",
         description="Flink-style checkpoints for PySpark streaming jobs: tools.",
     )
+    add_trust_arguments(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     chk = commands.add_parser("checkpoints", help="list, inspect checkpoints, their history")
@@ -66,6 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_demo(arguments[1:])
     args = build_parser().parse_args(arguments)
     try:
+        from sparkpoint.cli.trust_options import apply_trust_arguments
+
+        apply_trust_arguments(args)
         return int(args.handler(args))
     except (SparkpointError, OSError, ValueError) as exc:
         # MetadataFormatError, StorageError, RestoreError, FileNotFoundError, bad pointers.

@@ -20,6 +20,7 @@ from sparkpoint.config.execution import (
 from sparkpoint.config.filesystem import FileSystemOptions
 from sparkpoint.config.option import ConfigOption, OptionGroup
 from sparkpoint.config.restart import RestartStrategyOptions
+from sparkpoint.config.snapshot import SnapshotOptions
 from sparkpoint.config.state_backend import RocksDBOptions, StateBackendOptions
 
 __all__ = [
@@ -44,6 +45,7 @@ OPTION_GROUPS: tuple[type[OptionGroup], ...] = (
     StateBackendOptions,
     RocksDBOptions,
     SparkpointOptions,
+    SnapshotOptions,
     DashboardOptions,
     FileSystemOptions,
 )
