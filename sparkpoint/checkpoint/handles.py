@@ -273,7 +273,7 @@ class KeyGroupsStateHandle(KeyedStateHandle):
         offsets = self.group_range_offsets.get_intersection(key_group_range)
         if offsets.key_group_range.is_empty():
             return None
-        return KeyGroupsStateHandle(offsets, self.delegate, self.state_handle_id)
+        return dataclasses.replace(self, group_range_offsets=offsets)  # a savepoint's stays one
 
 
 @dataclass(frozen=True, slots=True)

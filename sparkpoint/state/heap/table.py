@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
-from sparkpoint.errors import StateLostError
+from sparkpoint.errors import StateLostError, UntrustedSnapshotError
 from sparkpoint.state import pickling
 from sparkpoint.state.column_codecs import decode_column, encode_column
 from sparkpoint.state.descriptors import StateKind
@@ -80,6 +80,8 @@ class PendingBlocks:
                 block, tables = entry
                 try:
                     decoded = pickling.loads(block, f"the {self._origin} of key group {key_group}")
+                except UntrustedSnapshotError:
+                    raise
                 except Exception as e:  # any decode failure means corrupt bytes
                     raise self._error(
                         f"The {self._origin} of key group {key_group} is corrupt: {e!r}"
