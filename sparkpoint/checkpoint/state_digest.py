@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
 import tempfile
 from typing import TYPE_CHECKING, BinaryIO, cast
@@ -73,6 +74,10 @@ def open_verified(fs: FileSystem, path: str, size: int, digest: bytes) -> Binary
     """A seekable stream over the file's bytes, returned only once all of them were read
     and matched ``digest`` (a copy: what is verified is what is read, even if the file
     changes afterwards)."""
+    if size <= _SPOOL_IN_MEMORY:
+        data = fs.read_bytes(path)
+        verify_bytes(path, size, digest, data)
+        return io.BytesIO(data)
     spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_IN_MEMORY)
     try:
         with fs.open_input(path) as src:
