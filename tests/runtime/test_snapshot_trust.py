@@ -39,7 +39,7 @@ from sparkpoint.fs import get_filesystem
 from sparkpoint.state.snapshot_format import open_key_groups, write_key_groups_snapshot
 from tests.runtime.jobs.reference import check_keyed_count_output, keyed_count_job
 
-N_EVENTS = 6_000
+N_EVENTS = 60_000  # enough that the job is still running when it is cancelled
 N_KEYS = 11
 
 
@@ -54,8 +54,11 @@ class Plant:
 
 
 def _env(spark: Any, tmp_path: Path, restore: Path | None = None, **keys: str) -> Any:
+    """Small epochs for the run that takes the savepoint, large ones for the restores (which
+    run to the end)."""
     conf = Configuration()
-    conf.set_string("sparkpoint.epoch.max-records-per-split", "500")
+    per_split = "500" if restore is None else "20000"
+    conf.set_string("sparkpoint.epoch.max-records-per-split", per_split)
     conf.set_string("sparkpoint.local-state.dir", str(tmp_path / "local"))
     for key, value in keys.items():
         conf.set_string(f"sparkpoint.snapshot.{key.replace('_', '-')}", value)
