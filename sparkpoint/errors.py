@@ -8,13 +8,16 @@ __all__ = [
     "CheckpointException",
     "CheckpointFailureReason",
     "ConfigurationError",
+    "CorruptStateError",
     "JobExecutionError",
     "MetadataFormatError",
     "RestoreError",
+    "SnapshotSignatureError",
     "SparkpointError",
     "StateLostError",
     "StorageError",
     "UnsafeStatePathError",
+    "UntrustedSnapshotError",
 ]
 
 
@@ -45,8 +48,24 @@ class UnsafeStatePathError(MetadataFormatError):
     """
 
 
+class SnapshotSignatureError(MetadataFormatError):
+    """A signing key is configured and a ``_metadata`` is unsigned, or its HMAC does not
+    match (tampered with, or signed with another key). The message names the file."""
+
+
 class RestoreError(SparkpointError):
     """State cannot be restored: missing files, incompatible savepoint, max-parallelism clash."""
+
+
+class CorruptStateError(RestoreError):
+    """A state file does not hold what its handle records: its bytes do not match the digest,
+    its length differs, or an offset points outside it. The message names the file."""
+
+
+class UntrustedSnapshotError(RestoreError):
+    """A snapshot's state is refused before it is unpickled: it is pickled while
+    ``sparkpoint.snapshot.allow-pickle`` is false, or a header declares pickle where the
+    state is typed. The message names the file and what was refused."""
 
 
 class StateLostError(SparkpointError):

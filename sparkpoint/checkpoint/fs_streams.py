@@ -1,7 +1,8 @@
 """Checkpoint streams into files (FileSystemCheckpointStorage), with Flink's exact behaviour.
 
 State at or below the threshold never touches the filesystem: it is returned inline and
-ends up inside ``_metadata``. Larger state goes to a file with a random UUID name, created
+ends up inside ``_metadata``. Larger state goes to a file with a random UUID name (its
+handle records the SHA-256 of its bytes, computed as they are written), created
 without overwrite (up to 10 attempts) and without any mkdir or existence check: the
 coordinator created the directories beforehand, and per-stream HEAD requests are what
 object stores throttle first. File systems that cannot create atomically are refused
@@ -21,6 +22,7 @@ from sparkpoint.checkpoint.handles import (
     RelativeFileStateHandle,
     StreamStateHandle,
 )
+from sparkpoint.checkpoint.state_digest import new_hasher
 from sparkpoint.checkpoint.streams import (
     CheckpointedStateScope,
     CheckpointStateOutputStream,
@@ -77,6 +79,7 @@ class FsCheckpointStateOutputStream(CheckpointStateOutputStream):
         self._allow_relative = allow_relative_paths
         self._out: BinaryIO | None = None
         self._file_bytes = 0
+        self._hasher = new_hasher()  # of every byte that goes to the file
         self._state_path: str | None = None
         self._relative_path: str | None = None
         self._closed = False
@@ -106,6 +109,7 @@ class FsCheckpointStateOutputStream(CheckpointStateOutputStream):
             out = self._out
             assert out is not None
             out.write(data)
+            self._hasher.update(data)
             self._file_bytes += n
         return n
 
@@ -126,7 +130,9 @@ class FsCheckpointStateOutputStream(CheckpointStateOutputStream):
             self._create_stream()
         if self._pos > 0:
             assert self._out is not None
-            self._out.write(self._view[: self._pos])
+            chunk = self._view[: self._pos]
+            self._out.write(chunk)
+            self._hasher.update(chunk)
             self._file_bytes += self._pos
             self._pos = 0
 
@@ -166,9 +172,12 @@ class FsCheckpointStateOutputStream(CheckpointStateOutputStream):
             assert out is not None and self._state_path is not None
             size = self._file_bytes
             out.close()
+            digest = self._hasher.digest()
             if self._allow_relative:
-                return RelativeFileStateHandle(self._state_path, size, self._relative_path or "")
-            return FileStateHandle(self._state_path, size)
+                return RelativeFileStateHandle(
+                    self._state_path, size, self._relative_path or "", digest=digest
+                )
+            return FileStateHandle(self._state_path, size, digest=digest)
         except FileExistsError as exc:
             # Another attempt published this path first: the file is theirs, keep it.
             raise StorageError(

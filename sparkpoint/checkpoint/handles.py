@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, BinaryIO
 
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
+from sparkpoint.checkpoint.state_digest import copy_verified, open_verified, verify_bytes
 
 if TYPE_CHECKING:
     from sparkpoint.checkpoint.shared_registry import SharedStateRegistry
@@ -34,6 +35,7 @@ __all__ = [
     "RelativeFileStateHandle",
     "StateObject",
     "StreamStateHandle",
+    "describe_stream",
     "discard_quietly",
     "stream_handles",
 ]
@@ -104,10 +106,16 @@ class ByteStreamStateHandle(StreamStateHandle):
 
 @dataclass(frozen=True, slots=True)
 class FileStateHandle(StreamStateHandle):
-    """State in one file at an absolute path/URI. Equality is by path."""
+    """State in one file at an absolute path/URI. Equality is by path.
+
+    ``digest`` (SHA-256 of the file's bytes, ``state_digest``) is recorded by every stream
+    written since digests exist; with it every read verifies the whole file first and raises
+    ``CorruptStateError`` naming it on a mismatch. ``None``: an older snapshot, read as is.
+    """
 
     path: str
     size: int = field(compare=False)
+    digest: bytes | None = field(default=None, compare=False, repr=False, kw_only=True)
 
     @property
     def state_size(self) -> int:
@@ -121,12 +129,31 @@ class FileStateHandle(StreamStateHandle):
     def open_input_stream(self) -> BinaryIO:
         from sparkpoint.fs import get_filesystem
 
-        return get_filesystem(self.path).open_input(self.path)
+        fs = get_filesystem(self.path)
+        if self.digest is None:
+            return fs.open_input(self.path)
+        return open_verified(fs, self.path, self.size, self.digest)
 
     def read_all(self) -> bytes:
         from sparkpoint.fs import get_filesystem
 
-        return get_filesystem(self.path).read_bytes(self.path)
+        data = get_filesystem(self.path).read_bytes(self.path)
+        if self.digest is not None:
+            verify_bytes(self.path, self.size, self.digest, data)
+        return data
+
+    def copy_to_local(self, target: str) -> None:
+        """Copy the file to the local path ``target`` (verified against ``digest`` when
+        recorded; a mismatch deletes the copy)."""
+        from sparkpoint.fs import get_filesystem
+
+        fs = get_filesystem(self.path)
+        if self.digest is not None:
+            copy_verified(fs, self.path, self.size, self.digest, target)
+            return
+        with fs.open_input(self.path) as src, open(target, "wb") as out:
+            while chunk := src.read(1 << 20):
+                out.write(chunk)
 
     @property
     def physical_id(self) -> str:
@@ -246,7 +273,7 @@ class KeyGroupsStateHandle(KeyedStateHandle):
         offsets = self.group_range_offsets.get_intersection(key_group_range)
         if offsets.key_group_range.is_empty():
             return None
-        return KeyGroupsStateHandle(offsets, self.delegate, self.state_handle_id)
+        return dataclasses.replace(self, group_range_offsets=offsets)  # a savepoint's stays one
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,6 +418,15 @@ class ChangelogStateBackendHandle(KeyedStateHandle):
             materialized.append(resolved)
         changelog = tuple(registry.register_reference(h, checkpoint_id) for h in self.changelog)
         return dataclasses.replace(self, materialized=tuple(materialized), changelog=changelog)
+
+
+def describe_stream(handle: StreamStateHandle) -> str:
+    """How errors name a stream: ``file <path>`` or ``inline stream <name>``."""
+    if isinstance(handle, FileStateHandle):
+        return f"file {handle.path}"
+    if isinstance(handle, ByteStreamStateHandle):
+        return f"inline stream {handle.handle_name} (inside _metadata)"
+    return repr(handle)
 
 
 def stream_handles(state: StateObject) -> list[StreamStateHandle]:

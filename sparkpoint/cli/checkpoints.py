@@ -23,8 +23,14 @@ from sparkpoint.checkpoint.handles import (
     StateObject,
     StreamStateHandle,
 )
+from sparkpoint.checkpoint.integrity import integrity_summary
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, MasterState
-from sparkpoint.checkpoint.storage import METADATA_FILE_NAME, CompletedCheckpointStorageLocation
+from sparkpoint.checkpoint.storage import (
+    METADATA_FILE_NAME,
+    CompletedCheckpointStorageLocation,
+    read_metadata_bytes,
+)
+from sparkpoint.checkpoint.trust import default_trust
 from sparkpoint.cli.exit_codes import EXIT_NOT_FOUND
 from sparkpoint.cli.text import printable, printable_tree, report
 
@@ -212,6 +218,20 @@ def _fmt_handle(h: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _fmt_integrity(i: dict[str, Any]) -> str:
+    signature = {
+        "verified": "signed, signature verified",
+        "not verified": "signed (not verified: no signing key given)",
+        "none": "unsigned",
+    }[i["signature"]]
+    files = f"{i['state_files_with_digest']} state files with a digest"
+    if i["state_files_without_digest"]:
+        files += (
+            f", {i['state_files_without_digest']} without (written before digests: read unchecked)"
+        )
+    return f"{signature}; {files}"
+
+
 def format_description(described: dict[str, Any]) -> str:
     """The human-readable summary printed by ``checkpoints inspect`` (every string from the
     snapshot escaped by ``printable``; master state values are printed as ASCII JSON)."""
@@ -232,6 +252,8 @@ def format_description(described: dict[str, Any]) -> str:
         f"  state:      {d['state_size']} bytes ({d['inline_bytes']} inline in _metadata, "
         f"{d['state_files']} state files)"
     )
+    if "integrity" in d:
+        lines.append(f"  integrity:  {_fmt_integrity(d['integrity'])}")
     lines.append(f"  operators:  {len(d['operators'])}")
     for op in d["operators"]:
         lines.append(
@@ -312,6 +334,9 @@ def _cmd_latest(args: argparse.Namespace) -> int:
 def _cmd_inspect(args: argparse.Namespace) -> int:
     metadata, location = load_pointer(args.pointer)
     described = describe_metadata(metadata, location)
+    described["integrity"] = integrity_summary(
+        read_metadata_bytes(location.metadata_handle), metadata, default_trust()
+    )
     if args.json:
         print(json.dumps(described, indent=2, sort_keys=True))
     else:

@@ -26,6 +26,7 @@ _DEBUG = "--debug"
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every subcommand (``checkpoints``, ``savepoint``, ``demo``)."""
     from sparkpoint.cli import checkpoints, history, savepoints
+    from sparkpoint.cli.trust_options import add_trust_arguments
 
     parser = argparse.ArgumentParser(
         prog="sparkpoint",
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     # Not in --help: for bug reports (prints the traceback of an error as well).
     parser.add_argument(_DEBUG, action="store_true", help=argparse.SUPPRESS)
+    add_trust_arguments(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     chk = commands.add_parser("checkpoints", help="list, inspect checkpoints, their history")
@@ -72,6 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(arguments)
     debug = bool(args.debug)
     try:
+        from sparkpoint.cli.trust_options import apply_trust_arguments
+
+        apply_trust_arguments(args)
         return int(args.handler(args))
     except (SparkpointError, OSError, ValueError) as exc:
         # MetadataFormatError, StorageError, RestoreError, FileNotFoundError, bad pointers.

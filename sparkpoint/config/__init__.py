@@ -51,6 +51,7 @@ from sparkpoint.config.parsers import (
     parse_string,
 )
 from sparkpoint.config.restart import INFINITE_ATTEMPTS, RestartStrategyOptions
+from sparkpoint.config.snapshot import SnapshotOptions
 from sparkpoint.config.state_backend import RocksDBOptions, StateBackendOptions
 from sparkpoint.config.table import (
     OPTION_GROUPS,
@@ -85,6 +86,7 @@ __all__ = [
     "PipelineOptions",
     "RestartStrategyOptions",
     "RocksDBOptions",
+    "SnapshotOptions",
     "SparkpointOptions",
     "StateBackendOptions",
     "StateRecoveryOptions",

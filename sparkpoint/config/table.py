@@ -21,6 +21,7 @@ from sparkpoint.config.filesystem import FileSystemOptions
 from sparkpoint.config.metrics import MetricOptions
 from sparkpoint.config.option import ConfigOption, OptionGroup
 from sparkpoint.config.restart import RestartStrategyOptions
+from sparkpoint.config.snapshot import SnapshotOptions
 from sparkpoint.config.state_backend import RocksDBOptions, StateBackendOptions
 
 __all__ = [
@@ -45,6 +46,7 @@ OPTION_GROUPS: tuple[type[OptionGroup], ...] = (
     StateBackendOptions,
     RocksDBOptions,
     SparkpointOptions,
+    SnapshotOptions,
     DashboardOptions,
     MetricOptions,
     FileSystemOptions,

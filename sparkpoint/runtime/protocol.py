@@ -155,6 +155,8 @@ class JobSpec:
     faults: TaskFaultHooks | None = None
     # False when pipeline.auto-watermark-interval is 0: only ended splits emit a watermark.
     periodic_watermarks: bool = True
+    # sparkpoint.snapshot.allow-pickle: False reads pickled state as plain data only.
+    allow_pickle: bool = True
 
 
 @dataclass(frozen=True)

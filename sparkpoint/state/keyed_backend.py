@@ -153,6 +153,7 @@ class AbstractKeyedStateBackend(KeyedStateBackend):
             table = self._create_table(meta)
             self._tables[name] = table
         elif not table.meta.same_layout(meta):
+            table.meta.check_declared(meta)
             table = self._migrate(table, meta)
         self._descriptors[name] = descriptor
         state = create_state(table, self, descriptor)

@@ -28,6 +28,7 @@ from sparkpoint.state.descriptors import StateKind
 from sparkpoint.state.snapshot_format import (
     OBJECT_ENCODINGS,
     SnapshotHeader,
+    check_header,
     decode_arrow_block,
     decode_object_block,
     read_header,
@@ -90,6 +91,7 @@ def read_keyed_state(
 
     with handle.delegate.open_input_stream() as stream:
         header = read_header(stream)
+        check_header(handle, header)
         for kg, offset in handle.group_range_offsets.items():
             block = read_key_group(stream, kg, offset)
             if block is None:

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
+from sparkpoint.state import pickling
 from sparkpoint.types import Row
 
 __all__ = [
@@ -366,7 +367,8 @@ class InstantSerializer(TypeSerializer):
 
 
 class PickleSerializer(TypeSerializer):
-    """Any picklable value, varint-length-prefixed (untyped state only).
+    """Any picklable value, varint-length-prefixed (untyped state only). Reads go through
+    ``pickling.loads`` (``sparkpoint.snapshot.allow-pickle``).
 
     ``serialize(v)`` equals what ``write`` appends, as for every serializer, so the bytes are
     the same whether a value stands alone or inside a list, map or row.
@@ -380,7 +382,7 @@ class PickleSerializer(TypeSerializer):
     def read(self, buf: Buffer, pos: int) -> tuple[Any, int]:
         n, pos = read_varint(buf, pos)
         end = pos + n
-        return pickle.loads(buf[pos:end]), end
+        return pickling.loads(buf[pos:end]), end
 
     def serialize(self, value: Any) -> bytes:
         data = pickle.dumps(value, protocol=5)
@@ -389,7 +391,7 @@ class PickleSerializer(TypeSerializer):
     def deserialize(self, data: Buffer) -> Any:
         n = data[0]
         if n < 0x80 and len(data) == n + 1:  # one-byte length: the common case
-            return pickle.loads(data[1:])
+            return pickling.loads(data[1:])
         return super().deserialize(data)
 
     def snapshot_config(self) -> Any:

@@ -51,10 +51,12 @@ from sparkpoint.checkpoint.handles import (
     KeyGroupRangeOffsets,
     KeyGroupsSavepointStateHandle,
     KeyGroupsStateHandle,
+    describe_stream,
 )
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.checkpoint.streams import CheckpointStateOutputStream
-from sparkpoint.errors import RestoreError
+from sparkpoint.errors import CorruptStateError, RestoreError, UntrustedSnapshotError
+from sparkpoint.state import pickling
 from sparkpoint.state.table import RegisteredStateMeta
 
 __all__ = [
@@ -67,6 +69,7 @@ __all__ = [
     "arrow_block",
     "arrow_state_runs",
     "chain_block",
+    "check_header",
     "decode_arrow_block",
     "decode_object_block",
     "decode_pickle_block",
@@ -299,6 +302,7 @@ def open_key_groups(
         raise RestoreError(f"Keyed state file is missing: {e}") from e
     with stream:
         header = read_header(stream)
+        check_header(handle, header)
 
         def blocks() -> Iterator[tuple[int, bytes]]:
             for kg, offset in handle.group_range_offsets.items():
@@ -307,6 +311,30 @@ def open_key_groups(
                     yield kg, block
 
         yield header, blocks()
+
+
+def check_header(handle: KeyGroupsStateHandle, header: SnapshotHeader) -> None:
+    """Refuse, before any block is read, what a header may not say: pickle blocks in a
+    savepoint (savepoints are typed Arrow blocks; a header switching them to pickle would
+    make restoring run code) and key-group offsets inside the header."""
+    where = describe_stream(handle.delegate)
+    savepoint = (
+        isinstance(handle, KeyGroupsSavepointStateHandle)
+        or header.snapshot_type == "savepoint"
+        or header.backend == "state-processor"
+    )
+    if savepoint and header.block_encoding in OBJECT_ENCODINGS:
+        raise UntrustedSnapshotError(
+            f"Refusing keyed state {where}: its header declares {header.block_encoding!r} "
+            "blocks in a savepoint (savepoints hold typed 'arrow' blocks only; unpickling "
+            "these would run code the snapshot chose)"
+        )
+    for kg, offset in handle.group_range_offsets.items():
+        if 0 <= offset < header.data_start:
+            raise CorruptStateError(
+                f"Corrupt keyed state {where}: key group {kg} starts at offset {offset}, "
+                f"inside the {header.data_start}-byte header"
+            )
 
 
 def decode_arrow_block(block: bytes) -> pa.RecordBatch:
@@ -327,7 +355,7 @@ def arrow_state_runs(batch: pa.RecordBatch) -> Iterator[tuple[int, pa.Array, pa.
 
 def decode_pickle_block(block: bytes) -> list[tuple[int, dict[Any, Any]]]:
     """The ``[(state_id, {key: stored})]`` of a ``pickle`` block."""
-    return pickle.loads(block)
+    return pickling.loads(block, "a pickle key-group block")  # type: ignore[no-any-return]
 
 
 def read_chain_block(
@@ -336,8 +364,11 @@ def read_chain_block(
     """The base state names, the base ``pickle`` block (undecoded) and the decoded deltas of
     a ``pickle-chain`` block."""
     try:
-        base_names, base, deltas = pickle.loads(block)
-        return base_names, base, [pickle.loads(d) for d in deltas]
+        what = "a pickle-chain key-group block"
+        base_names, base, deltas = pickling.loads(block, what)
+        return base_names, base, [pickling.loads(d, what) for d in deltas]
+    except UntrustedSnapshotError:
+        raise
     except Exception as e:  # any decode failure means corrupt bytes
         raise RestoreError(f"Corrupt pickle-chain key-group block: {e!r}") from e
 
@@ -348,14 +379,14 @@ def decode_object_block(
     """The ``[(state_id, {key: stored})]`` of a ``pickle`` or ``pickle-chain`` block, the
     state ids indexing ``state_names`` (the header's states, in order)."""
     if encoding == "pickle":
-        return pickle.loads(block)  # type: ignore[no-any-return]
+        return pickling.loads(block, "a pickle key-group block")  # type: ignore[no-any-return]
     if encoding != "pickle-chain":
         raise RestoreError(f"Unknown key-group block encoding {encoding!r}")
     base_names, base, deltas = read_chain_block(block)
     index = {name: i for i, name in enumerate(state_names) if name is not None}
     groups: dict[int, dict[Any, Any]] = {}
     if base is not None:
-        for local_id, objects in pickle.loads(base):
+        for local_id, objects in pickling.loads(base, "a pickle-chain key-group block"):
             sid = index.get(base_names[local_id])
             if sid is not None:
                 groups[sid] = objects

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sparkpoint.errors import RestoreError
+from sparkpoint.errors import RestoreError, UntrustedSnapshotError
 from sparkpoint.state.descriptors import StateDescriptor, StateKind
 from sparkpoint.state.serializers import Buffer, TypeSerializer, serializer_from_config
 
@@ -116,6 +116,28 @@ class RegisteredStateMeta:
     def same_layout(self, other: RegisteredStateMeta) -> bool:
         """Whether both encode entries identically (no migration needed)."""
         return self.to_json() == other.to_json()
+
+    def check_declared(self, declared: RegisteredStateMeta) -> None:
+        """Refuse restored entries of this (snapshot) layout whose keys, map keys or values
+        the snapshot says are pickled where the job declares them typed: a header must not
+        turn typed columns into code. Checked before any entry is converted."""
+        parts = (
+            ("keys", self.key_serializer, declared.key_serializer),
+            ("values", self.value_serializer, declared.value_serializer),
+            ("map keys", self.user_key_serializer, declared.user_key_serializer),
+        )
+        for part, restored, wanted in parts:
+            if restored is None or wanted is None:
+                continue
+            old, new = restored.snapshot_config(), wanted.snapshot_config()
+            if _pickled(old) and not _pickled(new):
+                raise UntrustedSnapshotError(
+                    f"State {self.name!r} is declared with typed {part} ({new}), but the "
+                    f"snapshot being restored says they are pickled ({old}): refusing to "
+                    "unpickle them (a snapshot cannot switch typed state to pickle). To "
+                    "migrate state that really was untyped, read it with SavepointReader and "
+                    "write it typed with SavepointWriter"
+                )
 
     def check_restored_layout(self, other: RegisteredStateMeta) -> None:
         """Refuse a state that restored handles describe with other serializers than this."""
@@ -334,3 +356,14 @@ class StateTable(abc.ABC):
     @abc.abstractmethod
     def clear(self) -> None:
         """Remove every entry of this state."""
+
+
+def _pickled(config: Any) -> bool:
+    """Whether a serializer config is, or holds, the pickle serializer."""
+    if config == "PICKLED_BYTE_ARRAY":
+        return True
+    if isinstance(config, dict):
+        return any(_pickled(v) for v in config.values())
+    if isinstance(config, list):
+        return any(_pickled(v) for v in config)
+    return False

@@ -20,6 +20,7 @@ from sparkpoint.checkpoint.handles import (
     IncrementalRemoteKeyedStateHandle,
     KeyGroupsStateHandle,
 )
+from sparkpoint.checkpoint.trust import SnapshotTrust
 from sparkpoint.errors import RestoreError
 from sparkpoint.state import typeinfo as ti
 from sparkpoint.state.table import RegisteredStateMeta
@@ -55,9 +56,17 @@ class SavepointReader:
         self._metas: dict[str, dict[str, RegisteredStateMeta]] = {}
 
     @staticmethod
-    def read(spark: Any, path: str) -> SavepointReader:
-        """Open the savepoint or checkpoint at ``path`` (its directory or ``_metadata``)."""
-        return SavepointReader(spark, Snapshot.load(path))
+    def read(
+        spark: Any, path: str, *, configuration: Mapping[str, Any] | None = None
+    ) -> SavepointReader:
+        """Open the savepoint or checkpoint at ``path`` (its directory or ``_metadata``).
+
+        ``configuration``'s ``sparkpoint.snapshot.*`` keys decide what is trusted: with a
+        signing key an unsigned or mismatched snapshot is refused here, and with
+        ``allow-pickle`` false pickled state is read as plain data only (docs/storage.md).
+        Without it, the process's settings apply (``trust.use_by_default``)."""
+        trust = None if configuration is None else SnapshotTrust.from_config(configuration)
+        return SavepointReader(spark, Snapshot.load(path, trust))
 
     @property
     def path(self) -> str:
@@ -125,7 +134,7 @@ class SavepointReader:
         )
         handles = keyed_handles(self.snapshot.operator(uid))
         target = splits or 2 * self.spark.sparkContext.defaultParallelism
-        setup = ExecutorSetup()
+        setup = ExecutorSetup(self.snapshot.trust.allow_pickle)
 
         def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             setup.apply()
@@ -177,7 +186,7 @@ class SavepointReader:
         rebuilds each handle's state and reads the header of the snapshot it makes."""
         if not handles:
             return []
-        setup = ExecutorSetup()
+        setup = ExecutorSetup(self.snapshot.trust.allow_pickle)
 
         def describe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             setup.apply()
@@ -209,7 +218,7 @@ class SavepointReader:
             if names & missing:
                 chosen.append(h)
                 missing -= names
-        setup = ExecutorSetup()
+        setup = ExecutorSetup(self.snapshot.trust.allow_pickle)
 
         def describe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             setup.apply()

@@ -36,6 +36,7 @@ from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, OperatorState
 from sparkpoint.checkpoint.metadata.file_format import load_checkpoint_metadata
 from sparkpoint.checkpoint.storage import CompletedCheckpointStorageLocation, read_metadata_bytes
+from sparkpoint.checkpoint.trust import SnapshotTrust, default_trust
 from sparkpoint.errors import RestoreError
 from sparkpoint.runtime.operators.context import TIMERS_STATE
 from sparkpoint.state.backend import KeyedStateBackendParameters
@@ -100,20 +101,26 @@ class Snapshot:
     """A loaded savepoint or retained checkpoint (its ``_metadata``)."""
 
     def __init__(
-        self, metadata: CheckpointMetadata, location: CompletedCheckpointStorageLocation
+        self,
+        metadata: CheckpointMetadata,
+        location: CompletedCheckpointStorageLocation,
+        trust: SnapshotTrust | None = None,
     ) -> None:
         self.metadata = metadata
         self.location = location
+        self.trust = default_trust() if trust is None else trust
 
     @staticmethod
-    def load(pointer: str) -> Snapshot:
-        """Load the snapshot at ``pointer`` (its directory or its ``_metadata`` file)."""
+    def load(pointer: str, trust: SnapshotTrust | None = None) -> Snapshot:
+        """Load the snapshot at ``pointer`` (its directory or its ``_metadata`` file),
+        checked against ``trust`` (default: the process's, ``trust.default_trust``)."""
+        trust = default_trust() if trust is None else trust
         location = resolve_checkpoint_pointer(pointer)
         handle = location.metadata_handle
         source = handle.path if isinstance(handle, FileStateHandle) else pointer
         data = read_metadata_bytes(handle, source)
-        metadata = load_checkpoint_metadata(data, location.exclusive_dir, source)
-        return Snapshot(metadata, location)
+        metadata = load_checkpoint_metadata(data, location.exclusive_dir, source, trust=trust)
+        return Snapshot(metadata, location, trust)
 
     @property
     def pointer(self) -> str:

@@ -63,14 +63,19 @@ class ExecutorSetup:
     """File-system options of the driver (``sparkpoint.fs.configure``), applied in each task
     before it touches storage, as the job runtime does."""
 
-    def __init__(self) -> None:
+    def __init__(self, allow_pickle: bool | None = None) -> None:
         from sparkpoint.fs.registry import get_options
+        from sparkpoint.state.pickling import pickle_allowed
 
         self.fs_options = dict(get_options())
+        # sparkpoint.snapshot.allow-pickle of the reader (default: the driver process's)
+        self.allow_pickle = pickle_allowed() if allow_pickle is None else allow_pickle
 
     def apply(self) -> None:
-        """Configure this worker's file systems like the driver's."""
+        """Configure this worker's file systems and pickle reading like the driver's."""
         from sparkpoint.fs.registry import configure, get_options
+        from sparkpoint.state.pickling import set_allow_pickle
 
+        set_allow_pickle(self.allow_pickle)
         if self.fs_options and dict(get_options()) != self.fs_options:
             configure(self.fs_options)

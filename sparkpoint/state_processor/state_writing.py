@@ -11,7 +11,6 @@ directory, returning the handle. Plain Python; no Spark.
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +22,7 @@ import pyarrow.compute as pc
 from sparkpoint.checkpoint.fs_location import FsCheckpointStorageLocation
 from sparkpoint.checkpoint.handles import KeyGroupsStateHandle
 from sparkpoint.checkpoint.storage import CheckpointStorageLocationReference
+from sparkpoint.state import pickling
 from sparkpoint.state import typeinfo as ti
 from sparkpoint.state.backend import SnapshotType
 from sparkpoint.state.column_codecs import encode_column
@@ -176,7 +176,7 @@ class RowEncoder:
         if self.key_raw:
             raw = key_col.to_pylist()
             key_bytes = encode_column(BytesSerializer(), raw)
-            keys = [pickle.loads(b) for b in raw]
+            keys = [pickling.loads(b, "a pickled key column") for b in raw]
         else:
             keys = from_arrow(key_col, key_type)
             key_bytes = _encode_all(

@@ -46,6 +46,7 @@ from sparkpoint.checkpoint.metadata import (
 from sparkpoint.checkpoint.metadata.file_format import write_metadata
 from sparkpoint.checkpoint.properties import CheckpointProperties
 from sparkpoint.checkpoint.stats import STATS_MASTER_STATE
+from sparkpoint.checkpoint.trust import SnapshotTrust, default_trust
 from sparkpoint.config import CheckpointingOptions
 from sparkpoint.errors import StorageError
 from sparkpoint.fs import get_filesystem
@@ -194,6 +195,9 @@ class SavepointWriter:
         self.spark = spark
         self.max_parallelism = max_parallelism
         self._existing = existing
+        # The savepoint is signed with the key of the snapshot it starts from, else with the
+        # process's (sparkpoint.snapshot.signing-key; ``trust.use_by_default``).
+        self.trust = existing.trust if existing is not None else default_trust()
         self._keep = keep
         self._kept: dict[str, OperatorState] = (
             {op.operator_id: op for op in existing.metadata.operator_states} if existing else {}
@@ -210,13 +214,21 @@ class SavepointWriter:
         return SavepointWriter(spark, max_parallelism)
 
     @staticmethod
-    def from_existing_savepoint(spark: Any, path: str, keep: str = "copy") -> SavepointWriter:
+    def from_existing_savepoint(
+        spark: Any,
+        path: str,
+        keep: str = "copy",
+        *,
+        configuration: Mapping[str, Any] | None = None,
+    ) -> SavepointWriter:
         """Start from the savepoint (or retained checkpoint) at ``path``: its operators and
         master state (source positions, pending commits) are kept unless removed. Kept
         operators are copied into the new savepoint (``keep="copy"``, self-contained) or
         referenced where they are (``keep="reference"``: fast, but the new savepoint then
-        needs the old files). New operators get the largest max parallelism found."""
-        snapshot = Snapshot.load(path)
+        needs the old files). New operators get the largest max parallelism found.
+        ``configuration``: the ``sparkpoint.snapshot.*`` keys, as ``SavepointReader.read``."""
+        trust = None if configuration is None else SnapshotTrust.from_config(configuration)
+        snapshot = Snapshot.load(path, trust)
         ops = snapshot.metadata.operator_states
         if not ops:
             raise ValueError(f"The snapshot {snapshot.pointer} holds no operator state")
@@ -318,7 +330,7 @@ class SavepointWriter:
                 CheckpointProperties.for_savepoint(),
             )
             _delete_unreferenced(target.path, metadata)
-            write_metadata(target.stream_factory(), metadata)
+            write_metadata(target.stream_factory(), metadata, signing_key=self.trust.signing_key)
         except BaseException:
             fs.delete(target.path, recursive=True)
             raise
@@ -365,7 +377,7 @@ class SavepointWriter:
             uid, inputs, key_raw, key_type, max_p, parallelism, int(time.time() * 1000)
         )
         writer = SubtaskWriter(uid, inputs, max_p, parallelism, target, self.after_subtask_write)
-        setup = ExecutorSetup()
+        setup = ExecutorSetup(self.trust.allow_pickle)
 
         def encode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             return encoder.encode(batches)
@@ -412,7 +424,7 @@ class SavepointWriter:
         fs = get_filesystem(target.path)
         names = {path: str(uuid.uuid4()) for path in files}
         jobs = [(path, fs.join(target.path, names[path])) for path in files]
-        setup = ExecutorSetup()
+        setup = ExecutorSetup(self.trust.allow_pickle)
 
         def copy(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             setup.apply()
@@ -426,7 +438,9 @@ class SavepointWriter:
             if not isinstance(h, FileStateHandle):
                 return h
             name = names[h.path]
-            return RelativeFileStateHandle(fs.join(target.path, name), h.size, name)
+            return RelativeFileStateHandle(
+                fs.join(target.path, name), h.size, name, digest=h.digest
+            )
 
         return [_map_stream_handles(op, moved) for op in ops]
 
@@ -547,7 +561,7 @@ def _map_stream_handles(op: OperatorState, fn: Any) -> OperatorState:
 def _absolute(h: StreamStateHandle) -> StreamStateHandle:
     """A file recorded relative to its old directory, recorded by absolute path instead."""
     if isinstance(h, RelativeFileStateHandle):
-        return FileStateHandle(h.path, h.size)
+        return FileStateHandle(h.path, h.size, digest=h.digest)
     return h
 
 

@@ -430,12 +430,13 @@ def _stream_handles(draw: st.DrawFn, relative_ok: bool = True) -> StreamStateHan
     if kind == "bytes":
         return ByteStreamStateHandle(draw(_names), draw(st.binary(max_size=64)))
     size = draw(st.integers(0, 2**62))
+    digest = draw(st.none() | st.binary(min_size=32, max_size=32))
     if kind == "file":
-        return FileStateHandle(f"{draw(_snapshot_dir)}/{draw(_relative)}", size)
+        return FileStateHandle(f"{draw(_snapshot_dir)}/{draw(_relative)}", size, digest=digest)
     if kind == "placeholder":
         return PlaceholderStreamStateHandle("/" + draw(_paths), size)
     rel = draw(_relative)
-    return RelativeFileStateHandle(f"{EXCLUSIVE_DIR}/{rel}", size, rel)
+    return RelativeFileStateHandle(f"{EXCLUSIVE_DIR}/{rel}", size, rel, digest=digest)
 
 
 @st.composite
@@ -475,26 +476,38 @@ def _keyed_handles(draw: st.DrawFn, changelog_ok: bool = True) -> object:
             draw(st.integers(-1, 2**40)),
             draw(_names),
         )
-    offsets = tuple(draw(st.lists(st.integers(0, 2**50), min_size=len(kgr), max_size=len(kgr))))
-    kgo = KeyGroupRangeOffsets(kgr, offsets)
+    delegate = draw(_stream_handles())
+    kgo = KeyGroupRangeOffsets(kgr, draw(_offsets_in(delegate.state_size, len(kgr))))
     if kind == "savepoint":
-        return KeyGroupsSavepointStateHandle(kgo, draw(_stream_handles()))
-    return KeyGroupsStateHandle(kgo, draw(_stream_handles()), draw(_names))
+        return KeyGroupsSavepointStateHandle(kgo, delegate)
+    return KeyGroupsStateHandle(kgo, delegate, draw(_names))
 
 
-_operator_handles = st.builds(
-    OperatorStateHandle,
-    st.dictionaries(
+@st.composite
+def _offsets_in(draw: st.DrawFn, size: int, count: int) -> tuple[int, ...]:
+    """Key-group offsets a real stream of ``size`` bytes can have: -1 (empty) or inside it,
+    in key-group order (a reader refuses any other)."""
+    if size == 0:
+        return (-1,) * count
+    inside = sorted(draw(st.lists(st.integers(0, size - 1), min_size=count, max_size=count)))
+    empty = draw(st.lists(st.booleans(), min_size=count, max_size=count))
+    return tuple(-1 if e else o for o, e in zip(inside, empty))
+
+
+@st.composite
+def _operator_handles(draw: st.DrawFn) -> OperatorStateHandle:
+    delegate = draw(_stream_handles())
+    offsets = (
+        st.lists(st.integers(0, delegate.state_size - 1), max_size=4).map(tuple)
+        if delegate.state_size > 0
+        else st.just(())
+    )
+    infos = st.dictionaries(
         _names,
-        st.builds(
-            StateMetaInfo,
-            st.lists(st.integers(0, 2**40), max_size=4).map(tuple),
-            st.sampled_from(list(OperatorStateHandle.Mode)),
-        ),
+        st.builds(StateMetaInfo, offsets, st.sampled_from(list(OperatorStateHandle.Mode))),
         max_size=3,
-    ),
-    _stream_handles(),
-)
+    )
+    return OperatorStateHandle(draw(infos), delegate)
 
 
 @st.composite
@@ -507,8 +520,8 @@ def _metadata(draw: st.DrawFn) -> CheckpointMetadata:
             index: OperatorSubtaskState(
                 tuple(draw(st.lists(_keyed_handles(), max_size=2))),  # type: ignore[arg-type]
                 tuple(draw(st.lists(_keyed_handles(), max_size=1))),  # type: ignore[arg-type]
-                tuple(draw(st.lists(_operator_handles, max_size=2))),
-                tuple(draw(st.lists(_operator_handles, max_size=1))),
+                tuple(draw(st.lists(_operator_handles(), max_size=2))),
+                tuple(draw(st.lists(_operator_handles(), max_size=1))),
                 draw(st.booleans()),
             )
             for index in indices

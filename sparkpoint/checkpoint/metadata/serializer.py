@@ -25,6 +25,10 @@ class HandleType:
     SAVEPOINT_KEY_GROUPS = 7
     CHANGELOG_KEYED = 8
     PLACEHOLDER = 15
+    # FILE_STREAM and RELATIVE_STREAM followed by the SHA-256 of the file's bytes (every file
+    # written since digests exist); readers of older releases refuse these tags.
+    FILE_STREAM_WITH_DIGEST = 16
+    RELATIVE_STREAM_WITH_DIGEST = 17
 
 
 def metadata_format_error(

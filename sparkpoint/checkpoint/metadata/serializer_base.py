@@ -23,6 +23,7 @@ from sparkpoint.checkpoint.handles import (
     RelativeFileStateHandle,
     StateMetaInfo,
     StreamStateHandle,
+    describe_stream,
 )
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.checkpoint.metadata.checkpoint_metadata import (
@@ -39,6 +40,7 @@ from sparkpoint.checkpoint.metadata.serializer import (
 )
 from sparkpoint.checkpoint.paths import SnapshotPaths
 from sparkpoint.checkpoint.properties import CheckpointProperties, CheckpointType
+from sparkpoint.checkpoint.state_digest import DIGEST_SIZE
 
 __all__ = ["MetadataSerializerBase"]
 
@@ -104,13 +106,19 @@ class MetadataSerializerBase(MetadataSerializer):
             w.text(h.handle_name)
             w.raw(h.data)
         elif isinstance(h, RelativeFileStateHandle):
-            w.u8(HandleType.RELATIVE_STREAM)
+            digest = h.digest is not None
+            w.u8(HandleType.RELATIVE_STREAM_WITH_DIGEST if digest else HandleType.RELATIVE_STREAM)
             w.text(h.relative_path)
             w.i64(h.size)
+            if h.digest is not None:
+                w.raw(h.digest)
         elif isinstance(h, FileStateHandle):
-            w.u8(HandleType.FILE_STREAM)
+            digest = h.digest is not None
+            w.u8(HandleType.FILE_STREAM_WITH_DIGEST if digest else HandleType.FILE_STREAM)
             w.i64(h.size)
             w.text(h.path)
+            if h.digest is not None:
+                w.raw(h.digest)
         elif isinstance(h, PlaceholderStreamStateHandle):
             w.u8(HandleType.PLACEHOLDER)
             w.text(h.shared_key)
@@ -264,12 +272,15 @@ class MetadataSerializerBase(MetadataSerializer):
         if tag == HandleType.BYTE_STREAM:
             name = r.text("byte-stream handle name")
             return ByteStreamStateHandle(name, r.raw("byte-stream handle data"))
-        if tag == HandleType.FILE_STREAM:
-            size = r.i64("file size")
-            return FileStateHandle(paths.check_absolute(r.text("file path")), size)
-        if tag == HandleType.RELATIVE_STREAM:
+        if tag in (HandleType.FILE_STREAM, HandleType.FILE_STREAM_WITH_DIGEST):
+            size = self._read_size(r)
+            path = paths.check_absolute(r.text("file path"))
+            digest = self._read_digest(r, tag == HandleType.FILE_STREAM_WITH_DIGEST, path)
+            return FileStateHandle(path, size, digest=digest)
+        if tag in (HandleType.RELATIVE_STREAM, HandleType.RELATIVE_STREAM_WITH_DIGEST):
             relative = r.text("relative file path")
-            size = r.i64("file size")
+            size = self._read_size(r)
+            digest = self._read_digest(r, tag == HandleType.RELATIVE_STREAM_WITH_DIGEST, relative)
             if paths.exclusive_dir is None:
                 raise metadata_format_error(
                     "missing context",
@@ -278,11 +289,58 @@ class MetadataSerializerBase(MetadataSerializer):
                     at,
                     r.source,
                 )
-            return RelativeFileStateHandle(paths.resolve_relative(relative), size, relative)
+            return RelativeFileStateHandle(
+                paths.resolve_relative(relative), size, relative, digest=digest
+            )
         if tag == HandleType.PLACEHOLDER:
             key = r.text("placeholder key")
             return PlaceholderStreamStateHandle(key, r.i64("placeholder size"))
         raise r.fail(f"unknown stream state handle type {tag}", at)
+
+    @staticmethod
+    def _read_size(r: PayloadReader) -> int:
+        at = r.offset
+        size = r.i64("file size")
+        if size < 0:
+            raise r.fail(f"negative file size {size}", at)
+        return size
+
+    @staticmethod
+    def _read_digest(r: PayloadReader, present: bool, path: str) -> bytes | None:
+        if not present:
+            return None
+        at = r.offset
+        digest = r.raw("file digest")
+        if len(digest) != DIGEST_SIZE:
+            raise r.fail(
+                f"the digest of state file {path} has {len(digest)} bytes, not {DIGEST_SIZE}", at
+            )
+        return digest
+
+    @staticmethod
+    def _check_offsets(
+        r: PayloadReader, offsets: KeyGroupRangeOffsets, delegate: StreamStateHandle, at: int
+    ) -> None:
+        """Every key-group offset is -1 (empty) or inside the stream, in key-group order."""
+        size = delegate.state_size
+        previous = -1
+        for key_group, offset in offsets.items():
+            if offset == -1:
+                continue
+            problem = None
+            if offset < 0:
+                problem = "is negative (only -1, an empty key group, is)"
+            elif offset >= size:
+                problem = f"lies beyond the end of the {size}-byte stream"
+            elif offset < previous:
+                problem = f"comes before the previous key group's offset {previous}"
+            if problem is not None:
+                raise r.fail(
+                    f"key group {key_group} of state {describe_stream(delegate)}: offset "
+                    f"{offset} {problem}",
+                    at,
+                )
+            previous = offset
 
     def _read_keyed_handle(self, r: PayloadReader, paths: SnapshotPaths) -> KeyedStateHandle | None:
         at = r.offset
@@ -296,6 +354,7 @@ class MetadataSerializerBase(MetadataSerializer):
             if delegate is None:
                 raise r.fail("key-groups handle without a delegate stream", at)
             kgo = KeyGroupRangeOffsets(kgr, offsets)
+            self._check_offsets(r, kgo, delegate, at)
             if tag == HandleType.SAVEPOINT_KEY_GROUPS:
                 return KeyGroupsSavepointStateHandle(kgo, delegate)
             return KeyGroupsStateHandle(kgo, delegate, r.text("state handle id"))
@@ -393,4 +452,12 @@ class MetadataSerializerBase(MetadataSerializer):
         delegate = self._read_stream_handle(r, paths)
         if delegate is None:
             raise r.fail("operator state handle without a delegate stream", at)
+        for name, info in infos.items():
+            for offset in info.offsets:
+                if not 0 <= offset < delegate.state_size:
+                    raise r.fail(
+                        f"operator state {name!r} of {describe_stream(delegate)}: offset "
+                        f"{offset} lies outside the {delegate.state_size}-byte stream",
+                        at,
+                    )
         return OperatorStateHandle(infos, delegate)

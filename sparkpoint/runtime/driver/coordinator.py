@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sparkpoint.checkpoint.handles import StateObject
@@ -21,6 +21,7 @@ from sparkpoint.checkpoint.properties import CheckpointProperties
 from sparkpoint.checkpoint.stats import CheckpointStats
 from sparkpoint.checkpoint.storage import CheckpointStorageAccess
 from sparkpoint.checkpoint.store import CompletedCheckpoint, CompletedCheckpointStore
+from sparkpoint.checkpoint.trust import SnapshotTrust
 from sparkpoint.clock import SYSTEM_CLOCK, Clock
 from sparkpoint.config import CheckpointingOptions
 from sparkpoint.errors import CheckpointException, CheckpointFailureReason
@@ -53,6 +54,8 @@ class CheckpointPolicy:
     )
     at_least_once: bool = False
     """AT_LEAST_ONCE: sinks publish when an epoch ends, not when its checkpoint completes."""
+    trust: SnapshotTrust = field(default_factory=SnapshotTrust)
+    """sparkpoint.snapshot.*: the key every ``_metadata`` is signed with and restores check."""
 
     @property
     def enabled(self) -> bool:
@@ -217,7 +220,9 @@ class CheckpointCoordinator:
                 tuple(master_states),
                 pending.properties,
             )
-            completed_location = write_metadata(pending.location, metadata)
+            completed_location = write_metadata(
+                pending.location, metadata, signing_key=self.policy.trust.signing_key
+            )
         except Exception as exc:
             self.abort(
                 pending,

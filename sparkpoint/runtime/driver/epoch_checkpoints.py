@@ -77,7 +77,9 @@ class EpochCheckpoints:
                     return cp
         latest = checkpoints[-1]
         if latest.metadata is None:
-            metadata, _ = load_checkpoint(self.storage_access, latest.external_pointer)
+            metadata, _ = load_checkpoint(
+                self.storage_access, latest.external_pointer, trust=self._s.policy.trust
+            )
             latest.metadata = metadata
         return latest
 

@@ -72,7 +72,9 @@ class JobRestore:
             self._recovery.reset(None, 0)
             self._changelog.reset()
             return start
-        metadata, location = load_checkpoint(self._s.checkpoint_storage, self._s.restore_path)
+        metadata, location = load_checkpoint(
+            self._s.checkpoint_storage, self._s.restore_path, trust=self._s.policy.trust
+        )
         check_unmatched_state(self._plan, metadata, self._s.allow_non_restored_state)
         restored = CompletedCheckpoint.from_metadata(job_id, metadata, location)
         self._checkpoints.add_restored(restored, self._s.claim_mode)

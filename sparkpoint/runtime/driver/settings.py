@@ -18,6 +18,7 @@ from sparkpoint.checkpoint.storage_policies import (
     check_scheme,
     validate_path,
 )
+from sparkpoint.checkpoint.trust import SnapshotTrust
 from sparkpoint.config import (
     CheckpointingOptions,
     CoreOptions,
@@ -151,6 +152,7 @@ def _checkpoint_policy(config: Mapping[str, Any]) -> CheckpointPolicy:
         retention=_CKPT.EXTERNALIZED_CHECKPOINT_RETENTION.read(config),
         prefer_checkpoint_for_recovery=_CKPT.PREFER_CHECKPOINT_FOR_RECOVERY.read(config),
         at_least_once=_CKPT.CHECKPOINTING_CONSISTENCY_MODE.read(config) == "AT_LEAST_ONCE",
+        trust=SnapshotTrust.from_config(config),
     )
 
 

@@ -186,8 +186,10 @@ def run_task(
     from sparkpoint.runtime.task.gc_policy import collect_after_task
     from sparkpoint.runtime.task.local_dirs import executor_root
     from sparkpoint.runtime.task.stage_task import StageTask
+    from sparkpoint.state.pickling import set_allow_pickle
 
     job = spec.job
+    set_allow_pickle(job.allow_pickle)
     if job.fs_options:
         from sparkpoint.fs.registry import configure, get_options
 

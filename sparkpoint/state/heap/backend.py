@@ -40,6 +40,7 @@ from typing import Any
 from sparkpoint.checkpoint.handles import KeyedStateHandle
 from sparkpoint.checkpoint.streams import CheckpointStreamFactory
 from sparkpoint.errors import RestoreError
+from sparkpoint.state import pickling
 from sparkpoint.state.backend import KeyedStateBackendParameters, SnapshotType
 from sparkpoint.state.changelog import ChangeTracking, decode_entry, encode_entry
 from sparkpoint.state.full_restore import PickleBlockSink
@@ -411,7 +412,7 @@ class HeapKeyedStateBackend(ChangeTracking, AbstractKeyedStateBackend):
     def apply_changes(self, entries: Sequence[bytes]) -> None:
         """Replace every key group an entry names by the entry's block (or by nothing)."""
         for n, raw in enumerate(entries):
-            data = pickle.loads(decode_entry(raw, "heap", f"#{n}"))
+            data = pickling.loads(decode_entry(raw, "heap", f"#{n}"), f"changelog entry #{n}")
             for meta_json in data["states"]:
                 meta = RegisteredStateMeta.from_json(meta_json)
                 if meta.name not in self._tables:
@@ -425,7 +426,7 @@ class HeapKeyedStateBackend(ChangeTracking, AbstractKeyedStateBackend):
                         kg, block, [tables.get(m) if m else None for m in block_names]
                     )
             if data.get("deltas"):
-                deltas = pickle.loads(data["deltas"])
+                deltas = pickling.loads(data["deltas"], f"changelog entry #{n}")
                 _queue_deltas(self._pending, tables, deltas, deltas)
         self._states.clear()
         self._force_dirty = True

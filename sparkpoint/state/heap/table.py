@@ -8,7 +8,6 @@ groups changed since the last local commit (``dirty``), so commits rewrite only 
 
 from __future__ import annotations
 
-import pickle
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -16,7 +15,8 @@ from typing import Any
 import pyarrow as pa
 
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
-from sparkpoint.errors import StateLostError
+from sparkpoint.errors import StateLostError, UntrustedSnapshotError
+from sparkpoint.state import pickling
 from sparkpoint.state.column_codecs import decode_column, encode_column
 from sparkpoint.state.descriptors import StateKind
 from sparkpoint.state.table import MISSING, RegisteredStateMeta, StateTable
@@ -79,7 +79,9 @@ class PendingBlocks:
             if entry is not None:
                 block, tables = entry
                 try:
-                    decoded = pickle.loads(block)
+                    decoded = pickling.loads(block, f"the {self._origin} of key group {key_group}")
+                except UntrustedSnapshotError:
+                    raise
                 except Exception as e:  # any decode failure means corrupt bytes
                     raise self._error(
                         f"The {self._origin} of key group {key_group} is corrupt: {e!r}"

@@ -240,6 +240,9 @@ def _download_file(handle: StreamStateHandle, target: str) -> None:
             with open(target, "wb") as out:
                 out.write(inline)
             return
+        if isinstance(handle, FileStateHandle) and handle.digest is not None:
+            handle.copy_to_local(target)  # verified while copied
+            return
         if local is not None:
             shutil.copyfile(local, target)
             return

@@ -1,0 +1,65 @@
+"""How pickled state read from a snapshot is unpickled: freely (``sparkpoint.snapshot.
+allow-pickle`` true, the default), or by an unpickler that cannot import anything.
+
+Unpickling runs code the bytes choose (a pickle names any function and calls it), so pickled
+state is code. With allow-pickle false, pickles are still read when they hold plain data
+only (numbers, strings, bytes, None, booleans, and tuples, lists, dicts and sets of them:
+what untyped keys usually are), and any pickle that names a class or a function is refused
+with ``UntrustedSnapshotError`` before anything of it runs.
+
+The setting is per process: a job's tasks set it from the job, the CLI and the state
+processor from their configuration. Local working files an executor wrote itself are not
+snapshot input and are unpickled as they are.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from typing import Any
+
+from sparkpoint.checkpoint.trust import refuse_pickle
+from sparkpoint.errors import UntrustedSnapshotError
+
+__all__ = ["loads", "pickle_allowed", "set_allow_pickle"]
+
+_allowed = True
+
+
+def set_allow_pickle(allowed: bool) -> None:
+    """Whether this process unpickles snapshot state freely (True) or plain data only."""
+    global _allowed
+    _allowed = bool(allowed)
+
+
+def pickle_allowed() -> bool:
+    """The current setting (``set_allow_pickle``)."""
+    return _allowed
+
+
+class _PlainDataUnpickler(pickle.Unpickler):
+    """Refuses every global (class, function, module attribute): what is left builds plain
+    values only and calls nothing."""
+
+    def __init__(self, data: Any, what: str) -> None:
+        super().__init__(io.BytesIO(data))
+        self._what = what
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise refuse_pickle(f"{self._what}: it names {module}.{name}")
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise refuse_pickle(f"{self._what}: it holds a persistent id")
+
+
+def loads(data: Any, what: str = "pickled state") -> Any:
+    """``pickle.loads(data)``, or with allow-pickle false the plain-data reading above
+    (``what`` names the state and file in the error)."""
+    if _allowed:
+        return pickle.loads(data)
+    try:
+        return _PlainDataUnpickler(data, what).load()
+    except UntrustedSnapshotError:
+        raise
+    except Exception as exc:  # malformed bytes: as corrupt as a failed pickle.loads
+        raise pickle.UnpicklingError(f"{what}: {exc}") from exc

@@ -1,0 +1,241 @@
+"""Snapshots as a trust boundary, end to end on Spark: a job with a signing key signs its
+savepoints and restores them exactly; a changed byte of ``_metadata`` or of a state file,
+and an unsigned snapshot, are refused; a flipped bit in an unsigned snapshot's state file
+fails the job naming the file; with allow-pickle false a job restores its typed state
+exactly and refuses a crafted pickle; a savepoint header cannot switch blocks to pickle.
+
+Every crafted pickle would create a marker file when unpickled; it never appears.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pickle
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkpoint.checkpoint.fs_streams import FsCheckpointStreamFactory
+from sparkpoint.checkpoint.handles import FileStateHandle, KeyGroupsStateHandle
+from sparkpoint.checkpoint.metadata import CheckpointMetadata
+from sparkpoint.checkpoint.metadata.file_format import (
+    is_signed,
+    load_checkpoint_metadata,
+    store_checkpoint_metadata,
+)
+from sparkpoint.common import Configuration, RestartStrategies
+from sparkpoint.datastream import (
+    ExternalizedCheckpointRetention,
+    FileSystemCheckpointStorage,
+    StreamExecutionEnvironment,
+)
+from sparkpoint.errors import JobExecutionError, SnapshotSignatureError
+from sparkpoint.fs import get_filesystem
+from sparkpoint.state.snapshot_format import open_key_groups, write_key_groups_snapshot
+from tests.runtime.jobs.reference import check_keyed_count_output, keyed_count_job
+
+N_EVENTS = 60_000  # enough that the job is still running when it is cancelled
+N_KEYS = 11
+
+
+class Plant:
+    """Unpickles to ``open(path, "w")``: a file appears where the pickle says."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = str(path)
+
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[str, str]]:
+        return (open, (self.path, "w"))
+
+
+def _env(spark: Any, tmp_path: Path, restore: Path | None = None, **keys: str) -> Any:
+    """Small epochs for the run that takes the savepoint, large ones for the restores (which
+    run to the end)."""
+    conf = Configuration()
+    per_split = "500" if restore is None else "20000"
+    conf.set_string("sparkpoint.epoch.max-records-per-split", per_split)
+    conf.set_string("sparkpoint.local-state.dir", str(tmp_path / "local"))
+    for key, value in keys.items():
+        conf.set_string(f"sparkpoint.snapshot.{key.replace('_', '-')}", value)
+    if restore is not None:
+        conf.set_string("execution.savepoint.path", str(restore))
+    env = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
+    env.set_parallelism(2)
+    env.enable_checkpointing(10)
+    env.set_restart_strategy(RestartStrategies.no_restart())
+    env.get_checkpoint_config().set_checkpoint_storage(
+        # Threshold 0: every keyed stream is a file, so there are files to tamper with.
+        FileSystemCheckpointStorage(
+            str(tmp_path / "ckpt"), file_state_size_threshold=0, savepoint_path=str(tmp_path / "sp")
+        )
+    )
+    return env
+
+
+def _savepoint(env: Any, out: Path, retain: bool = False) -> Path:
+    """Run the keyed count for 3 epochs, then take a savepoint and cancel."""
+    if retain:
+        env.get_checkpoint_config().set_externalized_checkpoint_retention(
+            ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION
+        )
+    keyed_count_job(env, str(out), N_EVENTS, N_KEYS)
+    client = env.execute_async("trust")
+    while client.job_master.progress.epochs_run < 3:
+        assert not client.get_job_execution_result().done(), "job ended before the savepoint"
+        time.sleep(0.05)
+    path = Path(client.trigger_savepoint(None).result(timeout=120))
+    client.cancel().result(timeout=120)
+    client.wait(timeout=120)
+    return path
+
+
+def _state_files(snapshot: Path) -> list[Path]:
+    return sorted(p for p in snapshot.iterdir() if p.name != "_metadata")
+
+
+def _flip(path: Path, position: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[position % len(data)] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+def _copy(snapshot: Path, target: Path) -> Path:
+    shutil.copytree(snapshot, target)
+    return target
+
+
+def _restore_fails(spark: Any, tmp_path: Path, pointer: Path, **keys: str) -> str:
+    env = _env(spark, tmp_path, restore=pointer, **keys)
+    keyed_count_job(env, str(tmp_path / "out-refused"), N_EVENTS, N_KEYS)
+    with pytest.raises((JobExecutionError, SnapshotSignatureError)) as info:
+        env.execute("refused")
+    return str(info.value)
+
+
+def test_signed_savepoints_restore_exactly_and_refuse_any_change(
+    spark: Any, tmp_path: Path
+) -> None:
+    key_file = tmp_path / "snapshot.key"
+    key_file.write_text("a secret shared by the jobs of one team\n")
+    key = {"signing_key_file": str(key_file)}
+    out = tmp_path / "out"
+    signed = _savepoint(_env(spark, tmp_path, **key), out)
+    metadata = signed / "_metadata"
+    assert is_signed(metadata.read_bytes())
+    files = _state_files(signed)
+    assert len(files) >= 2  # the keyed subtasks' streams (threshold 0)
+
+    # One changed byte of _metadata: refused before the job runs anything.
+    tampered = _copy(signed, tmp_path / "tampered-metadata")
+    _flip(tampered / "_metadata", len(metadata.read_bytes()) // 2)
+    message = _restore_fails(spark, tmp_path, tampered, **key)
+    assert f"Refusing checkpoint metadata file {tampered / '_metadata'}" in message
+    assert "signature does not match" in message
+
+    # One changed byte of a state file: the signed digest refuses it, naming the file.
+    tampered = _copy(signed, tmp_path / "tampered-state")
+    victim = tampered / files[0].name
+    _flip(victim, 100)
+    message = _restore_fails(spark, tmp_path, tampered, **key)
+    assert f"State file {victim} is corrupt" in message
+
+    # An unsigned savepoint, read with the key: refused.
+    unsigned = _savepoint(_env(spark, tmp_path), tmp_path / "out-unsigned")
+    assert not is_signed((unsigned / "_metadata").read_bytes())
+    message = _restore_fails(spark, tmp_path, unsigned, **key)
+    assert f"Refusing unsigned checkpoint metadata file {unsigned / '_metadata'}" in message
+
+    # The signed one, untouched: restores exactly.
+    env = _env(spark, tmp_path, restore=signed, **key)
+    keyed_count_job(env, str(out), N_EVENTS, N_KEYS)
+    env.execute("signed-restore")
+    check_keyed_count_output(str(out), N_EVENTS, N_KEYS)
+
+
+def _rewrite_first_stream(
+    snapshot: Path, encoding: str, block: Callable[[int], bytes | None]
+) -> None:
+    """Replace the first keyed stream of ``snapshot`` by one with the same header but
+    ``encoding`` and the blocks ``block(key_group)``; rewrite ``_metadata`` unsigned with
+    the new file's handle (its digest right, as a forger without the key would do)."""
+    md_path = snapshot / "_metadata"
+    md = load_checkpoint_metadata(md_path.read_bytes(), str(snapshot), str(md_path))
+    fs = get_filesystem(str(snapshot))
+    factory = FsCheckpointStreamFactory(fs, str(snapshot), str(snapshot), 0, 4096)
+    operators = []
+    done = False
+    for op in md.operator_states:
+        subtasks = dict(op.subtask_states)
+        for index, sub in op.subtask_states.items():
+            if done or not sub.managed_keyed_state:
+                continue
+            (handle,) = sub.managed_keyed_state
+            assert isinstance(handle, KeyGroupsStateHandle)
+            assert isinstance(handle.delegate, FileStateHandle)
+            with open_key_groups(handle) as (header, blocks):
+                non_empty = [kg for kg, _ in blocks]
+            first = non_empty[0]
+            new = write_key_groups_snapshot(
+                factory.create_checkpoint_state_output_stream(),
+                dataclasses.replace(header, block_encoding=encoding),
+                lambda kg, first=first: block(kg) if kg == first else None,
+            )
+            assert new is not None
+            replaced = dataclasses.replace(
+                handle, group_range_offsets=new.group_range_offsets, delegate=new.delegate
+            )
+            subtasks[index] = dataclasses.replace(sub, managed_keyed_state=(replaced,))
+            done = True
+        operators.append(dataclasses.replace(op, subtask_states=subtasks))
+    assert done
+    md_path.write_bytes(
+        store_checkpoint_metadata(
+            CheckpointMetadata(md.checkpoint_id, tuple(operators), md.master_states, md.properties)
+        )
+    )
+
+
+def test_pickle_is_a_boundary_on_restore(spark: Any, tmp_path: Path) -> None:
+    marker = tmp_path / "marker"
+    out = tmp_path / "out"
+    savepoint = _savepoint(_env(spark, tmp_path), out, retain=True)
+    crafted = pickle.dumps([(0, {3: Plant(marker)})], protocol=5)
+
+    # A savepoint whose header says 'pickle': refused always (allow-pickle true here).
+    switched = _copy(savepoint, tmp_path / "switched")
+    _rewrite_first_stream(switched, "pickle", lambda kg: crafted)
+    message = _restore_fails(spark, tmp_path, switched)
+    assert "declares 'pickle' blocks in a savepoint" in message
+
+    # A retained heap checkpoint (pickle blocks are its format) with a crafted block:
+    # refused with allow-pickle false.
+    # The refused restore made a job directory of its own, without checkpoints.
+    retained = [c for c in (tmp_path / "ckpt").glob("*/chk-*") if (c / "_metadata").exists()]
+    checkpoint = max(retained, key=lambda p: int(p.name[4:]))
+    _rewrite_first_stream(checkpoint, "pickle", lambda kg: crafted)
+    message = _restore_fails(spark, tmp_path, checkpoint, allow_pickle="false")
+    assert "it names io.open" in message and "allow-pickle is false" in message
+    assert not marker.exists()
+
+    # The job's own savepoint, typed state and plain keys: exact with allow-pickle false.
+    env = _env(spark, tmp_path, restore=savepoint, allow_pickle="false")
+    keyed_count_job(env, str(out), N_EVENTS, N_KEYS)
+    env.execute("no-pickle-restore")
+    check_keyed_count_output(str(out), N_EVENTS, N_KEYS)
+    assert not marker.exists()
+
+
+def test_a_flipped_bit_in_an_unsigned_state_file_fails_the_restore_naming_the_file(
+    spark: Any, tmp_path: Path
+) -> None:
+    savepoint = _savepoint(_env(spark, tmp_path), tmp_path / "out")
+    victim = _state_files(savepoint)[-1]
+    _flip(victim, 7)
+    message = _restore_fails(spark, tmp_path, savepoint)
+    assert f"State file {victim} is corrupt" in message
+    assert os.path.exists(victim)  # read, never deleted
