@@ -123,7 +123,9 @@ def test_a_signing_key_file_refuses_unsigned_and_altered_snapshots(
     assert f"Refusing unsigned checkpoint metadata file {unsigned / '_metadata'}" in err
 
     code, out, err = _run(capsys, *with_key, "checkpoints", "latest", str(base))
-    assert (code, out.strip(), err) == (0, str(signed), "")  # chk-2 is unsigned: skipped
+    assert (code, out.strip()) == (0, str(signed))  # chk-2 is unsigned: skipped, and said so
+    assert err.startswith(f"sparkpoint: skipped {unsigned} (corrupt): Refusing unsigned")
+    assert err.count("\n") == 1
     code, out, _ = _run(capsys, *with_key, "checkpoints", "list", "--json", str(base))
     listed = {entry["path"]: entry for entry in json.loads(out)}
     assert code == 0 and listed[str(signed)]["status"] == "complete"
