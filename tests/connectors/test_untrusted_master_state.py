@@ -21,6 +21,7 @@ from sparkpoint.checkpoint.discovery import load_pointer
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, MasterState
 from sparkpoint.checkpoint.metadata.file_format import store_checkpoint_metadata
 from sparkpoint.common import Configuration, Encoder
+from sparkpoint.connectors.source import SplitEnumerator
 from sparkpoint.datastream import (
     ExternalizedCheckpointRetention,
     FileSystemCheckpointStorage,
@@ -141,7 +142,15 @@ def test_the_untouched_snapshot_restores_exactly(
     """The checks refuse nothing the job wrote itself: the pending commits are redone and
     every line lands in the output exactly once."""
     pointer, _metadata, _master_state = snapshot
-    env = _env(spark, tmp_path, "ckpt-b", **{"execution.state-recovery.path": pointer})
+    env = _env(
+        spark,
+        tmp_path,
+        "ckpt-b",
+        **{
+            "execution.state-recovery.path": pointer,
+            "sparkpoint.epoch.max-records-per-split": "1000",
+        },
+    )
     _job(env, tmp_path, monitored=False)
     env.execute("untrusted-master-b")
     out = _committed(tmp_path / "out")
@@ -247,3 +256,76 @@ def test_crafted_master_state_is_refused_before_any_io(
         assert _tree(tmp_path / "out") == out_before
         assert _tree(Path(pointer).parent) == snapshot_before  # CLAIM deletes nothing either
     assert refused == len(cases) == 6
+
+
+# ---- the connectors' checks on their own (no Spark) --------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("committable", "reason"),
+    [
+        (["{base}/.inprogress/job1/part-a.0.u", "{base}/part-a"], None),
+        (["{base}/.inprogress/job2/part-a.0.u", "{base}/part-a"], "is not a file of"),
+        (["{base}/.inprogress/job1/sub/part-a.0.u", "{base}/part-a"], "is not a file of"),
+        (["{base}/.inprogress/job1", "{base}/part-a"], "is not a file of"),
+        (["{base}/part-b", "{base}/part-a"], "lies outside"),
+        (["{base}/.inprogress/job1/part-a.0.u", "{base}/sub/part-a"], "is not a part file"),
+        (["{base}/.inprogress/job1/part-a.0.u", "{base}/.hidden"], "is not a part file"),
+        (["{base}/.inprogress/job1/part-a.0.u", "{base}/other-a"], "is not a part file"),
+        (["{base}/.inprogress/job1/part-a.0.u", "{base}"], "lies outside"),
+        (["{base}/.inprogress/job1/part-a.0.u", "{base}/../x/part-a"], "has a '..' segment"),
+        (["{base}/.inprogress/job1/part-a.0.u", "{link}/part-a"], "symbolic link"),
+        (["{base}/.inprogress/job1/part-a.0.u", "{base}/part-a\x00"], "NUL character"),
+        (["{base}/.inprogress/job1/part-a.0.u"], "is not a [staged, final] pair"),
+        ("{base}/part-a", "is not a [staged, final] pair"),
+        ([7, "{base}/part-a"], "is a int, not a path"),
+    ],
+)
+def test_file_sink_committables(tmp_path: Path, committable: Any, reason: str | None) -> None:
+    base, outside = tmp_path / "out", tmp_path / "elsewhere"
+    base.mkdir()
+    outside.mkdir()
+    (base / "part-link").symlink_to(outside)
+
+    def fill(v: Any) -> Any:
+        return v.format(base=base, link=base / "part-link") if isinstance(v, str) else v
+
+    filled = [fill(v) for v in committable] if isinstance(committable, list) else fill(committable)
+    sink = FileSink.for_row_format(str(base), Encoder.simple_string_encoder()).build()
+    if reason is None:
+        sink.check_restored([filled], "job1", "where")
+        return
+    with pytest.raises(UnsafeStatePathError) as info:
+        sink.check_restored([filled], "job1", "checkpoint metadata file /c/_metadata")
+    assert reason in str(info.value)
+    assert "in checkpoint metadata file /c/_metadata" in str(info.value)
+
+
+def test_file_source_splits(tmp_path: Path) -> None:
+    data, other = tmp_path / "in", tmp_path / "other"
+    (data / "nested").mkdir(parents=True)
+    other.mkdir()
+    (data / "escape").symlink_to(other)
+    single = tmp_path / "one.txt"
+    single.write_text("x\n")
+    source = FileSource.for_record_stream_format(
+        StreamFormat.text_line_format(), str(data), str(single)
+    ).build()
+    enum_state = [{"split_id": p, "position": 0} for p in (f"{data}/a", f"{data}/nested/b")]
+    enum_state.append({"split_id": str(single), "position": 0})
+    enumerator = SplitEnumerator(source, 1)
+    assert len(enumerator.check_restored(enum_state, "where")) == 3
+    refused = {
+        f"{other}/a": "lies outside",
+        f"{data}/../other/a": "has a '..' segment",
+        f"{data}/escape/a": "symbolic link",
+        f"{data}/_SUCCESS": "hidden file",
+        f"{data}/nested/.b": "hidden file",
+        f"{single}.bak": "lies outside",
+    }
+    for split_id, reason in refused.items():
+        with pytest.raises(UnsafeStatePathError) as info:
+            enumerator.check_restored([{"split_id": split_id, "position": 0}], "the snapshot")
+        assert reason in str(info.value) and repr(split_id) in str(info.value), split_id
+    with pytest.raises(UnsafeStatePathError, match="not a list of splits"):
+        enumerator.check_restored({"split_id": "x"}, "the snapshot")
