@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from sparkpoint.errors import SubtaskRestoreError
+from sparkpoint.errors import MetadataFormatError, RestoreError
 
 __all__ = ["restore_failure", "short_error", "unloadable_task"]
 
@@ -70,13 +70,14 @@ def unloadable_task(exc: BaseException) -> str | None:
 
 
 def restore_failure(exc: BaseException) -> str | None:
-    """The message of a subtask's state-restore failure (``SubtaskRestoreError``, raised
-    in a task and carried in Spark's error text) in ``exc`` or its causes; None if none."""
+    """The message of a restore failure in ``exc`` or its causes: a subtask's
+    (``SubtaskRestoreError``, raised in a task and carried in Spark's error text) or the
+    driver's (``RestoreError``, or a snapshot refused as malformed or unsafe); None if none."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, SubtaskRestoreError):
+        if isinstance(current, (RestoreError, MetadataFormatError)):
             return str(current)
         found = _RESTORE_FAILURE.findall(str(current))
         if found:
