@@ -231,7 +231,9 @@ class FileSink(Sink):
 def _refuse(where: str, field: str, value: Any, reason: str) -> UnsafeStatePathError:
     return UnsafeStatePathError(
         f"Refusing the file sink's {field} {value!r} in {where}: it {reason}. A restored "
-        "snapshot's sink commits must lie in the sink's own directories."
+        "snapshot's sink commits must lie in the sink's own directories (a sink whose base "
+        "path changed since the snapshot cannot redo them: restore with the base path the "
+        "snapshot was taken with)."
     )
 
 
