@@ -68,6 +68,15 @@ class UntrustedSnapshotError(RestoreError):
     state is typed. The message names the file and what was refused."""
 
 
+class SubtaskRestoreError(RestoreError):
+    """A subtask could not restore its state from the snapshot being restored (a corrupt or
+    truncated state file, say); the message names the files, the operator and the subtask.
+
+    The job master counts these per snapshot and fails the job after
+    ``sparkpoint.restart.restore-attempts`` of them, whatever the restart strategy allows.
+    """
+
+
 class StateLostError(SparkpointError):
     """A keyed subtask found no local state, or stale state, for the epoch it must run.
 

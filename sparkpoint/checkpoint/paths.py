@@ -40,7 +40,7 @@ from sparkpoint.checkpoint.fs_storage import (
 from sparkpoint.checkpoint.storage import METADATA_FILE_NAME
 from sparkpoint.errors import UnsafeStatePathError
 
-__all__ = ["SnapshotPaths", "comparable_path", "snapshot_directories"]
+__all__ = ["SnapshotPaths", "comparable_path", "path_below", "snapshot_directories"]
 
 _FAMILIES = {"s3a": "s3", "s3n": "s3", "gcs": "gs", "local": "file"}
 _CHECKPOINT_DIR = re.compile(re.escape(CHECKPOINT_DIR_PREFIX) + r"\d+")
@@ -82,6 +82,28 @@ def comparable_path(path: str) -> str:
     if family == "file" and not authority:
         return os.path.abspath(body)
     return f"{family}://{authority}{body}"
+
+
+def path_below(path: object, root: str) -> str:
+    """The part of ``path`` (a path a snapshot names) strictly below directory ``root``;
+    ``ValueError`` with the reason otherwise. Same file system, no ``..`` segment, no NUL,
+    and on local disk the real path (links resolved) must lie below the real root too."""
+    if not isinstance(path, str):
+        raise ValueError(f"is a {type(path).__name__}, not a path")
+    if "\x00" in path:
+        raise ValueError("contains a NUL character")
+    if ".." in _split(path)[2].split("/"):
+        raise ValueError("has a '..' segment")
+    full, top = comparable_path(path), comparable_path(root).rstrip("/")
+    if not top or not _inside(full, top):
+        raise ValueError(f"lies outside {root}")
+    family, authority, body = _split(path)
+    if family == "file" and not authority:
+        real = os.path.realpath(os.path.abspath(body))
+        real_top = os.path.realpath(top)
+        if not _inside(real, real_top):
+            raise ValueError(f"resolves through a symbolic link to {real}, outside {root}")
+    return full[len(top) + 1 :]
 
 
 def _bad_segment(segments: list[str]) -> str | None:

@@ -2,6 +2,7 @@
 
 from sparkpoint.common.configuration import Configuration
 from sparkpoint.common.execution_config import ExecutionConfig
+from sparkpoint.common.job_status import JobStatus
 from sparkpoint.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
 from sparkpoint.common.serialization import (
     ByteArraySchema,
@@ -22,6 +23,7 @@ __all__ = [
     "Duration",
     "Encoder",
     "ExecutionConfig",
+    "JobStatus",
     "RestartStrategies",
     "RestartStrategyConfiguration",
     "Row",

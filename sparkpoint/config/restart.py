@@ -110,3 +110,12 @@ class RestartStrategyOptions(OptionGroup):
         INFINITE_ATTEMPTS,
         "Restarts allowed before the job fails, counted since the last reset (exponential-delay).",
     )
+    RESTORE_ATTEMPTS = ConfigOption(
+        "sparkpoint.restart.restore-attempts",
+        int_type(minimum=1),
+        3,
+        "sparkpoint: times the restore of one snapshot (the latest checkpoint, or the "
+        "savepoint the job starts from) may fail with a state-restore error (a corrupt or "
+        "truncated state file) before the job fails, whatever its restart strategy allows: "
+        "restarting from the same snapshot would fail the same way.",
+    )

@@ -4,6 +4,11 @@ Each task writes its epoch's records to a hidden in-progress file
 (``<base>/.inprogress/<job>/<part name>.<attempt>.<uuid>``); the committable names it and
 the final part file. Commit renames; a part file that already exists is left alone
 (idempotent redo after a driver crash), and abort deletes the in-progress file.
+
+A restored snapshot's committables are input from outside: every staged path must be a file
+``<base>/.inprogress/<job>/<name>`` and every final path a part file ``<base>/<name>`` of this
+sink, checked before anything is renamed, so a crafted ``_metadata`` cannot move or plant a
+file elsewhere.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sparkpoint.checkpoint.paths import path_below
 from sparkpoint.connectors.sink import Sink, SinkWriter, java_string
+from sparkpoint.errors import UnsafeStatePathError
 from sparkpoint.fs import get_filesystem
 
 __all__ = ["Encoder", "FileSink", "FileSinkBuilder", "OutputFileConfig", "RollingPolicy"]
@@ -170,7 +177,40 @@ class FileSink(Sink):
     ) -> SinkWriter:
         return _FileWriter(self, job_id, epoch, subtask_index, attempt)
 
+    def check_restored(self, committables: Sequence[Any], job_id: str, where: str) -> None:
+        """Refuse (``UnsafeStatePathError``) any committable whose staged file is not in the
+        in-progress directory of job ``job_id`` or whose part file is not in the base path."""
+        self._check(committables, job_id, where)
+
+    def _check(self, committables: Sequence[Any], job_id: str | None, where: str) -> None:
+        base = self.base_path.rstrip("/") or self.base_path
+        inprogress = f"{base}/.inprogress"
+        for i, committable in enumerate(committables):
+            field = f"committable {i}"
+            if not (isinstance(committable, (list, tuple)) and len(committable) == 2):
+                raise _refuse(where, field, committable, "is not a [staged, final] pair")
+            staged, final = committable
+            try:
+                job, _, name = path_below(staged, inprogress).partition("/")
+            except ValueError as e:
+                raise _refuse(where, f"{field} staged path", staged, str(e)) from None
+            if not name or "/" in name or (job_id is not None and job != job_id):
+                raise _refuse(
+                    where,
+                    f"{field} staged path",
+                    staged,
+                    f"is not a file of {inprogress}/{job_id or '<job>'}/",
+                )
+            try:
+                part = path_below(final, base)
+            except ValueError as e:
+                raise _refuse(where, f"{field} final path", final, str(e)) from None
+            if "/" in part or not part.startswith(self.config.part_prefix) or part[0] in "._":
+                raise _refuse(where, f"{field} final path", final, f"is not a part file of {base}/")
+
     def commit(self, committables: Sequence[Any]) -> None:
+        """Rename each staged file to its part file, after checking every pair."""
+        self._check(committables, None, f"the commit of the file sink at {self.base_path}")
         fs = get_filesystem(self.base_path)
         for staged, final in committables:
             if fs.exists(final):
@@ -186,6 +226,15 @@ class FileSink(Sink):
         """Remove the job's in-progress directory (left-overs of failed attempts)."""
         fs = get_filesystem(self.base_path)
         fs.delete(f"{self.base_path.rstrip('/')}/.inprogress/{job_id}", recursive=True)
+
+
+def _refuse(where: str, field: str, value: Any, reason: str) -> UnsafeStatePathError:
+    return UnsafeStatePathError(
+        f"Refusing the file sink's {field} {value!r} in {where}: it {reason}. A restored "
+        "snapshot's sink commits must lie in the sink's own directories (a sink whose base "
+        "path changed since the snapshot cannot redo them: restore with the base path the "
+        "snapshot was taken with)."
+    )
 
 
 class FileSinkBuilder:

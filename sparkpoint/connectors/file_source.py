@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from sparkpoint.checkpoint.paths import comparable_path, path_below
 from sparkpoint.connectors.source import Boundedness, Source, SourceSplit, SplitRange
+from sparkpoint.errors import UnsafeStatePathError
 from sparkpoint.fs import get_filesystem
 
 __all__ = ["FileSource", "FileSourceBuilder", "StreamFormat"]
@@ -93,6 +95,28 @@ class FileSource(Source):
             else:
                 found.append((base, fs.size(base)))
         return sorted(found)
+
+    def check_restored_split(self, split: SourceSplit, where: str) -> None:
+        """A restored split must be one of the configured files or a visible file below a
+        configured directory: a crafted snapshot cannot make the job read another file."""
+        path = split.split_id
+        if any(comparable_path(path) == comparable_path(p) for p in self.paths):
+            return
+        reasons = []
+        for base in self.paths:
+            try:
+                below = path_below(path, base)
+            except ValueError as e:
+                reasons.append(str(e))
+                continue
+            if not below.rpartition("/")[2].startswith((".", "_")):
+                return
+            reasons.append(f"is a hidden file below {base}")
+        raise UnsafeStatePathError(
+            f"Refusing the file source's split id {path!r} in {where}: it "
+            f"{'; it '.join(reasons) or 'names no configured path'}. A restored split must "
+            f"be a file of the source's paths ({', '.join(self.paths)})."
+        )
 
     def discover_splits(self, parallelism: int, known: dict[str, SourceSplit]) -> list[SourceSplit]:
         new = []

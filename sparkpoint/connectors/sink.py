@@ -58,6 +58,12 @@ class Sink(abc.ABC):
     def commit(self, committables: Sequence[Any]) -> None:
         """Make staged output visible (idempotent)."""
 
+    def check_restored(  # noqa: B027 - nothing to check by default
+        self, committables: Sequence[Any], job_id: str, where: str
+    ) -> None:
+        """Refuse committables a restored snapshot names for this sink that this sink could
+        not have written (``UnsafeStatePathError`` naming ``where``), before any I/O."""
+
     def abort(self, committables: Sequence[Any]) -> None:  # noqa: B027 - no-op by default
         """Discard staged output that will never be committed (nothing staged by default)."""
 

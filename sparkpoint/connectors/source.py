@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkpoint.errors import UnsafeStatePathError
+
 __all__ = ["Boundedness", "Source", "SourceSplit", "SplitEnumerator", "SplitRange"]
 
 
@@ -85,6 +87,12 @@ class Source(abc.ABC):
     def read(self, split_range: SplitRange) -> Iterator[Any]:
         """The records of ``split_range`` (runs in a Spark task)."""
 
+    def check_restored_split(  # noqa: B027 - nothing to check by default
+        self, split: SourceSplit, where: str
+    ) -> None:
+        """Refuse a split a restored snapshot names that this source could not have
+        discovered (``UnsafeStatePathError`` naming ``where``), before it is read."""
+
     def advance(self, split: SourceSplit, split_range: SplitRange) -> None:
         """Move ``split`` past ``split_range`` after its epoch succeeded."""
         split.position = split_range.end
@@ -133,8 +141,23 @@ class SplitEnumerator:
         """Split positions, for the checkpoint."""
         return [s.to_json() for s in self.splits.values()]
 
-    def restore_state(self, state: list[dict[str, Any]]) -> None:
-        """Reset the splits to the positions of a checkpoint."""
-        self.splits = {d["split_id"]: SourceSplit.from_json(d) for d in state}
+    def check_restored(self, state: Any, where: str) -> list[SourceSplit]:
+        """The splits of a checkpoint's ``state``, each checked by the source (a snapshot's
+        split ids are input from outside); ``UnsafeStatePathError`` names ``where``."""
+        if not isinstance(state, list) or not all(
+            isinstance(d, dict) and isinstance(d.get("split_id"), str) for d in state
+        ):
+            raise UnsafeStatePathError(
+                f"Refusing the source's splits in {where}: they are not a list of splits "
+                "with string split ids."
+            )
+        splits = [SourceSplit.from_json(d) for d in state]
+        for split in splits:
+            self.source.check_restored_split(split, where)
+        return splits
+
+    def restore_state(self, state: list[dict[str, Any]], where: str = "the master state") -> None:
+        """Reset the splits to the positions of a checkpoint (each split checked first)."""
+        self.splits = {s.split_id: s for s in self.check_restored(state, where)}
         if self.source.get_boundedness() != Boundedness.BOUNDED:
             self.discover()

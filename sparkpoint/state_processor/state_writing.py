@@ -27,11 +27,7 @@ from sparkpoint.state import typeinfo as ti
 from sparkpoint.state.backend import SnapshotType
 from sparkpoint.state.column_codecs import encode_column
 from sparkpoint.state.descriptors import StateKind
-from sparkpoint.state.key_groups import (
-    assign_to_key_group,
-    compute_key_group_range_for_operator_index,
-    int64_key_groups,
-)
+from sparkpoint.state.key_groups import KeyGroupAssigner, compute_key_group_range_for_operator_index
 from sparkpoint.state.serializers import BytesSerializer
 from sparkpoint.state.snapshot_format import (
     Columns,
@@ -186,10 +182,12 @@ class RowEncoder:
                 f"Operator {self.uid!r}: key",
                 lambda v: encode_column(key_ser, v),
             )
-        kgs = int64_key_groups(keys, self.max_parallelism)
+        # the job's rule: a declared LONG/FLOAT/DOUBLE/BOOLEAN key hashes as that Java type
+        assigner = KeyGroupAssigner(key_type)
+        kgs = assigner.int64_key_groups(keys, self.max_parallelism)
         if kgs is None:
             kgs = np.fromiter(
-                (assign_to_key_group(k, self.max_parallelism) for k in keys), np.int32, len(keys)
+                (assigner.key_group(k, self.max_parallelism) for k in keys), np.int32, len(keys)
             )
         subs = kgs.astype(np.int64) * self.parallelism // self.max_parallelism
         columns = [pa.array(subs.astype(np.int32)), pa.array(kgs.astype(np.int32)), key_bytes]

@@ -52,7 +52,18 @@ from sparkpoint.errors import StorageError
 from sparkpoint.fs import get_filesystem
 from sparkpoint.state import typeinfo as ti
 from sparkpoint.state.descriptors import StateDescriptor
-from sparkpoint.state.key_groups import KEY_GROUPS_SINCE_FORMAT, check_parallelism_preconditions
+from sparkpoint.state.key_groups import (
+    KEY_GROUPS_SINCE_FORMAT,
+    KeyGroupAssigner,
+    check_parallelism_preconditions,
+)
+from sparkpoint.state.key_hash_rules import (
+    KEY_HASH_MASTER_STATE,
+    VALUE_RULE,
+    key_hash_master_state,
+    recorded_key_hash_rules,
+    rule_of,
+)
 from sparkpoint.state_processor.snapshot_reading import Snapshot
 from sparkpoint.state_processor.spark_support import (
     ExecutorSetup,
@@ -323,10 +334,11 @@ class SavepointWriter:
                 kept = self._copy(kept, target)
             else:
                 kept = [_map_stream_handles(op, _absolute) for op in kept]
+            operators = tuple(self._renamed(op) for op in [*kept, *states])
             metadata = CheckpointMetadata(
                 self._existing.metadata.checkpoint_id if self._existing else 0,
-                tuple(self._renamed(op) for op in [*kept, *states]),
-                self._master_states(),
+                operators,
+                self._master_states(operators),
                 CheckpointProperties.for_savepoint(),
             )
             _delete_unreferenced(target.path, metadata)
@@ -336,13 +348,25 @@ class SavepointWriter:
             raise
         return target.path
 
-    def _master_states(self) -> tuple[MasterState, ...]:
+    def _master_states(self, operators: Sequence[OperatorState]) -> tuple[MasterState, ...]:
         """The existing snapshot's master states, less its statistics (they describe it,
-        not the savepoint written here)."""
-        if self._existing is None:
-            return ()
-        return tuple(
-            m for m in self._existing.metadata.master_states if m.name != STATS_MASTER_STATE
+        not the savepoint written here), and the key hash rule of every operator written."""
+        kept: tuple[MasterState, ...] = ()
+        recorded: dict[str, str] = {}
+        if self._existing is not None:
+            existing = self._existing.metadata
+            kept = tuple(
+                m
+                for m in existing.master_states
+                if m.name not in (STATS_MASTER_STATE, KEY_HASH_MASTER_STATE)
+            )
+            recorded = recorded_key_hash_rules(existing) or {}
+        rules = {self._renames.get(uid, uid): recorded.get(uid, VALUE_RULE) for uid in self._kept}
+        rules.update({uid: rule_of(KeyGroupAssigner(t.key_type)) for uid, t in self._new.items()})
+        written = {op.operator_id for op in operators}
+        return (
+            *kept,
+            key_hash_master_state({op: r for op, r in rules.items() if op in written}),
         )
 
     def _renamed(self, op: OperatorState) -> OperatorState:

@@ -31,6 +31,7 @@ _NOT_KEYS = {
     "sparkpoint.checkpoint",
     "sparkpoint.pickled",
     "sparkpoint.checkpoint-stats",
+    "sparkpoint.key-hash",
 }  # logger and master-state names
 
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from sparkpoint.common import Configuration, Duration, Encoder, Row, Types
+from sparkpoint.common import Configuration, Duration, Encoder, JobStatus, Row, Types
 from sparkpoint.datastream.connectors.file_system import FileSink, FileSource, StreamFormat
 
 # Byte ranges of a text split are ``max-records-per-split * 64`` bytes (file_source.py).
@@ -238,11 +238,11 @@ def test_monitor_continuously_picks_up_new_files(env: Any, tmp_path: Path) -> No
         _add_file(watched, "f2.txt", second)
         _add_file(watched, "sub-f3.txt", third)
         _wait_for(lambda: len(_read_lines(out_dir)) >= 12)
-        assert client.get_job_status().result() == "RUNNING"
+        assert client.get_job_status().result() is JobStatus.RUNNING
     finally:
         client.cancel().result(timeout=60)
         client.wait(timeout=120)
-    assert client.get_job_status().result() == "CANCELED"
+    assert client.get_job_status().result() is JobStatus.CANCELED
     assert Counter(_read_lines(out_dir)) == Counter(s + "!" for s in first + second + third)
 
 

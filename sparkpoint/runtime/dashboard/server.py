@@ -5,13 +5,16 @@ Standard library ``http.server`` on a background thread. It answers GET (and HEA
 ``/`` the page, ``/api/job`` the same figures as JSON, ``/metrics`` the job's metrics in
 Prometheus's text format — and every other method with 405: nothing on it changes the job.
 It binds to 127.0.0.1 unless configured otherwise; port 0 takes any free port, and the URL
-is logged and given by the job client.
+is logged and given by the job client. A request whose Host header names another site is
+answered 421 without data (``host_check``: DNS rebinding); binding beyond loopback is warned
+about in the driver log; a client that goes away mid-answer is one log line.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from sparkpoint.errors import SparkpointError
 from sparkpoint.metrics.prometheus import CONTENT_TYPE as PROMETHEUS_TYPE
 from sparkpoint.metrics.prometheus import render as render_prometheus
+from sparkpoint.runtime.dashboard.host_check import HostCheck, beyond_loopback
 from sparkpoint.runtime.dashboard.page import render_page
 from sparkpoint.runtime.dashboard.view import JobView, RateMeter, job_view
 from sparkpoint.runtime.driver.metric_values import metric_values
@@ -46,12 +50,32 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
     def do_GET(self) -> None:
-        self._answer(body=True)
+        if self._host_allowed():
+            self._answer(body=True)
 
     def do_HEAD(self) -> None:
-        self._answer(body=False)
+        if self._host_allowed():
+            self._answer(body=False)
+
+    def _host_allowed(self) -> bool:
+        """Answer 421 (and nothing else) unless the Host header names this server."""
+        if self.server.host_check.allows(self.headers.get("Host")):
+            return True
+        _LOG.info(
+            "dashboard: refused a request from %s for Host %r (not the dashboard's address)",
+            self.client_address[0],
+            self.headers.get("Host"),
+        )
+        self.send_response(421)
+        self.send_header("Content-Length", "0")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        return False
 
     def _refuse(self) -> None:
+        if not self._host_allowed():
+            return
         self.send_response(405)
         self.send_header("Allow", "GET, HEAD")
         self.send_header("Content-Length", "0")
@@ -91,6 +115,19 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     dashboard: Dashboard
+    host_check: HostCheck
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away is one line; any other error keeps its traceback."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError)):
+            _LOG.info(
+                "dashboard: client %s went away before its answer was sent (%s)",
+                client_address[0],
+                type(exc).__name__,
+            )
+            return
+        _LOG.warning("dashboard: error answering %s", client_address[0], exc_info=exc)
 
 
 class Dashboard:
@@ -111,6 +148,16 @@ class Dashboard:
             ) from exc
         self._server.dashboard = self
         host, port = str(self._server.server_address[0]), int(self._server.server_address[1])
+        self._server.host_check = HostCheck(settings.host, port)
+        if beyond_loopback(settings.host):
+            _LOG.warning(
+                "Job %s: the dashboard is bound to %s, beyond this machine's loopback: "
+                "anyone who can reach port %d can read the job's figures "
+                "(sparkpoint.dashboard.host = 127.0.0.1 keeps it local)",
+                progress.job_id,
+                settings.host,
+                port,
+            )
         shown = f"[{host}]" if ":" in host else host
         self.url = f"http://{shown}:{port}/"
         self._thread = threading.Thread(

@@ -19,10 +19,12 @@ from sparkpoint.runtime.driver.master_state import JobMasterState
 from sparkpoint.runtime.driver.pending_checkpoint import PendingCheckpoint
 from sparkpoint.runtime.driver.settings import JobSettings
 from sparkpoint.runtime.driver.sink_commits import SinkCommits
+from sparkpoint.runtime.driver.state_assignment import key_hash_rules
 from sparkpoint.runtime.driver.subtask_recovery import SubtaskRecovery
 from sparkpoint.runtime.graph import Plan
 from sparkpoint.runtime.protocol import CheckpointRequest, TaskReport
 from sparkpoint.state.backend import SnapshotType
+from sparkpoint.state.key_hash_rules import key_hash_master_state
 
 __all__ = ["EpochCheckpoints"]
 
@@ -300,7 +302,9 @@ class EpochCheckpoints:
                     pending.checkpoint_id, pending.epoch, pending.acks, self._recovery.entries
                 )
             completed = self.coordinator.complete(
-                pending, pending.operator_states(self._plan.stages), pending.master_states()
+                pending,
+                pending.operator_states(self._plan.stages),
+                [*pending.master_states(), key_hash_master_state(key_hash_rules(self._plan))],
             )
         except CheckpointException as exc:
             failure: CheckpointException = exc

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 
 from sparkpoint.checkpoint.metadata import CheckpointMetadata
 from sparkpoint.checkpoint.metadata.file_format import load_checkpoint
+from sparkpoint.checkpoint.storage import METADATA_FILE_NAME
 from sparkpoint.checkpoint.store import CompletedCheckpoint
 from sparkpoint.clock import Clock
+from sparkpoint.errors import UnsafeStatePathError
 from sparkpoint.runtime.driver.changelog_checkpoints import ChangelogCheckpoints
 from sparkpoint.runtime.driver.epoch_checkpoints import EpochCheckpoints
-from sparkpoint.runtime.driver.failures import short_error, unloadable_task
+from sparkpoint.runtime.driver.failures import restore_failure, short_error, unloadable_task
 from sparkpoint.runtime.driver.master_state import JobMasterState
 from sparkpoint.runtime.driver.progress import JobProgress
 from sparkpoint.runtime.driver.reports import FailoverEvent
@@ -34,6 +37,13 @@ from sparkpoint.runtime.protocol import RestoreReason, SubtaskRestore
 __all__ = ["JobRestore"]
 
 _LOG = logging.getLogger("sparkpoint.job")
+
+
+def metadata_file(pointer: str) -> str:
+    """The ``_metadata`` file of a snapshot pointer (its directory or the file itself)."""
+    if pointer.rstrip("/").endswith("/" + METADATA_FILE_NAME):
+        return pointer
+    return f"{pointer.rstrip('/')}/{METADATA_FILE_NAME}"
 
 
 class JobRestore:
@@ -62,6 +72,7 @@ class JobRestore:
             settings.restart_strategy, checkpointing_enabled=settings.policy.enabled, clock=clock
         )
         self._progress = progress
+        self._restore_failures: dict[str, int] = {}  # snapshot -> its failed restores
 
     def initial(self) -> StartState:
         """What the job's first epoch starts from: nothing, or the configured savepoint
@@ -76,6 +87,7 @@ class JobRestore:
             self._s.checkpoint_storage, self._s.restore_path, trust=self._s.policy.trust
         )
         check_unmatched_state(self._plan, metadata, self._s.allow_non_restored_state)
+        self._check_master_state(metadata, location.external_pointer)
         restored = CompletedCheckpoint.from_metadata(job_id, metadata, location)
         self._checkpoints.add_restored(restored, self._s.claim_mode)
         start = self._restore_from(metadata, RestoreReason.START)
@@ -93,6 +105,9 @@ class JobRestore:
         unloadable = unloadable_task(exc)
         if unloadable is not None:
             return f"Job {self._s.job_name!r} ({job_id}) cannot run: {unloadable}."
+        failed_restore = self._failed_restore(exc)
+        if failed_restore is not None:
+            return failed_restore
         self._restart.notify_failure(exc)
         if not self._restart.can_restart():
             return (
@@ -100,6 +115,33 @@ class JobRestore:
                 f"restarts: {short_error(exc)}"
             )
         return None
+
+    def _failed_restore(self, exc: BaseException) -> str | None:
+        """Count a subtask's restore failure against the snapshot it restores (the latest
+        checkpoint, or the start's savepoint); why the job fails once a snapshot has failed
+        ``sparkpoint.restart.restore-attempts`` times, else None."""
+        message = restore_failure(exc)
+        if message is None:
+            return None
+        latest = self._checkpoints.latest_for_recovery()
+        snapshot = latest.external_pointer if latest is not None else "the job's start"
+        failures = self._restore_failures.get(snapshot, 0) + 1
+        self._restore_failures[snapshot] = failures
+        _LOG.warning(
+            "Job %s: restoring %s failed (%d of %d attempts): %s",
+            self._progress.job_id,
+            snapshot,
+            failures,
+            self._s.restore_attempts,
+            message,
+        )
+        if failures < self._s.restore_attempts:
+            return None
+        return (
+            f"Job {self._s.job_name!r} ({self._progress.job_id}) failed: restoring {snapshot} "
+            f"failed {failures} times (sparkpoint.restart.restore-attempts = "
+            f"{self._s.restore_attempts}); the last error: {message}"
+        )
 
     def back_off(self) -> None:
         """Wait the restart strategy's backoff time before the restore."""
@@ -111,6 +153,8 @@ class JobRestore:
         """Restore every subtask from the latest completed checkpoint (or the start): the
         state the job continues with after ``epoch`` failed with ``exc``."""
         latest = self._checkpoints.latest_for_recovery()
+        if latest is not None:
+            self._check_master_state(latest.metadata, latest.external_pointer)
         start = self._restore_from(
             latest.metadata if latest is not None else None, RestoreReason.FAILOVER
         )
@@ -127,6 +171,34 @@ class JobRestore:
             f"checkpoint {latest.checkpoint_id}" if latest is not None else "the start",
         )
         return start
+
+    def _check_master_state(self, metadata: CheckpointMetadata | None, pointer: str) -> None:
+        """Refuse, before any I/O, source splits and sink commits of the snapshot at
+        ``pointer`` that the job's own sources and sinks could not have recorded: the
+        master state is input from outside (each connector checks its own)."""
+        where = f"checkpoint metadata file {metadata_file(pointer)}"
+        try:
+            master = JobMasterState.from_metadata(metadata)
+        except (KeyError, TypeError, ValueError) as e:
+            raise UnsafeStatePathError(
+                f"Refusing the job master state in {where}: it is malformed ({e!r})."
+            ) from None
+        if master is None:
+            return
+        if not isinstance(master.sources, Mapping):
+            raise UnsafeStatePathError(
+                f"Refusing the job master state in {where}: field sources is not a mapping."
+            )
+        self._sources.check_restored(master.sources, where)
+        for op, committables in master.pending_sink_commits:
+            sink = self._sink_commits.sinks.get(op)
+            if sink is None:
+                continue
+            if not isinstance(committables, list):
+                committables = [committables]
+            sink.check_restored(
+                committables, master.job_id, f"{where}, field pending_sink_commits[{op!r}]"
+            )
 
     def _restore_from(
         self, metadata: CheckpointMetadata | None, reason: RestoreReason

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["short_error", "unloadable_task"]
+from sparkpoint.errors import MetadataFormatError, RestoreError
+
+__all__ = ["restore_failure", "short_error", "unloadable_task"]
 
 _ERROR_LINE = re.compile(r"^([\w.]+(?:Error|Exception|Failure|Exit)\b.*)$", re.MULTILINE)
 _JVM_PREFIXES = ("org.", "java.", "scala.", "py4j.")
@@ -23,6 +25,7 @@ _PYSPARK = re.compile(r"^pyspark\.[\w.]*\.(?=\w+:)")
 _LOADING_THE_TASK = "in read_command"
 _LOAD_ERRORS = ("ModuleNotFoundError", "ImportError", "AttributeError")
 _VERSION_MISMATCH = "[PYTHON_VERSION_MISMATCH]"
+_RESTORE_FAILURE = re.compile(r"\bSubtaskRestoreError: (.+)$", re.MULTILINE)
 
 
 def short_error(exc: BaseException) -> str:
@@ -62,5 +65,22 @@ def unloadable_task(exc: BaseException) -> str | None:
                     "ship them with spark.submit.pyFiles or SparkContext.addPyFile. A "
                     "restart runs the same tasks, so the job does not restart"
                 )
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def restore_failure(exc: BaseException) -> str | None:
+    """The message of a restore failure in ``exc`` or its causes: a subtask's
+    (``SubtaskRestoreError``, raised in a task and carried in Spark's error text) or the
+    driver's (``RestoreError``, or a snapshot refused as malformed or unsafe); None if none."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (RestoreError, MetadataFormatError)):
+            return str(current)
+        found = _RESTORE_FAILURE.findall(str(current))
+        if found:
+            return str(found[-1])[:1000]
         current = current.__cause__ or current.__context__
     return None

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkpoint.metrics.sample import MetricValue
+from sparkpoint.common.job_status import JobStatus
 from sparkpoint.runtime.dashboard.server import start_dashboard
 from sparkpoint.runtime.driver.changelog_checkpoints import MaterializationStats
 from sparkpoint.runtime.driver.coordinator import CheckpointStats
@@ -102,9 +103,11 @@ class JobClient:
     def get_job_id(self) -> str:
         return self._master.job_id
 
-    def get_job_status(self) -> Future[str]:
-        fut: Future[str] = Future()
-        fut.set_result(self._master.status)
+    def get_job_status(self) -> Future[JobStatus]:
+        """The job's current status as PyFlink's ``JobStatus`` (the driver's own status
+        enum has the same member names)."""
+        fut: Future[JobStatus] = Future()
+        fut.set_result(JobStatus[self._master.status.name])
         return fut
 
     def cancel(self) -> Future[None]:

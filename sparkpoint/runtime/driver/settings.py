@@ -26,6 +26,7 @@ from sparkpoint.config import (
     ExecutionOptions,
     MetricOptions,
     PipelineOptions,
+    RestartStrategyOptions,
     SparkpointOptions,
     StateBackendOptions,
     StateRecoveryOptions,
@@ -83,6 +84,7 @@ class JobSettings:
     restore_path: str | None = None
     claim_mode: str = StateRecoveryOptions.CLAIM_MODE.default
     allow_non_restored_state: bool = False
+    restore_attempts: int = RestartStrategyOptions.RESTORE_ATTEMPTS.default  # per snapshot
     max_records_per_split: int = SparkpointOptions.MAX_RECORDS_PER_SPLIT.default
     tasks_per_core: int = SparkpointOptions.TASKS_PER_CORE.default  # task groups
     changelog: bool = SparkpointOptions.CHANGELOG_ENABLED.default  # per-subtask recovery
@@ -190,6 +192,7 @@ def build_job_settings(job_name: str, request: JobRequest) -> JobSettings:
         restore_path=StateRecoveryOptions.SAVEPOINT_PATH.read(config),
         claim_mode=StateRecoveryOptions.CLAIM_MODE.read(config),
         allow_non_restored_state=StateRecoveryOptions.SAVEPOINT_IGNORE_UNCLAIMED_STATE.read(config),
+        restore_attempts=RestartStrategyOptions.RESTORE_ATTEMPTS.read(config),
         max_records_per_split=SparkpointOptions.MAX_RECORDS_PER_SPLIT.read(config),
         tasks_per_core=SparkpointOptions.TASKS_PER_CORE.read(config),
         changelog=SparkpointOptions.CHANGELOG_ENABLED.read(config),

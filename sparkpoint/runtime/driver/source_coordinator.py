@@ -62,11 +62,19 @@ class SourceCoordinator:
         """Every enumerator's position (stored in a checkpoint's master state)."""
         return {op: e.snapshot_state() for op, e in self._enumerators.items()}
 
-    def restore_state(self, sources: Mapping[str, list[dict[str, Any]]] | None) -> None:
+    def check_restored(self, sources: Mapping[str, Any], where: str) -> None:
+        """Let each source refuse the splits a checkpoint names for it (before any I/O)."""
+        for op_id, enum in self._enumerators.items():
+            if op_id in sources:
+                enum.check_restored(sources[op_id], f"{where}, field sources[{op_id!r}]")
+
+    def restore_state(
+        self, sources: Mapping[str, list[dict[str, Any]]] | None, where: str = "master state"
+    ) -> None:
         """Restore the positions of a checkpoint; sources it does not name (or all, with
         ``None``) start from the beginning."""
         for op_id, enum in self._enumerators.items():
             if sources is not None and op_id in sources:
-                enum.restore_state(sources[op_id])
+                enum.restore_state(sources[op_id], f"{where}, field sources[{op_id!r}]")
             else:
                 enum.reset()

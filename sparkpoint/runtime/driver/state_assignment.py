@@ -8,15 +8,25 @@ from typing import Any
 
 from sparkpoint.checkpoint.metadata import CheckpointMetadata
 from sparkpoint.errors import RestoreError
-from sparkpoint.runtime.graph import Plan
+from sparkpoint.runtime.graph import Node, Plan
 from sparkpoint.state.key_groups import (
     KEY_GROUPS_SINCE_FORMAT,
+    UNTYPED_KEYS,
+    KeyGroupAssigner,
     check_max_parallelism,
     compute_key_group_range_for_operator_index,
+    key_group_assigner_of,
 )
+from sparkpoint.state.key_hash_rules import check_key_hash_rule, rule_of
 from sparkpoint.state.operator_repartition import redistribute_operator_state
 
-__all__ = ["assign_keyed_state", "assign_operator_state", "check_unmatched_state"]
+__all__ = [
+    "assign_keyed_state",
+    "assign_operator_state",
+    "check_unmatched_state",
+    "key_hash_rules",
+    "node_key_group_assigner",
+]
 
 
 def assign_keyed_state(
@@ -46,6 +56,9 @@ def assign_keyed_state(
             ]
             if old_handles:
                 _check_key_group_format(metadata, op_id)
+                check_key_hash_rule(
+                    metadata, op_id, rule_of(node_key_group_assigner(node)), _describe(node)
+                )
             for i in range(stage.parallelism):
                 rng = compute_key_group_range_for_operator_index(
                     stage.max_parallelism, stage.parallelism, i
@@ -55,6 +68,25 @@ def assign_keyed_state(
                     if cut is not None:
                         per_sub[i].append(cut)
     return out
+
+
+def node_key_group_assigner(node: Node) -> KeyGroupAssigner:
+    """How keyed operator ``node`` places its keys: its keyed input's selector's rule."""
+    return key_group_assigner_of(node.inputs[0].key_selector) if node.inputs else UNTYPED_KEYS
+
+
+def key_hash_rules(plan: Plan) -> dict[str, str]:
+    """Keyed operator id -> the rule its keys are placed by (recorded in every snapshot)."""
+    return {
+        node.operator_id: rule_of(node_key_group_assigner(node))
+        for stage in plan.stages
+        for node in stage.keyed_nodes
+    }
+
+
+def _describe(node: Node) -> str:
+    uid = f"uid {node.uid!r}, " if node.uid else ""
+    return f"operator {node.name!r} ({uid}id {node.operator_id})"
 
 
 def _check_key_group_format(metadata: CheckpointMetadata, op_id: str) -> None:

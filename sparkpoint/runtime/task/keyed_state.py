@@ -9,8 +9,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from sparkpoint.checkpoint.audit import state_files
 from sparkpoint.checkpoint.streams import RateLimitedStreamFactory, SharedScopeStreamFactory
 from sparkpoint.clock import Clock
+from sparkpoint.errors import SubtaskRestoreError
 from sparkpoint.runtime.graph import Stage
 from sparkpoint.runtime.operators.context import TIMERS_STATE
 from sparkpoint.runtime.protocol import (
@@ -18,6 +20,7 @@ from sparkpoint.runtime.protocol import (
     EpochSpec,
     SnapshotAck,
     StateLost,
+    SubtaskRestore,
     SubtaskRestored,
     UploadStatus,
 )
@@ -178,9 +181,13 @@ class SubtaskState:
             t0 = time.perf_counter()
             backend.dispose()
             backend = factory.create_keyed_state_backend(params)
-            replayed = restore_keyed_state(backend, params, restore.handles)
-            if restore.changelog:
-                backend.apply_changes([h.read_all() for h in restore.changelog])
+            try:
+                replayed = restore_keyed_state(backend, params, restore.handles)
+                if restore.changelog:
+                    backend.apply_changes([h.read_all() for h in restore.changelog])
+            except Exception as e:
+                backend.dispose()
+                raise SubtaskRestoreError(self._restore_failure(operator_id, restore, e)) from e
             # Restored timers are unknown to the index: the first firing scans them.
             self.timer_index[operator_id] = (
                 [None, None] if restore.handles or restore.changelog else [NO_TIMER, NO_TIMER]
@@ -206,6 +213,27 @@ class SubtaskState:
         if self._changelog and backend.track_changes():
             self._tracked.add(operator_id)
         self.backends[operator_id] = backend
+
+    def _restore_failure(self, operator_id: str, restore: SubtaskRestore, error: Exception) -> str:
+        """What failed, for the driver's log: the error, the operator (uid and name), the
+        subtask and the state files it was restoring from."""
+        node = next((n for n in self.stage.keyed_nodes if n.operator_id == operator_id), None)
+        who = f"operator {operator_id}"
+        if node is not None:
+            uid = f"uid {node.uid!r}, " if node.uid else ""
+            who = f"operator {node.name!r} ({uid}id {operator_id})"
+        files = sorted(
+            {path for h in (*restore.handles, *restore.changelog) for path in state_files(h)}
+        )
+        where = (
+            f"state files {', '.join(files)}"
+            if files
+            else "state held inline in the snapshot's _metadata"
+        )
+        return (
+            f"{error} (subtask {self.subtask} of {who}, restoring from {where}; "
+            f"{type(error).__name__})"
+        )
 
     def _marker(self, operator_id: str, run: int | None) -> bytes:
         spec = self.spec

@@ -1,0 +1,125 @@
+"""A snapshot that cannot be restored (issue 29, item 5): the error names the state file,
+the operator and the subtask, and the job fails after ``sparkpoint.restart.restore-attempts``
+restores of that snapshot under the default restart strategy (which alone would restart
+forever), instead of restarting without end. The snapshot is a real retained checkpoint of a
+keyed job on the heap backend with every state file on disk; one subtask's file is cut in
+the middle of its last key group."""
+
+from __future__ import annotations
+
+import logging
+import re
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkpoint.checkpoint.discovery import load_pointer
+from sparkpoint.checkpoint.handles import FileStateHandle, KeyGroupsStateHandle
+from sparkpoint.common import Configuration, JobStatus
+from sparkpoint.datastream import (
+    ExternalizedCheckpointRetention,
+    FileSystemCheckpointStorage,
+    HashMapStateBackend,
+    StreamExecutionEnvironment,
+)
+from sparkpoint.errors import JobExecutionError
+from tests.runtime.jobs.reference import keyed_count_job, run_until_checkpoints
+
+pytestmark = pytest.mark.spark
+
+_BLOCK = struct.Struct(">iI")  # a key group block's header: key group, length
+
+
+def _env(spark: Any, tmp_path: Path, name: str, **conf: str) -> Any:
+    config = Configuration()
+    config.set_string("sparkpoint.epoch.max-records-per-split", "500")
+    config.set_string("sparkpoint.local-state.dir", str(tmp_path / "local"))
+    for key, value in conf.items():
+        config.set_string(key, value)
+    env = StreamExecutionEnvironment.get_execution_environment(config, spark=spark)
+    env.set_parallelism(2)
+    env.set_state_backend(HashMapStateBackend())
+    env.enable_checkpointing(10)
+    checkpoints = env.get_checkpoint_config()
+    checkpoints.set_checkpoint_storage(
+        FileSystemCheckpointStorage(str(tmp_path / name), file_state_size_threshold=0)
+    )
+    checkpoints.set_externalized_checkpoint_retention(
+        ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION
+    )
+    keyed_count_job(env, str(tmp_path / "out"), 40_000, 17)
+    return env
+
+
+def _truncate_last_key_group(pointer: str) -> tuple[str, str, int, str]:
+    """Cut subtask 0's state file of the keyed operator in the middle of its last key group;
+    returns the file, the operator id, the subtask and the reader's error for the cut."""
+    metadata, _ = load_pointer(pointer)
+    op = next(o for o in metadata.operator_states if o.subtask_states[0].managed_keyed_state)
+    (handle,) = op.subtask_states[0].managed_keyed_state
+    assert isinstance(handle, KeyGroupsStateHandle)
+    assert isinstance(handle.delegate, FileStateHandle)
+    path = handle.delegate.path
+    kg, offset = [(k, o) for k, o in handle.group_range_offsets.items() if o >= 0][-1]
+    data = Path(path).read_bytes()
+    found, size = _BLOCK.unpack_from(data, offset)
+    assert found == kg and size > 2
+    keep = size // 2
+    Path(path).write_bytes(data[: offset + _BLOCK.size + keep])
+    error = f"Truncated keyed state snapshot: expected {size} bytes of key group {kg}, got {keep}"
+    return path, op.operator_id, 0, error
+
+
+def test_an_unrestorable_snapshot_fails_the_job_after_three_attempts(
+    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    done = run_until_checkpoints(_env(spark, tmp_path, "ckpt-a"), 1, "restore-failures-a")
+    pointer = next(s.external_pointer for s in reversed(done) if Path(s.external_pointer).exists())
+    path, operator_id, subtask, error = _truncate_last_key_group(pointer)
+
+    caplog.set_level(logging.INFO, logger="sparkpoint.job")
+    env = _env(spark, tmp_path, "ckpt-b", **{"execution.state-recovery.path": pointer})
+    client = env.execute_async("restore-failures-b")
+    with pytest.raises(JobExecutionError) as info:
+        client.get_job_execution_result().result(timeout=300)
+    message = str(info.value)
+    cause = (
+        rf"{re.escape(error)} \(subtask {subtask} of operator '[^']+' \(uid 'count', id "
+        rf"{operator_id}\), restoring from state files {re.escape(path)}; RestoreError\)"
+    )
+    assert re.fullmatch(
+        rf"Job 'restore-failures-b' \(\w+\) failed: restoring {re.escape(pointer)} failed 3 "
+        rf"times \(sparkpoint\.restart\.restore-attempts = 3\); the last error: {cause}",
+        message,
+    ), message
+    attempts = [
+        r.getMessage()
+        for r in caplog.records
+        if r.getMessage().startswith(f"Job {client.get_job_id()}: restoring {pointer} failed")
+    ]
+    assert [re.search(r"\((\d) of 3 attempts\)", m).group(1) for m in attempts] == ["1", "2", "3"]
+    assert all(re.search(cause, m) for m in attempts)
+    assert client.job_master.progress.restarts == 2
+    assert client.get_job_status().result() is JobStatus.FAILED
+
+
+def test_the_number_of_attempts_is_configured(spark: Any, tmp_path: Path) -> None:
+    done = run_until_checkpoints(_env(spark, tmp_path, "ckpt-a"), 1, "restore-failures-c")
+    pointer = next(s.external_pointer for s in reversed(done) if Path(s.external_pointer).exists())
+    _truncate_last_key_group(pointer)
+    env = _env(
+        spark,
+        tmp_path,
+        "ckpt-b",
+        **{
+            "execution.state-recovery.path": pointer,
+            "sparkpoint.restart.restore-attempts": "1",
+        },
+    )
+    client = env.execute_async("restore-failures-d")
+    with pytest.raises(JobExecutionError, match=r"failed 1 times \(sparkpoint\.restart"):
+        client.get_job_execution_result().result(timeout=300)
+    assert client.job_master.progress.restarts == 0
+    assert client.get_job_status().result() is JobStatus.FAILED
