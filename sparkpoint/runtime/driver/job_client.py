@@ -7,8 +7,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from sparkpoint.metrics.sample import MetricValue
 from sparkpoint.common.job_status import JobStatus
+from sparkpoint.metrics.sample import MetricValue
 from sparkpoint.runtime.dashboard.server import start_dashboard
 from sparkpoint.runtime.driver.changelog_checkpoints import MaterializationStats
 from sparkpoint.runtime.driver.coordinator import CheckpointStats
