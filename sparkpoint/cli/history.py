@@ -4,7 +4,8 @@ Every complete ``chk-N/`` and ``savepoint-*/`` under the directory (found as ``c
 list`` finds them) gives one row: id, trigger time, duration, sizes, inline bytes, files
 and the size of every subtask's state, read from the statistics the job stored in its
 ``_metadata`` (measured again from the handles for a ``_metadata`` written before them,
-whose times are then unknown). It works while the job runs and after it ended.
+whose times are then unknown); for a job reading Kafka, also the consumer lag per partition
+when the checkpoint's epoch ended. It works while the job runs and after it ended.
 """
 
 from __future__ import annotations
@@ -35,8 +36,25 @@ def checkpoint_history(directory: str) -> tuple[list[dict[str, Any]], int]:
         del row["status"], row["failure"]
         row["path"] = entry.path
         row["metadata_size"] = entry.metadata_size
+        lag = _consumer_lag(metadata)
+        if lag:
+            row["consumer_lag"] = lag
         rows.append(row)
     return rows, skipped
+
+
+def _consumer_lag(metadata: Any) -> dict[str, dict[str, int]]:
+    """Source -> partition -> records not yet read when the checkpoint's epoch ended, from
+    the job master state (``sparkpoint.job``; empty when no source reports a lag)."""
+    state = metadata.get_master_state("sparkpoint.job")
+    data = state.to_json() if state is not None else None
+    lag = data.get("source_lag") if isinstance(data, dict) else None
+    return lag if isinstance(lag, dict) else {}
+
+
+def _total_lag(row: dict[str, Any]) -> str:
+    lag = row.get("consumer_lag")
+    return "-" if not lag else str(sum(n for by in lag.values() for n in by.values()))
 
 
 def _time(ms: int) -> str:
@@ -55,7 +73,7 @@ def _subtasks(row: dict[str, Any]) -> str:
 
 def format_history(rows: list[dict[str, Any]], skipped: int) -> str:
     """The table ``history`` prints (times in UTC)."""
-    header = (
+    header: tuple[str, ...] = (
         "ID",
         "KIND",
         "EPOCH",
@@ -67,6 +85,9 @@ def format_history(rows: list[dict[str, Any]], skipped: int) -> str:
         "FILES",
         "PER SUBTASK",
     )
+    with_lag = any("consumer_lag" in r for r in rows)
+    if with_lag:
+        header = (*header[:-1], "LAG", header[-1])
     table = [header] + [
         (
             str(r["id"]),
@@ -78,6 +99,7 @@ def format_history(rows: list[dict[str, Any]], skipped: int) -> str:
             format_bytes(r["checkpointed_size"]),
             format_bytes(r["inline_bytes"]),
             str(r["files"]),
+            *((_total_lag(r),) if with_lag else ()),
             _subtasks(r),
         )
         for r in rows

@@ -63,6 +63,7 @@ class KafkaSource(Source):
         )
         self._consumer: Any = None  # the driver's metadata consumer; never pickled
         self._discovered_at = 0.0
+        self._ends: dict[str, int] = {}  # split id -> end offset next_range last saw (driver)
 
     @staticmethod
     def builder() -> KafkaSourceBuilder:
@@ -72,10 +73,22 @@ class KafkaSource(Source):
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_consumer"] = None
+        state["_ends"] = {}
         return state
 
     def get_boundedness(self) -> str:
         return Boundedness.BOUNDED if self.bounded else Boundedness.CONTINUOUS_UNBOUNDED
+
+    def finishes_when_splits_end(self) -> bool:
+        """Bounded, or unbounded with stopping offsets: the job ends when every partition
+        reached its stopping offset, as Flink's ``KafkaSource``."""
+        return self.bounded or self.stopping is not None
+
+    def split_lag(self, split: SourceSplit) -> int | None:
+        """The partition's end offset (or stopping offset, if lower) when ``next_range``
+        last asked, minus the split's position: Flink's ``records-lag`` of the partition."""
+        end = self._ends.get(split.split_id)
+        return None if end is None else max(0, end - split.position)
 
     # -- the driver's side --------------------------------------------------------------
     def _client_config(self, purpose: str) -> dict[str, Any]:
@@ -151,11 +164,13 @@ class KafkaSource(Source):
         tp = TopicPartition(split.info["topic"], split.info["partition"])
         _lo, high = self._metadata_consumer().get_watermark_offsets(tp, timeout=30, cached=False)
         end = high if split.end is None else min(high, split.end)
+        self._ends[split.split_id] = end
         hi = min(split.position + max_records, end)
         if hi <= split.position:
             return None
         last = split.end is not None and hi >= split.end
-        return SplitRange(split.split_id, split.position, hi, split.info, last)
+        # Offsets count records (transaction markers too, so at most ``hi - position``).
+        return SplitRange(split.split_id, split.position, hi, split.info, last, hi - split.position)
 
     # -- the task's side ----------------------------------------------------------------
     def read(self, split_range: SplitRange) -> Iterator[Any]:

@@ -76,6 +76,9 @@ class SplitRange:
     end: Any
     info: dict[str, Any]
     last: bool  # the split is exhausted after this range
+    # How many records the range holds at most (None: the source does not count them);
+    # the driver starts an epoch at once when a range is full (epoch pacing).
+    records: int | None = None
 
 
 class Source(abc.ABC):
@@ -109,6 +112,16 @@ class Source(abc.ABC):
                 batch = []
         if batch:
             yield batch, None
+
+    def finishes_when_splits_end(self) -> bool:
+        """Whether the source ends once every split has ended: a bounded one does, and so
+        does an unbounded one given stopping positions (Kafka's ``set_unbounded``)."""
+        return self.get_boundedness() == Boundedness.BOUNDED
+
+    def split_lag(self, split: SourceSplit) -> int | None:
+        """Records of ``split`` that are available and not yet read, as last seen by
+        ``next_range`` on the driver (Kafka's consumer lag); None: the source cannot tell."""
+        return None
 
     def advance(self, split: SourceSplit, split_range: SplitRange) -> None:
         """Move ``split`` past ``split_range`` after its epoch succeeded."""
@@ -153,6 +166,18 @@ class SplitEnumerator:
         """The epoch that read ``ranges`` succeeded: advance the positions."""
         for r in ranges:
             self.source.advance(self.splits[r.split_id], r)
+
+    def lag(self) -> dict[str, int]:
+        """Split id -> records available and not yet read, for the splits whose source
+        can tell (none for most sources; every unfinished partition for Kafka)."""
+        out: dict[str, int] = {}
+        for split_id, split in self.splits.items():
+            if split.finished:
+                continue
+            lag = self.source.split_lag(split)
+            if lag is not None:
+                out[split_id] = lag
+        return out
 
     def snapshot_state(self) -> list[dict[str, Any]]:
         """Split positions, for the checkpoint."""

@@ -54,6 +54,8 @@ class JobView:
     interval_ms: int
     refresh_ms: int = 2000
     subtask_restores: tuple[SubtaskRestoreEvent, ...] = field(default=())
+    # source operator id -> split -> records not yet read after the latest epoch
+    consumer_lag: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
         """Flink's checkpoint counts: triggered, in progress, completed, failed, restored."""
@@ -101,6 +103,7 @@ class JobView:
                 }
                 for r in self.subtask_restores
             ],
+            "consumer_lag": {op: dict(lag) for op, lag in self.consumer_lag.items()},
             "operators": [
                 {
                     "operator_id": o.operator_id,
@@ -166,4 +169,5 @@ def job_view(progress: JobProgress, started: float, meter: RateMeter, refresh_ms
         interval_ms=progress.checkpoint_interval_ms,
         refresh_ms=refresh_ms,
         subtask_restores=tuple(r for e in reports for r in e.subtask_restores),
+        consumer_lag=progress.consumer_lag(),
     )
