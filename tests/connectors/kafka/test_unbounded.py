@@ -2,8 +2,8 @@
 delivers a record produced later within about one interval; a slow operator bounds the
 records per epoch while the consumer lag per partition counts down exactly (job client,
 dashboard JSON and page); cancel ends an idle job in seconds; stop-with-savepoint under a
-steady producer and a restore that ends at ``set_unbounded`` stopping offsets give every
-record exactly once."""
+steady producer and its restore give every record exactly once; ``set_unbounded`` stopping
+offsets end a job by itself."""
 
 from __future__ import annotations
 
@@ -215,7 +215,7 @@ def test_slow_operator_bounds_each_epoch_and_lag_counts_down(
     assert got == expected_output(400)
 
 
-def test_stop_with_savepoint_under_steady_input_then_stop_at_offsets(
+def test_stop_with_savepoint_under_steady_input_and_restore_exactly(
     spark: Any, tmp_path: Any, kafka_broker: KafkaBroker
 ) -> None:
     name = "unb-stop"
@@ -252,11 +252,39 @@ def test_stop_with_savepoint_under_steady_input_then_stop_at_offsets(
     assert [sorted(r["consumer_lag"]["source"]) for r in rows] == [[f"{name}-in-0", f"{name}-in-1"]]
     assert " LAG " in format_history(rows, 0).splitlines()[0]
 
-    # The restore reads on from the savepoint's offsets and ends at the latest offsets of
-    # when it started (set_unbounded), by itself, as Flink's KafkaSource does.
+    # The restore reads on from the savepoint's offsets: every record once across the stop.
     env = _env(spark, tmp_path, {}, restore=str(savepoint))
-    _job(env, kafka_broker, name, stop_at_latest=True)
-    result = env.execute(f"{name}-resumed")
-    assert result.records_in == produced[0] - first
+    _job(env, kafka_broker, name)
+    client = env.execute_async(f"{name}-resumed")
+    try:
+        _wait(
+            "the rest of the input",
+            lambda: client.job_master.progress.records_in == produced[0] - first,
+            client,
+        )
+        _wait("the checkpoint covering it", lambda: _quiescent(client), client)
+    finally:
+        client.cancel()
+        client.wait(timeout=60)
+    assert client.job_master.progress.records_in == produced[0] - first
     got = collections.Counter(read_committed(kafka_broker.bootstrap_servers, f"{name}-out"))
     assert got == expected_output(produced[0])
+
+
+def test_set_unbounded_ends_the_job_at_its_stopping_offsets(
+    spark: Any, tmp_path: Any, kafka_broker: KafkaBroker
+) -> None:
+    """``set_unbounded(latest())``: the offsets of the start; records produced later are
+    not read, and the job finishes by itself, as Flink's ``KafkaSource``."""
+    name = "unb-offsets"
+    _topics(kafka_broker, name)
+    _produce(kafka_broker, name, range(30))
+    env = _env(spark, tmp_path, {})
+    _job(env, kafka_broker, name, stop_at_latest=True)
+    client = env.execute_async(name)
+    _produce(kafka_broker, name, range(30, 40))  # after the stopping offsets were resolved
+    result = client.wait(timeout=120)
+    assert client.job_master.status == "FINISHED"
+    assert result.records_in == 30
+    got = collections.Counter(read_committed(kafka_broker.bootstrap_servers, f"{name}-out"))
+    assert got == expected_output(30)
