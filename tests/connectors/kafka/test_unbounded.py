@@ -150,6 +150,9 @@ def test_idle_job_runs_no_spark_job_and_delivers_a_late_record(
         job_id = client.get_job_id()
         _wait("40 records", lambda: client.job_master.progress.records_in == 40, client)
         _wait("the checkpoint covering them", lambda: _quiescent(client), client)
+        # The epoch whose report completed that checkpoint may still be ending: its report
+        # is appended after the checkpoint completes.
+        time.sleep(1.5)
         epochs, jobs = len(client.get_epoch_reports()), _spark_jobs(spark, job_id)
         time.sleep(4.0)  # a loop planning every 0.2 s would have run 20 epochs
         assert len(client.get_epoch_reports()) == epochs
