@@ -203,8 +203,11 @@ class KafkaSource(Source):
             end = split_range.end
             deserialize = self.deserializer.deserialize_batch
             progress = time.monotonic()
+            next_offset = split_range.start
             while True:
-                messages = consumer.consume(_BATCH, 1.0)
+                # Ask for no more than the range holds: consume() returns once it has them,
+                # instead of waiting out its timeout while the partition grows past the range.
+                messages = consumer.consume(max(1, min(_BATCH, end - next_offset)), 1.0)
                 values: list[Any] = []
                 timestamps: list[int | None] = []
                 done = False
@@ -223,6 +226,7 @@ class KafkaSource(Source):
                     ts_type, ts = m.timestamp()
                     timestamps.append(None if ts_type == TIMESTAMP_NOT_AVAILABLE else ts)
                     done = offset >= end - 1
+                    next_offset = next_offset if offset is None else offset + 1
                 if values:
                     progress = time.monotonic()
                     yield deserialize(values), timestamps
@@ -232,6 +236,7 @@ class KafkaSource(Source):
                 position = consumer.position([TopicPartition(topic, partition)])[0].offset
                 if position >= end:
                     return
+                next_offset = max(next_offset, position)
                 if time.monotonic() - progress > _STALL_SECONDS:
                     raise RuntimeError(
                         f"Kafka partition {topic}-{partition}: no record at offsets "
