@@ -189,7 +189,7 @@ def test_slow_operator_bounds_each_epoch_and_lag_counts_down(
     name = "unb-slow"
     _topics(kafka_broker, name)
     _produce(kafka_broker, name, range(400))  # 200 per partition
-    conf = {"sparkpoint.epoch.max-records-per-split": "50", "sparkpoint.dashboard.enabled": "1"}
+    conf = {"sparkpoint.epoch.max-records-per-split": "50", "sparkpoint.dashboard.enabled": "true"}
     env = _env(spark, tmp_path, conf)
     _job(env, kafka_broker, name, slow=0.003)
     client = env.execute_async(name)
