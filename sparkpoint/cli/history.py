@@ -4,7 +4,8 @@ Every complete ``chk-N/`` and ``savepoint-*/`` under the directory (found as ``c
 list`` finds them) gives one row: id, trigger time, duration, sizes, inline bytes, files
 and the size of every subtask's state, read from the statistics the job stored in its
 ``_metadata`` (measured again from the handles for a ``_metadata`` written before them,
-whose times are then unknown). It works while the job runs and after it ended. A snapshot
+whose times are then unknown); for a job reading Kafka, also the consumer lag per partition
+when the checkpoint's epoch ended. It works while the job runs and after it ended. A snapshot
 whose ``_metadata`` or statistics cannot be read is left out and reported on stderr (one
 line each); the rest are still listed.
 """
@@ -62,6 +63,9 @@ def read_history(directory: str) -> History:
         del row["status"], row["failure"]
         row["path"] = entry.path
         row["metadata_size"] = entry.metadata_size
+        lag = _consumer_lag(entry.metadata)
+        if lag:
+            row["consumer_lag"] = lag
         history.rows.append(row)
     return history
 
@@ -71,6 +75,27 @@ def checkpoint_history(directory: str) -> tuple[list[dict[str, Any]], int]:
     progress, or unreadable)."""
     history = read_history(directory)
     return history.rows, history.in_progress + len(history.failed)
+
+
+def _consumer_lag(metadata: Any) -> dict[str, dict[str, int]]:
+    """Source -> partition -> records not yet read when the checkpoint's epoch ended, from
+    the job master state (``sparkpoint.job``; empty when no source reports a lag)."""
+    state = metadata.get_master_state("sparkpoint.job")
+    data = state.to_json() if state is not None else None
+    lag = data.get("source_lag") if isinstance(data, dict) else None
+    if not isinstance(lag, dict):
+        return {}
+    # From the snapshot: only well-formed entries are shown.
+    return {
+        str(source): {str(split): n for split, n in by_split.items() if type(n) is int}
+        for source, by_split in lag.items()
+        if isinstance(by_split, dict)
+    }
+
+
+def _total_lag(row: dict[str, Any]) -> str:
+    lag = row.get("consumer_lag")
+    return "-" if not lag else str(sum(n for by in lag.values() for n in by.values()))
 
 
 def _time(ms: int) -> str:
@@ -91,7 +116,7 @@ def format_history(rows: list[dict[str, Any]], skipped: int, failed: int = 0) ->
     """The table ``history`` prints (times in UTC; strings from the snapshots escaped):
     ``skipped`` directories have no ``_metadata`` yet, ``failed`` ones could not be read."""
     rows = printable_tree(rows)
-    header = (
+    header: tuple[str, ...] = (
         "ID",
         "KIND",
         "EPOCH",
@@ -103,6 +128,9 @@ def format_history(rows: list[dict[str, Any]], skipped: int, failed: int = 0) ->
         "FILES",
         "PER SUBTASK",
     )
+    with_lag = any("consumer_lag" in r for r in rows)
+    if with_lag:
+        header = (*header[:-1], "LAG", header[-1])
     table = [header] + [
         (
             str(r["id"]),
@@ -114,6 +142,7 @@ def format_history(rows: list[dict[str, Any]], skipped: int, failed: int = 0) ->
             format_bytes(r["checkpointed_size"]),
             format_bytes(r["inline_bytes"]),
             str(r["files"]),
+            *((_total_lag(r),) if with_lag else ()),
             _subtasks(r),
         )
         for r in rows

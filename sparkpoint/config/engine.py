@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from sparkpoint.config.option import BOOLEAN, STRING, ConfigOption, OptionGroup, int_type
+from sparkpoint.config.option import (
+    BOOLEAN,
+    DURATION,
+    STRING,
+    ConfigOption,
+    OptionGroup,
+    duration_type,
+    int_type,
+)
 
 __all__ = ["SparkpointOptions"]
 
@@ -16,7 +24,29 @@ class SparkpointOptions(OptionGroup):
         "sparkpoint.epoch.max-records-per-split",
         int_type(minimum=1),
         100_000,
-        "Most records one source split reads in one epoch (one Spark job).",
+        "Most records one source split reads in one epoch (one Spark job). A split with "
+        "this many records waiting starts the next epoch at once (heavy input); it also "
+        "bounds what a job buffers: a slow operator or sink slows the epochs, and the "
+        "rest waits in the source (backpressure).",
+    )
+    EPOCH_INTERVAL: ConfigOption[int | None] = ConfigOption(
+        "sparkpoint.epoch.interval",
+        DURATION,
+        None,
+        "Least time between the starts of two epochs while input is sparse (no split of a "
+        "source that counts its records, such as Kafka's, has "
+        "sparkpoint.epoch.max-records-per-split records waiting). Unset: the checkpoint "
+        "interval when checkpointing is on, else 1 s. 0: an epoch starts as soon as any "
+        "record is there.",
+    )
+    IDLE_EPOCH_INTERVAL: ConfigOption[int | None] = ConfigOption(
+        "sparkpoint.epoch.idle-interval",
+        duration_type(10),
+        None,
+        "With no input, an empty epoch runs this often. Unset: every second when the job "
+        "has operators that act on time (process functions, windows, async I/O, watermark "
+        "strategies), else only when a due checkpoint has something to capture or complete, "
+        "so an idle job runs no Spark job.",
     )
     TASKS_PER_CORE = ConfigOption(
         "sparkpoint.epoch.tasks-per-core",

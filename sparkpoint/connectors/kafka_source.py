@@ -2,8 +2,9 @@
 
 The driver resolves starting (and, bounded, stopping) offsets and plans each epoch's range
 ``[position, min(end of partition, stopping offset))`` per split; a task reads exactly that
-range with a confluent-kafka consumer, ``consume()`` a batch at a time. Positions go into every
-checkpoint, so a restore (or a savepoint) continues from the offsets it recorded.
+range with a confluent-kafka consumer, ``consume()`` a batch at a time, each record with its
+Kafka timestamp (as Flink's ``KafkaSource``). Positions go into every checkpoint, so a restore
+(or a savepoint) continues from the offsets it recorded.
 """
 
 from __future__ import annotations
@@ -16,7 +17,13 @@ from typing import Any
 
 from sparkpoint.connectors.kafka_offsets import KafkaOffsetsInitializer, KafkaTopicPartition
 from sparkpoint.connectors.serialization_schemas import DeserializationSchema
-from sparkpoint.connectors.source import Boundedness, Source, SourceSplit, SplitRange
+from sparkpoint.connectors.source import (
+    Boundedness,
+    Source,
+    SourceSplit,
+    SplitRange,
+    TimestampedBatch,
+)
 from sparkpoint.errors import ConfigurationError
 
 __all__ = ["KafkaSource", "KafkaSourceBuilder"]
@@ -56,6 +63,7 @@ class KafkaSource(Source):
         )
         self._consumer: Any = None  # the driver's metadata consumer; never pickled
         self._discovered_at = 0.0
+        self._ends: dict[str, int] = {}  # split id -> end offset next_range last saw (driver)
 
     @staticmethod
     def builder() -> KafkaSourceBuilder:
@@ -65,10 +73,22 @@ class KafkaSource(Source):
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_consumer"] = None
+        state["_ends"] = {}
         return state
 
     def get_boundedness(self) -> str:
         return Boundedness.BOUNDED if self.bounded else Boundedness.CONTINUOUS_UNBOUNDED
+
+    def finishes_when_splits_end(self) -> bool:
+        """Bounded, or unbounded with stopping offsets: the job ends when every partition
+        reached its stopping offset, as Flink's ``KafkaSource``."""
+        return self.bounded or self.stopping is not None
+
+    def split_lag(self, split: SourceSplit) -> int | None:
+        """The partition's end offset (or stopping offset, if lower) when ``next_range``
+        last asked, minus the split's position: Flink's ``records-lag`` of the partition."""
+        end = self._ends.get(split.split_id)
+        return None if end is None else max(0, end - split.position)
 
     # -- the driver's side --------------------------------------------------------------
     def _client_config(self, purpose: str) -> dict[str, Any]:
@@ -144,22 +164,32 @@ class KafkaSource(Source):
         tp = TopicPartition(split.info["topic"], split.info["partition"])
         _lo, high = self._metadata_consumer().get_watermark_offsets(tp, timeout=30, cached=False)
         end = high if split.end is None else min(high, split.end)
+        self._ends[split.split_id] = end
         hi = min(split.position + max_records, end)
         if hi <= split.position:
             return None
         last = split.end is not None and hi >= split.end
-        return SplitRange(split.split_id, split.position, hi, split.info, last)
+        # Offsets count records (transaction markers too, so at most ``hi - position``).
+        return SplitRange(split.split_id, split.position, hi, split.info, last, hi - split.position)
 
     # -- the task's side ----------------------------------------------------------------
     def read(self, split_range: SplitRange) -> Iterator[Any]:
-        for batch in self.read_batches(split_range):
-            yield from batch
+        for values, _timestamps in self.read_batches(split_range):
+            yield from values
 
-    def read_batches(self, split_range: SplitRange) -> Iterator[list[Any]]:
-        """The records of ``split_range`` in batches of up to ``consume()``'s size."""
+    def read_batches(self, split_range: SplitRange) -> Iterator[TimestampedBatch]:
+        """The records of ``split_range`` in batches of up to ``consume()``'s size, with their
+        Kafka timestamps (producer's or broker's, by the topic's ``message.timestamp.type``;
+        None for a record without one)."""
         if split_range.end <= split_range.start:
             return
-        from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+        from confluent_kafka import (
+            TIMESTAMP_NOT_AVAILABLE,
+            Consumer,
+            KafkaError,
+            KafkaException,
+            TopicPartition,
+        )
 
         topic, partition = split_range.info["topic"], split_range.info["partition"]
         conf = self._client_config(f"reader-{partition}")
@@ -173,9 +203,13 @@ class KafkaSource(Source):
             end = split_range.end
             deserialize = self.deserializer.deserialize_batch
             progress = time.monotonic()
+            next_offset = split_range.start
             while True:
-                messages = consumer.consume(_BATCH, 1.0)
+                # Ask for no more than the range holds: consume() returns once it has them,
+                # instead of waiting out its timeout while the partition grows past the range.
+                messages = consumer.consume(max(1, min(_BATCH, end - next_offset)), 1.0)
                 values: list[Any] = []
+                timestamps: list[int | None] = []
                 done = False
                 for m in messages:
                     err = m.error()
@@ -189,16 +223,20 @@ class KafkaSource(Source):
                         done = True
                         break
                     values.append(m.value())
+                    ts_type, ts = m.timestamp()
+                    timestamps.append(None if ts_type == TIMESTAMP_NOT_AVAILABLE else ts)
                     done = offset >= end - 1
+                    next_offset = next_offset if offset is None else offset + 1
                 if values:
                     progress = time.monotonic()
-                    yield deserialize(values)
+                    yield deserialize(values), timestamps
                 if done:
                     return
                 # Transaction markers and aborted records take offsets that yield no record.
                 position = consumer.position([TopicPartition(topic, partition)])[0].offset
                 if position >= end:
                     return
+                next_offset = max(next_offset, position)
                 if time.monotonic() - progress > _STALL_SECONDS:
                     raise RuntimeError(
                         f"Kafka partition {topic}-{partition}: no record at offsets "

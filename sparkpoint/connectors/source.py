@@ -3,6 +3,8 @@
 The driver-side ``SplitEnumerator`` hands out, per epoch, a ``SplitRange`` for each split
 (``start`` inclusive, ``end`` exclusive positions); the task side reads exactly that range.
 A checkpoint records every split's position after the epoch, so a restore rewinds exactly.
+A task reads a range through ``read_batches``: batches of records, each with the records'
+timestamps when the source has them (Kafka's), as Flink's ``SourceReader`` emits them.
 """
 
 from __future__ import annotations
@@ -14,7 +16,18 @@ from typing import Any
 
 from sparkpoint.errors import UnsafeStatePathError
 
-__all__ = ["Boundedness", "Source", "SourceSplit", "SplitEnumerator", "SplitRange"]
+__all__ = [
+    "Boundedness",
+    "Source",
+    "SourceSplit",
+    "SplitEnumerator",
+    "SplitRange",
+    "TimestampedBatch",
+]
+
+# Records and their timestamps (None: no record of the batch carries one).
+TimestampedBatch = tuple[list[Any], list[int | None] | None]
+READ_BATCH = 8192  # records per batch of the default ``read_batches``
 
 
 class Boundedness:
@@ -65,6 +78,9 @@ class SplitRange:
     end: Any
     info: dict[str, Any]
     last: bool  # the split is exhausted after this range
+    # How many records the range holds at most (None: the source does not count them);
+    # the driver starts an epoch at once when a range is full (epoch pacing).
+    records: int | None = None
 
 
 class Source(abc.ABC):
@@ -92,6 +108,28 @@ class Source(abc.ABC):
     ) -> None:
         """Refuse a split a restored snapshot names that this source could not have
         discovered (``UnsafeStatePathError`` naming ``where``), before it is read."""
+
+    def read_batches(self, split_range: SplitRange) -> Iterator[TimestampedBatch]:
+        """The records of ``split_range`` in batches with their timestamps (runs in a Spark
+        task); by default ``read()``'s records in batches of ``READ_BATCH``, without any."""
+        batch: list[Any] = []
+        for value in self.read(split_range):
+            batch.append(value)
+            if len(batch) >= READ_BATCH:
+                yield batch, None
+                batch = []
+        if batch:
+            yield batch, None
+
+    def finishes_when_splits_end(self) -> bool:
+        """Whether the source ends once every split has ended: a bounded one does, and so
+        does an unbounded one given stopping positions (Kafka's ``set_unbounded``)."""
+        return self.get_boundedness() == Boundedness.BOUNDED
+
+    def split_lag(self, split: SourceSplit) -> int | None:
+        """Records of ``split`` that are available and not yet read, as last seen by
+        ``next_range`` on the driver (Kafka's consumer lag); None: the source cannot tell."""
+        return None
 
     def advance(self, split: SourceSplit, split_range: SplitRange) -> None:
         """Move ``split`` past ``split_range`` after its epoch succeeded."""
@@ -136,6 +174,18 @@ class SplitEnumerator:
         """The epoch that read ``ranges`` succeeded: advance the positions."""
         for r in ranges:
             self.source.advance(self.splits[r.split_id], r)
+
+    def lag(self) -> dict[str, int]:
+        """Split id -> records available and not yet read, for the splits whose source
+        can tell (none for most sources; every unfinished partition for Kafka)."""
+        out: dict[str, int] = {}
+        for split_id, split in self.splits.items():
+            if split.finished:
+                continue
+            lag = self.source.split_lag(split)
+            if lag is not None:
+                out[split_id] = lag
+        return out
 
     def snapshot_state(self) -> list[dict[str, Any]]:
         """Split positions, for the checkpoint."""

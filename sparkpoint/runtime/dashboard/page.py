@@ -280,6 +280,21 @@ def _metrics(view: JobView) -> str:
     )
 
 
+def _lag(view: JobView) -> str:
+    """The consumer lag table: one row per source split that reports one (Kafka)."""
+    rows = "".join(
+        f"<tr><td>{_e(op)}</td><td>{_e(split)}</td><td class=num>{lag:,}</td></tr>"
+        for op, by_split in view.consumer_lag.items()
+        for split, lag in by_split.items()
+    )
+    if not rows:
+        return '<p class="muted">No source reports a consumer lag.</p>'
+    return (
+        '<table id="consumer-lag"><tr><th>Source</th><th>Partition</th>'
+        f"<th class=num>Lag (records)</th></tr>{rows}</table>"
+    )
+
+
 def render_page(view: JobView) -> str:
     """The whole page for ``view``."""
     counts = view.counts()
@@ -365,6 +380,7 @@ def render_page(view: JobView) -> str:
 <section id="recovery">{_recovery(view)}</section>
 <section id="placement"><h2>Keyed operators</h2>{_operators(view)}</section>
 <section id="metrics"><h2>Metrics</h2>{_metrics(view)}</section>
+<section id="lag"><h2>Consumer lag</h2>{_lag(view)}</section>
 </main>
 <footer>sparkpoint dashboard: read-only; reloads every {refresh} s; JSON at
 <a href="/api/job">/api/job</a>, Prometheus text at <code>/metrics</code>.</footer>

@@ -57,6 +57,8 @@ class JobView:
     refresh_ms: int = 2000
     subtask_restores: tuple[SubtaskRestoreEvent, ...] = field(default=())
     metrics: tuple[MetricValue, ...] = field(default=())
+    # source operator id -> split -> records not yet read after the latest epoch
+    consumer_lag: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
         """Flink's checkpoint counts: triggered, in progress, completed, failed, restored."""
@@ -104,6 +106,7 @@ class JobView:
                 }
                 for r in self.subtask_restores
             ],
+            "consumer_lag": {op: dict(lag) for op, lag in self.consumer_lag.items()},
             "operators": [
                 {
                     "operator_id": o.operator_id,
@@ -171,4 +174,5 @@ def job_view(progress: JobProgress, started: float, meter: RateMeter, refresh_ms
         refresh_ms=refresh_ms,
         subtask_restores=tuple(r for e in reports for r in e.subtask_restores),
         metrics=tuple(metric_values(progress)),
+        consumer_lag=progress.consumer_lag(),
     )

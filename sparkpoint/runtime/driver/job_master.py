@@ -32,6 +32,7 @@ from sparkpoint.errors import (
 from sparkpoint.runtime.dashboard.server import DashboardSettings
 from sparkpoint.runtime.driver.changelog_checkpoints import ChangelogCheckpoints
 from sparkpoint.runtime.driver.epoch_checkpoints import EpochCheckpoints
+from sparkpoint.runtime.driver.epoch_pacing import EpochPacer
 from sparkpoint.runtime.driver.failover import JobRestore
 from sparkpoint.runtime.driver.job_requests import ClientRequest, RequestKind, RequestQueue
 from sparkpoint.runtime.driver.keyed_placement import KeyedPlacement
@@ -134,7 +135,7 @@ class JobMaster:
             self._changelog,
             self._progress,
         )
-        self._last_epoch_end_ms = clock.monotonic_ms()
+        self._pacer = EpochPacer(plan, settings, clock)
 
     # -- read by the job client, the dashboard and tools ---------------------------------------
     @property
@@ -213,12 +214,13 @@ class JobMaster:
                 return
 
     def _run_one_epoch(self, stop_request: ClientRequest | None) -> bool:
-        """Run the next epoch (unless the job is idle); whether it ended the input."""
+        """Run the next epoch (unless it is not time yet); whether it ended the input."""
         ranges = self._sources.plan_epoch(self._s.max_records_per_split)
         end_of_input = self._sources.end_of_input(ranges)
-        if self._stays_idle(ranges, end_of_input, stop_request):
+        if self._waits(ranges, end_of_input, stop_request):
             return False
         self._epoch += 1
+        self._pacer.epoch_started()
         t0 = time.perf_counter()
         run = self._run_until_accepted(ranges, end_of_input, stop_request)
         completed = self._accept(run, ranges, time.perf_counter() - t0)
@@ -226,19 +228,26 @@ class JobMaster:
             self._end_stop(completed, run.drain)
         return end_of_input
 
-    def _stays_idle(
+    def _waits(
         self,
         ranges: dict[int, list[SplitRange]],
         end_of_input: bool,
         stop_request: ClientRequest | None,
     ) -> bool:
-        """With nothing to read, restore or serve, wait; whether to skip the epoch (no
-        checkpoint due, and the idle epoch interval has not passed)."""
-        if any(ranges.values()) or end_of_input or stop_request is not None or self._start.restore:
+        """Whether the epoch waits (``epoch_pacing.py``): then the driver sleeps until the
+        pacer's time, or until a client request arrives, and plans again."""
+        if end_of_input or stop_request is not None or self._start.restore:
             return False
-        time.sleep(self._s.idle_sleep_s)
-        idle_ms = self._clock.monotonic_ms() - self._last_epoch_end_ms
-        return not self._checkpoints.is_due() and idle_ms < self._s.idle_epoch_interval_s * 1000
+        wait_s = self._pacer.wait_s(
+            ranges,
+            checkpoint_due=self._checkpoints.is_due(),
+            checkpointed_epoch=self._checkpoints.checkpointed_epoch,
+            uploads_pending=bool(self._checkpoints.pending_ids()),
+        )
+        if wait_s <= 0:
+            return False
+        self._requests.wait(wait_s)
+        return True
 
     def _run_until_accepted(
         self,
@@ -334,9 +343,10 @@ class JobMaster:
         self, run: _AcceptedRun, ranges: dict[int, list[SplitRange]], seconds: float
     ) -> CompletedCheckpoint | None:
         """Go on with ``run``'s results; returns the checkpoint the epoch completed, if any."""
-        self._last_epoch_end_ms = self._clock.monotonic_ms()
         sources = self._sources.source_stages
-        self._progress.epoch_accepted(sum(r.records_in for r in run.reports if r.stage in sources))
+        records_in = sum(r.records_in for r in run.reports if r.stage in sources)
+        self._pacer.epoch_accepted(self._epoch, records_in)
+        self._progress.epoch_accepted(records_in)
         self._accepted_run = self._run_id
         self._start.absorb(run.reports)
         for report in run.reports:
@@ -357,6 +367,7 @@ class JobMaster:
             seconds=seconds,
             checkpoint_id=run.pending.checkpoint_id if run.pending is not None else None,
             uploads=uploads,
+            lag=self._sources.lag(),
         )
         return self._checkpoints.epoch_ended(self._epoch, run.pending, run.stop_request)
 
@@ -371,6 +382,7 @@ class JobMaster:
             generators=dict(self._start.generators),
             pending_sink_commits=tuple(self._sink_commits.pending_up_to(self._epoch)),
             recovery=self._progress.recovery_since(self._checkpoints.checkpointed_epoch),
+            source_lag=self._sources.lag(),
         )
 
     def _end_stop(self, completed: CompletedCheckpoint | None, drain: bool) -> None:

@@ -3,8 +3,9 @@ cancel): taken one per epoch boundary, each answered through its future."""
 
 from __future__ import annotations
 
+import collections
 import enum
-import queue
+import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -37,24 +38,31 @@ class RequestQueue:
     """The requests not yet taken (filled by client threads, taken by the job master)."""
 
     def __init__(self) -> None:
-        self._queue: queue.Queue[ClientRequest] = queue.Queue()
+        self._items: collections.deque[ClientRequest] = collections.deque()
+        self._arrived = threading.Condition()
 
     def put(self, kind: str, target: str | None = None, drain: bool = False) -> Future[Any]:
         """Queue a request; its future is answered when the job master handled it."""
         fut: Future[Any] = Future()
-        self._queue.put(ClientRequest(RequestKind(kind), target, drain, fut))
+        self.requeue(ClientRequest(RequestKind(kind), target, drain, fut))
         return fut
 
     def requeue(self, request: ClientRequest) -> None:
         """Queue ``request`` again (to retry it after a restore)."""
-        self._queue.put(request)
+        with self._arrived:
+            self._items.append(request)
+            self._arrived.notify_all()
 
     def take(self) -> ClientRequest | None:
         """The oldest request, if any."""
-        try:
-            return self._queue.get_nowait()
-        except queue.Empty:
-            return None
+        with self._arrived:
+            return self._items.popleft() if self._items else None
+
+    def wait(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for a request (the job master between epochs); whether
+        one is queued."""
+        with self._arrived:
+            return self._arrived.wait_for(lambda: bool(self._items), timeout_s)
 
     def fail_all(self, job_id: str, status: str) -> None:
         """Answer every queued request with an error: the job is ``status`` and will not

@@ -30,6 +30,9 @@ class JobMasterState:
     # latest whole-job failovers: shown by ``sparkpoint checkpoints inspect``, never read
     # back by a restore.
     recovery: Mapping[str, Any] = field(default_factory=dict)
+    # Source operator id -> split -> records not yet read when the checkpoint's epoch
+    # ended (Kafka's consumer lag): shown by ``sparkpoint checkpoints``, never read back.
+    source_lag: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     def to_master_state(self) -> MasterState:
         """The master state written into ``_metadata``."""
@@ -44,6 +47,7 @@ class JobMasterState:
                 "generators": dict(self.generators),
                 "pending_sink_commits": [[op, c] for op, c in self.pending_sink_commits],
                 "recovery": dict(self.recovery),
+                "source_lag": {op: dict(lag) for op, lag in self.source_lag.items()},
             },
         )
 
@@ -63,4 +67,5 @@ class JobMasterState:
             generators=data["generators"],
             pending_sink_commits=tuple((op, c) for op, c in data["pending_sink_commits"]),
             recovery=data.get("recovery", {}),
+            source_lag=data.get("source_lag", {}),
         )

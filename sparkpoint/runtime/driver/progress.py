@@ -8,7 +8,7 @@ import dataclasses
 import enum
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sparkpoint.checkpoint.stats import CheckpointStats
@@ -73,6 +73,7 @@ class JobProgress:
         self._last_failover: FailoverEvent | None = None
         # (operator id, subtask) -> why it restores alone in the next run
         self._restore_causes: dict[tuple[str, int], str] = {}
+        self._lag: Mapping[str, Mapping[str, int]] = {}
         self._lock = threading.Lock()
         self._metrics = JobMetrics()
 
@@ -121,6 +122,12 @@ class JobProgress:
         """Every finished epoch's report, in order."""
         with self._lock:
             return list(self._reports)
+
+    def consumer_lag(self) -> dict[str, dict[str, int]]:
+        """Source operator id -> split id -> records available and not yet read, after the
+        latest epoch (Kafka's consumer lag per partition; empty before the first epoch)."""
+        with self._lock:
+            return {op: dict(by_split) for op, by_split in self._lag.items()}
 
     def failovers(self) -> list[FailoverEvent]:
         """The whole-job failovers so far."""
@@ -181,10 +188,12 @@ class JobProgress:
         seconds: float,
         checkpoint_id: int | None,
         uploads: tuple[int, int],
+        lag: Mapping[str, Mapping[str, int]] | None = None,
     ) -> EpochReport:
         """Record (and log) the report of a finished epoch. ``keyed`` are the keyed tasks'
         reports, ``on_preferred`` how many ran where placed, ``uploads`` the asynchronous
-        uploads still running and completed in the epoch."""
+        uploads still running and completed in the epoch, ``lag`` every source split's
+        records not yet read after it (source operator id -> split id -> records)."""
         restores = tuple(
             SubtaskRestoreEvent(
                 epoch,
@@ -216,10 +225,12 @@ class JobProgress:
             changelog_bytes=sum(
                 a.size for r in reports for a in r.changelogs if a.handle is not None
             ),
+            consumer_lag={op: dict(by_split) for op, by_split in (lag or {}).items()},
         )
         self._last_failover = None
         with self._lock:
             self._reports.append(report)
+            self._lag = report.consumer_lag
         _LOG.info("Job %s %s", self._job_id, report.describe())
         return report
 

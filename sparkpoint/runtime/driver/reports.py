@@ -76,6 +76,16 @@ class EpochReport:
     uploads_in_flight: int | None = None
     uploads_completed: int | None = None
     changelog_bytes: int = 0
+    # Source operator id -> split -> records available and not yet read after the epoch
+    # (Kafka's consumer lag per partition; sources that cannot tell are left out).
+    consumer_lag: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+    @property
+    def total_lag(self) -> int | None:
+        """The consumer lag summed over every split (None: no source reports one)."""
+        if not self.consumer_lag:
+            return None
+        return sum(n for lag in self.consumer_lag.values() for n in lag.values())
 
     def to_json(self) -> dict[str, Any]:
         """A compact JSON form (kept in checkpoints, shown by the CLI)."""
@@ -98,6 +108,7 @@ class EpochReport:
             "uploads_in_flight": self.uploads_in_flight,
             "uploads_completed": self.uploads_completed,
             "changelog_bytes": self.changelog_bytes,
+            "consumer_lag": {op: dict(lag) for op, lag in self.consumer_lag.items()},
         }
 
     def describe(self) -> str:
@@ -108,6 +119,8 @@ class EpochReport:
         )
         if self.runs > 1:
             text += f", {self.runs} runs"
+        if self.total_lag is not None:
+            text += f", lag {self.total_lag}"
         if self.checkpoint_id is not None:
             text += f", checkpoint {self.checkpoint_id}"
         if self.uploads_in_flight or self.uploads_completed:

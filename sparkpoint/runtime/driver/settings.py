@@ -95,10 +95,13 @@ class JobSettings:
     materialization_failures_allowed: int = (
         StateBackendOptions.MATERIALIZATION_MAX_FAILURES_ALLOWED.default
     )
+    # How often the driver looks for new input while it waits between epochs.
     idle_sleep_s: float = 0.2
-    # With no new input, an (empty) epoch still runs this often, so processing-time timers
-    # fire and checkpoints are taken while a continuous source is idle.
-    idle_epoch_interval_s: float = 1.0
+    # Least time between epoch starts while input is sparse (sparkpoint.epoch.interval).
+    epoch_interval_ms: int = 1000
+    # With no input, an empty epoch runs this often (None: only when the job needs one;
+    # sparkpoint.epoch.idle-interval, see epoch_pacing.py).
+    idle_epoch_interval_ms: int | None = None
     # sparkpoint.local-state.dir: None keeps local state in each executor's Spark local dir
     local_state_dir: str | None = None
     job_parameters: dict[str, str] = field(default_factory=dict)
@@ -158,6 +161,15 @@ def _checkpoint_policy(config: Mapping[str, Any]) -> CheckpointPolicy:
     )
 
 
+def _epoch_interval_ms(config: Mapping[str, Any], policy: CheckpointPolicy) -> int:
+    """sparkpoint.epoch.interval; unset: the checkpoint interval (epochs between
+    checkpoints would publish nothing to exactly-once sinks), else 1 s."""
+    interval = SparkpointOptions.EPOCH_INTERVAL.read(config)
+    if interval is not None:
+        return interval
+    return policy.interval_ms if policy.enabled else 1000
+
+
 def _checkpoint_storage(request: JobRequest) -> Any:
     """The storage set in code, else the legacy backend's, else the JobManager's; then
     configured from the keys (a savepoint directory, the inline threshold, ...)."""
@@ -207,6 +219,8 @@ def build_job_settings(job_name: str, request: JobRequest) -> JobSettings:
         faults=request.faults,
     )
     settings.local_state_dir = SparkpointOptions.LOCAL_STATE_DIR.read(config)
+    settings.epoch_interval_ms = _epoch_interval_ms(config, settings.policy)
+    settings.idle_epoch_interval_ms = SparkpointOptions.IDLE_EPOCH_INTERVAL.read(config)
     settings.dashboard = _dashboard_settings(config)
     return settings
 

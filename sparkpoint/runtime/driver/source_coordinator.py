@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sparkpoint.connectors.source import Boundedness, SplitEnumerator, SplitRange
+from sparkpoint.connectors.source import SplitEnumerator, SplitRange
 from sparkpoint.runtime.graph import Plan
 
 __all__ = ["SourceCoordinator"]
@@ -44,7 +44,7 @@ class SourceCoordinator:
         """Whether an epoch reading ``ranges`` reads the last records of every (bounded)
         source."""
         for op_id, enum in self._enumerators.items():
-            if enum.source.get_boundedness() != Boundedness.BOUNDED:
+            if not enum.source.finishes_when_splits_end():
                 return False
             planned = {r.split_id: r for r in ranges[self._stage_of_source[op_id]]}
             for split in enum.splits.values():
@@ -57,6 +57,12 @@ class SourceCoordinator:
         """The epoch that read ``ranges`` was accepted: every split moves past its range."""
         for op_id, enum in self._enumerators.items():
             enum.commit_epoch(ranges[self._stage_of_source[op_id]])
+
+    def lag(self) -> dict[str, dict[str, int]]:
+        """Source operator id -> split id -> records available and not yet read (sources
+        that cannot tell are left out)."""
+        out = {op_id: enum.lag() for op_id, enum in self._enumerators.items()}
+        return {op_id: lag for op_id, lag in out.items() if lag}
 
     def snapshot_state(self) -> dict[str, list[dict[str, Any]]]:
         """Every enumerator's position (stored in a checkpoint's master state)."""

@@ -1,0 +1,120 @@
+"""When the next epoch starts: at once under heavy input, once per epoch interval under sparse
+input, and with no input only when the job needs an epoch, so an idle job costs ~nothing.
+
+Heavy input is a split with ``sparkpoint.epoch.max-records-per-split`` records waiting (or a
+source that does not count a range's records); sparse input waits until
+``sparkpoint.epoch.interval`` (the checkpoint interval by default) has passed since the
+previous epoch started. With no input, an empty epoch runs when an asynchronous checkpoint
+waits for its uploads, when a due checkpoint has something to capture (an epoch changed the
+job after the latest completed checkpoint), or every ``sparkpoint.epoch.idle-interval`` (by
+default every second, and only for jobs whose operators act on time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from sparkpoint.clock import Clock
+from sparkpoint.connectors.source import SplitRange
+from sparkpoint.runtime.driver.settings import JobSettings
+from sparkpoint.runtime.graph import NodeKind, Plan
+
+__all__ = ["EpochPacer", "acts_on_time"]
+
+_TIME_DRIVEN_IDLE_MS = 1000  # idle epochs of a job with operators that act on time
+# Kinds whose operators may register processing-time timers or act on watermarks or time.
+_TIME_KINDS = frozenset(
+    {
+        NodeKind.PROCESS,
+        NodeKind.KEYED_PROCESS,
+        NodeKind.WINDOW,
+        NodeKind.CO_PROCESS,
+        NodeKind.KEYED_CO_PROCESS,
+        NodeKind.BROADCAST_PROCESS,
+        NodeKind.KEYED_BROADCAST_PROCESS,
+        NodeKind.ASYNC_WAIT,
+        NodeKind.TIMESTAMPS,
+    }
+)
+
+
+def acts_on_time(plan: Plan) -> bool:
+    """Whether an empty epoch can change the job: a timer may be due, or a watermark may
+    advance (process functions, windows, async I/O, watermark strategies). Keyed map,
+    flat_map and filter, reduce and co_map/co_flat_map only act on records."""
+    for node in plan.nodes:
+        if node.watermark_strategy is not None:
+            return True
+        if node.kind not in _TIME_KINDS:
+            continue
+        if node.kind is NodeKind.KEYED_PROCESS and node.element_call is not None:
+            continue  # a keyed map/flat_map/filter
+        if node.kind is NodeKind.KEYED_CO_PROCESS and node.co_kind is not NodeKind.CO_PROCESS:
+            continue
+        return True
+    return False
+
+
+class EpochPacer:
+    """Decides, each time the job master has planned the next epoch's ranges, whether the
+    epoch runs now or how long to wait before looking again."""
+
+    def __init__(self, plan: Plan, settings: JobSettings, clock: Clock) -> None:
+        self._clock = clock
+        self._interval_ms = settings.epoch_interval_ms
+        self._max_records = settings.max_records_per_split
+        self._poll_s = settings.idle_sleep_s
+        self._time_driven = acts_on_time(plan)
+        idle = settings.idle_epoch_interval_ms
+        self.idle_interval_ms = (
+            idle if idle is not None else (_TIME_DRIVEN_IDLE_MS if self._time_driven else None)
+        )
+        now = clock.monotonic_ms()
+        self._last_start_ms = now - self._interval_ms  # the first epoch need not wait
+        self._last_end_ms = now
+        self._changed_epoch = 0  # the latest epoch that may have changed state or output
+
+    def epoch_started(self) -> None:
+        """An epoch starts now."""
+        self._last_start_ms = self._clock.monotonic_ms()
+
+    def epoch_accepted(self, epoch: int, records_in: int) -> None:
+        """``epoch`` ended having read ``records_in`` records."""
+        self._last_end_ms = self._clock.monotonic_ms()
+        if records_in > 0 or self._time_driven:
+            self._changed_epoch = epoch
+
+    def wait_s(
+        self,
+        ranges: Mapping[int, Sequence[SplitRange]],
+        checkpoint_due: bool,
+        checkpointed_epoch: int,
+        uploads_pending: bool,
+    ) -> float:
+        """0 when the epoch planned as ``ranges`` runs now, else how long to wait before
+        planning again. ``checkpointed_epoch`` is the epoch the latest completed checkpoint
+        covers; ``uploads_pending`` whether a checkpoint waits for uploads a later epoch
+        reports."""
+        now = self._clock.monotonic_ms()
+        until_paced_ms = self._last_start_ms + self._interval_ms - now
+        if any(ranges.values()):
+            if until_paced_ms <= 0 or self._heavy(ranges):
+                return 0.0
+            return min(self._poll_s, until_paced_ms / 1000)
+        if uploads_pending and until_paced_ms <= 0:
+            return 0.0
+        if checkpoint_due and self._changed_epoch > checkpointed_epoch:
+            return 0.0
+        idle = self.idle_interval_ms
+        if idle is not None and now - self._last_end_ms >= idle:
+            return 0.0
+        return self._poll_s
+
+    def _heavy(self, ranges: Mapping[int, Sequence[SplitRange]]) -> bool:
+        """Whether a split has a full range waiting (a range of unknown size counts as
+        full: its source cannot tell, so it is read at once, as before pacing)."""
+        return any(
+            r.records is None or r.records >= self._max_records
+            for split_ranges in ranges.values()
+            for r in split_ranges
+        )

@@ -1,0 +1,125 @@
+"""Epoch pacing without Spark: heavy input runs at once, sparse input once per interval, no
+input only when a checkpoint has something to capture or the job acts on time; the settings
+resolve the interval from the checkpoint interval; a request wakes the waiting driver."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from sparkpoint.clock import FixedClock
+from sparkpoint.connectors.source import SplitRange
+from sparkpoint.runtime.driver.coordinator import CheckpointPolicy
+from sparkpoint.runtime.driver.epoch_pacing import EpochPacer, acts_on_time
+from sparkpoint.runtime.driver.job_requests import RequestQueue
+from sparkpoint.runtime.driver.settings import JobRequest, JobSettings, build_job_settings
+from sparkpoint.runtime.graph import Node, NodeKind, Plan
+
+
+def _plan(*kinds: NodeKind) -> Plan:
+    nodes = [Node(i, kind, kind.value) for i, kind in enumerate(kinds)]
+    return Plan(stages=[], sources=[], sinks=[], nodes=nodes)
+
+
+def _settings(interval_ms: int, idle_ms: int | None = None) -> JobSettings:
+    settings = JobSettings(
+        "paced", 1, 128, False, CheckpointPolicy(interval_ms=1000), None, None, None
+    )
+    settings.epoch_interval_ms = interval_ms
+    settings.idle_epoch_interval_ms = idle_ms
+    settings.max_records_per_split = 100
+    return settings
+
+
+def _ranges(*records: int | None) -> dict[int, list[SplitRange]]:
+    return {0: [SplitRange(f"s{i}", 0, 1, {}, False, n) for i, n in enumerate(records)]}
+
+
+def test_sparse_input_waits_for_the_interval_heavy_input_does_not() -> None:
+    clock = FixedClock(10_000)
+    pacer = EpochPacer(_plan(NodeKind.SOURCE, NodeKind.REDUCE), _settings(1000), clock)
+    assert pacer.wait_s(_ranges(3), False, 0, False) == 0  # the first epoch goes at once
+    pacer.epoch_started()
+    clock.ms += 300
+    pacer.epoch_accepted(1, 3)
+    assert pacer.wait_s(_ranges(5), False, 0, False) == 0.2  # polls every 0.2 s
+    clock.ms += 650
+    assert pacer.wait_s(_ranges(5), False, 0, False) == 0.05  # 50 ms left of the interval
+    assert pacer.wait_s(_ranges(5, 100), False, 0, False) == 0  # a full split: heavy input
+    assert pacer.wait_s(_ranges(None), False, 0, False) == 0  # uncounted: read at once
+    clock.ms += 50
+    assert pacer.wait_s(_ranges(5), False, 0, False) == 0
+
+
+def test_no_input_runs_an_epoch_only_when_a_checkpoint_has_something_to_capture() -> None:
+    clock = FixedClock(10_000)
+    pacer = EpochPacer(_plan(NodeKind.SOURCE, NodeKind.REDUCE), _settings(1000), clock)
+    assert pacer.idle_interval_ms is None
+    pacer.epoch_started()
+    pacer.epoch_accepted(1, 7)  # epoch 1 read records
+    clock.ms += 5000
+    assert pacer.wait_s(_ranges(), False, 0, False) == 0.2  # no checkpoint due: wait
+    assert pacer.wait_s(_ranges(), True, 0, False) == 0  # due, epoch 1 not covered
+    assert pacer.wait_s(_ranges(), False, 1, True) == 0  # uploads wait for an epoch
+    pacer.epoch_started()
+    pacer.epoch_accepted(2, 0)  # the empty epoch carried the checkpoint covering it
+    assert pacer.wait_s(_ranges(), False, 2, True) == 0.2  # uploads: paced too
+    clock.ms += 1000
+    assert pacer.wait_s(_ranges(), False, 2, True) == 0
+    clock.ms += 60_000
+    assert pacer.wait_s(_ranges(), True, 2, False) == 0.2  # nothing new: idle for good
+
+
+def test_jobs_acting_on_time_run_idle_epochs_every_second() -> None:
+    clock = FixedClock(0)
+    pacer = EpochPacer(_plan(NodeKind.SOURCE, NodeKind.WINDOW), _settings(1000), clock)
+    assert pacer.idle_interval_ms == 1000
+    pacer.epoch_started()
+    pacer.epoch_accepted(1, 0)
+    clock.ms += 999
+    assert pacer.wait_s(_ranges(), False, 0, False) == 0.2
+    clock.ms += 1
+    assert pacer.wait_s(_ranges(), False, 0, False) == 0
+    configured = EpochPacer(_plan(NodeKind.SOURCE), _settings(1000, idle_ms=250), clock)
+    assert configured.idle_interval_ms == 250
+
+
+def test_which_operators_act_on_time() -> None:
+    assert not acts_on_time(_plan(NodeKind.SOURCE, NodeKind.MAP, NodeKind.REDUCE, NodeKind.SINK))
+    for kind in (NodeKind.KEYED_PROCESS, NodeKind.WINDOW, NodeKind.ASYNC_WAIT, NodeKind.PROCESS):
+        assert acts_on_time(_plan(NodeKind.SOURCE, kind))
+    keyed_map = _plan(NodeKind.SOURCE, NodeKind.KEYED_PROCESS)
+    keyed_map.nodes[1].element_call = lambda f, v, c: [v]
+    assert not acts_on_time(keyed_map)
+    ingestion = _plan(NodeKind.SOURCE)
+    ingestion.nodes[0].watermark_strategy = object()
+    assert acts_on_time(ingestion)
+
+
+def test_epoch_interval_follows_the_checkpoint_interval_unless_set() -> None:
+    def interval(**conf: str) -> tuple[int, int | None]:
+        base = {"parallelism.default": "1", **conf}
+        s = build_job_settings("j", JobRequest(base, None))
+        return s.epoch_interval_ms, s.idle_epoch_interval_ms
+
+    assert interval() == (1000, None)
+    assert interval(**{"execution.checkpointing.interval": "3 s"}) == (3000, None)
+    assert interval(
+        **{
+            "execution.checkpointing.interval": "3 s",
+            "sparkpoint.epoch.interval": "0",
+            "sparkpoint.epoch.idle-interval": "500 ms",
+        }
+    ) == (0, 500)
+
+
+def test_a_request_wakes_the_waiting_driver() -> None:
+    requests = RequestQueue()
+    assert requests.wait(0.01) is False
+    threading.Timer(0.1, lambda: requests.put("cancel")).start()
+    t0 = time.monotonic()
+    assert requests.wait(30) is True
+    assert time.monotonic() - t0 < 5
+    request = requests.take()
+    assert request is not None and request.kind == "cancel"
+    assert requests.take() is None
