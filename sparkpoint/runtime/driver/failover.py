@@ -76,7 +76,7 @@ class JobRestore:
         check_unmatched_state(self._plan, metadata, self._s.allow_non_restored_state)
         restored = CompletedCheckpoint.from_metadata(job_id, metadata, location)
         self._checkpoints.add_restored(restored, self._s.claim_mode)
-        start = self._restore_from(metadata, RestoreReason.START)
+        start = self._restore_from(metadata, RestoreReason.START, restored.external_pointer)
         self._recovery.reset(restored, 0)
         self._changelog.reset()
         _LOG.info("Job %s restored from %s", job_id, location.external_pointer)
@@ -110,7 +110,9 @@ class JobRestore:
         state the job continues with after ``epoch`` failed with ``exc``."""
         latest = self._checkpoints.latest_for_recovery()
         start = self._restore_from(
-            latest.metadata if latest is not None else None, RestoreReason.FAILOVER
+            latest.metadata if latest is not None else None,
+            RestoreReason.FAILOVER,
+            latest.external_pointer if latest is not None else "",
         )
         self._recovery.reset(latest, epoch)
         self._changelog.reset()
@@ -127,7 +129,7 @@ class JobRestore:
         return start
 
     def _restore_from(
-        self, metadata: CheckpointMetadata | None, reason: RestoreReason
+        self, metadata: CheckpointMetadata | None, reason: RestoreReason, pointer: str = ""
     ) -> StartState:
         assigned = assign_keyed_state(self._plan, metadata, self._s.explicit_max_parallelism)
         start = StartState(
@@ -138,7 +140,9 @@ class JobRestore:
             operator_state=assign_operator_state(self._plan, metadata),
         )
         master = JobMasterState.from_metadata(metadata)
-        self._sources.restore_state(master.sources if master is not None else None)
+        self._sources.restore_state(
+            master.sources if master is not None else None, f"{pointer}/_metadata"
+        )
         if master is not None:
             start.watermarks = dict(master.watermarks)
             start.generators = dict(master.generators)
