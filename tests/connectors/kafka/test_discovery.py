@@ -1,7 +1,10 @@
 """Partition discovery while an unbounded ``KafkaSource`` runs, as Flink's: partitions added
 to a subscribed topic, and topics that come to match a subscribed pattern, are found every
 ``partition.discovery.interval.ms`` and read from their earliest offset whatever the
-starting offsets; every record of them arrives exactly once."""
+starting offsets; every record of them arrives exactly once.
+
+The first test starts from a timestamp: records stamped before it are skipped in the
+partitions the job starts with, and read in the partitions added later."""
 
 from __future__ import annotations
 
@@ -25,8 +28,13 @@ from tests.fixtures.kafka import KafkaBroker
 DISCOVERY_MS = "200"
 
 
-def _records(tag: str, partitions: range, per_partition: int) -> list[tuple[int, str, None]]:
-    return [(p, f"{tag}-{p}-{i}", None) for p in partitions for i in range(per_partition)]
+OLD, START, NEW = 1_000_000, 2_000_000, 3_000_000  # record timestamps; the job starts at START
+
+
+def _records(
+    tag: str, partitions: range, per_partition: int, ts: int | None = None
+) -> list[tuple[int, str, int | None]]:
+    return [(p, f"{tag}-{p}-{i}", ts) for p in partitions for i in range(per_partition)]
 
 
 def _collected(sink: CollectSink) -> collections.Counter[str]:
@@ -39,12 +47,12 @@ def test_added_partitions_are_read_from_their_start(
     topic = "discovery-partitions"
     bootstrap = kafka_broker.bootstrap_servers
     kafka_broker.create_topic(topic, 2)
-    produce(bootstrap, topic, _records("before", range(2), 50))  # before the start: skipped
+    produce(bootstrap, topic, _records("before", range(2), 50, OLD))  # before the start
     env = source_env(spark, tmp_path, per_split=100)
     source = (
         unbounded_source(bootstrap)
         .set_topics(topic)
-        .set_starting_offsets(KafkaOffsetsInitializer.latest())
+        .set_starting_offsets(KafkaOffsetsInitializer.timestamp(START))
         .set_property("partition.discovery.interval.ms", DISCOVERY_MS)
         .build()
     )
@@ -52,14 +60,14 @@ def test_added_partitions_are_read_from_their_start(
     env.from_source(source, None, "kafka").uid("kafka").sink_to(sink)
     client = env.execute_async("discovery-partitions")
     try:
-        live = _records("live", range(2), 150)
+        live = _records("live", range(2), 150, NEW)
         produce(bootstrap, topic, live)
         wait_for(client, lambda: len(sink.collected) >= len(live), "the live records")
         admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
         admin.create_partitions([NewPartitions(topic, 4)])[topic].result(timeout=30)
-        # Written before the job can have found the new partitions: read from their start
-        # (the source started from the latest offsets).
-        added = _records("added", range(2, 4), 120) + _records("more", range(4), 30)
+        # Stamped before the starting timestamp, and written before the job can have found
+        # the new partitions: read from their start all the same.
+        added = _records("added", range(2, 4), 120, OLD) + _records("more", range(4), 30, NEW)
         produce(bootstrap, topic, added)
         expected = collections.Counter(v for _p, v, _t in live + added)
         wait_for(client, lambda: len(sink.collected) >= sum(expected.values()), "every record")
