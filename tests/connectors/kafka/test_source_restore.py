@@ -5,6 +5,7 @@ before the source asks Kafka anything about the split."""
 
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import os
@@ -19,6 +20,7 @@ from sparkpoint.checkpoint.metadata.file_format import (
     store_checkpoint_metadata,
 )
 from sparkpoint.connectors.sink import CollectSink
+from sparkpoint.datastream.connectors.kafka import KafkaTopicPartition
 from sparkpoint.errors import RestoreError
 from sparkpoint.runtime.driver.master_state import JobMasterState
 from tests.connectors.kafka.source_jobs import (
@@ -71,7 +73,7 @@ def test_crafted_splits_are_refused_before_any_epoch(
     bootstrap = kafka_broker.bootstrap_servers
     kafka_broker.create_topic(TOPIC, 2)
     produce(bootstrap, TOPIC, [(i % 2, str(i), None) for i in range(40)])
-    env = source_env(spark, tmp_path, per_split=5)
+    env = source_env(spark, tmp_path, per_split=2)
     _job(env, bootstrap)
     client = env.execute_async("restore-splits")
     run_epochs(client, 1)
@@ -91,7 +93,13 @@ def test_crafted_splits_are_refused_before_any_epoch(
     run_epochs(restored, 2)
     restored.cancel().result(timeout=60)
     restored.wait(timeout=60)
-    assert len(sink.collected) == 40 - sum(s["position"] for s in master.sources["kafka"])
+    # Record str(i) is at offset i // 2 of partition i % 2; the restore reads every record
+    # at or after its partition's restored position once (the collect sink also gets the
+    # savepoint's last epoch again, from its pending commits).
+    position = {s["info"]["partition"]: s["position"] for s in master.sources["kafka"]}
+    rest = {str(i) for i in range(40) if i // 2 >= position[i % 2]}
+    assert 0 < len(rest) < 40
+    assert collections.Counter(v for v in sink.collected if v in rest) == dict.fromkeys(rest, 1)
 
     for change, field, value, why in CRAFTED:
         sources = copy.deepcopy(dict(master.sources))
@@ -115,3 +123,37 @@ def test_crafted_splits_are_refused_before_any_epoch(
         assert client.job_master.status == "FAILED"
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     assert "secret-topic" not in admin.list_topics(timeout=30).topics
+
+
+def test_split_checks_need_no_broker() -> None:
+    """The checks read only the snapshot and the source's configuration: nothing listens at
+    this source's bootstrap address."""
+    nowhere = "127.0.0.1:9"
+    good = {"split_id": "t-0", "position": 3, "end": None, "info": {"topic": "t", "partition": 0}}
+    sources = {
+        "topics": unbounded_source(nowhere).set_topics("t").build(),
+        "pattern": unbounded_source(nowhere).set_topic_pattern("t|u").build(),
+        "partitions": unbounded_source(nowhere)
+        .set_partitions({KafkaTopicPartition("t", 0)})
+        .build(),
+    }
+    for source in sources.values():
+        source.check_restored_splits([good], "/sp/_metadata", FIELD)
+    other = copy.deepcopy(good)
+    other["info"]["topic"], other["split_id"] = "tt", "tt-0"
+    refusals = {
+        "topics": "is not among the source's topics ['t']",
+        "pattern": "does not match the source's topic pattern 't|u'",
+        "partitions": "(with its partition) is not among the source's partitions ['t-0']",
+    }
+    for kind, source in sources.items():
+        with pytest.raises(RestoreError) as refused:
+            source.check_restored_splits([good, other], "/sp/_metadata", FIELD)
+        expected = f"/sp/_metadata: {FIELD}[1].info.topic = 'tt' {refusals[kind]}"
+        assert str(refused.value).startswith(expected)
+    with pytest.raises(RestoreError, match=r"sources\['kafka'\] = \{\} is not a list of splits"):
+        sources["topics"].check_restored_splits({}, "/sp/_metadata", FIELD)
+    with pytest.raises(RestoreError, match=r"\[0\]\.position = True is not an integer"):
+        sources["topics"].check_restored_splits(
+            [{**good, "position": True}], "/sp/_metadata", FIELD
+        )
