@@ -4,11 +4,17 @@ The driver resolves starting (and, bounded, stopping) offsets and plans each epo
 ``[position, min(end of partition, stopping offset))`` per split; a task reads exactly that
 range with a confluent-kafka consumer, ``consume()`` a batch at a time, each record with its
 Kafka timestamp (as Flink's ``KafkaSource``). Positions go into every checkpoint, so a restore
-(or a savepoint) continues from the offsets it recorded.
+(or a savepoint) continues from the offsets it recorded; restored splits are checked against
+the subscription first. Partitions (and topics matching a pattern) that appear while an
+unbounded source runs are found every ``partition.discovery.interval.ms`` and read from their
+earliest offset. With a group id, a completed checkpoint's offsets are committed to the
+consumer group (``commit.offsets.on.checkpoint``), for monitoring only: restores never read
+them.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 import uuid
@@ -24,10 +30,11 @@ from sparkpoint.connectors.source import (
     SplitRange,
     TimestampedBatch,
 )
-from sparkpoint.errors import ConfigurationError
+from sparkpoint.errors import ConfigurationError, RestoreError
 
 __all__ = ["KafkaSource", "KafkaSourceBuilder"]
 
+_LOG = logging.getLogger("sparkpoint.kafka")
 _BATCH = 10_000  # records per consume() call
 _STALL_SECONDS = 120.0  # a range that makes no progress for this long fails the task
 
@@ -56,10 +63,11 @@ class KafkaSource(Source):
         self.bounded = bounded
         self.deserializer = deserializer
         self.client_id_prefix = client_id_prefix
-        self.discovery_interval_s = (
-            -1.0
-            if bounded
-            else float(self.properties.get("partition.discovery.interval.ms", "30000")) / 1000
+        interval_ms = float(self.properties.get("partition.discovery.interval.ms", "30000"))
+        # Bounded sources and a non-positive interval do not discover, as Flink.
+        self.discovery_interval_s = -1.0 if bounded or interval_ms <= 0 else interval_ms / 1000
+        self.commit_offsets_on_checkpoint = "group.id" in self.properties and _flag(
+            self.properties, "commit.offsets.on.checkpoint", True
         )
         self._consumer: Any = None  # the driver's metadata consumer; never pickled
         self._discovered_at = 0.0
@@ -172,6 +180,71 @@ class KafkaSource(Source):
         # Offsets count records (transaction markers too, so at most ``hi - position``).
         return SplitRange(split.split_id, split.position, hi, split.info, last, hi - split.position)
 
+    def notify_checkpoint_complete(self, checkpoint_id: int, splits: list[dict[str, Any]]) -> None:
+        """Commit the checkpoint's offsets to the consumer group (with a group id and
+        ``commit.offsets.on.checkpoint``): what monitoring reads as the group's progress. A
+        failed commit is logged and the job goes on, as in Flink."""
+        if not self.commit_offsets_on_checkpoint:
+            return
+        from confluent_kafka import TopicPartition
+
+        offsets = [
+            TopicPartition(s["info"]["topic"], s["info"]["partition"], s["position"])
+            for s in splits
+        ]
+        if not offsets:
+            return
+        try:
+            self._metadata_consumer().commit(offsets=offsets, asynchronous=False)
+        except Exception as exc:  # monitoring only: the checkpoint holds the offsets
+            _LOG.warning(
+                "Committing the offsets of checkpoint %d to consumer group %s failed: %s",
+                checkpoint_id,
+                self.properties.get("group.id"),
+                exc,
+            )
+
+    def check_restored_splits(self, splits: Any, where: str, field: str) -> None:
+        """Refuse a restored split that is not a partition of this source's subscription or
+        whose offsets are impossible, before any Kafka call: a snapshot is input from
+        outside."""
+        _check_list(splits, where, field)
+        for i, split in enumerate(splits):
+            at = f"{field}[{i}]"
+            _check_dict(split, where, at)
+            info = split.get("info")
+            _check_dict(info, where, f"{at}.info")
+            topic, partition = info.get("topic"), info.get("partition")
+            if not isinstance(topic, str):
+                _refuse(where, f"{at}.info.topic", topic, "is not a topic name")
+            _check_offset(partition, where, f"{at}.info.partition")
+            if not self._subscribed(topic, partition):
+                _refuse(where, f"{at}.info.topic", topic, self._subscription())
+            if split.get("split_id") != f"{topic}-{partition}":
+                _refuse(
+                    where, f"{at}.split_id", split.get("split_id"), f"is not '{topic}-{partition}'"
+                )
+            _check_offset(split.get("position"), where, f"{at}.position")
+            if split.get("end") is not None:
+                _check_offset(split.get("end"), where, f"{at}.end")
+            if not isinstance(split.get("finished", False), bool):
+                _refuse(where, f"{at}.finished", split.get("finished"), "is not true or false")
+
+    def _subscribed(self, topic: str, partition: int) -> bool:
+        if self.partitions is not None:
+            return KafkaTopicPartition(topic, partition) in self.partitions
+        if self.topics is not None:
+            return topic in self.topics
+        return re.fullmatch(self.topic_pattern or "", topic) is not None
+
+    def _subscription(self) -> str:
+        if self.partitions is not None:
+            names = sorted(repr(tp) for tp in self.partitions)
+            return f"(with its partition) is not among the source's partitions {names}"
+        if self.topics is not None:
+            return f"is not among the source's topics {self.topics}"
+        return f"does not match the source's topic pattern {self.topic_pattern!r}"
+
     # -- the task's side ----------------------------------------------------------------
     def read(self, split_range: SplitRange) -> Iterator[Any]:
         for values, _timestamps in self.read_batches(split_range):
@@ -229,7 +302,7 @@ class KafkaSource(Source):
                     next_offset = next_offset if offset is None else offset + 1
                 if values:
                     progress = time.monotonic()
-                    yield deserialize(values), timestamps
+                    yield _without_nulls(deserialize(values), timestamps)
                 if done:
                     return
                 # Transaction markers and aborted records take offsets that yield no record.
@@ -273,6 +346,14 @@ class KafkaSourceBuilder:
             )
         if self._deserializer is None:
             raise ConfigurationError("Deserialization schema is required but not provided.")
+        commit = self._props.get("commit.offsets.on.checkpoint")
+        if commit is not None:
+            _flag(self._props, "commit.offsets.on.checkpoint", True)
+            if commit.lower() == "true" and "group.id" not in self._props:
+                raise ConfigurationError(
+                    "Property group.id is required when offset commit is enabled "
+                    "(commit.offsets.on.checkpoint = true)"
+                )
         uses_committed = any(
             i is not None and i.kind == "committed" for i in (self._starting, self._stopping)
         )
@@ -371,3 +452,47 @@ class KafkaSourceBuilder:
         for key, value in props.items():
             self.set_property(key, value)
         return self
+
+
+def _without_nulls(
+    records: list[Any], timestamps: list[int | None]
+) -> tuple[list[Any], list[int | None]]:
+    """A deserializer's None is no record (Flink's collector drops a null record)."""
+    if all(r is not None for r in records):
+        return records, timestamps
+    kept = [(r, t) for r, t in zip(records, timestamps) if r is not None]
+    return [r for r, _t in kept], [t for _r, t in kept]
+
+
+def _flag(props: dict[str, str], key: str, default: bool) -> bool:
+    """A boolean property: ``true`` or ``false`` (any case)."""
+    value = props.get(key)
+    if value is None:
+        return default
+    if str(value).lower() not in ("true", "false"):
+        raise ConfigurationError(f"Property {key} must be true or false, got {value!r}")
+    return str(value).lower() == "true"
+
+
+def _refuse(where: str, field: str, value: Any, why: str) -> None:
+    raise RestoreError(
+        f"{where}: {field} = {value!r} {why}; a restored Kafka split must be a partition of "
+        "the source's subscription with non-negative integer offsets. Refusing to restore."
+    )
+
+
+def _check_list(value: Any, where: str, field: str) -> None:
+    if not isinstance(value, list):
+        _refuse(where, field, value, "is not a list of splits")
+
+
+def _check_dict(value: Any, where: str, field: str) -> None:
+    if not isinstance(value, dict):
+        _refuse(where, field, value, "is not an object")
+
+
+def _check_offset(value: Any, where: str, field: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        _refuse(where, field, value, "is not an integer")
+    if value < 0:
+        _refuse(where, field, value, "is negative")

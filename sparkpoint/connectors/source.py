@@ -131,6 +131,18 @@ class Source(abc.ABC):
         ``next_range`` on the driver (Kafka's consumer lag); None: the source cannot tell."""
         return None
 
+    def check_restored_splits(self, splits: Any, where: str, field: str) -> None:
+        """Refuse restored splits (``splits``: a checkpoint's enumerator snapshot, the
+        ``field`` of the ``_metadata`` at ``where``) that this source would not have made,
+        before anything reads them; the error names ``where``, the field and the value.
+        By default a source accepts what it is given."""
+        return None
+
+    def notify_checkpoint_complete(self, checkpoint_id: int, splits: list[dict[str, Any]]) -> None:
+        """Checkpoint ``checkpoint_id`` completed with the split positions ``splits`` (runs
+        on the driver, as Flink's ``notifyCheckpointComplete``); by default nothing."""
+        return None
+
     def advance(self, split: SourceSplit, split_range: SplitRange) -> None:
         """Move ``split`` past ``split_range`` after its epoch succeeded."""
         split.position = split_range.end

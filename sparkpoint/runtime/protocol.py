@@ -201,6 +201,12 @@ class EpochSpec:
     pending_materializations: frozenset[int] = frozenset()
     aborted_materializations: frozenset[int] = frozenset()
     notify_materialized: int | None = None
+    # Entries of ``watermarks`` (``operator@split``) of source splits idle for their
+    # strategy's ``with_idleness`` timeout: left out of the minimum watermark.
+    idle_watermarks: frozenset[str] = frozenset()
+    # The combined watermark the previous epoch shipped: leaving idle splits out must not
+    # move it back when they read again (Java's Long.MIN_VALUE: none yet).
+    watermark_floor: int = -(2**63)
     # Task groups (``task_groups``): stage id -> the subtasks each Spark task of the stage
     # runs, one after the other (absent: one subtask per task); stage id -> the shuffle
     # partition of each channel of the exchange the stage writes (absent: the channel).

@@ -4,7 +4,8 @@ asynchronous uploads of later epochs) complete it through the coordinator, or ab
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from sparkpoint.checkpoint.cleaner import CheckpointsCleaner
 from sparkpoint.checkpoint.metadata.file_format import load_checkpoint
@@ -41,8 +42,11 @@ class EpochCheckpoints:
         recovery: SubtaskRecovery,
         sink_commits: SinkCommits,
         clock: Clock,
+        on_complete: Callable[[int, Mapping[str, Any]], None] | None = None,
     ) -> None:
         self._plan = plan
+        # Told each completed checkpoint's id and split positions (the sources' notice).
+        self._on_complete = on_complete
         self._s = settings
         self._changelog = changelog
         self._recovery = recovery
@@ -323,6 +327,8 @@ class EpochCheckpoints:
         self.notify_complete = completed.checkpoint_id
         self.checkpointed_epoch = pending.epoch
         self._sink_commits.commit_up_to(pending.epoch)
+        if self._on_complete is not None and pending.master_state is not None:
+            self._on_complete(completed.checkpoint_id, pending.master_state.sources)
         if stop_request is not None:
             stop_request.future.set_result(completed.external_pointer)
         return completed

@@ -90,7 +90,7 @@ class JobRestore:
         self._check_master_state(metadata, location.external_pointer)
         restored = CompletedCheckpoint.from_metadata(job_id, metadata, location)
         self._checkpoints.add_restored(restored, self._s.claim_mode)
-        start = self._restore_from(metadata, RestoreReason.START)
+        start = self._restore_from(metadata, RestoreReason.START, restored.external_pointer)
         self._recovery.reset(restored, 0)
         self._changelog.reset()
         _LOG.info("Job %s restored from %s", job_id, location.external_pointer)
@@ -156,7 +156,9 @@ class JobRestore:
         if latest is not None:
             self._check_master_state(latest.metadata, latest.external_pointer)
         start = self._restore_from(
-            latest.metadata if latest is not None else None, RestoreReason.FAILOVER
+            latest.metadata if latest is not None else None,
+            RestoreReason.FAILOVER,
+            latest.external_pointer if latest is not None else "",
         )
         self._recovery.reset(latest, epoch)
         self._changelog.reset()
@@ -201,7 +203,7 @@ class JobRestore:
             )
 
     def _restore_from(
-        self, metadata: CheckpointMetadata | None, reason: RestoreReason
+        self, metadata: CheckpointMetadata | None, reason: RestoreReason, pointer: str = ""
     ) -> StartState:
         assigned = assign_keyed_state(self._plan, metadata, self._s.explicit_max_parallelism)
         start = StartState(
@@ -212,7 +214,9 @@ class JobRestore:
             operator_state=assign_operator_state(self._plan, metadata),
         )
         master = JobMasterState.from_metadata(metadata)
-        self._sources.restore_state(master.sources if master is not None else None)
+        self._sources.restore_state(
+            master.sources if master is not None else None, f"{pointer}/_metadata"
+        )
         if master is not None:
             start.watermarks = dict(master.watermarks)
             start.generators = dict(master.generators)

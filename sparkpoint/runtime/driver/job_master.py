@@ -109,7 +109,7 @@ class JobMaster:
             enabled=settings.changelog and settings.policy.enabled,
             hand_over=self._changelog.enabled,
         )
-        self._sources = SourceCoordinator(plan, settings.parallelism)
+        self._sources = SourceCoordinator(plan, settings.parallelism, clock)
         self._checkpoints = EpochCheckpoints(
             self._job_id,
             plan,
@@ -118,9 +118,16 @@ class JobMaster:
             self._recovery,
             self._sink_commits,
             clock,
+            self._sources.notify_checkpoint_complete,
         )
         self._specs = TaskSpecs(
-            plan, settings, self._checkpoints, self._changelog, self._recovery.enabled, clock
+            plan,
+            settings,
+            self._checkpoints,
+            self._changelog,
+            self._recovery.enabled,
+            clock,
+            self._sources.idleness,
         )
         self._progress = JobProgress(settings, self._checkpoints, self._changelog, self._placement)
         self._subtask_restores = SubtaskRestores(self._job_id, plan, self._recovery, self._progress)

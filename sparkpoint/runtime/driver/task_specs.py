@@ -14,10 +14,12 @@ from sparkpoint.metrics.sample import MetricKey
 from sparkpoint.runtime.driver.changelog_checkpoints import ChangelogCheckpoints
 from sparkpoint.runtime.driver.epoch_checkpoints import EpochCheckpoints
 from sparkpoint.runtime.driver.settings import JobSettings
+from sparkpoint.runtime.driver.split_idleness import SplitIdleness
 from sparkpoint.runtime.driver.start_state import StartState
 from sparkpoint.runtime.graph import Plan
 from sparkpoint.runtime.protocol import CheckpointRequest, EpochSpec, JobSpec
 from sparkpoint.runtime.spark.epoch import final_stage_ids, routing
+from sparkpoint.runtime.task.watermarks import MIN_WATERMARK, combined_watermark
 
 __all__ = ["TaskSpecs"]
 
@@ -33,8 +35,13 @@ class TaskSpecs:
         changelog: ChangelogCheckpoints,
         changelog_storage: bool,
         clock: Clock,
+        idleness: SplitIdleness,
     ) -> None:
         self._plan = plan
+        self._idleness = idleness
+        # The combined watermark shipped last: with idle splits left out of the minimum it
+        # must not go back when one reads again (reset by a restore).
+        self._watermark_floor = MIN_WATERMARK
         self._s = settings
         self._checkpoints = checkpoints
         self._changelog = changelog
@@ -44,8 +51,10 @@ class TaskSpecs:
         self._routes = routing(plan)
 
     def plan_restored(self) -> None:
-        """The max parallelism may have been adopted from a checkpoint: re-derive routing."""
+        """After a restore: the max parallelism may have been adopted from a checkpoint
+        (re-derive routing), and the combined watermark starts from the restored ones."""
         self._routes = routing(self._plan)
+        self._watermark_floor = MIN_WATERMARK
 
     def job_spec(self, application_id: str) -> JobSpec:
         """The spec every task of the job shares (``application_id``: Spark's)."""
@@ -85,6 +94,8 @@ class TaskSpecs:
     ) -> EpochSpec:
         """The spec of run ``run`` of ``epoch`` (``prev_run``: the run whose results the
         previous epoch used; ``metric_bases``: what the user metrics start from)."""
+        idle = self._idleness.idle_keys()
+        self._watermark_floor = combined_watermark(start.watermarks, idle, self._watermark_floor)
         return EpochSpec(
             job=job,
             epoch=epoch,
@@ -94,6 +105,8 @@ class TaskSpecs:
             end_of_input=end_of_input,
             watermarks=dict(start.watermarks),
             generator_state=dict(start.generators),
+            idle_watermarks=idle,
+            watermark_floor=self._watermark_floor,
             source_ranges=ranges,
             processing_time_ms=self._clock.now_ms(),
             checkpoint=checkpoint,

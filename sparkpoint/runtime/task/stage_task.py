@@ -33,6 +33,7 @@ from sparkpoint.runtime.task.keyed_state import SubtaskState
 from sparkpoint.runtime.task.records import KIND_DATA, KIND_META, KIND_REPORT, decode_data
 from sparkpoint.runtime.task.router import GROUP_TARGET
 from sparkpoint.runtime.task.stage_tree import StageTree, build_tree
+from sparkpoint.runtime.task.watermarks import combined_watermark
 
 if TYPE_CHECKING:
     from sparkpoint.connectors.source import SplitRange
@@ -55,10 +56,10 @@ def _generator_state_for(state: Mapping[str, int], scope: str) -> dict[str, int]
     return {**lowest, **own}
 
 
-def _global_watermark(marks: dict[str, int], end_of_input: bool) -> int:
+def _global_watermark(marks: dict[str, int], end_of_input: bool, spec: EpochSpec) -> int:
     if end_of_input:
         return MAX_WATERMARK
-    return min(marks.values()) if marks else MIN_WATERMARK
+    return combined_watermark(marks, spec.idle_watermarks, spec.watermark_floor)
 
 
 class StageTask:
@@ -116,7 +117,7 @@ class StageTask:
             attempt_number=self.attempt,
             end_of_input=spec.end_of_input,
             job_parameters=dict(spec.job.job_parameters),
-            watermark=_global_watermark(dict(spec.watermarks), False),
+            watermark=_global_watermark(dict(spec.watermarks), False, spec),
             generator_state=_generator_state_for(spec.generator_state, self._watermark_scope),
             keyed_backend=self.state.backend,
             operator_state_backend=self.operator_state.backend,
@@ -166,7 +167,7 @@ class StageTask:
             records = self._read_split(tree, split_range)
         else:
             records = self._read_inputs(tree, rows, marks, passthrough)
-        env.watermark = self.watermark = _global_watermark(marks, spec.end_of_input)
+        env.watermark = self.watermark = _global_watermark(marks, spec.end_of_input, spec)
         for root in tree.roots:
             root.end_epoch()
         for root in tree.roots:

@@ -1,0 +1,1 @@
+"""Formats under PyFlink's names: ``pyflink.datastream.formats`` → here."""

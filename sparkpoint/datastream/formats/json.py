@@ -1,0 +1,9 @@
+"""``pyflink.datastream.formats.json``: ``JsonRowDeserializationSchema`` and
+``JsonRowSerializationSchema``, built with PyFlink's builders."""
+
+from sparkpoint.connectors.json_row_schemas import (
+    JsonRowDeserializationSchema,
+    JsonRowSerializationSchema,
+)
+
+__all__ = ["JsonRowDeserializationSchema", "JsonRowSerializationSchema"]
