@@ -3,11 +3,13 @@
 NONE and AT_LEAST_ONCE share one producer per configuration and Python worker. EXACTLY_ONCE
 writes the epoch in one Kafka transaction, flushed and left open at the epoch's end for the
 driver to commit; its transactional id follows the sink's ``TransactionNamingStrategy``.
-POOLING (the default) names transactions ``<prefix>-<subtask>-<n>`` with the lowest ``n``
+POOLING names transactions ``<prefix>-<subtask>-<n>`` with the lowest ``n``
 whose transaction has ended, and keeps one producer per transactional id in the Python
 worker, as Flink's producer pool: an epoch then costs two ``DescribeTransactions`` instead
-of a new producer and ``InitProducerId`` (~0.3 s). INCREMENTING names them
-``<prefix>-<subtask>-<epoch>`` with a new producer each epoch (Flink's default).
+of a new producer and ``InitProducerId``. It is not yet safe across restores: a reused
+producer keeps its id and epoch, so a restored checkpoint's committable cannot tell its own
+transaction from a newer one on the same id. INCREMENTING (the default, as Flink's) names
+them ``<prefix>-<subtask>-<epoch>`` with a new producer each epoch.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The driver's bookkeeping of sink output: staged per epoch, committed when a checkpoint
 covering the epoch completes (or at once without checkpointing), aborted on rollback.
 
-After each commit, abort and restore, a sink that can find what it staged on its own
+After each commit and restore, a sink that can find what it staged on its own
 (``abort_lingering``, the Kafka sink's open transactions) aborts everything staged that is
 neither committed nor pending here: what failed runs and killed tasks left behind."""
 
@@ -50,7 +50,8 @@ class SinkCommits:
         due = [(op, c) for _e, op, c in self._pending]
         self._apply(due, commit=False)
         self._pending = []
-        self._abort_lingering()
+        # No sweep here: a completed checkpoint's transactions whose commit failed are open
+        # too, and the restore that follows must commit them (it sweeps after that).
 
     def discard(self, outputs: Iterable[SinkOutput]) -> None:
         """Abort the staged output of a run whose results are not used."""

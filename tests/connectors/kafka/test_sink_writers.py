@@ -14,6 +14,7 @@ from sparkpoint.datastream.connectors.kafka import (
     DeliveryGuarantee,
     KafkaRecordSerializationSchema,
     KafkaSink,
+    TransactionNamingStrategy,
 )
 from tests.connectors.kafka.kafka_jobs import read_committed
 from tests.fixtures.kafka import KafkaBroker
@@ -31,6 +32,7 @@ def _sink(broker: KafkaBroker, topic: str, guarantee: DeliveryGuarantee) -> Kafk
         )
         .set_delivery_guarantee(guarantee)
         .set_transactional_id_prefix(topic)
+        .set_transaction_naming_strategy(TransactionNamingStrategy.POOLING)
         .build()
     )
 
