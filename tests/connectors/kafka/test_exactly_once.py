@@ -70,7 +70,7 @@ def test_restore_from_savepoint_continues_from_saved_offsets(
     kafka_sum_job(env, kafka_broker.bootstrap_servers, source, sink, "eo-savepoint")
     client = env.execute_async("kafka-savepoint")
     master = client.job_master
-    while master.epochs_run < 3:
+    while master.progress.epochs_run < 3:
         assert not client.get_job_execution_result().done(), "job ended before the stop"
         time.sleep(0.05)
     savepoint = client.stop_with_savepoint(False).result(timeout=120)

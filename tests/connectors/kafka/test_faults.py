@@ -84,12 +84,12 @@ def test_broker_killed_and_restarted_mid_job(
     kafka_sum_job(env, kafka_broker.bootstrap_servers, source, sink, name)
     client = env.execute_async(name)
     master = client.job_master
-    while master.epochs_run < 3:
+    while master.progress.epochs_run < 3:
         assert not client.get_job_execution_result().done(), "job ended before the fault"
         time.sleep(0.05)
     try:
         kafka_broker.kill()
-        killed_at = master.epochs_run
+        killed_at = master.progress.epochs_run
         assert not client.get_job_execution_result().done(), "job ended before the fault"
         time.sleep(2)
     finally:
@@ -97,7 +97,7 @@ def test_broker_killed_and_restarted_mid_job(
     assert not client.get_job_execution_result().done(), "job ended while the broker was down"
     client.wait(timeout=300)
     assert master.status == "FINISHED"
-    assert master.epochs_run > killed_at + 1  # the job ran on after the broker came back
+    assert master.progress.epochs_run > killed_at + 1  # the job ran on after the broker came back
     check_exact(kafka_broker, sink, name, N)
 
 
