@@ -1,32 +1,40 @@
 """``KafkaSink``: records to Kafka topics with Flink's delivery guarantees.
 
 EXACTLY_ONCE is a two-phase commit on the sink contract: each subtask writes an epoch's records
-in one Kafka transaction (transactional id ``<prefix>-<subtask>-<epoch>``), flushes it at the
-epoch's end and hands the driver its producer id and epoch; the driver commits it when the
-checkpoint covering the epoch completes, or aborts it on a rollback. A writer first fences the
-transactions a failed attempt may have left open (its own subtask's ids from its epoch on, and
-every id of a subtask beyond the parallelism), so no ``read_committed`` consumer is blocked.
-AT_LEAST_ONCE flushes at every epoch's end; NONE does not wait.
+in one Kafka transaction (named by the ``TransactionNamingStrategy``, see ``kafka_writers``),
+flushes it at the epoch's end and hands the driver its producer id and epoch; the driver
+commits it when the checkpoint covering the epoch completes, or aborts it on a rollback. After
+every commit and restore the driver aborts (fences) every other open transaction with the
+sink's prefix, as Flink's LISTING abort strategy: what a failed or killed attempt left open
+never blocks ``read_committed`` consumers past the next checkpoint. AT_LEAST_ONCE flushes at
+every epoch's end; NONE does not wait.
 """
 
 from __future__ import annotations
 
-import re
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 from sparkpoint.connectors.delivery import DeliveryGuarantee
+from sparkpoint.connectors.kafka_committables import (
+    checked_transactions,
+    transactional_id_pattern,
+)
 from sparkpoint.connectors.kafka_record_schema import KafkaRecordSerializationSchema
 from sparkpoint.connectors.kafka_transactions import OpenTransaction, TransactionAdmin
+from sparkpoint.connectors.kafka_writers import (
+    PlainWriter,
+    TransactionalWriter,
+    TransactionNamingStrategy,
+)
 from sparkpoint.connectors.sink import Sink, SinkWriter
 from sparkpoint.errors import ConfigurationError
 
-__all__ = ["KafkaSink", "KafkaSinkBuilder"]
+__all__ = ["KafkaSink", "KafkaSinkBuilder", "TransactionNamingStrategy"]
 
+_LOG = logging.getLogger("sparkpoint.kafka")
 _MAX_PREFIX_BYTES = 6400
-# One producer per configuration and Python worker for NONE/AT_LEAST_ONCE: NONE's records are
-# still being sent when the epoch's task returns.
-_PRODUCERS: dict[tuple[tuple[str, Any], ...], Any] = {}
 
 
 class KafkaSink(Sink):
@@ -38,12 +46,16 @@ class KafkaSink(Sink):
         delivery_guarantee: DeliveryGuarantee,
         transactional_id_prefix: str,
         record_serializer: KafkaRecordSerializationSchema,
+        naming: TransactionNamingStrategy = TransactionNamingStrategy.INCREMENTING,
     ) -> None:
         self.properties = dict(properties)
         self.delivery_guarantee = delivery_guarantee
         self.transactional_id_prefix = transactional_id_prefix
         self.record_serializer = record_serializer
+        self.naming = naming
         self.transactional = delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE
+        #: Lingering transactions the driver has aborted (fenced) so far.
+        self.lingering_aborted: list[str] = []
 
     @staticmethod
     def builder() -> KafkaSinkBuilder:
@@ -67,8 +79,27 @@ class KafkaSink(Sink):
         self, job_id: str, epoch: int, subtask_index: int, parallelism: int, attempt: int
     ) -> SinkWriter:
         if self.transactional:
-            return _TransactionalWriter(self, subtask_index, parallelism, epoch)
-        return _PlainWriter(self, wait=self.delivery_guarantee is DeliveryGuarantee.AT_LEAST_ONCE)
+            return TransactionalWriter(
+                self.producer_config(),
+                self.record_serializer,
+                self.transactional_id_prefix,
+                subtask_index,
+                epoch,
+                self.naming,
+            )
+        return PlainWriter(
+            self.producer_config(),
+            self.record_serializer,
+            wait=self.delivery_guarantee is DeliveryGuarantee.AT_LEAST_ONCE,
+        )
+
+    def check_restored(self, committables: Sequence[Any], job_id: str, where: str) -> None:
+        """Refuse (``MetadataFormatError`` naming ``where``, the field and the value) any
+        committable a restored snapshot names that this sink could not have written."""
+        if self.transactional:
+            checked_transactions(
+                committables, self.transactional_id_prefix, self.record_serializer.topic, where
+            )
 
     def commit(self, committables: Sequence[Any]) -> None:
         """Commit the transactions (idempotent: one already committed is left as it is)."""
@@ -78,144 +109,49 @@ class KafkaSink(Sink):
         """Abort the transactions (one already ended or fenced is left as it is)."""
         self._end(committables, commit=False)
 
+    def abort_lingering(self, keep: Sequence[Any]) -> list[str]:
+        """Abort every open transaction with this sink's prefix but those of ``keep`` (the
+        committables still waiting for their checkpoint): what failed attempts, killed
+        workers or a crashed driver left. Fencing (a new producer epoch) also stops a
+        straggling task from writing on. Returns the transactional ids aborted."""
+        if not self.transactional:
+            return []
+        keep_ids = {t.transactional_id for t in self._checked(keep, "the pending commits")}
+        own = transactional_id_pattern(self.transactional_id_prefix)
+        admin = TransactionAdmin.shared(self.properties["bootstrap.servers"])
+        lingering = [t for t in admin.list_ongoing() if own.fullmatch(t) and t not in keep_ids]
+        for tid in lingering:
+            admin.fence(tid, self.producer_config())
+        if lingering:
+            _LOG.warning("Aborted %d lingering Kafka transactions: %s", len(lingering), lingering)
+            self.lingering_aborted.extend(lingering)
+        return lingering
+
+    def _checked(self, committables: Sequence[Any], where: str) -> list[OpenTransaction]:
+        return checked_transactions(
+            committables,
+            self.transactional_id_prefix,
+            self.record_serializer.topic,
+            f"{where} of the Kafka sink with prefix {self.transactional_id_prefix!r}",
+        )
+
     def _end(self, committables: Sequence[Any], *, commit: bool) -> None:
         if not self.transactional or not committables:
             return
-        admin = TransactionAdmin(self.properties["bootstrap.servers"])
-        try:
-            for c in committables:
-                txn = OpenTransaction(
-                    c["transactional_id"], int(c["producer_id"]), int(c["producer_epoch"]), ""
-                )
-                error = admin.end(txn, commit)
-                if error is not None and commit:
-                    now = admin.describe(txn.transactional_id)
-                    done = now.producer_id == txn.producer_id and now.state == "CompleteCommit"
-                    if not done or now.producer_epoch != txn.producer_epoch:
-                        raise RuntimeError(
-                            f"Kafka transaction {txn.transactional_id} (producer "
-                            f"{txn.producer_id}, epoch {txn.producer_epoch}) cannot be "
-                            f"committed: {error}, now {now.state} at epoch {now.producer_epoch}"
-                            " (aborted by its timeout or fenced): its records are lost"
-                        )
-        finally:
-            admin.close()
-
-
-def _produce_all(producer: Any, rows: list[tuple[str, bytes | None, bytes]]) -> None:
-    produce = producer.produce
-    for topic, key, value in rows:
-        while True:
-            try:
-                produce(topic, value, key)
-                break
-            except BufferError:  # the local queue is full: let librdkafka send
-                producer.poll(0.05)
-    producer.poll(0)
-
-
-class _DeliveryErrors:
-    """Collects the first delivery error of a producer's records."""
-
-    def __init__(self) -> None:
-        self.error: Any = None
-
-    def __call__(self, err: Any, _msg: Any) -> None:
-        if err is not None and self.error is None:
-            self.error = err
-
-    def check(self) -> None:
-        if self.error is not None:
-            raise RuntimeError(f"Kafka refused a record: {self.error}")
-
-
-class _PlainWriter(SinkWriter):
-    def __init__(self, sink: KafkaSink, wait: bool) -> None:
-        self.sink = sink
-        self.wait = wait
-        conf = sink.producer_config()
-        key = tuple(sorted(conf.items()))
-        if key not in _PRODUCERS:
-            from confluent_kafka import Producer
-
-            errors = _DeliveryErrors()
-            conf["on_delivery"] = errors
-            _PRODUCERS[key] = (Producer(conf), errors)
-        self.producer, self.errors = _PRODUCERS[key]
-
-    def write(self, values: list[Any]) -> None:
-        _produce_all(self.producer, self.sink.record_serializer.serialize_batch(values))
-
-    def prepare_commit(self) -> list[Any]:
-        if self.wait:
-            remaining = self.producer.flush(300)
-            if remaining:
-                raise RuntimeError(f"{remaining} Kafka records unacknowledged after 300 s")
-            self.errors.check()
-        return []
-
-
-class _TransactionalWriter(SinkWriter):
-    def __init__(self, sink: KafkaSink, subtask: int, parallelism: int, epoch: int) -> None:
-        self.sink = sink
-        self.subtask = subtask
-        self.parallelism = parallelism
-        self.epoch = epoch
-        self.transactional_id = f"{sink.transactional_id_prefix}-{subtask}-{epoch}"
-        self.producer: Any = None
-        self.errors = _DeliveryErrors()
-        self.admin = TransactionAdmin(sink.properties["bootstrap.servers"])
-        self._fence_lingering()
-
-    def _fence_lingering(self) -> None:
-        """Abort what failed attempts left open: this subtask's transactions of this epoch or
-        later (none of them can be legitimately open yet) and every transaction of a subtask
-        the current parallelism no longer has."""
-        own = re.compile(re.escape(self.sink.transactional_id_prefix) + r"-(\d+)-(\d+)")
-        conf = self.sink.producer_config()
-        for tid in self.admin.list_ongoing():
-            m = own.fullmatch(tid)
-            if m is None:
-                continue
-            subtask, epoch = int(m.group(1)), int(m.group(2))
-            if (subtask == self.subtask and epoch >= self.epoch) or subtask >= self.parallelism:
-                self.admin.fence(tid, conf)
-
-    def _open(self) -> Any:
-        from confluent_kafka import Producer
-
-        conf = self.sink.producer_config()
-        conf["transactional.id"] = self.transactional_id
-        conf["on_delivery"] = self.errors
-        producer = Producer(conf)
-        producer.init_transactions(60)  # fences a transaction an earlier attempt left open
-        producer.begin_transaction()
-        return producer
-
-    def write(self, values: list[Any]) -> None:
-        if self.producer is None:
-            self.producer = self._open()
-        _produce_all(self.producer, self.sink.record_serializer.serialize_batch(values))
-
-    def prepare_commit(self) -> list[Any]:
-        try:
-            if self.producer is None:
-                return []
-            remaining = self.producer.flush(300)
-            if remaining:
-                raise RuntimeError(f"{remaining} Kafka records unacknowledged after 300 s")
-            self.errors.check()
-            # The transaction stays open: the driver commits it with the checkpoint.
-            txn = self.admin.describe(self.transactional_id)
-            return [
-                {
-                    "transactional_id": txn.transactional_id,
-                    "producer_id": txn.producer_id,
-                    "producer_epoch": txn.producer_epoch,
-                }
-            ]
-        finally:
-            self.admin.close()
+        txns = self._checked(committables, "the commit" if commit else "the abort")
+        admin = TransactionAdmin.shared(self.properties["bootstrap.servers"])
+        for txn in txns:
+            error = admin.end(txn, commit)
+            if error is not None and commit:
+                now = admin.describe(txn.transactional_id)
+                done = now.producer_id == txn.producer_id and now.state == "CompleteCommit"
+                if not done or now.producer_epoch != txn.producer_epoch:
+                    raise RuntimeError(
+                        f"Kafka transaction {txn.transactional_id} (producer "
+                        f"{txn.producer_id}, epoch {txn.producer_epoch}) cannot be "
+                        f"committed: {error}, now {now.state} at epoch {now.producer_epoch}"
+                        " (aborted by its timeout or fenced): its records are lost"
+                    )
 
 
 class KafkaSinkBuilder:
@@ -227,6 +163,7 @@ class KafkaSinkBuilder:
         self._guarantee = DeliveryGuarantee.NONE
         self._prefix = "kafka-sink"
         self._serializer: KafkaRecordSerializationSchema | None = None
+        self._naming = TransactionNamingStrategy.INCREMENTING
 
     def build(self) -> KafkaSink:
         """The sink; fails as Flink's builder does (with the missing field's name)."""
@@ -234,7 +171,7 @@ class KafkaSinkBuilder:
             raise ConfigurationError("bootstrapServers")
         if self._serializer is None:
             raise ConfigurationError("recordSerializer")
-        return KafkaSink(self._props, self._guarantee, self._prefix, self._serializer)
+        return KafkaSink(self._props, self._guarantee, self._prefix, self._serializer, self._naming)
 
     def set_bootstrap_servers(self, bootstrap_servers: str) -> KafkaSinkBuilder:
         """The Kafka cluster's bootstrap servers."""
@@ -256,6 +193,17 @@ class KafkaSinkBuilder:
                 "exceed Kafka's transactionalIds size."
             )
         self._prefix = transactional_id_prefix
+        return self
+
+    def set_transaction_naming_strategy(
+        self, strategy: TransactionNamingStrategy
+    ) -> KafkaSinkBuilder:
+        """INCREMENTING (the default, as Flink's: a new id and producer per epoch) or POOLING
+        (ids and their producers reused; not yet safe across restores, see
+        docs/kafka-sink.md)."""
+        if not isinstance(strategy, TransactionNamingStrategy):
+            raise TypeError("transactionNamingStrategy")
+        self._naming = strategy
         return self
 
     def set_record_serializer(

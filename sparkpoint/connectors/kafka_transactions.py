@@ -5,28 +5,51 @@ resumes one from its producer id and epoch. Here the task that wrote a transacti
 id and epoch (``DescribeTransactions``), and the driver ends it with an ``EndTxn`` request to
 the transaction coordinator; a transactional id is fenced (its open transaction aborted) by
 initialising a producer with it. kafka-python's admin client and protocol classes speak the
-requests librdkafka does not offer.
+requests librdkafka does not offer. A broker that is down or a coordinator still loading (a
+broker restarting) is waited for, up to ``wait_s``, as Flink's committer retries.
 """
 
 from __future__ import annotations
 
 import socket
 import struct
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["OpenTransaction", "TransactionAdmin"]
+__all__ = ["BUSY_STATES", "OpenTransaction", "TransactionAdmin"]
+
+# States of a transaction that is neither ended nor unused: its id is not free for another.
+BUSY_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
+# One admin client per Python process and cluster (``TransactionAdmin.shared``).
+_SHARED: dict[str, TransactionAdmin] = {}
 
 # EndTxn v2: the last version before KIP-890's epoch bump per transaction, so ending the same
 # transaction twice with the same epoch is a no-op (a commit redone after a restore).
 _END_TXN_VERSION = 2
 # Kafka's errors that mean "this transaction is no longer the producer's current one".
 _FENCED = {47: "INVALID_PRODUCER_EPOCH", 48: "INVALID_TXN_STATE", 90: "PRODUCER_FENCED"}
+# Errors of a coordinator that is busy, moving or loading its state: try again.
+_RETRIABLE = {
+    7: "REQUEST_TIMED_OUT",
+    14: "COORDINATOR_LOAD_IN_PROGRESS",
+    15: "COORDINATOR_NOT_AVAILABLE",
+    16: "NOT_COORDINATOR",
+    51: "CONCURRENT_TRANSACTIONS",
+}
+_WAIT_S = 180.0  # how long a broker may stay unreachable before a call fails
+_BACKOFF_S = 0.5
+
+
+class _Retriable(Exception):
+    """A retriable error code in a response."""
 
 
 @dataclass(frozen=True)
 class OpenTransaction:
-    """A transaction the coordinator knows: its transactional id, producer id and epoch."""
+    """A transaction the coordinator knows: its transactional id, producer id and epoch, and
+    its state as Kafka names it (``Ongoing``, ``CompleteCommit``, ...)."""
 
     transactional_id: str
     producer_id: int
@@ -37,30 +60,77 @@ class OpenTransaction:
 class TransactionAdmin:
     """Describe, list, end and fence transactions of one Kafka cluster."""
 
-    def __init__(self, bootstrap_servers: str) -> None:
+    def __init__(self, bootstrap_servers: str, wait_s: float = _WAIT_S) -> None:
         from kafka.admin import KafkaAdminClient
 
         self.bootstrap_servers = bootstrap_servers
-        self.admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+        self.wait_s = wait_s
         self._correlation = 0
+        self.admin = self._retrying(lambda: KafkaAdminClient(bootstrap_servers=bootstrap_servers))
+
+    def _retrying(self, call: Callable[[], Any]) -> Any:
+        """``call()``, again after a broker or coordinator error that may pass, for up to
+        ``wait_s``."""
+        from kafka.errors import RetriableError
+
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            try:
+                return call()
+            except (RetriableError, OSError, _Retriable):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(_BACKOFF_S)
+
+    @staticmethod
+    def shared(bootstrap_servers: str) -> TransactionAdmin:
+        """This process's admin client for the cluster, created on first use (a new one
+        costs a connection and version probes: ~0.1 s)."""
+        admin = _SHARED.get(bootstrap_servers)
+        if admin is None:
+            admin = _SHARED[bootstrap_servers] = TransactionAdmin(bootstrap_servers)
+        return admin
 
     def close(self) -> None:
         """Close the admin client's connections."""
         self.admin.close()
 
+    def describe_or_none(self, transactional_id: str) -> OpenTransaction | None:
+        """Like ``describe``; None when the coordinator does not know ``transactional_id``."""
+        from kafka.errors import TransactionalIdNotFoundError
+
+        try:
+            return self.describe(transactional_id)
+        except TransactionalIdNotFoundError:
+            return None
+
     def describe(self, transactional_id: str) -> OpenTransaction:
         """The current producer id, epoch and state of ``transactional_id``."""
-        d = self.admin.describe_transactions([transactional_id])[transactional_id]
-        return OpenTransaction(transactional_id, d.producer_id, d.producer_epoch, str(d.state))
+        d = self._retrying(lambda: self.admin.describe_transactions([transactional_id]))[
+            transactional_id
+        ]
+        state = str(getattr(d.state, "value", d.state))  # Kafka's name: "Ongoing", "Empty"...
+        return OpenTransaction(transactional_id, d.producer_id, d.producer_epoch, state)
 
     def list_ongoing(self) -> list[str]:
         """Transactional ids with an ongoing transaction, on every broker."""
-        listings = self.admin.list_transactions(state_filters=["Ongoing"])
+        listings = self._retrying(lambda: self.admin.list_transactions(state_filters=["Ongoing"]))
         return sorted({t.transactional_id for per_broker in listings.values() for t in per_broker})
 
     def end(self, txn: OpenTransaction, commit: bool) -> str | None:
         """Commit or abort ``txn``; None when done, else the error's name when the
         transaction is no longer the producer's current one (fenced, timed out)."""
+        code: int = self._retrying(lambda: self._end_once(txn, commit))
+        if code == 0:
+            return None
+        if code in _FENCED:
+            return _FENCED[code]
+        raise RuntimeError(
+            f"EndTxn({'commit' if commit else 'abort'}) of {txn.transactional_id} failed with "
+            f"Kafka error {code}"
+        )
+
+    def _end_once(self, txn: OpenTransaction, commit: bool) -> int:
         coordinator = self.admin.describe_transactions([txn.transactional_id])[
             txn.transactional_id
         ].coordinator_id
@@ -82,14 +152,9 @@ class TransactionAdmin:
                 _read_frame(conn), version=_END_TXN_VERSION, header=True
             )
         code = int(response.error_code)
-        if code == 0:
-            return None
-        if code in _FENCED:
-            return _FENCED[code]
-        raise RuntimeError(
-            f"EndTxn({'commit' if commit else 'abort'}) of {txn.transactional_id} failed with "
-            f"Kafka error {code}"
-        )
+        if code in _RETRIABLE:
+            raise _Retriable(f"EndTxn of {txn.transactional_id}: {_RETRIABLE[code]}")
+        return code
 
     def fence(self, transactional_id: str, producer_config: dict[str, Any]) -> None:
         """Abort whatever transaction ``transactional_id`` has open (a new producer epoch)."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from sparkpoint.checkpoint.metadata import CheckpointMetadata
 from sparkpoint.runtime.driver.master_state import JobMasterState
 from sparkpoint.runtime.driver.reports import EpochStart
@@ -41,6 +43,44 @@ def test_sink_output_waits_for_its_epoch_commit_and_collect_output_is_immediate(
     assert files.aborted == ["c", "b"] and commits.pending_up_to(10) == []
     commits.recommit([("files", [["d", 1]]), ("gone", ["x"])])
     assert files.committed == ["a", ("d", 1)]
+
+
+class SweepingSink(RecordingSink):
+    """Records the ``keep`` of every lingering sweep; its aborts fail while ``down``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sweeps: list[list[Any]] = []
+        self.down = False
+
+    def abort(self, committables: list[Any]) -> None:
+        if self.down:
+            raise ConnectionError("broker down")
+        super().abort(committables)
+
+    def abort_lingering(self, keep: list[Any]) -> list[str]:
+        self.sweeps.append(list(keep))
+        return []
+
+
+def test_lingering_sweeps_keep_the_pending_and_a_failed_abort_is_retried() -> None:
+    """After each commit and restore the sink sweeps what it staged, keeping what is still
+    pending; an abort that fails leaves its committables pending for the retry."""
+    sink = SweepingSink()
+    commits = SinkCommits({"kafka": sink})
+    commits.absorb(1, [SinkOutput("kafka", 0, ("a",), True)])
+    commits.absorb(2, [SinkOutput("kafka", 0, ("b",), True)])
+    commits.commit_up_to(1)
+    assert sink.committed == ["a"] and sink.sweeps == [["b"]]
+    sink.down = True
+    with pytest.raises(ConnectionError):
+        commits.abort_all()
+    assert commits.pending_up_to(10) == [("kafka", ["b"])]  # still there for the retry
+    sink.down = False
+    commits.abort_all()
+    assert sink.aborted == ["b"] and sink.sweeps == [["b"]]  # no sweep before the restore
+    commits.recommit([("kafka", ["a"])])
+    assert sink.committed == ["a", "a"] and sink.sweeps == [["b"], []]
 
 
 def test_job_master_state_round_trips_through_metadata() -> None:

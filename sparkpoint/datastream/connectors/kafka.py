@@ -14,6 +14,7 @@ from sparkpoint.connectors.kafka_record_schema import (
 )
 from sparkpoint.connectors.kafka_sink import KafkaSink, KafkaSinkBuilder
 from sparkpoint.connectors.kafka_source import KafkaSource, KafkaSourceBuilder
+from sparkpoint.connectors.kafka_writers import TransactionNamingStrategy
 
 __all__ = [
     "DeliveryGuarantee",
@@ -27,4 +28,5 @@ __all__ = [
     "KafkaSourceBuilder",
     "KafkaTopicPartition",
     "KafkaTopicSelector",
+    "TransactionNamingStrategy",
 ]

@@ -1,5 +1,9 @@
 """The driver's bookkeeping of sink output: staged per epoch, committed when a checkpoint
-covering the epoch completes (or at once without checkpointing), aborted on rollback."""
+covering the epoch completes (or at once without checkpointing), aborted on rollback.
+
+After each commit and restore, a sink that can find what it staged on its own
+(``abort_lingering``, the Kafka sink's open transactions) aborts everything staged that is
+neither committed nor pending here: what failed runs and killed tasks left behind."""
 
 from __future__ import annotations
 
@@ -34,14 +38,20 @@ class SinkCommits:
     def commit_up_to(self, epoch: int) -> None:
         """Commit everything staged in epochs up to ``epoch``."""
         due = self.pending_up_to(epoch)
+        # Forgotten before the commit: if it fails, the restore redoes it from the
+        # checkpoint's master state, and the failover must not abort it.
         self._pending = [p for p in self._pending if p[0] > epoch]
         self._apply(due, commit=True)
+        self._abort_lingering()
 
     def abort_all(self) -> None:
-        """Abort everything staged and not committed (rollback, cancel, failure)."""
+        """Abort everything staged and not committed (rollback, cancel, failure); what is
+        not aborted yet stays pending, so a failover that fails here tries again."""
         due = [(op, c) for _e, op, c in self._pending]
-        self._pending = []
         self._apply(due, commit=False)
+        self._pending = []
+        # No sweep here: a completed checkpoint's transactions whose commit failed are open
+        # too, and the restore that follows must commit them (it sweeps after that).
 
     def discard(self, outputs: Iterable[SinkOutput]) -> None:
         """Abort the staged output of a run whose results are not used."""
@@ -51,7 +61,9 @@ class SinkCommits:
         )
 
     def recommit(self, pending: Sequence[tuple[str, Sequence[Any]]]) -> None:
-        """Commit again what a restored checkpoint recorded as pending (idempotent)."""
+        """Commit again what a restored checkpoint recorded as pending (idempotent), then
+        abort whatever else the sinks staged (Flink: commit the recovered committables,
+        abort every other transaction of the job)."""
         self._apply(
             [
                 (op, [tuple(c) if isinstance(c, list) else c for c in committables])
@@ -60,6 +72,13 @@ class SinkCommits:
             ],
             commit=True,
         )
+        self._abort_lingering()
+
+    def _abort_lingering(self) -> None:
+        for op, sink in self.sinks.items():
+            abort_lingering = getattr(sink, "abort_lingering", None)
+            if abort_lingering is not None:
+                abort_lingering([c for _e, o, cs in self._pending if o == op for c in cs])
 
     def cleanup_job(self, job_id: str) -> None:
         """Let every sink remove what the job left (e.g. in-progress directories)."""

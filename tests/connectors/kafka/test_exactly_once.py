@@ -4,20 +4,18 @@ across a stop-with-savepoint and restore; no transaction of the job is left open
 
 from __future__ import annotations
 
-import collections
 import time
 from typing import Any
 
-from sparkpoint.common import Configuration, RestartStrategies
-from sparkpoint.connectors.kafka_transactions import TransactionAdmin
-from sparkpoint.datastream import FileSystemCheckpointStorage, StreamExecutionEnvironment
 from sparkpoint.testing import FailureInjector
 from tests.connectors.kafka.kafka_jobs import (
-    PARTITIONS,
-    expected_output,
+    check_exact,
+    check_restored_offsets,
+    create_topics,
+    job_env,
     kafka_sum_job,
-    produce_input,
     read_committed,
+    record_restored_positions,
 )
 from tests.fixtures.kafka import KafkaBroker
 
@@ -25,40 +23,15 @@ N = 4000  # 1000 records per partition
 
 
 def _env(spark: Any, tmp_path: Any, per_split: int, restore: str | None = None) -> Any:
-    conf = Configuration()
-    conf.set_string("sparkpoint.epoch.max-records-per-split", str(per_split))
-    conf.set_string("sparkpoint.local-state.dir", str(tmp_path / "local"))
-    if restore is not None:
-        conf.set_string("execution.savepoint.path", restore)
-    env = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
-    env.set_parallelism(2)
-    env.enable_checkpointing(10)
-    env.get_checkpoint_config().set_checkpoint_storage(
-        FileSystemCheckpointStorage(str(tmp_path / "ckpt"), savepoint_path=str(tmp_path / "sp"))
-    )
-    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 0))
-    return env
+    return job_env(spark, tmp_path, per_split, restore)
 
 
 def _topics(broker: KafkaBroker, name: str) -> tuple[str, str]:
-    source, sink = f"{name}-in", f"{name}-out"
-    broker.create_topic(source, PARTITIONS)
-    broker.create_topic(sink, 2)
-    produce_input(broker.bootstrap_servers, source, N)
-    return source, sink
+    return create_topics(broker, name, N)
 
 
 def _check(broker: KafkaBroker, sink: str, prefix: str) -> None:
-    got = collections.Counter(read_committed(broker.bootstrap_servers, sink))
-    expected = expected_output(N)
-    assert sum(got.values()) == N
-    assert got == expected
-    admin = TransactionAdmin(broker.bootstrap_servers)
-    try:
-        lingering = [t for t in admin.list_ongoing() if t.startswith(prefix + "-")]
-    finally:
-        admin.close()
-    assert lingering == []
+    check_exact(broker, sink, prefix, N)
 
 
 def test_kafka_to_kafka_exactly_once(spark: Any, tmp_path: Any, kafka_broker: KafkaBroker) -> None:
@@ -80,10 +53,12 @@ def test_user_exception_after_first_checkpoint(
     source, sink = _topics(kafka_broker, "eo-fail")
     inj = FailureInjector(str(tmp_path / "inj"), 2401, times=4)
     env = _env(spark, tmp_path, per_split=250)
+    positions = record_restored_positions(env, tmp_path)
     kafka_sum_job(env, kafka_broker.bootstrap_servers, source, sink, "eo-fail", injector=inj)
     result = env.execute("kafka-eo-fail")
     assert inj.fired() == 4
     assert result.restarts == 1
+    check_restored_offsets(result, positions)
     _check(kafka_broker, sink, "eo-fail")
 
 

@@ -1,15 +1,20 @@
 """``KafkaSink``'s writers on the sink contract, without Spark: EXACTLY_ONCE output is
-invisible until the driver commits; a retried epoch fences what its failed attempt left open;
-a commit redone after a restore is a no-op; AT_LEAST_ONCE is readable after the epoch."""
+invisible until the driver commits; what a failed attempt left open is aborted by the
+driver's sweep and nothing else is; a commit redone after a restore is a no-op; producers are
+reused across epochs; AT_LEAST_ONCE is readable when the epoch ends, NONE does not wait."""
 
 from __future__ import annotations
 
+import time
+
 from sparkpoint.common import SimpleStringSchema
 from sparkpoint.connectors.kafka_transactions import TransactionAdmin
+from sparkpoint.connectors.kafka_writers import POOL_STATS
 from sparkpoint.datastream.connectors.kafka import (
     DeliveryGuarantee,
     KafkaRecordSerializationSchema,
     KafkaSink,
+    TransactionNamingStrategy,
 )
 from tests.connectors.kafka.kafka_jobs import read_committed
 from tests.fixtures.kafka import KafkaBroker
@@ -27,6 +32,7 @@ def _sink(broker: KafkaBroker, topic: str, guarantee: DeliveryGuarantee) -> Kafk
         )
         .set_delivery_guarantee(guarantee)
         .set_transactional_id_prefix(topic)
+        .set_transaction_naming_strategy(TransactionNamingStrategy.POOLING)
         .build()
     )
 
@@ -39,27 +45,43 @@ def _ongoing(broker: KafkaBroker, prefix: str) -> list[str]:
         admin.close()
 
 
-def test_exactly_once_commit_fence_and_recommit(kafka_broker: KafkaBroker) -> None:
+def test_exactly_once_commit_abort_lingering_and_recommit(kafka_broker: KafkaBroker) -> None:
+    """POOLING ids: a failed attempt's transaction stays open (its id is busy, the retry
+    takes the next one) until the driver's sweep aborts it; a commit redone after a
+    restore is a no-op; a later epoch reuses the committed id's producer."""
     topic = "sink-eo"
     kafka_broker.create_topic(topic, 1)
     sink = _sink(kafka_broker, topic, DeliveryGuarantee.EXACTLY_ONCE)
+    stats = dict(POOL_STATS)
     w = sink.create_writer("job", 1, 0, 1, 0)
     w.write(["a", "b"])
     epoch1 = w.prepare_commit()
-    assert _ongoing(kafka_broker, topic) == [f"{topic}-0-1"]
-    # A failed attempt of epoch 2 leaves its transaction open; the retry fences it.
-    failed = sink.create_writer("job", 2, 0, 1, 0)
+    assert [c["transactional_id"] for c in epoch1] == [f"{topic}-0-0"]
+    assert epoch1[0]["topics"] == [topic]
+    assert _ongoing(kafka_broker, topic) == [f"{topic}-0-0"]
+    failed = sink.create_writer("job", 2, 0, 1, 0)  # its task dies after the flush
     failed.write(["lost"])
     failed.prepare_commit()
     retry = sink.create_writer("job", 2, 0, 1, 1)
-    assert _ongoing(kafka_broker, topic) == [f"{topic}-0-1"]
     retry.write(["c"])
     epoch2 = retry.prepare_commit()
+    assert [c["transactional_id"] for c in epoch2] == [f"{topic}-0-2"]
+    assert _ongoing(kafka_broker, topic) == [f"{topic}-0-{n}" for n in range(3)]
     assert read_committed(kafka_broker.bootstrap_servers, topic, timeout=3) == []
     sink.commit(epoch1 + epoch2)
     sink.commit(epoch1)  # a restore redoes the commit: nothing changes
+    assert sink.abort_lingering([]) == [f"{topic}-0-1"]
     assert read_committed(kafka_broker.bootstrap_servers, topic) == ["a", "b", "c"]
     assert _ongoing(kafka_broker, topic) == []
+    later = sink.create_writer("job", 3, 0, 1, 0)
+    later.write(["d"])
+    epoch3 = later.prepare_commit()
+    assert [c["transactional_id"] for c in epoch3] == [f"{topic}-0-0"]
+    sink.commit(epoch3)
+    assert read_committed(kafka_broker.bootstrap_servers, topic) == ["a", "b", "c", "d"]
+    # Three producers made (ids 0, 1, 2), one reused (id 0 in epoch 3).
+    assert POOL_STATS["created"] - stats["created"] == 3
+    assert POOL_STATS["reused"] - stats["reused"] == 1
 
 
 def test_exactly_once_abort_and_downscale(kafka_broker: KafkaBroker) -> None:
@@ -74,17 +96,59 @@ def test_exactly_once_abort_and_downscale(kafka_broker: KafkaBroker) -> None:
     orphan.prepare_commit()  # subtask 1's output, never committed: the job rescales to 1
     w = sink.create_writer("job", 2, 0, 1, 0)
     w.write(["z"])
-    sink.commit(w.prepare_commit())
+    pending = w.prepare_commit()
+    assert pending[0]["transactional_id"] == f"{topic}-0-0"  # the aborted one's id, reused
+    assert sink.abort_lingering(pending) == [f"{topic}-1-0"]  # the pending one is kept
+    assert _ongoing(kafka_broker, topic) == [f"{topic}-0-0"]
+    sink.commit(pending)
     assert read_committed(kafka_broker.bootstrap_servers, topic) == ["z"]
     assert _ongoing(kafka_broker, topic) == []
 
 
+def _plain(broker: KafkaBroker, topic: str, guarantee: DeliveryGuarantee) -> KafkaSink:
+    """A NONE or AT_LEAST_ONCE sink whose producer holds records for 3 s before sending."""
+    sink = _sink(broker, topic, guarantee)
+    sink.properties["linger.ms"] = "3000"
+    return sink
+
+
 def test_at_least_once_flushes_at_the_epoch_end(kafka_broker: KafkaBroker) -> None:
+    """The epoch's end waits until Kafka acknowledged every record: all 1000 are readable
+    the moment ``prepare_commit`` returns, though the producer would have held them 3 s."""
     topic = "sink-alo"
     kafka_broker.create_topic(topic, 1)
-    sink = _sink(kafka_broker, topic, DeliveryGuarantee.AT_LEAST_ONCE)
+    sink = _plain(kafka_broker, topic, DeliveryGuarantee.AT_LEAST_ONCE)
     assert not sink.transactional
     w = sink.create_writer("job", 1, 0, 1, 0)
     w.write([str(i) for i in range(1000)])
     assert w.prepare_commit() == []
+    assert _end_offset(kafka_broker, topic) == 1000
     assert read_committed(kafka_broker.bootstrap_servers, topic) == [str(i) for i in range(1000)]
+
+
+def test_none_never_waits(kafka_broker: KafkaBroker) -> None:
+    """NONE's epoch end returns at once, records still in the producer (none in Kafka yet);
+    they arrive later, all 1000, once."""
+    topic = "sink-none"
+    kafka_broker.create_topic(topic, 1)
+    sink = _plain(kafka_broker, topic, DeliveryGuarantee.NONE)
+    w = sink.create_writer("job", 1, 0, 1, 0)
+    t0 = time.monotonic()
+    w.write([str(i) for i in range(1000)])
+    assert w.prepare_commit() == []
+    assert time.monotonic() - t0 < 1.0
+    assert _end_offset(kafka_broker, topic) == 0
+    deadline = time.monotonic() + 30
+    while _end_offset(kafka_broker, topic) < 1000 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert read_committed(kafka_broker.bootstrap_servers, topic) == [str(i) for i in range(1000)]
+
+
+def _end_offset(broker: KafkaBroker, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "x", "log_level": 0})
+    try:
+        return int(c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1])
+    finally:
+        c.close()

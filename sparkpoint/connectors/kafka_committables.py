@@ -1,0 +1,73 @@
+"""The exactly-once Kafka sink's committables, checked as input from outside.
+
+A committable names a transaction to commit: ``transactional_id``, ``producer_id``,
+``producer_epoch`` and the ``topics`` it wrote. A checkpoint's ``_metadata`` carries the
+uncommitted ones; on restore they are committed on its word, so each is checked before any
+Kafka call: the id must be one of this sink's (``<prefix>-<subtask>-<n>``), the producer id and
+epoch in Kafka's ranges, and the topics the sink's own when it writes to a fixed topic.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from sparkpoint.connectors.kafka_transactions import OpenTransaction
+from sparkpoint.errors import MetadataFormatError
+
+__all__ = ["checked_transactions", "transactional_id_pattern"]
+
+_MAX_EPOCH = 32767  # a producer epoch is a Java short
+_FIELDS = ("transactional_id", "producer_id", "producer_epoch", "topics")
+
+
+def transactional_id_pattern(prefix: str) -> re.Pattern[str]:
+    """The transactional ids of the sink with ``prefix``: ``<prefix>-<subtask>-<n>``."""
+    return re.compile(re.escape(prefix) + r"-(\d+)-(\d+)")
+
+
+def checked_transactions(
+    committables: Sequence[Any], prefix: str, topic: str | None, where: str
+) -> list[OpenTransaction]:
+    """The transactions ``committables`` name, each checked (``MetadataFormatError`` naming
+    ``where``, the field and its value otherwise); ``topic`` is the sink's fixed topic, if
+    it has one."""
+    own = transactional_id_pattern(prefix)
+    out = []
+    for i, c in enumerate(committables):
+        field = f"committable {i}"
+        if not isinstance(c, dict) or sorted(c) != sorted(_FIELDS):
+            raise _refuse(where, field, c, f"is not a mapping of exactly {', '.join(_FIELDS)}")
+        tid, pid, epoch, topics = (c[f] for f in _FIELDS)
+        if not isinstance(tid, str) or own.fullmatch(tid) is None:
+            raise _refuse(
+                where,
+                f"{field} transactional_id",
+                tid,
+                f"is not a transactional id of this sink ({prefix}-<subtask>-<n>)",
+            )
+        if not _is_int(pid) or pid < 0:
+            raise _refuse(where, f"{field} producer_id", pid, "is not a producer id")
+        if not _is_int(epoch) or not 0 <= epoch <= _MAX_EPOCH:
+            raise _refuse(where, f"{field} producer_epoch", epoch, "is not a producer epoch")
+        if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
+            raise _refuse(where, f"{field} topics", topics, "is not a list of topic names")
+        foreign = [t for t in topics if topic is not None and t != topic]
+        if foreign:
+            raise _refuse(
+                where, f"{field} topics", foreign[0], f"is not this sink's topic {topic!r}"
+            )
+        out.append(OpenTransaction(tid, pid, epoch, ""))
+    return out
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _refuse(where: str, field: str, value: Any, reason: str) -> MetadataFormatError:
+    return MetadataFormatError(
+        f"Refusing the Kafka sink's {field} {value!r} in {where}: it {reason}. A restored "
+        "snapshot's sink commits must name transactions this sink wrote."
+    )

@@ -1,0 +1,217 @@
+"""The task side of ``KafkaSink``: one writer per subtask and epoch, per delivery guarantee.
+
+NONE and AT_LEAST_ONCE share one producer per configuration and Python worker. EXACTLY_ONCE
+writes the epoch in one Kafka transaction, flushed and left open at the epoch's end for the
+driver to commit; its transactional id follows the sink's ``TransactionNamingStrategy``.
+POOLING names transactions ``<prefix>-<subtask>-<n>`` with the lowest ``n``
+whose transaction has ended, and keeps one producer per transactional id in the Python
+worker, as Flink's producer pool: an epoch then costs two ``DescribeTransactions`` instead
+of a new producer and ``InitProducerId``. It is not yet safe across restores: a reused
+producer keeps its id and epoch, so a restored checkpoint's committable cannot tell its own
+transaction from a newer one on the same id. INCREMENTING (the default, as Flink's) names
+them ``<prefix>-<subtask>-<epoch>`` with a new producer each epoch.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkpoint.connectors.kafka_transactions import BUSY_STATES, OpenTransaction, TransactionAdmin
+from sparkpoint.connectors.sink import SinkWriter
+
+__all__ = ["PlainWriter", "TransactionNamingStrategy", "TransactionalWriter"]
+
+# One producer per configuration and Python worker for NONE/AT_LEAST_ONCE: NONE's records are
+# still being sent when the epoch's task returns.
+_PRODUCERS: dict[tuple[tuple[str, Any], ...], Any] = {}
+
+
+class TransactionNamingStrategy(enum.Enum):
+    """Flink's names for how EXACTLY_ONCE names its transactions: POOLING reuses ids (and
+    their producers), INCREMENTING takes a new id per epoch."""
+
+    INCREMENTING = 0
+    POOLING = 1
+
+
+class _DeliveryErrors:
+    """Collects the first delivery error of a producer's records."""
+
+    def __init__(self) -> None:
+        self.error: Any = None
+
+    def __call__(self, err: Any, _msg: Any) -> None:
+        if err is not None and self.error is None:
+            self.error = err
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise RuntimeError(f"Kafka refused a record: {self.error}")
+
+
+@dataclass
+class _Pooled:
+    """A transactional producer kept in the worker, and the producer id and epoch its last
+    transaction had (how the writer tells that nobody fenced it since)."""
+
+    producer: Any
+    errors: _DeliveryErrors
+    producer_id: int = -1
+    producer_epoch: int = -1
+    topics: set[str] = field(default_factory=set)
+
+
+# Transactional id -> its producer, in this Python worker (POOLING).
+_POOL: dict[str, _Pooled] = {}
+# Pool statistics of this worker: producers created and reused (read by the tests).
+POOL_STATS = {"created": 0, "reused": 0}
+
+
+def _produce_all(producer: Any, rows: list[tuple[str, bytes | None, bytes]]) -> None:
+    produce = producer.produce
+    for topic, key, value in rows:
+        while True:
+            try:
+                produce(topic, value, key)
+                break
+            except BufferError:  # the local queue is full: let librdkafka send
+                producer.poll(0.05)
+    producer.poll(0)
+
+
+def _flush(producer: Any, errors: _DeliveryErrors) -> None:
+    remaining = producer.flush(300)
+    if remaining:
+        raise RuntimeError(f"{remaining} Kafka records unacknowledged after 300 s")
+    errors.check()
+
+
+class PlainWriter(SinkWriter):
+    """NONE (``wait`` false: nothing waited for) and AT_LEAST_ONCE (flushed at the epoch's
+    end, so the epoch succeeds only once Kafka acknowledged every record)."""
+
+    def __init__(self, config: dict[str, Any], serializer: Any, wait: bool) -> None:
+        self.serializer = serializer
+        self.wait = wait
+        key = tuple(sorted(config.items()))
+        if key not in _PRODUCERS:
+            from confluent_kafka import Producer
+
+            errors = _DeliveryErrors()
+            _PRODUCERS[key] = (Producer({**config, "on_delivery": errors}), errors)
+        self.producer, self.errors = _PRODUCERS[key]
+
+    def write(self, values: list[Any]) -> None:
+        _produce_all(self.producer, self.serializer.serialize_batch(values))
+
+    def prepare_commit(self) -> list[Any]:
+        if self.wait:
+            _flush(self.producer, self.errors)
+        return []
+
+
+class TransactionalWriter(SinkWriter):
+    """EXACTLY_ONCE: the epoch's records in one transaction, left open for the driver; its
+    committable is the transactional id, producer id and epoch, and the topics written."""
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        serializer: Any,
+        prefix: str,
+        subtask: int,
+        epoch: int,
+        naming: TransactionNamingStrategy,
+    ) -> None:
+        self.config = config
+        self.serializer = serializer
+        self.prefix = prefix
+        self.subtask = subtask
+        self.epoch = epoch
+        self.naming = naming
+        self.admin = TransactionAdmin.shared(config["bootstrap.servers"])
+        self.txn: _Pooled | None = None
+        self.transactional_id = ""
+
+    def write(self, values: list[Any]) -> None:
+        if not values:
+            return  # no transaction for nothing: an empty one could not be committed
+        if self.txn is None:
+            self.txn = self._begin()
+        rows = self.serializer.serialize_batch(values)
+        self.txn.topics.update(topic for topic, _k, _v in rows)
+        _produce_all(self.txn.producer, rows)
+
+    def _begin(self) -> _Pooled:
+        if self.naming is TransactionNamingStrategy.INCREMENTING:
+            self.transactional_id = f"{self.prefix}-{self.subtask}-{self.epoch}"
+            return self._new_producer(self.transactional_id)
+        for n in itertools.count():
+            tid = f"{self.prefix}-{self.subtask}-{n}"
+            now = self.admin.describe_or_none(tid)
+            if now is None or now.state not in BUSY_STATES:
+                self.transactional_id = tid
+                return self._reuse(tid, now) or self._new_producer(tid)
+        raise AssertionError("unreachable")
+
+    def _reuse(self, tid: str, now: OpenTransaction | None) -> _Pooled | None:
+        """The pooled producer of ``tid`` in a new transaction, if its last one ended and
+        nobody fenced it since; librdkafka still counts that transaction as its current
+        one, so it ends it again (a no-op on the broker: same producer epoch)."""
+        from confluent_kafka import KafkaException
+
+        pooled = _POOL.pop(tid, None)
+        if pooled is None or now is None:
+            return None
+        if (now.producer_id, now.producer_epoch) != (pooled.producer_id, pooled.producer_epoch):
+            return None  # fenced by another producer of the id: a new one takes over
+        try:
+            if now.state == "CompleteCommit":
+                pooled.producer.commit_transaction(30)
+            elif now.state == "CompleteAbort":
+                pooled.producer.abort_transaction(30)
+            else:
+                return None
+            pooled.producer.begin_transaction()
+        except KafkaException:
+            return None
+        pooled.errors.error = None
+        pooled.topics = set()
+        POOL_STATS["reused"] += 1
+        return pooled
+
+    def _new_producer(self, tid: str) -> _Pooled:
+        from confluent_kafka import Producer
+
+        errors = _DeliveryErrors()
+        producer = Producer({**self.config, "transactional.id": tid, "on_delivery": errors})
+        producer.init_transactions(60)  # fences what an earlier producer of the id left open
+        producer.begin_transaction()
+        POOL_STATS["created"] += 1
+        return _Pooled(producer, errors)
+
+    def prepare_commit(self) -> list[Any]:
+        if self.txn is None:
+            return []
+        _flush(self.txn.producer, self.txn.errors)
+        # The transaction stays open: the driver commits it with the checkpoint.
+        now = self.admin.describe(self.transactional_id)
+        if now.state != "Ongoing":
+            raise RuntimeError(
+                f"Kafka transaction {self.transactional_id} is {now.state} before its commit "
+                "(fenced by a newer producer of its id)"
+            )
+        self.txn.producer_id, self.txn.producer_epoch = now.producer_id, now.producer_epoch
+        if self.naming is TransactionNamingStrategy.POOLING:
+            _POOL[self.transactional_id] = self.txn
+        return [
+            {
+                "transactional_id": self.transactional_id,
+                "producer_id": now.producer_id,
+                "producer_epoch": now.producer_epoch,
+                "topics": sorted(self.txn.topics),
+            }
+        ]

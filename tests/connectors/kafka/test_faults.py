@@ -1,0 +1,138 @@
+"""Kafka → key_by/reduce → Kafka under injected faults against the real broker: a Python
+worker killed in the source's stage and in the sink's (retried by Spark, or restored from a
+checkpoint once Spark's attempts are spent), the broker killed and restarted mid-job, and
+AT_LEAST_ONCE under a restore. EXACTLY_ONCE: a ``read_committed`` consumer reads every
+expected record exactly once, the restored checkpoint holds the offsets of the epochs it
+covers, and no transaction of the job is left open (the driver aborted what the killed
+attempts left: counted)."""
+
+from __future__ import annotations
+
+import collections
+import time
+from typing import Any
+
+import pytest
+
+from sparkpoint.common import RestartStrategies
+from sparkpoint.datastream.connectors.kafka import DeliveryGuarantee
+from sparkpoint.testing import FailureInjector
+from tests.connectors.kafka.kafka_jobs import (
+    KEYS,
+    check_exact,
+    check_restored_offsets,
+    create_topics,
+    expected_output,
+    job_env,
+    kafka_sum_job,
+    open_transactions,
+    read_committed,
+    record_restored_positions,
+    running_sum_at,
+)
+from tests.fixtures.kafka import KafkaBroker
+
+N = 4000  # 1000 records per partition
+PER_SPLIT = 250  # record 2401 (offset 600 of partition 1) is read in the third epoch
+
+
+@pytest.mark.parametrize(
+    ("stage", "times"),
+    [("sink", 1), ("sink", 4), ("source", 4)],
+    ids=["sink-spark-retry", "sink-job-restore", "source-job-restore"],
+)
+def test_python_worker_killed(
+    spark: Any, tmp_path: Any, kafka_broker: KafkaBroker, stage: str, times: int
+) -> None:
+    """The worker parsing record 2401 (source stage) or formatting its running sum for the
+    sink (sink stage) is SIGKILLed ``times`` times: once, Spark's retry runs the task again;
+    four times, Spark gives up and the job restores from the second epoch's checkpoint."""
+    name = f"fault-kill-{stage}-{times}"
+    source, sink = create_topics(kafka_broker, name, N)
+    at = running_sum_at(2401) if stage == "sink" else 2401
+    inj = FailureInjector(str(tmp_path / "inj"), at, times=times, mode="kill")
+    env = job_env(spark, tmp_path, per_split=PER_SPLIT)
+    positions = record_restored_positions(env, tmp_path)
+    injectors = {"sink_injector": inj} if stage == "sink" else {"injector": inj}
+    kafka_sink = kafka_sum_job(env, kafka_broker.bootstrap_servers, source, sink, name, **injectors)
+    result = env.execute(name)
+    assert inj.fired() == times
+    if times == 4:
+        assert result.restarts == 1
+        check_restored_offsets(result, positions)
+    else:
+        assert result.restarts == 0
+    check_exact(kafka_broker, sink, name, N)
+    aborted = kafka_sink.lingering_aborted
+    assert all(t.startswith(name + "-") for t in aborted)
+    if (stage, times) == ("sink", 4):
+        # The other subtask's sink task had finished epoch 3 when Spark gave up on the
+        # job: its transaction, in no checkpoint, was left open, and the restore aborted it.
+        assert aborted, "no lingering transaction was aborted"
+
+
+def test_broker_killed_and_restarted_mid_job(
+    spark: Any, tmp_path: Any, kafka_broker: KafkaBroker
+) -> None:
+    """The broker is SIGKILLed after the third epoch and started again on its log dir: the
+    job waits for it or fails over (restarts spaced a second apart) and finishes exact."""
+    name = "fault-broker"
+    source, sink = create_topics(kafka_broker, name, N)
+    env = job_env(
+        spark, tmp_path, per_split=100, restarts=RestartStrategies.fixed_delay_restart(20, 1000)
+    )
+    kafka_sum_job(env, kafka_broker.bootstrap_servers, source, sink, name)
+    client = env.execute_async(name)
+    master = client.job_master
+    while master.progress.epochs_run < 3:
+        assert not client.get_job_execution_result().done(), "job ended before the fault"
+        time.sleep(0.05)
+    try:
+        kafka_broker.kill()
+        killed_at = master.progress.epochs_run
+        assert not client.get_job_execution_result().done(), "job ended before the fault"
+        time.sleep(2)
+    finally:
+        kafka_broker.start()  # the session's later tests need the broker
+    assert not client.get_job_execution_result().done(), "job ended while the broker was down"
+    client.wait(timeout=300)
+    assert master.status == "FINISHED"
+    assert master.progress.epochs_run > killed_at + 1  # the job ran on after the broker came back
+    check_exact(kafka_broker, sink, name, N)
+
+
+def test_at_least_once_under_a_restore(
+    spark: Any, tmp_path: Any, kafka_broker: KafkaBroker
+) -> None:
+    """AT_LEAST_ONCE, the sink's worker killed four times in the third epoch: every line is
+    there, those of records before the restored checkpoint's offsets exactly once (flushed
+    when their epoch ended), only lines of the replayed epoch more than once."""
+    name = "fault-alo"
+    source, sink = create_topics(kafka_broker, name, N)
+    inj = FailureInjector(str(tmp_path / "inj"), running_sum_at(2401), times=4, mode="kill")
+    env = job_env(spark, tmp_path, per_split=PER_SPLIT)
+    positions = record_restored_positions(env, tmp_path)
+    kafka_sum_job(
+        env,
+        kafka_broker.bootstrap_servers,
+        source,
+        sink,
+        name,
+        sink_injector=inj,
+        guarantee=DeliveryGuarantee.AT_LEAST_ONCE,
+    )
+    result = env.execute(name)
+    assert inj.fired() == 4 and result.restarts == 1
+    check_restored_offsets(result, positions)
+    got = collections.Counter(read_committed(kafka_broker.bootstrap_servers, sink))
+    expected = expected_output(N)
+    assert set(got) == set(expected)
+    before = {_line(x) for x in range(N) if x // 4 < 500}  # offset x // 4 of partition x % 4
+    assert all(got[line] == 1 for line in before)
+    replayed = {_line(x) for x in range(N) if 500 <= x // 4 < 750}
+    assert {line for line, n in got.items() if n > 1} <= replayed
+    assert open_transactions(kafka_broker, name) == []
+
+
+def _line(x: int) -> str:
+    return f"{x % KEYS},{running_sum_at(x)}"
