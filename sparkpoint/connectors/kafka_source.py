@@ -2,8 +2,9 @@
 
 The driver resolves starting (and, bounded, stopping) offsets and plans each epoch's range
 ``[position, min(end of partition, stopping offset))`` per split; a task reads exactly that
-range with a confluent-kafka consumer, ``consume()`` a batch at a time. Positions go into every
-checkpoint, so a restore (or a savepoint) continues from the offsets it recorded.
+range with a confluent-kafka consumer, ``consume()`` a batch at a time, each record with its
+Kafka timestamp (as Flink's ``KafkaSource``). Positions go into every checkpoint, so a restore
+(or a savepoint) continues from the offsets it recorded.
 """
 
 from __future__ import annotations
@@ -16,7 +17,13 @@ from typing import Any
 
 from sparkpoint.connectors.kafka_offsets import KafkaOffsetsInitializer, KafkaTopicPartition
 from sparkpoint.connectors.serialization_schemas import DeserializationSchema
-from sparkpoint.connectors.source import Boundedness, Source, SourceSplit, SplitRange
+from sparkpoint.connectors.source import (
+    Boundedness,
+    Source,
+    SourceSplit,
+    SplitRange,
+    TimestampedBatch,
+)
 from sparkpoint.errors import ConfigurationError
 
 __all__ = ["KafkaSource", "KafkaSourceBuilder"]
@@ -152,14 +159,22 @@ class KafkaSource(Source):
 
     # -- the task's side ----------------------------------------------------------------
     def read(self, split_range: SplitRange) -> Iterator[Any]:
-        for batch in self.read_batches(split_range):
-            yield from batch
+        for values, _timestamps in self.read_batches(split_range):
+            yield from values
 
-    def read_batches(self, split_range: SplitRange) -> Iterator[list[Any]]:
-        """The records of ``split_range`` in batches of up to ``consume()``'s size."""
+    def read_batches(self, split_range: SplitRange) -> Iterator[TimestampedBatch]:
+        """The records of ``split_range`` in batches of up to ``consume()``'s size, with their
+        Kafka timestamps (producer's or broker's, by the topic's ``message.timestamp.type``;
+        None for a record without one)."""
         if split_range.end <= split_range.start:
             return
-        from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+        from confluent_kafka import (
+            TIMESTAMP_NOT_AVAILABLE,
+            Consumer,
+            KafkaError,
+            KafkaException,
+            TopicPartition,
+        )
 
         topic, partition = split_range.info["topic"], split_range.info["partition"]
         conf = self._client_config(f"reader-{partition}")
@@ -176,6 +191,7 @@ class KafkaSource(Source):
             while True:
                 messages = consumer.consume(_BATCH, 1.0)
                 values: list[Any] = []
+                timestamps: list[int | None] = []
                 done = False
                 for m in messages:
                     err = m.error()
@@ -189,10 +205,12 @@ class KafkaSource(Source):
                         done = True
                         break
                     values.append(m.value())
+                    ts_type, ts = m.timestamp()
+                    timestamps.append(None if ts_type == TIMESTAMP_NOT_AVAILABLE else ts)
                     done = offset >= end - 1
                 if values:
                     progress = time.monotonic()
-                    yield deserialize(values)
+                    yield deserialize(values), timestamps
                 if done:
                     return
                 # Transaction markers and aborted records take offsets that yield no record.

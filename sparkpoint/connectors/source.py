@@ -3,6 +3,8 @@
 The driver-side ``SplitEnumerator`` hands out, per epoch, a ``SplitRange`` for each split
 (``start`` inclusive, ``end`` exclusive positions); the task side reads exactly that range.
 A checkpoint records every split's position after the epoch, so a restore rewinds exactly.
+A task reads a range through ``read_batches``: batches of records, each with the records'
+timestamps when the source has them (Kafka's), as Flink's ``SourceReader`` emits them.
 """
 
 from __future__ import annotations
@@ -12,7 +14,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Boundedness", "Source", "SourceSplit", "SplitEnumerator", "SplitRange"]
+__all__ = [
+    "Boundedness",
+    "Source",
+    "SourceSplit",
+    "SplitEnumerator",
+    "SplitRange",
+    "TimestampedBatch",
+]
+
+# Records and their timestamps (None: no record of the batch carries one).
+TimestampedBatch = tuple[list[Any], list[int | None] | None]
+READ_BATCH = 8192  # records per batch of the default ``read_batches``
 
 
 class Boundedness:
@@ -84,6 +97,18 @@ class Source(abc.ABC):
     @abc.abstractmethod
     def read(self, split_range: SplitRange) -> Iterator[Any]:
         """The records of ``split_range`` (runs in a Spark task)."""
+
+    def read_batches(self, split_range: SplitRange) -> Iterator[TimestampedBatch]:
+        """The records of ``split_range`` in batches with their timestamps (runs in a Spark
+        task); by default ``read()``'s records in batches of ``READ_BATCH``, without any."""
+        batch: list[Any] = []
+        for value in self.read(split_range):
+            batch.append(value)
+            if len(batch) >= READ_BATCH:
+                yield batch, None
+                batch = []
+        if batch:
+            yield batch, None
 
     def advance(self, split: SourceSplit, split_range: SplitRange) -> None:
         """Move ``split`` past ``split_range`` after its epoch succeeded."""

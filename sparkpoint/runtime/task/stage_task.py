@@ -183,14 +183,21 @@ class StageTask:
         return split_range
 
     def _read_split(self, tree: StageTree, split_range: SplitRange | None) -> int:
-        """Push the records of the source split's range through; returns their count."""
+        """Push the records of the source split's range through, with the timestamps the
+        source gives them, in batches of at most ``GROUP_TARGET``; returns their count."""
         source = self.stage.source
         if split_range is None or source is None:
             return 0
         records = 0
-        for chunk in _chunks(source.source.read(split_range)):
-            records += len(chunk)
-            tree.push_input(-1, chunk, None)
+        for values, timestamps in source.source.read_batches(split_range):
+            records += len(values)
+            if len(values) <= GROUP_TARGET:
+                tree.push_input(-1, values, timestamps)
+                continue
+            for start in range(0, len(values), GROUP_TARGET):
+                stop = start + GROUP_TARGET
+                ts = None if timestamps is None else timestamps[start:stop]
+                tree.push_input(-1, values[start:stop], ts)
         return records
 
     def _read_inputs(
@@ -302,15 +309,3 @@ class _Coalesced:
         if self.values:
             self.tree.push_input(self.input_index, self.values, self.timestamps)
         self.values, self.timestamps = [], None
-
-
-def _chunks(records: Iterator[Any]) -> Iterator[list[Any]]:
-    """Batches of up to ``GROUP_TARGET`` records."""
-    buf: list[Any] = []
-    for value in records:
-        buf.append(value)
-        if len(buf) >= GROUP_TARGET:
-            yield buf
-            buf = []
-    if buf:
-        yield buf

@@ -45,9 +45,9 @@ def _drain(enum: SplitEnumerator, per_split: int) -> dict[str, list[str]]:
         if not ranges:
             return out
         for r in ranges:
-            batches = list(enum.source.read_batches(r))  # type: ignore[attr-defined]
-            assert all(len(b) <= per_split for b in batches)
-            out.setdefault(r.split_id, []).extend(v for b in batches for v in b)
+            batches = list(enum.source.read_batches(r))
+            assert all(len(b) <= per_split and len(t or ()) == len(b) for b, t in batches)
+            out.setdefault(r.split_id, []).extend(v for b, _t in batches for v in b)
         enum.commit_epoch(ranges)
 
 
@@ -61,6 +61,12 @@ def test_splits_offsets_and_restore(kafka_broker: KafkaBroker) -> None:
     enum = SplitEnumerator(_source(kafka_broker, topic, KafkaOffsetsInitializer.earliest()), 2)
     assert sorted(enum.splits) == [f"{topic}-0", f"{topic}-1"]
     assert [enum.splits[f"{topic}-0"].position, enum.splits[f"{topic}-0"].end] == [0, 20]
+    # Every record comes with the timestamp its producer set.
+    stamps = {
+        r.split_id: [t for _b, ts in enum.source.read_batches(r) for t in ts or ()]
+        for r in enum.plan_epoch(100)
+    }
+    assert stamps == {f"{topic}-0": [1000] * 10 + [2000] * 10, f"{topic}-1": [1000] * 5}
     first = enum.plan_epoch(7)
     enum.commit_epoch(first)
     saved = enum.snapshot_state()

@@ -1,0 +1,97 @@
+"""Kafka record timestamps become the stream's record timestamps, as in Flink's KafkaSource:
+``WatermarkStrategy.for_monotonous_timestamps()`` without a timestamp assigner drives
+event-time tumbling windows over a topic whose producer set every record's timestamp."""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+from sparkpoint.common import Configuration, SimpleStringSchema, Time, WatermarkStrategy
+from sparkpoint.common.watermark_strategy import MAX_WATERMARK
+from sparkpoint.connectors.sink import CollectSink
+from sparkpoint.datastream import ProcessWindowFunction, StreamExecutionEnvironment
+from sparkpoint.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
+from sparkpoint.datastream.window import TumblingEventTimeWindows
+from tests.fixtures.kafka import KafkaBroker
+
+PARTITIONS = 4
+KEYS = 8
+N = 4000
+T0 = 1_700_000_000_123  # not on a window boundary
+STEP = 7  # ms between consecutive records: windows of 1 s hold 142 or 143 records
+WINDOW = 1000
+
+
+def _timestamp(x: int) -> int:
+    return T0 + STEP * x
+
+
+def _produce(bootstrap: str, topic: str) -> None:
+    """Record ``x`` is ``"<x % KEYS>,<x>"`` in partition ``x % PARTITIONS`` with timestamp
+    ``_timestamp(x)``: increasing within every partition."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 0})
+    for x in range(N):
+        producer.produce(
+            topic, f"{x % KEYS},{x}".encode(), partition=x % PARTITIONS, timestamp=_timestamp(x)
+        )
+    assert producer.flush(60) == 0
+
+
+def _expected() -> collections.Counter[tuple[int, int, int]]:
+    counts: collections.Counter[tuple[int, int, int]] = collections.Counter()
+    for x in range(N):
+        ts = _timestamp(x)
+        counts[(x % KEYS, ts - ts % WINDOW, 0)] += 1
+    return collections.Counter({(k, start, n): 1 for (k, start, _), n in counts.items()})
+
+
+def _parse(line: str) -> tuple[int, int]:
+    k, x = line.split(",")
+    return int(k), int(x)
+
+
+class _Count(ProcessWindowFunction):
+    """``(key, window start, count)`` plus the watermark the window fired at."""
+
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        yield (key, context.window().start, sum(1 for _ in elements)), context.current_watermark()
+
+
+def test_event_time_windows_on_kafka_record_timestamps(
+    spark: Any, tmp_path: Any, kafka_broker: KafkaBroker
+) -> None:
+    topic = "record-timestamps"
+    kafka_broker.create_topic(topic, PARTITIONS)
+    _produce(kafka_broker.bootstrap_servers, topic)
+    conf = Configuration()
+    conf.set_string("sparkpoint.epoch.max-records-per-split", "250")
+    conf.set_string("sparkpoint.local-state.dir", str(tmp_path / "local"))
+    env = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
+    env.set_parallelism(2)
+    source = (
+        KafkaSource.builder()
+        .set_bootstrap_servers(kafka_broker.bootstrap_servers)
+        .set_topics(topic)
+        .set_starting_offsets(KafkaOffsetsInitializer.earliest())
+        .set_bounded(KafkaOffsetsInitializer.latest())
+        .set_value_only_deserializer(SimpleStringSchema())
+        .build()
+    )
+    sink = CollectSink()
+    (
+        env.from_source(source, WatermarkStrategy.for_monotonous_timestamps(), "kafka")
+        .map(_parse)
+        .key_by(lambda kv: kv[0])
+        .window(TumblingEventTimeWindows.of(Time.milliseconds(WINDOW)))
+        .process(_Count())
+        .sink_to(sink)
+    )
+    env.execute("kafka-record-timestamps")
+    got = collections.Counter(result for result, _watermark in sink.collected)
+    assert got == _expected()
+    # Watermarks followed the records' timestamps: most windows fired before the input ended.
+    fired_early = [w for _result, w in sink.collected if w < MAX_WATERMARK]
+    assert len(fired_early) > len(sink.collected) // 2
