@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import sys
 from typing import Any
 
 
@@ -38,6 +39,9 @@ def build(api: str, args: argparse.Namespace) -> Any:
 
     conf = common.Configuration()
     conf.set_string("execution.checkpointing.dir", "file://" + os.path.abspath(args.checkpoints))
+    if api == "pyflink":
+        # Flink starts its Python workers with `python` from PATH unless told otherwise.
+        conf.set_string("python.executable", sys.executable)
     if api == "sparkpoint":
         conf.set_string("sparkpoint.local-state.dir", os.path.abspath(args.checkpoints) + "-ls")
     env = datastream.StreamExecutionEnvironment.get_execution_environment(conf)

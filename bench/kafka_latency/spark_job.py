@@ -54,6 +54,8 @@ def main() -> None:
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", str(args.parallelism))
         .config("spark.python.worker.reuse", "true")
+        # Real-time mode refuses batches under 5 s unless this minimum is lowered.
+        .config("spark.sql.streaming.realTimeMode.minBatchDuration", "1000")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

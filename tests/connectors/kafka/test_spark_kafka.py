@@ -1,7 +1,8 @@
 """``SparkStreamSource`` over Spark's own Kafka source (``spark.readStream.format("kafka")``,
 the connector jar from Maven Central on the shared session): a keyed job writes to sparkpoint's
-``KafkaSink`` EXACTLY_ONCE; a failover mid-stream, then a second run restored from the first
-run's latest checkpoint on the same Spark checkpoint: every running sum once, none missing."""
+``KafkaSink`` EXACTLY_ONCE. The first run fails over, then fails for good with a batch staged
+and not applied; a second run restored from its latest checkpoint on the same Spark
+checkpoint applies it once: every running sum once, none missing."""
 
 from __future__ import annotations
 
@@ -9,15 +10,17 @@ import collections
 import os
 from typing import Any
 
+import pytest
 from confluent_kafka import Producer
 
-from sparkpoint.common import SimpleStringSchema
+from sparkpoint.common import RestartStrategies, SimpleStringSchema
 from sparkpoint.connectors.spark_source import SparkStreamSource
 from sparkpoint.datastream.connectors.kafka import (
     DeliveryGuarantee,
     KafkaRecordSerializationSchema,
     KafkaSink,
 )
+from sparkpoint.errors import JobExecutionError
 from sparkpoint.testing import FailureInjector
 from tests.connectors.kafka.kafka_jobs import (
     KEYS,
@@ -99,6 +102,7 @@ def _run(
         .build()
     )
     env = checkpointed_env(spark, str(tmp / "ckpt"), restore, {})
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(1, 100))
     (
         env.from_source(source, None, "spark-kafka")
         .uid("spark-kafka")
@@ -125,17 +129,20 @@ def test_spark_kafka_source_exactly_once_across_failover_and_restore(
     kafka_broker.create_topic("spark-out", 2)
     _produce(bootstrap, "spark-in", range(HALF))
 
-    # Run 1: batches 0 and 1 (the first half); every attempt of the task reading x = 700
-    # (batch 1) fails, so the job fails over and restores from its checkpoint of batch 0.
-    injector = FailureInjector(str(tmp_path / "fault"), 700, times=4)
-    result = _run(spark, kafka_broker, tmp_path, 1, "-", injector)
-    assert injector.fired() == 4 and result.restarts == 1
-    staged = sorted(os.listdir(tmp_path / "staged"))
-    assert staged == ["_tmp", "batch-0", "batch-1"]
-    assert collections.Counter(read_committed(bootstrap, "spark-out")) == expected_output(HALF)
+    # Run 1: batch 0 holds x < 500 (offsets 0-124 of each partition), batch 1 the rest of
+    # the first half. Every attempt at x = 700 (batch 1) fails: Spark tries each task four
+    # times, the job fails over once, restores from its checkpoint of batch 0 and fails
+    # again: the job fails with batch 1 staged (and committed by Spark) but not applied.
+    injector = FailureInjector(str(tmp_path / "fault"), 700, times=1000)
+    with pytest.raises(JobExecutionError, match="injected failure"):
+        _run(spark, kafka_broker, tmp_path, 1, "-", injector)
+    assert injector.fired() == 8
+    assert sorted(os.listdir(tmp_path / "staged")) == ["_tmp", "batch-0", "batch-1"]
+    assert collections.Counter(read_committed(bootstrap, "spark-out")) == expected_output(500)
 
     # Run 2: the second half arrives; a new job restored from run 1's latest checkpoint and
-    # Spark's checkpoint reads batches 2 and 3 only, into the restored running sums.
+    # on Spark's checkpoint applies batch 1 (staged by run 1) and batches 2 and 3 (staged
+    # now, by Spark resuming after its committed batch 1), into the restored running sums.
     _produce(bootstrap, "spark-in", range(HALF, 2 * HALF))
     _run(spark, kafka_broker, tmp_path, 3, latest_checkpoint(tmp_path / "ckpt"), None)
     assert sorted(os.listdir(tmp_path / "staged"))[1:] == [f"batch-{b}" for b in range(4)]
