@@ -26,9 +26,9 @@ def spark() -> Iterator[Any]:
     from tests.fixtures.system import postgresql_jdbc_jar, spark_kafka_jars
 
     # PostgreSQL's JDBC driver for test_spark_writer.py and Spark's Kafka connector for
-    # test_spark_kafka.py (fetched once into a cache): local jars on the classpath cost no
-    # start-up time. A jar that cannot be fetched is left out, and the test that needs it
-    # fails (the PostgreSQL fixture with what to install, the Kafka test on fetching it).
+    # `spark.readStream.format("kafka")` (fetched once into a cache): local jars on the
+    # classpath cost no start-up time. A jar that cannot be fetched is left out, and the test
+    # that needs it fails (the PostgreSQL fixture with what to install).
     jars = []
     for fetch in (lambda: [postgresql_jdbc_jar()], spark_kafka_jars):
         try:
