@@ -23,15 +23,19 @@ def spark() -> Iterator[Any]:
     extra = [here, root, os.environ.get("PYTHONPATH", "")]
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in extra if p)
     from sparkpoint.runtime.spark.session import get_spark_session
-    from tests.fixtures.system import postgresql_jdbc_jar
+    from tests.fixtures.system import postgresql_jdbc_jar, spark_kafka_jars
 
-    # PostgreSQL's JDBC driver for test_spark_writer.py (fetched once into a cache): a local
-    # jar on the classpath costs no start-up time. When it cannot be fetched the session
-    # starts without it and the PostgreSQL fixture fails with what to install.
-    try:
-        conf = {"spark.jars": str(postgresql_jdbc_jar())}
-    except pytest.fail.Exception:
-        conf = {}
+    # PostgreSQL's JDBC driver for test_spark_writer.py and Spark's Kafka connector for
+    # `spark.readStream.format("kafka")` (fetched once into a cache): local jars on the
+    # classpath cost no start-up time. A jar that cannot be fetched is left out, and the test
+    # that needs it fails (the PostgreSQL fixture with what to install).
+    jars = []
+    for fetch in (lambda: [postgresql_jdbc_jar()], spark_kafka_jars):
+        try:
+            jars += [str(j) for j in fetch()]
+        except pytest.fail.Exception:
+            pass
+    conf = {"spark.jars": ",".join(jars)} if jars else {}
     # Spark's event log, read by test_observing.py (every epoch's jobs are described).
     event_log = tempfile.mkdtemp(prefix="sparkpoint-eventlog-")
     conf.update(
