@@ -118,7 +118,8 @@ def test_crafted_splits_are_refused_before_any_epoch(
             with open(metadata_path, "wb") as f:
                 f.write(original)
         message = str(refused.value)
-        assert message.startswith(f"{metadata_path}: {FIELD}{field} = {value} {why}"), message
+        prefix = f"checkpoint metadata file {metadata_path}: {FIELD}{field} = {value} {why}"
+        assert message.startswith(prefix), message
         assert client.job_master.progress.epochs_run == 0
         assert client.job_master.status == "FAILED"
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})

@@ -287,7 +287,12 @@ def test_set_unbounded_ends_the_job_at_its_stopping_offsets(
     env = _env(spark, tmp_path, {})
     _job(env, kafka_broker, name, stop_at_latest=True)
     client = env.execute_async(name)
-    _produce(kafka_broker, name, range(30, 40))  # after the stopping offsets were resolved
+    deadline = time.monotonic() + 60
+    # The stopping offsets are resolved when the splits are first discovered, on the job's
+    # thread: produce the later records only once an epoch has run.
+    while client.job_master.progress.epochs_run < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    _produce(kafka_broker, name, range(30, 40))
     result = client.wait(timeout=120)
     assert client.job_master.status == "FINISHED"
     assert result.records_in == 30
