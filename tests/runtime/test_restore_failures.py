@@ -55,7 +55,8 @@ def _env(spark: Any, tmp_path: Path, name: str, **conf: str) -> Any:
 
 def _truncate_last_key_group(pointer: str) -> tuple[str, str, int, str]:
     """Cut subtask 0's state file of the keyed operator in the middle of its last key group;
-    returns the file, the operator id, the subtask and the reader's error for the cut."""
+    returns the file, the operator id, the subtask and the reader's error for the cut (the
+    file's length no longer matches the one its handle records next to its digest)."""
     metadata, _ = load_pointer(pointer)
     op = next(o for o in metadata.operator_states if o.subtask_states[0].managed_keyed_state)
     (handle,) = op.subtask_states[0].managed_keyed_state
@@ -67,8 +68,12 @@ def _truncate_last_key_group(pointer: str) -> tuple[str, str, int, str]:
     found, size = _BLOCK.unpack_from(data, offset)
     assert found == kg and size > 2
     keep = size // 2
-    Path(path).write_bytes(data[: offset + _BLOCK.size + keep])
-    error = f"Truncated keyed state snapshot: expected {size} bytes of key group {kg}, got {keep}"
+    cut = offset + _BLOCK.size + keep
+    Path(path).write_bytes(data[:cut])
+    error = (
+        f"State file {path} has {cut} bytes, but its checkpoint metadata records {len(data)}: "
+        "the file was truncated or replaced"
+    )
     return path, op.operator_id, 0, error
 
 
@@ -87,7 +92,7 @@ def test_an_unrestorable_snapshot_fails_the_job_after_three_attempts(
     message = str(info.value)
     cause = (
         rf"{re.escape(error)} \(subtask {subtask} of operator '[^']+' \(uid 'count', id "
-        rf"{operator_id}\), restoring from state files {re.escape(path)}; RestoreError\)"
+        rf"{operator_id}\), restoring from state files {re.escape(path)}; CorruptStateError\)"
     )
     assert re.fullmatch(
         rf"Job 'restore-failures-b' \(\w+\) failed: restoring {re.escape(pointer)} failed 3 "
