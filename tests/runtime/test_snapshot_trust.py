@@ -109,9 +109,11 @@ def _copy(snapshot: Path, target: Path) -> Path:
     return target
 
 
-def _restore_fails(spark: Any, tmp_path: Path, pointer: Path, **keys: str) -> str:
+def _restore_fails(spark: Any, tmp_path: Path, pointer: Path, out: Path, **keys: str) -> str:
+    """Restore ``pointer`` into the job that wrote it (its file sink at ``out``: a sink
+    with another base path is refused first, for its pending commits); the error."""
     env = _env(spark, tmp_path, restore=pointer, **keys)
-    keyed_count_job(env, str(tmp_path / "out-refused"), N_EVENTS, N_KEYS)
+    keyed_count_job(env, str(out), N_EVENTS, N_KEYS)
     with pytest.raises((JobExecutionError, SnapshotSignatureError)) as info:
         env.execute("refused")
     return str(info.value)
@@ -133,7 +135,7 @@ def test_signed_savepoints_restore_exactly_and_refuse_any_change(
     # One changed byte of _metadata: refused before the job runs anything.
     tampered = _copy(signed, tmp_path / "tampered-metadata")
     _flip(tampered / "_metadata", len(metadata.read_bytes()) // 2)
-    message = _restore_fails(spark, tmp_path, tampered, **key)
+    message = _restore_fails(spark, tmp_path, tampered, out, **key)
     assert f"Refusing checkpoint metadata file {tampered / '_metadata'}" in message
     assert "signature does not match" in message
 
@@ -141,13 +143,13 @@ def test_signed_savepoints_restore_exactly_and_refuse_any_change(
     tampered = _copy(signed, tmp_path / "tampered-state")
     victim = tampered / files[0].name
     _flip(victim, 100)
-    message = _restore_fails(spark, tmp_path, tampered, **key)
+    message = _restore_fails(spark, tmp_path, tampered, out, **key)
     assert f"State file {victim} is corrupt" in message
 
     # An unsigned savepoint, read with the key: refused.
     unsigned = _savepoint(_env(spark, tmp_path), tmp_path / "out-unsigned")
     assert not is_signed((unsigned / "_metadata").read_bytes())
-    message = _restore_fails(spark, tmp_path, unsigned, **key)
+    message = _restore_fails(spark, tmp_path, unsigned, tmp_path / "out-unsigned", **key)
     assert f"Refusing unsigned checkpoint metadata file {unsigned / '_metadata'}" in message
 
     # The signed one, untouched: restores exactly.
@@ -209,7 +211,7 @@ def test_pickle_is_a_boundary_on_restore(spark: Any, tmp_path: Path) -> None:
     # A savepoint whose header says 'pickle': refused always (allow-pickle true here).
     switched = _copy(savepoint, tmp_path / "switched")
     _rewrite_first_stream(switched, "pickle", lambda kg: crafted)
-    message = _restore_fails(spark, tmp_path, switched)
+    message = _restore_fails(spark, tmp_path, switched, out)
     assert "declares 'pickle' blocks in a savepoint" in message
 
     # A retained heap checkpoint (pickle blocks are its format) with a crafted block:
@@ -218,7 +220,7 @@ def test_pickle_is_a_boundary_on_restore(spark: Any, tmp_path: Path) -> None:
     retained = [c for c in (tmp_path / "ckpt").glob("*/chk-*") if (c / "_metadata").exists()]
     checkpoint = max(retained, key=lambda p: int(p.name[4:]))
     _rewrite_first_stream(checkpoint, "pickle", lambda kg: crafted)
-    message = _restore_fails(spark, tmp_path, checkpoint, allow_pickle="false")
+    message = _restore_fails(spark, tmp_path, checkpoint, out, allow_pickle="false")
     assert "it names io.open" in message and "allow-pickle is false" in message
     assert not marker.exists()
 
@@ -233,9 +235,10 @@ def test_pickle_is_a_boundary_on_restore(spark: Any, tmp_path: Path) -> None:
 def test_a_flipped_bit_in_an_unsigned_state_file_fails_the_restore_naming_the_file(
     spark: Any, tmp_path: Path
 ) -> None:
-    savepoint = _savepoint(_env(spark, tmp_path), tmp_path / "out")
+    out = tmp_path / "out"
+    savepoint = _savepoint(_env(spark, tmp_path), out)
     victim = _state_files(savepoint)[-1]
     _flip(victim, 7)
-    message = _restore_fails(spark, tmp_path, savepoint)
+    message = _restore_fails(spark, tmp_path, savepoint, out)
     assert f"State file {victim} is corrupt" in message
     assert os.path.exists(victim)  # read, never deleted
