@@ -37,20 +37,11 @@ from sparkpoint.datastream import (
 from sparkpoint.errors import JobExecutionError, SnapshotSignatureError
 from sparkpoint.fs import get_filesystem
 from sparkpoint.state.snapshot_format import open_key_groups, write_key_groups_snapshot
+from tests.fixtures.crafted_pickle import Plant
 from tests.runtime.jobs.reference import check_keyed_count_output, keyed_count_job
 
 N_EVENTS = 60_000  # enough that the job is still running when it is cancelled
 N_KEYS = 11
-
-
-class Plant:
-    """Unpickles to ``open(path, "w")``: a file appears where the pickle says."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = str(path)
-
-    def __reduce__(self) -> tuple[Callable[..., Any], tuple[str, str]]:
-        return (open, (self.path, "w"))
 
 
 def _env(spark: Any, tmp_path: Path, restore: Path | None = None, **keys: str) -> Any:
