@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,20 +32,11 @@ from sparkpoint.state.descriptors import ValueStateDescriptor
 from sparkpoint.state.heap import HeapKeyedStateBackend, clear_heap_cache
 from sparkpoint.state.pickling import set_allow_pickle
 from sparkpoint.state.serializers import PickleSerializer
+from tests.fixtures.crafted_pickle import Plant
 
 JOB = "0123456789abcdef0123456789abcdef"
 MAX_P = 8
 KEY = b"team key"
-
-
-class Plant:
-    """Unpickles to ``open(path, "w")``: a file appears where the pickle says."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = str(path)
-
-    def __reduce__(self) -> tuple[Callable[..., Any], tuple[str, str]]:
-        return (open, (self.path, "w"))
 
 
 @pytest.fixture(autouse=True)

@@ -37,20 +37,11 @@ from sparkpoint.datastream import (
 from sparkpoint.errors import JobExecutionError, SnapshotSignatureError
 from sparkpoint.fs import get_filesystem
 from sparkpoint.state.snapshot_format import open_key_groups, write_key_groups_snapshot
+from tests.fixtures.crafted_pickle import Plant
 from tests.runtime.jobs.reference import check_keyed_count_output, keyed_count_job
 
 N_EVENTS = 60_000  # enough that the job is still running when it is cancelled
 N_KEYS = 11
-
-
-class Plant:
-    """Unpickles to ``open(path, "w")``: a file appears where the pickle says."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = str(path)
-
-    def __reduce__(self) -> tuple[Callable[..., Any], tuple[str, str]]:
-        return (open, (self.path, "w"))
 
 
 def _env(spark: Any, tmp_path: Path, restore: Path | None = None, **keys: str) -> Any:
@@ -132,6 +123,13 @@ def test_signed_savepoints_restore_exactly_and_refuse_any_change(
     files = _state_files(signed)
     assert len(files) >= 2  # the keyed subtasks' streams (threshold 0)
 
+    # The signed one, untouched: restores exactly (first: the refused restores below
+    # redo its pending sink commits into the same directory before they fail).
+    env = _env(spark, tmp_path, restore=signed, **key)
+    keyed_count_job(env, str(out), N_EVENTS, N_KEYS)
+    env.execute("signed-restore")
+    check_keyed_count_output(str(out), N_EVENTS, N_KEYS)
+
     # One changed byte of _metadata: refused before the job runs anything.
     tampered = _copy(signed, tmp_path / "tampered-metadata")
     _flip(tampered / "_metadata", len(metadata.read_bytes()) // 2)
@@ -151,12 +149,6 @@ def test_signed_savepoints_restore_exactly_and_refuse_any_change(
     assert not is_signed((unsigned / "_metadata").read_bytes())
     message = _restore_fails(spark, tmp_path, unsigned, tmp_path / "out-unsigned", **key)
     assert f"Refusing unsigned checkpoint metadata file {unsigned / '_metadata'}" in message
-
-    # The signed one, untouched: restores exactly.
-    env = _env(spark, tmp_path, restore=signed, **key)
-    keyed_count_job(env, str(out), N_EVENTS, N_KEYS)
-    env.execute("signed-restore")
-    check_keyed_count_output(str(out), N_EVENTS, N_KEYS)
 
 
 def _rewrite_first_stream(

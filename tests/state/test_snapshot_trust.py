@@ -33,21 +33,12 @@ from sparkpoint.state.snapshot_format import (
     write_key_groups_snapshot,
 )
 from sparkpoint.state.table import RegisteredStateMeta
+from tests.fixtures.crafted_pickle import Plant
 
 MAX_P = 16
 TYPED = ValueStateDescriptor("v", Types.INT())
 UNTYPED = ValueStateDescriptor("v", Types.PICKLED_BYTE_ARRAY())
 BACKENDS = {"heap": HeapKeyedStateBackend, "rocksdb": RocksDBKeyedStateBackend}
-
-
-class Plant:
-    """Unpickles to ``open(path, "w")``: a file appears where the pickle says."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = str(path)
-
-    def __reduce__(self) -> tuple[Callable[..., Any], tuple[str, str]]:
-        return (open, (self.path, "w"))
 
 
 @pytest.fixture(autouse=True)

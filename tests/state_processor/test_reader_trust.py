@@ -8,7 +8,7 @@ Real heap checkpoints written through real file-system storage, read on the shar
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,20 +27,11 @@ from sparkpoint.state.backend import KeyedStateBackendParameters, SnapshotType
 from sparkpoint.state.descriptors import ValueStateDescriptor
 from sparkpoint.state.heap import HeapKeyedStateBackend, clear_heap_cache
 from sparkpoint.state_processor import SavepointReader
+from tests.fixtures.crafted_pickle import Plant
 
 JOB = "fedcba9876543210fedcba9876543210"
 MAX_P = 8
 KEY = "reader key"
-
-
-class Plant:
-    """Unpickles to ``open(path, "w")``: a file appears where the pickle says."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = str(path)
-
-    def __reduce__(self) -> tuple[Callable[..., Any], tuple[str, str]]:
-        return (open, (self.path, "w"))
 
 
 @pytest.fixture(autouse=True)
