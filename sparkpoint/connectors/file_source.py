@@ -96,10 +96,13 @@ class FileSource(Source):
                 found.append((base, fs.size(base)))
         return sorted(found)
 
-    def check_restored_split(self, split: SourceSplit, where: str) -> None:
+    def check_restored_splits(self, splits: Any, where: str, field: str) -> None:
         """A restored split must be one of the configured files or a visible file below a
         configured directory: a crafted snapshot cannot make the job read another file."""
-        path = split.split_id
+        for i, split in enumerate(splits):
+            self._check_restored_path(split["split_id"], where, f"{field}[{i}].split_id")
+
+    def _check_restored_path(self, path: str, where: str, field: str) -> None:
         if any(comparable_path(path) == comparable_path(p) for p in self.paths):
             return
         reasons = []
@@ -113,7 +116,7 @@ class FileSource(Source):
                 return
             reasons.append(f"is a hidden file below {base}")
         raise UnsafeStatePathError(
-            f"Refusing the file source's split id {path!r} in {where}: it "
+            f"Refusing the file source's split id {path!r} in {where}, {field}: it "
             f"{'; it '.join(reasons) or 'names no configured path'}. A restored split must "
             f"be a file of the source's paths ({', '.join(self.paths)})."
         )

@@ -103,12 +103,6 @@ class Source(abc.ABC):
     def read(self, split_range: SplitRange) -> Iterator[Any]:
         """The records of ``split_range`` (runs in a Spark task)."""
 
-    def check_restored_split(  # noqa: B027 - nothing to check by default
-        self, split: SourceSplit, where: str
-    ) -> None:
-        """Refuse a split a restored snapshot names that this source could not have
-        discovered (``UnsafeStatePathError`` naming ``where``), before it is read."""
-
     def read_batches(self, split_range: SplitRange) -> Iterator[TimestampedBatch]:
         """The records of ``split_range`` in batches with their timestamps (runs in a Spark
         task); by default ``read()``'s records in batches of ``READ_BATCH``, without any."""
@@ -203,23 +197,26 @@ class SplitEnumerator:
         """Split positions, for the checkpoint."""
         return [s.to_json() for s in self.splits.values()]
 
-    def check_restored(self, state: Any, where: str) -> list[SourceSplit]:
-        """The splits of a checkpoint's ``state``, each checked by the source (a snapshot's
-        split ids are input from outside); ``UnsafeStatePathError`` names ``where``."""
+    def check_restored(
+        self, state: Any, where: str, field: str = "the source's splits"
+    ) -> list[SourceSplit]:
+        """The splits of a checkpoint's ``state`` (its ``field`` in ``where``), checked by the
+        source before any is used: a snapshot's splits are input from outside."""
         if not isinstance(state, list) or not all(
-            isinstance(d, dict) and isinstance(d.get("split_id"), str) for d in state
+            isinstance(d, dict) and isinstance(d.get("split_id"), str) and "position" in d
+            for d in state
         ):
             raise UnsafeStatePathError(
-                f"Refusing the source's splits in {where}: they are not a list of splits "
-                "with string split ids."
+                f"Refusing {field} in {where}: they are not a list of splits with string "
+                "split ids and positions."
             )
-        splits = [SourceSplit.from_json(d) for d in state]
-        for split in splits:
-            self.source.check_restored_split(split, where)
-        return splits
+        self.source.check_restored_splits(state, where, field)
+        return [SourceSplit.from_json(d) for d in state]
 
-    def restore_state(self, state: list[dict[str, Any]], where: str = "the master state") -> None:
+    def restore_state(
+        self, state: list[dict[str, Any]], where: str = "the master state", field: str = "splits"
+    ) -> None:
         """Reset the splits to the positions of a checkpoint (each split checked first)."""
-        self.splits = {s.split_id: s for s in self.check_restored(state, where)}
+        self.splits = {s.split_id: s for s in self.check_restored(state, where, field)}
         if self.source.get_boundedness() != Boundedness.BOUNDED:
             self.discover()

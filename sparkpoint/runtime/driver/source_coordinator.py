@@ -81,10 +81,7 @@ class SourceCoordinator:
         """Let each source refuse the splits a checkpoint names for it (before any I/O)."""
         for op_id, enum in self._enumerators.items():
             if op_id in sources:
-                enum.source.check_restored_splits(
-                    sources[op_id], where, f"master state sources[{op_id!r}]"
-                )
-                enum.check_restored(sources[op_id], f"{where}, field sources[{op_id!r}]")
+                enum.check_restored(sources[op_id], where, f"master state sources[{op_id!r}]")
 
     def restore_state(
         self, sources: Mapping[str, list[dict[str, Any]]] | None, where: str = "master state"
@@ -97,7 +94,7 @@ class SourceCoordinator:
             self.check_restored(sources, where)
         for op_id, enum in self._enumerators.items():
             if sources is not None and op_id in sources:
-                enum.restore_state(sources[op_id], f"{where}, field sources[{op_id!r}]")
+                enum.restore_state(sources[op_id], where, f"master state sources[{op_id!r}]")
             else:
                 enum.reset()
 
