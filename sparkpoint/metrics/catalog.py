@@ -64,6 +64,14 @@ SYSTEM_METRICS: tuple[SystemMetric, ...] = (
         flink=False,
     ),
     SystemMetric(
+        "pendingRecords",
+        OPERATOR,
+        _G,
+        "Records a source has yet to read, after the latest epoch (sources that can tell: "
+        "Kafka, its end offsets less the positions), under subtask 0; per split as "
+        "`split.<split id>.pendingRecords`.",
+    ),
+    SystemMetric(
         "lastCheckpointDuration", JOB, _G, "Duration of the latest completed checkpoint (ms)."
     ),
     SystemMetric(

@@ -76,30 +76,27 @@ def _state_sizes(progress: JobProgress, names: Mapping[str, str]) -> list[Metric
 
 
 def _source_lag(progress: JobProgress, names: Mapping[str, str]) -> list[MetricValue]:
-    """Hook for source lag (Flink's ``pendingRecords``): once ``JobProgress`` has
-    ``source_lag()`` -> {source operator id: {split id: records behind}}, each split's lag
-    is exported as ``<job>.<source>.<subtask>.split.<split id>.pendingRecords``. No source
-    reports it yet, so this returns nothing until then."""
-    read = getattr(progress, "source_lag", None)
-    if read is None:
-        return []
+    """Flink's ``pendingRecords`` of each source that can tell (Kafka: records behind the end
+    offset after the latest epoch): per split (``split.<id>.pendingRecords``) and their sum.
+    A split has no fixed subtask here (each epoch reads it in a task of its own), so both
+    are reported under subtask 0."""
     out: list[MetricValue] = []
-    lag: Mapping[str, Mapping[str, int]] = read()
-    for op, splits in lag.items():
-        for split, behind in splits.items():
-            key = MetricKey((("split", str(split)),), "pendingRecords")
-            out.append(
-                MetricValue(
-                    progress.job_id,
-                    progress.job_name,
-                    op,
-                    names.get(op, op),
-                    0,
-                    key,
-                    MetricKind.GAUGE,
-                    behind,
-                )
+    for op, splits in progress.consumer_lag().items():
+        keyed = [(MetricKey((("split", str(s)),), "pendingRecords"), n) for s, n in splits.items()]
+        keyed.append((key_of("pendingRecords"), sum(splits.values())))
+        out += [
+            MetricValue(
+                progress.job_id,
+                progress.job_name,
+                op,
+                names.get(op, op),
+                0,
+                key,
+                MetricKind.GAUGE,
+                behind,
             )
+            for key, behind in keyed
+        ]
     return out
 
 

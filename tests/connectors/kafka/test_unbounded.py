@@ -194,11 +194,14 @@ def test_slow_operator_bounds_each_epoch_and_lag_counts_down(
     _job(env, kafka_broker, name, slow=0.003)
     client = env.execute_async(name)
     seen: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []  # the pendingRecords metrics, as the job client reads them
     try:
         url = client.get_dashboard_url()
         while client.job_master.progress.records_in < 400:
             with urllib.request.urlopen(f"{url}api/job", timeout=10) as r:
                 seen.append(json.load(r)["consumer_lag"])
+            metrics = client.get_metrics()
+            pending.append({k: v for k, v in metrics.items() if k.endswith(".pendingRecords")})
             assert not client.get_job_execution_result().done()
             time.sleep(0.1)
         with urllib.request.urlopen(url, timeout=10) as r:
@@ -215,6 +218,14 @@ def test_slow_operator_bounds_each_epoch_and_lag_counts_down(
     assert lags == [{f"{name}-in-0": n, f"{name}-in-1": n} for n in (150, 100, 50, 0)]
     assert all(s in [{}, *({"source": lag} for lag in lags)] for s in seen)
     assert any(seen)  # the dashboard showed a lag while the job read
+    # Flink's pendingRecords: the sum under the source's subtask 0, and each partition's.
+    totals = [(k, v) for p in pending for k, v in p.items() if k.endswith(".0.pendingRecords")]
+    assert len({k for k, _v in totals}) == 1 and {v for _k, v in totals} <= {300, 200, 100, 0}
+    for sample in pending:
+        splits = {k.split(".split.")[1]: v for k, v in sample.items() if ".split." in k}
+        assert sample == {} or {tuple(splits.values())} <= {(n, n) for n in (150, 100, 50, 0)}
+        assert sample == {} or sum(splits.values()) in sample.values()
+    assert any(sum(p.values()) for p in pending)  # a lag was seen through the metrics too
     assert 'id="consumer-lag"' in page and f"{name}-in-1" in page
     got = collections.Counter(read_committed(kafka_broker.bootstrap_servers, f"{name}-out"))
     assert got == expected_output(400)
