@@ -211,6 +211,26 @@ class ProcessTree:
 
     def usage(self) -> TreeUsage:
         """CPU and memory of the tree now."""
+        stats, tree = self._read()
+        cpu = driver = jvm = workers = 0.0
+        for pid in tree:
+            _ppid, comm, seconds, rss = stats[pid]
+            cpu += seconds
+            if pid == self.root:
+                driver += rss
+            elif comm == "java":
+                jvm += rss
+            else:
+                workers += rss
+        return TreeUsage(cpu, int(driver), int(jvm), int(workers))
+
+    def java_pids(self) -> list[int]:
+        """The JVMs in the tree (Spark's driver JVM, executors)."""
+        stats, tree = self._read()
+        return sorted(pid for pid in tree if stats[pid][1] == "java")
+
+    def _read(self) -> tuple[dict[int, tuple[int, str, float, int]], set[int]]:
+        """Every process's (ppid, name, CPU seconds, RSS), and the tree's live pids."""
         stats: dict[int, tuple[int, str, float, int]] = {}
         for name in os.listdir("/proc"):
             if not name.isdigit():
@@ -233,14 +253,4 @@ class ProcessTree:
                 if ppid in tree and pid not in tree and pid not in self.exclude:
                     tree.add(pid)
                     grew = True
-        cpu = driver = jvm = workers = 0.0
-        for pid in tree & stats.keys():
-            _ppid, comm, seconds, rss = stats[pid]
-            cpu += seconds
-            if pid == self.root:
-                driver += rss
-            elif comm == "java":
-                jvm += rss
-            else:
-                workers += rss
-        return TreeUsage(cpu, int(driver), int(jvm), int(workers))
+        return stats, tree & stats.keys()

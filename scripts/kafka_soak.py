@@ -10,9 +10,12 @@ retained checkpoint references, outside an in-progress ``chk-N`` and ``taskowned
 referenced files that are missing). At the end the producer stops, the job stops with a
 savepoint, and a second job restores it and reads the rest until a checkpoint covers it,
 so that a ``read_committed`` consumer must see every record's count exactly once: none
-lost or doubled across the stop. Memory is flat when the mean RSS of each role in the last
+lost or doubled across the stop. Memory is flat when the mean of each role in the last
 window (five minutes, or a third of a shorter run) is within 10% of the first window's,
-which starts after ``--warm-up-s`` (60 s: the JVM's heap grows while Spark warms up).
+which starts after ``--warm-up-s`` (60 s: the JVM's heap grows while Spark warms up). The
+roles: the driver's and the Python workers' RSS, and the JVM's live heap (used after a full
+collection, ``jcmd GC.run`` then ``GC.heap_info``, once a minute); the JVM's RSS is
+reported beside it, but it grows as the heap expands toward ``-Xmx`` and is not returned.
 Prints a verdict line; exits 1 if a check failed.
 
 Usage: ``python scripts/kafka_soak.py [--minutes 30] [--rate 2000] [--dir DIR]``
@@ -26,6 +29,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,7 +48,29 @@ from sparkpoint.checkpoint.audit import audit_checkpoint_directory
 
 PARTITIONS = 8
 TOPIC_IN, TOPIC_OUT, PREFIX = "soak-in", "soak-out", "soak"
-_ROLES = ("driver_rss", "jvm_rss", "workers_rss")
+_ROLES = ("driver_rss", "jvm_rss", "workers_rss", "jvm_live_heap")
+# What can leak in the JVM is its live heap; its RSS also grows as the heap expands toward
+# -Xmx and does not shrink, so the verdict reads the live heap and reports the RSS.
+_VERDICT_ROLES = ("driver_rss", "workers_rss", "jvm_live_heap")
+_HEAP_EVERY_S = 60.0
+
+
+def _jvm_live_heap(pids: list[int]) -> int | None:
+    """Bytes of the JVMs' heaps in use right after a full collection (``jcmd GC.run``,
+    then ``GC.heap_info``): their live objects. None without ``jcmd`` or a JVM."""
+    jcmd = shutil.which("jcmd") or os.path.join(os.environ.get("JAVA_HOME", ""), "bin", "jcmd")
+    if not pids or not os.path.exists(jcmd):
+        return None
+    used = 0
+    for pid in pids:
+        subprocess.run([jcmd, str(pid), "GC.run"], capture_output=True, timeout=60, check=True)
+        info = subprocess.run(
+            [jcmd, str(pid), "GC.heap_info"], capture_output=True, text=True, timeout=60
+        ).stdout
+        # " garbage-first heap   total 262144K, used 123456K [0x..."
+        kib = info.split(" used ", 1)[1].split("K", 1)[0]
+        used += int(kib) * 1024
+    return used
 
 
 def _env(args: argparse.Namespace, work: str, spark: Any, restore: str | None = None) -> Any:
@@ -100,7 +126,7 @@ def _audit(job_dir: str) -> dict[str, int]:
     return result
 
 
-def _sample(client: Any, tree: ProcessTree, t0: float, job_dir: str) -> dict[str, Any]:
+def _sample(client: Any, tree: ProcessTree, t0: float, job_dir: str, heap: bool) -> dict[str, Any]:
     usage = tree.usage()
     progress = client.job_master.progress
     lag = progress.consumer_lag()
@@ -117,6 +143,7 @@ def _sample(client: Any, tree: ProcessTree, t0: float, job_dir: str) -> dict[str
         "checkpoints_completed": sum(1 for s in stats if s.status == "COMPLETED"),
         "checkpoints_failed": sum(1 for s in stats if s.status == "FAILED"),
         "audit": _audit(job_dir),
+        **({"jvm_live_heap": _jvm_live_heap(tree.java_pids())} if heap else {}),
     }
 
 
@@ -150,11 +177,14 @@ def _memory_flat(
     last = [s for s in samples if s["t_s"] >= end - window_s]
     out: dict[str, Any] = {"window_s": window_s, "warm_up_s": warm_up_s}
     for role in _ROLES:
-        a = statistics.fmean(s[role] for s in first)
-        b = statistics.fmean(s[role] for s in last)
+        a_values = [s[role] for s in first if s.get(role) is not None]
+        b_values = [s[role] for s in last if s.get(role) is not None]
+        if not a_values or not b_values:
+            continue  # no jcmd: no live heap
+        a, b = statistics.fmean(a_values), statistics.fmean(b_values)
         out[role] = {"first_mib": round(a / 2**20, 1), "last_mib": round(b / 2**20, 1)}
         out[role]["flat"] = abs(b - a) <= 0.10 * a
-    out["flat"] = all(out[r]["flat"] for r in _ROLES)
+    out["flat"] = all(out[r]["flat"] for r in _VERDICT_ROLES if r in out)
     return out
 
 
@@ -175,7 +205,9 @@ def _run(args: argparse.Namespace, broker: Any, spark: Any, work: str) -> dict[s
             time.sleep(args.sample_s)
             if client.get_job_execution_result().done():
                 client.wait()  # raises the job's failure
-            samples.append(_sample(client, tree, t0, job_dir))
+            last_heap = max((s["t_s"] for s in samples if "jvm_live_heap" in s), default=-1e9)
+            heap = time.monotonic() - t0 - last_heap >= _HEAP_EVERY_S
+            samples.append(_sample(client, tree, t0, job_dir, heap))
             print(json.dumps({"sample": samples[-1]}), flush=True)
     finally:
         produced = producer.stop()
