@@ -127,6 +127,12 @@ def _spark_jobs(spark: Any, job_id: str) -> int:
     return len(spark.sparkContext.statusTracker().getJobIdsForGroup(f"sparkpoint-{job_id}"))
 
 
+def _committed(broker: KafkaBroker, name: str) -> int:
+    """Records of the job's output a ``read_committed`` consumer sees now (a completed
+    checkpoint's transactions are committed after it completes, as Flink's)."""
+    return len(read_committed(broker.bootstrap_servers, f"{name}-out", 2))
+
+
 def _quiescent(client: Any) -> bool:
     """Every epoch that read records is covered by a completed checkpoint, none pending."""
     reports = client.get_epoch_reports()
@@ -150,6 +156,7 @@ def test_idle_job_runs_no_spark_job_and_delivers_a_late_record(
         job_id = client.get_job_id()
         _wait("40 records", lambda: client.job_master.progress.records_in == 40, client)
         _wait("the checkpoint covering them", lambda: _quiescent(client), client)
+        _wait("their output", lambda: _committed(kafka_broker, name) == 40, client)
         # The epoch whose report completed that checkpoint may still be ending: its report
         # is appended after the checkpoint completes.
         time.sleep(1.5)
@@ -206,8 +213,8 @@ def test_slow_operator_bounds_each_epoch_and_lag_counts_down(
             time.sleep(0.1)
         with urllib.request.urlopen(url, timeout=10) as r:
             page = r.read().decode()
-        # The sink commits the last epochs' output with the checkpoint covering them.
-        _wait("the checkpoint covering them", lambda: _quiescent(client), client)
+        # The sink commits the last epochs' output after the checkpoint covering them.
+        _wait("their output", lambda: _committed(kafka_broker, name) == 400, client)
     finally:
         client.cancel()
         client.wait(timeout=60)
@@ -278,7 +285,7 @@ def test_stop_with_savepoint_under_steady_input_and_restore_exactly(
             lambda: client.job_master.progress.records_in == produced[0] - first,
             client,
         )
-        _wait("the checkpoint covering it", lambda: _quiescent(client), client)
+        _wait("its output", lambda: _committed(kafka_broker, name) == produced[0], client)
     finally:
         client.cancel()
         client.wait(timeout=60)
