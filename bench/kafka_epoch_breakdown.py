@@ -176,6 +176,67 @@ def driver_frames(path: str, top: int) -> dict[str, Any]:
     return {"samples": total, "innermost_frames": by_frame.most_common(top)}
 
 
+def spark_jobs(event_dir: str, since_ms: float, until_ms: float) -> dict[str, Any]:
+    """From Spark's event log: per epoch job in [since_ms, until_ms), the time from the
+    job's submission to its first stage, each stage's duration and its tasks' launch delay,
+    deserialization and run times, the gaps between stages and after the last; medians."""
+    jobs: dict[int, dict[str, Any]] = {}
+    stages: dict[int, dict[str, Any]] = {}
+    tasks: dict[int, list[dict[str, Any]]] = collections.defaultdict(list)
+    for name in os.listdir(event_dir):
+        with open(os.path.join(event_dir, name), encoding="utf-8") as f:
+            for line in f:
+                ev = json.loads(line)
+                kind = ev.get("Event")
+                if kind == "SparkListenerJobStart":
+                    jobs[ev["Job ID"]] = {"start": ev["Submission Time"], "stages": ev["Stage IDs"]}
+                elif kind == "SparkListenerJobEnd" and ev["Job ID"] in jobs:
+                    jobs[ev["Job ID"]]["end"] = ev["Completion Time"]
+                elif kind == "SparkListenerStageCompleted":
+                    info = ev["Stage Info"]
+                    stages[info["Stage ID"]] = info
+                elif kind == "SparkListenerTaskEnd":
+                    tasks[ev["Stage ID"]].append(ev)
+    rows: dict[str, list[float]] = collections.defaultdict(list)
+    counted = 0
+    for job in jobs.values():
+        if "end" not in job or not since_ms <= job["start"] < until_ms:
+            continue
+        ran = sorted(
+            (stages[s] for s in job["stages"] if s in stages and "Submission Time" in stages[s]),
+            key=lambda st: st["Submission Time"],
+        )
+        if not ran:
+            continue
+        counted += 1
+        rows["job_ms"].append(job["end"] - job["start"])
+        rows["until_first_stage_ms"].append(ran[0]["Submission Time"] - job["start"])
+        rows["after_last_stage_ms"].append(job["end"] - ran[-1]["Completion Time"])
+        previous_end = None
+        for i, st in enumerate(ran):
+            sub, end = st["Submission Time"], st["Completion Time"]
+            rows[f"stage{i}_ms"].append(end - sub)
+            if previous_end is not None:
+                rows[f"gap_before_stage{i}_ms"].append(sub - previous_end)
+            previous_end = end
+            evs = tasks.get(st["Stage ID"], [])
+            if not evs:
+                continue
+            rows[f"stage{i}_tasks"].append(len(evs))
+            rows[f"stage{i}_max_launch_delay_ms"].append(
+                max(e["Task Info"]["Launch Time"] - sub for e in evs)
+            )
+            metrics = [e.get("Task Metrics") or {} for e in evs]
+            rows[f"stage{i}_max_run_ms"].append(max(m.get("Executor Run Time", 0) for m in metrics))
+            rows[f"stage{i}_max_deserialize_ms"].append(
+                max(m.get("Executor Deserialize Time", 0) for m in metrics)
+            )
+            rows[f"stage{i}_max_task_ms"].append(
+                max(e["Task Info"]["Finish Time"] - e["Task Info"]["Launch Time"] for e in evs)
+            )
+    return {"jobs": counted, **{k: percentile(v, 0.5) for k, v in sorted(rows.items())}}
+
+
 def percentile(values: list[float], q: float) -> float | None:
     """The ``q`` quantile of ``values`` (None when empty)."""
     if not values:
@@ -225,6 +286,13 @@ def main() -> None:
             jar="",
             parallelism=2,
         )
+        event_dir = os.path.join(work, "events")
+        os.makedirs(event_dir)
+        from sparkpoint.runtime.spark.session import get_spark_session
+
+        get_spark_session(
+            None, {"spark.eventLog.enabled": "true", "spark.eventLog.dir": "file://" + event_dir}
+        )
         env = datastream_job.build("sparkpoint", job_args)
         t_start = time.time()
         client = env.execute_async("kafka-epoch-breakdown")
@@ -243,7 +311,9 @@ def main() -> None:
         cps0 = {c.checkpoint_id for c in client.get_checkpoint_statistics()}
         timer.active = True
         w0 = time.perf_counter()
+        since_ms = time.time() * 1000
         time.sleep(window)
+        until_ms = time.time() * 1000
         timer.active = False
         wall = time.perf_counter() - w0
         sent = producer.join()
@@ -298,6 +368,10 @@ def main() -> None:
                 str(s): percentile(v, 0.5) for s, v in sorted(stages.items())
             },
         )
+        try:
+            emit(what="spark_event_log", **spark_jobs(event_dir, since_ms, until_ms))
+        except (OSError, ValueError, KeyError) as exc:  # the other results stand
+            emit(what="spark_event_log", error=repr(exc))
         emit(
             what="latency",
             rate=args.rate,
