@@ -183,8 +183,11 @@ def spark_jobs(event_dir: str, since_ms: float, until_ms: float) -> dict[str, An
     jobs: dict[int, dict[str, Any]] = {}
     stages: dict[int, dict[str, Any]] = {}
     tasks: dict[int, list[dict[str, Any]]] = collections.defaultdict(list)
-    for name in os.listdir(event_dir):
-        with open(os.path.join(event_dir, name), encoding="utf-8") as f:
+    paths = [os.path.join(d, n) for d, _dirs, names in os.walk(event_dir) for n in names]
+    for path in sorted(paths):
+        if os.path.basename(path).startswith("appstatus"):
+            continue  # Spark's marker of a rolling log in progress
+        with open(path, encoding="utf-8") as f:
             for line in f:
                 ev = json.loads(line)
                 kind = ev.get("Event")

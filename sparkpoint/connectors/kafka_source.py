@@ -41,6 +41,7 @@ _STALL_SECONDS = 120.0  # a range that makes no progress for this long fails the
 # worker runs one task at a time, and a new consumer per range cost its connections,
 # metadata and threads every epoch (see docs/kafka-source.md).
 _READERS: dict[tuple[tuple[str, str], ...], Any] = {}
+_READER_FETCH_WAIT_MS = 10
 
 
 class KafkaSource(Source):
@@ -264,6 +265,11 @@ class KafkaSource(Source):
         # The end of the partition ends a range whose last offsets hold transaction markers:
         # librdkafka's position does not move past a marker no record follows.
         conf["enable.partition.eof"] = True
+        # A range's records are in the partition already: no fetch need wait at the broker
+        # for more. A long-polling fetch still in flight when the range ends (librdkafka
+        # waits 500 ms by default) would hold back the next range's first fetch on the same
+        # connection.
+        conf.setdefault("fetch.wait.max.ms", _READER_FETCH_WAIT_MS)
         key = tuple(sorted((k, str(v)) for k, v in conf.items() if k != "group.id"))
         consumer = _READERS.pop(key, None)
         if consumer is None:
