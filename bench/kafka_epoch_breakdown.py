@@ -189,7 +189,10 @@ def spark_jobs(event_dir: str, since_ms: float, until_ms: float) -> dict[str, An
             continue  # Spark's marker of a rolling log in progress
         with open(path, encoding="utf-8") as f:
             for line in f:
-                ev = json.loads(line)
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue  # a line Spark is still writing
                 kind = ev.get("Event")
                 if kind == "SparkListenerJobStart":
                     jobs[ev["Job ID"]] = {"start": ev["Submission Time"], "stages": ev["Stage IDs"]}
@@ -294,7 +297,12 @@ def main() -> None:
         from sparkpoint.runtime.spark.session import get_spark_session
 
         get_spark_session(
-            None, {"spark.eventLog.enabled": "true", "spark.eventLog.dir": "file://" + event_dir}
+            None,
+            {
+                "spark.eventLog.enabled": "true",
+                "spark.eventLog.dir": "file://" + event_dir,
+                "spark.eventLog.compress": "false",  # Spark 4 compresses by default
+            },
         )
         env = datastream_job.build("sparkpoint", job_args)
         t_start = time.time()
