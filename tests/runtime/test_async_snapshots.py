@@ -100,9 +100,9 @@ def test_an_upload_done_within_the_wait_completes_its_checkpoint_with_its_epoch(
     """With ``sparkpoint.epoch.upload-wait`` longer than the upload, each task waits for its
     upload and reports it done: every checkpoint completes with the epoch that triggered
     it, so the next epoch may trigger the next one."""
-    _configure(env, tmp_path, HashMapStateBackend())
+    _configure(env, tmp_path, HashMapStateBackend(), records=100)
     env.configure({"sparkpoint.epoch.upload-wait": "5 s"})
-    env.set_fault_injection(Faults().on_upload(Delay(0.1)))
+    env.set_fault_injection(Faults().on_upload(Delay(0.2)))
     result = env.execute("upload-wait")
     _check_output(tmp_path)
     completed = [s for s in result.checkpoints if s.status == "COMPLETED"]
