@@ -1,6 +1,7 @@
 """Epochs per second of a small EXACTLY_ONCE Kafka job, by transaction naming strategy:
-INCREMENTING (a new transactional producer per subtask and epoch: the baseline, same run)
-against POOLING (producers reused across epochs in each Python worker).
+INCREMENTING (a fresh transactional id per transaction, its producer made ready ahead in
+each Python worker: the baseline, same run) against POOLING (producers reused across epochs
+in each Python worker).
 
 Starts its own broker (``tests.fixtures.kafka``) and a ``local[2]`` Spark: a 4-partition
 topic of ``--records`` records -> parse -> key_by/reduce -> KafkaSink EXACTLY_ONCE at

@@ -48,6 +48,16 @@ class SparkpointOptions(OptionGroup):
         "strategies), else only when a due checkpoint has something to capture or complete, "
         "so an idle job runs no Spark job.",
     )
+    UPLOAD_WAIT = ConfigOption(
+        "sparkpoint.epoch.upload-wait",
+        DURATION,
+        500,
+        "How long a keyed subtask waits at the end of an epoch carrying a checkpoint for its "
+        "asynchronous snapshot upload before the task ends. An upload done by then is "
+        "reported with its own epoch, so the checkpoint completes (and an exactly-once "
+        "sink publishes) when that epoch ends instead of after the next one; a longer "
+        "upload goes on in the background as without the wait. 0: never wait.",
+    )
     TASKS_PER_CORE = ConfigOption(
         "sparkpoint.epoch.tasks-per-core",
         int_type(minimum=1),

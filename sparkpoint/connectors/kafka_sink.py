@@ -140,8 +140,7 @@ class KafkaSink(Sink):
             return
         txns = self._checked(committables, "the commit" if commit else "the abort")
         admin = TransactionAdmin.shared(self.properties["bootstrap.servers"])
-        for txn in txns:
-            error = admin.end(txn, commit)
+        for txn, error in zip(txns, admin.end_all(txns, commit), strict=True):
             if error is not None and commit:
                 now = admin.describe(txn.transactional_id)
                 done = now.producer_id == txn.producer_id and now.state == "CompleteCommit"

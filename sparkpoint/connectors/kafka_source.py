@@ -37,6 +37,11 @@ __all__ = ["KafkaSource", "KafkaSourceBuilder"]
 _LOG = logging.getLogger("sparkpoint.kafka")
 _BATCH = 10_000  # records per consume() call
 _STALL_SECONDS = 120.0  # a range that makes no progress for this long fails the task
+# The reading consumers of this Python worker, by configuration, idle between ranges: a
+# worker runs one task at a time, and a new consumer per range cost its connections,
+# metadata and threads every epoch (see docs/kafka-source.md).
+_READERS: dict[tuple[tuple[str, str], ...], Any] = {}
+_READER_FETCH_WAIT_MS = 10
 
 
 class KafkaSource(Source):
@@ -256,67 +261,89 @@ class KafkaSource(Source):
         None for a record without one)."""
         if split_range.end <= split_range.start:
             return
+        conf = self._client_config("reader")
+        # The end of the partition ends a range whose last offsets hold transaction markers:
+        # librdkafka's position does not move past a marker no record follows.
+        conf["enable.partition.eof"] = True
+        # A range's records are in the partition already: no fetch need wait at the broker
+        # for more. A long-polling fetch still in flight when the range ends (librdkafka
+        # waits 500 ms by default) would hold back the next range's first fetch on the same
+        # connection.
+        conf.setdefault("fetch.wait.max.ms", _READER_FETCH_WAIT_MS)
+        key = tuple(sorted((k, str(v)) for k, v in conf.items() if k != "group.id"))
+        consumer = _READERS.pop(key, None)
+        if consumer is None:
+            from confluent_kafka import Consumer
+
+            consumer = Consumer(conf)
+        try:
+            yield from self._read_range(consumer, split_range)
+        except BaseException:
+            consumer.close()  # a consumer that failed (or was abandoned) is not reused
+            raise
+        # Idle between ranges: no fetching, no prefetched records held (a closed generator
+        # never gets here, and its consumer was closed above).
+        consumer.unassign()
+        stale = _READERS.pop(key, None)
+        _READERS[key] = consumer
+        if stale is not None:
+            stale.close()
+
+    def _read_range(self, consumer: Any, split_range: SplitRange) -> Iterator[TimestampedBatch]:
+        """Read ``split_range`` with ``consumer`` (assigned to its start here)."""
         from confluent_kafka import (
             TIMESTAMP_NOT_AVAILABLE,
-            Consumer,
             KafkaError,
             KafkaException,
             TopicPartition,
         )
 
         topic, partition = split_range.info["topic"], split_range.info["partition"]
-        conf = self._client_config(f"reader-{partition}")
-        # The end of the partition ends a range whose last offsets hold transaction markers:
-        # librdkafka's position does not move past a marker no record follows.
-        conf["enable.partition.eof"] = True
-        consumer = Consumer(conf)
-        try:
-            tp = TopicPartition(topic, partition, split_range.start)
-            consumer.assign([tp])
-            end = split_range.end
-            deserialize = self.deserializer.deserialize_batch
-            progress = time.monotonic()
-            next_offset = split_range.start
-            while True:
-                # Ask for no more than the range holds: consume() returns once it has them,
-                # instead of waiting out its timeout while the partition grows past the range.
-                messages = consumer.consume(max(1, min(_BATCH, end - next_offset)), 1.0)
-                values: list[Any] = []
-                timestamps: list[int | None] = []
-                done = False
-                for m in messages:
-                    err = m.error()
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
-                            done = True
-                            break
-                        raise KafkaException(err)
-                    offset = m.offset()
-                    if offset >= end:
+        consumer.assign([TopicPartition(topic, partition, split_range.start)])
+        end = split_range.end
+        deserialize = self.deserializer.deserialize_batch
+        progress = time.monotonic()
+        next_offset = split_range.start
+        while True:
+            # Ask for no more than the range holds: consume() returns once it has them,
+            # instead of waiting out its timeout while the partition grows past the range.
+            messages = consumer.consume(max(1, min(_BATCH, end - next_offset)), 1.0)
+            values: list[Any] = []
+            timestamps: list[int | None] = []
+            done = False
+            for m in messages:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
                         done = True
                         break
-                    values.append(m.value())
-                    ts_type, ts = m.timestamp()
-                    timestamps.append(None if ts_type == TIMESTAMP_NOT_AVAILABLE else ts)
-                    done = offset >= end - 1
-                    next_offset = next_offset if offset is None else offset + 1
-                if values:
-                    progress = time.monotonic()
-                    yield _without_nulls(deserialize(values), timestamps)
-                if done:
-                    return
-                # Transaction markers and aborted records take offsets that yield no record.
-                position = consumer.position([TopicPartition(topic, partition)])[0].offset
-                if position >= end:
-                    return
-                next_offset = max(next_offset, position)
-                if time.monotonic() - progress > _STALL_SECONDS:
-                    raise RuntimeError(
-                        f"Kafka partition {topic}-{partition}: no record at offsets "
-                        f"[{position}, {end}) for {_STALL_SECONDS:.0f} s"
-                    )
-        finally:
-            consumer.close()
+                    raise KafkaException(err)
+                offset = m.offset()
+                if offset < next_offset:
+                    continue  # never emit a record twice, nor one before the range
+                if offset >= end:
+                    done = True
+                    break
+                values.append(m.value())
+                ts_type, ts = m.timestamp()
+                timestamps.append(None if ts_type == TIMESTAMP_NOT_AVAILABLE else ts)
+                done = offset >= end - 1
+                next_offset = offset + 1
+            if values:
+                progress = time.monotonic()
+                yield _without_nulls(deserialize(values), timestamps)
+            if done:
+                return
+            # Transaction markers and aborted records take offsets that yield no record.
+            position = consumer.position([TopicPartition(topic, partition)])[0].offset
+            if position >= end:
+                return
+            next_offset = max(next_offset, position)
+            if time.monotonic() - progress > _STALL_SECONDS:
+                raise RuntimeError(
+                    f"Kafka partition {topic}-{partition}: no record at offsets "
+                    f"[{position}, {end}) for {_STALL_SECONDS:.0f} s"
+                )
 
 
 class KafkaSourceBuilder:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +66,7 @@ class TransactionAdmin:
         self.bootstrap_servers = bootstrap_servers
         self.wait_s = wait_s
         self._correlation = 0
+        self._addresses: dict[int, tuple[str, int]] = {}  # broker id -> host and port
         self.admin = self._retrying(lambda: KafkaAdminClient(bootstrap_servers=bootstrap_servers))
 
     def _retrying(self, call: Callable[[], Any]) -> Any:
@@ -120,41 +121,105 @@ class TransactionAdmin:
     def end(self, txn: OpenTransaction, commit: bool) -> str | None:
         """Commit or abort ``txn``; None when done, else the error's name when the
         transaction is no longer the producer's current one (fenced, timed out)."""
-        code: int = self._retrying(lambda: self._end_once(txn, commit))
-        if code == 0:
-            return None
-        if code in _FENCED:
-            return _FENCED[code]
-        raise RuntimeError(
-            f"EndTxn({'commit' if commit else 'abort'}) of {txn.transactional_id} failed with "
-            f"Kafka error {code}"
-        )
+        return self.end_all([txn], commit)[0]
 
-    def _end_once(self, txn: OpenTransaction, commit: bool) -> int:
-        coordinator = self.admin.describe_transactions([txn.transactional_id])[
-            txn.transactional_id
-        ].coordinator_id
-        host, port = self._address(coordinator)
+    def end_all(self, txns: Sequence[OpenTransaction], commit: bool) -> list[str | None]:
+        """Commit or abort every transaction of ``txns`` at once: one
+        ``DescribeTransactions`` finds their coordinators, and each coordinator gets its
+        ``EndTxn`` requests pipelined on one connection (no round trip per transaction).
+        Returns, in the order of ``txns``, None for each one done, else the error's name
+        when it is no longer its producer's current transaction (fenced, timed out)."""
+        out: list[str | None] = [None] * len(txns)
+        # A transactional id named twice is ended in a later round, after the first.
+        rounds: list[dict[str, int]] = []
+        for i, txn in enumerate(txns):
+            free = next((r for r in rounds if txn.transactional_id not in r), None)
+            if free is None:
+                free = {}
+                rounds.append(free)
+            free[txn.transactional_id] = i
+        for by_id in rounds:
+            todo = [txns[i] for i in by_id.values()]
+            for tid, error in self._end_round(todo, commit).items():
+                out[by_id[tid]] = error
+        return out
+
+    def _end_round(self, txns: Sequence[OpenTransaction], commit: bool) -> dict[str, str | None]:
+        """``end_all`` for transactions with distinct ids, retrying those whose
+        coordinator is busy or moving (up to ``wait_s``)."""
+        out: dict[str, str | None] = {}
+        todo = list(txns)
+        deadline = time.monotonic() + self.wait_s
+        while todo:
+            codes: dict[str, int] = self._retrying(
+                lambda batch=todo: self._end_batch(batch, commit)  # type: ignore[misc]
+            )
+            again = [t for t in todo if codes[t.transactional_id] in _RETRIABLE]
+            for txn in todo:
+                code = codes[txn.transactional_id]
+                if code == 0:
+                    out[txn.transactional_id] = None
+                elif code in _FENCED:
+                    out[txn.transactional_id] = _FENCED[code]
+                elif code not in _RETRIABLE:
+                    raise RuntimeError(
+                        f"EndTxn({'commit' if commit else 'abort'}) of {txn.transactional_id} "
+                        f"failed with Kafka error {code}"
+                    )
+            if again:
+                if time.monotonic() > deadline:
+                    first = again[0].transactional_id
+                    raise RuntimeError(
+                        f"EndTxn of {first}: {_RETRIABLE[codes[first]]} for {self.wait_s:.0f} s"
+                    )
+                time.sleep(_BACKOFF_S)
+            todo = again
+        return out
+
+    def _end_batch(self, txns: Sequence[OpenTransaction], commit: bool) -> dict[str, int]:
+        """One ``EndTxn`` per transaction, pipelined per coordinator; the error code of each
+        (by transactional id)."""
+        described = self.admin.describe_transactions([t.transactional_id for t in txns])
+        by_coordinator: dict[int, list[OpenTransaction]] = {}
+        for txn in txns:
+            coordinator = described[txn.transactional_id].coordinator_id
+            by_coordinator.setdefault(coordinator, []).append(txn)
+        codes: dict[str, int] = {}
+        for coordinator, own in by_coordinator.items():
+            codes.update(self._end_pipelined(coordinator, own, commit))
+        return codes
+
+    def _end_pipelined(
+        self, coordinator: int, txns: Sequence[OpenTransaction], commit: bool
+    ) -> dict[str, int]:
         from kafka.protocol.producer.transaction import EndTxnRequest, EndTxnResponse
 
-        request = EndTxnRequest(
-            transactional_id=txn.transactional_id,
-            producer_id=txn.producer_id,
-            producer_epoch=txn.producer_epoch,
-            committed=commit,
-        )
-        self._correlation += 1
-        request.with_header(correlation_id=self._correlation, client_id="sparkpoint-committer")
-        payload = request.encode(version=_END_TXN_VERSION, header=True, framed=True)
-        with socket.create_connection((host, port), timeout=30) as conn:
-            conn.sendall(payload)
-            response = EndTxnResponse.decode(
-                _read_frame(conn), version=_END_TXN_VERSION, header=True
+        frames = []
+        for txn in txns:
+            request = EndTxnRequest(
+                transactional_id=txn.transactional_id,
+                producer_id=txn.producer_id,
+                producer_epoch=txn.producer_epoch,
+                committed=commit,
             )
-        code = int(response.error_code)
-        if code in _RETRIABLE:
-            raise _Retriable(f"EndTxn of {txn.transactional_id}: {_RETRIABLE[code]}")
-        return code
+            self._correlation += 1
+            request.with_header(correlation_id=self._correlation, client_id="sparkpoint-committer")
+            frames.append(request.encode(version=_END_TXN_VERSION, header=True, framed=True))
+        try:
+            conn = socket.create_connection(self._address(coordinator), timeout=30)
+        except OSError:
+            self._addresses.clear()  # the broker may have moved: ask the cluster again
+            raise
+        codes: dict[str, int] = {}
+        with conn:
+            conn.sendall(b"".join(frames))
+            # A broker answers the requests of one connection in their order.
+            for txn in txns:
+                response = EndTxnResponse.decode(
+                    _read_frame(conn), version=_END_TXN_VERSION, header=True
+                )
+                codes[txn.transactional_id] = int(response.error_code)
+        return codes
 
     def fence(self, transactional_id: str, producer_config: dict[str, Any]) -> None:
         """Abort whatever transaction ``transactional_id`` has open (a new producer epoch)."""
@@ -167,10 +232,15 @@ class TransactionAdmin:
         producer.flush(10)
 
     def _address(self, node_id: int) -> tuple[str, int]:
-        for broker in self.admin.describe_cluster()["brokers"]:
-            if broker["broker_id"] == node_id:
-                return str(broker["host"]), int(broker["port"])
-        raise RuntimeError(f"Kafka broker {node_id} is not in the cluster's metadata")
+        if node_id not in self._addresses:
+            for broker in self.admin.describe_cluster()["brokers"]:
+                self._addresses[int(broker["broker_id"])] = (
+                    str(broker["host"]),
+                    int(broker["port"]),
+                )
+        if node_id not in self._addresses:
+            raise RuntimeError(f"Kafka broker {node_id} is not in the cluster's metadata")
+        return self._addresses[node_id]
 
 
 def _read_frame(conn: socket.socket) -> bytes:

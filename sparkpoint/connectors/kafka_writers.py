@@ -3,13 +3,13 @@
 NONE and AT_LEAST_ONCE share one producer per configuration and Python worker. EXACTLY_ONCE
 writes the epoch in one Kafka transaction, flushed and left open at the epoch's end for the
 driver to commit; its transactional id follows the sink's ``TransactionNamingStrategy``.
-POOLING names transactions ``<prefix>-<subtask>-<n>`` with the lowest ``n``
-whose transaction has ended, and keeps one producer per transactional id in the Python
-worker, as Flink's producer pool: an epoch then costs two ``DescribeTransactions`` instead
-of a new producer and ``InitProducerId``. It is not yet safe across restores: a reused
+INCREMENTING (the default) gives every transaction an id never used before,
+``<prefix>-<worker>-<n>``, with a producer this Python worker made ready in the background
+(``kafka_producers``). POOLING names transactions ``<prefix>-<subtask>-<n>`` with the lowest
+``n`` whose transaction has ended, and keeps one producer per transactional id in the
+Python worker, as Flink's producer pool. It is not yet safe across restores: a reused
 producer keeps its id and epoch, so a restored checkpoint's committable cannot tell its own
-transaction from a newer one on the same id. INCREMENTING (the default, as Flink's) names
-them ``<prefix>-<subtask>-<epoch>`` with a new producer each epoch.
+transaction from a newer one on the same id.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkpoint.connectors.kafka_producers import DeliveryErrors, take_producer
 from sparkpoint.connectors.kafka_transactions import BUSY_STATES, OpenTransaction, TransactionAdmin
 from sparkpoint.connectors.sink import SinkWriter
 
@@ -31,25 +32,10 @@ _PRODUCERS: dict[tuple[tuple[str, Any], ...], Any] = {}
 
 class TransactionNamingStrategy(enum.Enum):
     """Flink's names for how EXACTLY_ONCE names its transactions: POOLING reuses ids (and
-    their producers), INCREMENTING takes a new id per epoch."""
+    their producers), INCREMENTING takes a new id for every transaction."""
 
     INCREMENTING = 0
     POOLING = 1
-
-
-class _DeliveryErrors:
-    """Collects the first delivery error of a producer's records."""
-
-    def __init__(self) -> None:
-        self.error: Any = None
-
-    def __call__(self, err: Any, _msg: Any) -> None:
-        if err is not None and self.error is None:
-            self.error = err
-
-    def check(self) -> None:
-        if self.error is not None:
-            raise RuntimeError(f"Kafka refused a record: {self.error}")
 
 
 @dataclass
@@ -58,7 +44,7 @@ class _Pooled:
     transaction had (how the writer tells that nobody fenced it since)."""
 
     producer: Any
-    errors: _DeliveryErrors
+    errors: DeliveryErrors
     producer_id: int = -1
     producer_epoch: int = -1
     topics: set[str] = field(default_factory=set)
@@ -82,7 +68,7 @@ def _produce_all(producer: Any, rows: list[tuple[str, bytes | None, bytes]]) -> 
     producer.poll(0)
 
 
-def _flush(producer: Any, errors: _DeliveryErrors) -> None:
+def _flush(producer: Any, errors: DeliveryErrors) -> None:
     remaining = producer.flush(300)
     if remaining:
         raise RuntimeError(f"{remaining} Kafka records unacknowledged after 300 s")
@@ -100,7 +86,7 @@ class PlainWriter(SinkWriter):
         if key not in _PRODUCERS:
             from confluent_kafka import Producer
 
-            errors = _DeliveryErrors()
+            errors = DeliveryErrors()
             _PRODUCERS[key] = (Producer({**config, "on_delivery": errors}), errors)
         self.producer, self.errors = _PRODUCERS[key]
 
@@ -147,8 +133,9 @@ class TransactionalWriter(SinkWriter):
 
     def _begin(self) -> _Pooled:
         if self.naming is TransactionNamingStrategy.INCREMENTING:
-            self.transactional_id = f"{self.prefix}-{self.subtask}-{self.epoch}"
-            return self._new_producer(self.transactional_id)
+            ready = take_producer(self.prefix, self.config)
+            self.transactional_id = ready.transactional_id
+            return _Pooled(ready.producer, ready.errors)
         for n in itertools.count():
             tid = f"{self.prefix}-{self.subtask}-{n}"
             now = self.admin.describe_or_none(tid)
@@ -186,7 +173,7 @@ class TransactionalWriter(SinkWriter):
     def _new_producer(self, tid: str) -> _Pooled:
         from confluent_kafka import Producer
 
-        errors = _DeliveryErrors()
+        errors = DeliveryErrors()
         producer = Producer({**self.config, "transactional.id": tid, "on_delivery": errors})
         producer.init_transactions(60)  # fences what an earlier producer of the id left open
         producer.begin_transaction()

@@ -81,6 +81,9 @@ class CheckpointRequest:
     # the background, identified by ``checkpoint_id`` (reported in ``TaskReport``'s
     # ``materializations``; checkpoints go on without it until the driver adopts it).
     materialize_in_background: bool = False
+    # With ``asynchronous``: how long a keyed subtask waits for its upload before its task
+    # ends (sparkpoint.epoch.upload-wait); one done by then is reported with this epoch.
+    upload_wait_ms: int = 0
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Asynchronous snapshots on local Spark: uploads run in the background while later
-epochs run, checkpoints complete when every upload is acknowledged, the timeout aborts a
-running upload, a Python worker killed mid-upload costs that checkpoint only, concurrent
+epochs run, checkpoints complete when every upload is acknowledged (with their own epoch
+when the upload ends within sparkpoint.epoch.upload-wait), the timeout aborts a running
+upload, a Python worker killed mid-upload costs that checkpoint only, concurrent
 checkpoints overlap, and a backend without asynchronous snapshots uploads in the epoch."""
 
 from __future__ import annotations
@@ -45,7 +46,13 @@ def _configure(env: Any, tmp_path: Path, backend: Any = None, records: int = 300
     )
     if backend is not None:
         env.set_state_backend(backend)
-    env.configure({"sparkpoint.epoch.max-records-per-split": str(records)})
+    # Uploads go on in the background (no wait at the epoch's end) unless a test waits.
+    env.configure(
+        {
+            "sparkpoint.epoch.max-records-per-split": str(records),
+            "sparkpoint.epoch.upload-wait": "0",
+        }
+    )
     keyed_count_job(env, str(tmp_path / "out"), N_EVENTS, N_KEYS)
     return str(ckpt)
 
@@ -85,6 +92,27 @@ def test_checkpoints_complete_when_their_background_uploads_end(
     # One checkpoint at a time (max concurrent 1): no epoch triggers right after another.
     triggers = sorted(r.epoch for r in reports.values() if r.checkpoint_id is not None)
     assert all(b - a >= 2 for a, b in itertools.pairwise(triggers))
+
+
+def test_an_upload_done_within_the_wait_completes_its_checkpoint_with_its_epoch(
+    env: Any, tmp_path: Path
+) -> None:
+    """With ``sparkpoint.epoch.upload-wait`` longer than the upload, each task waits for its
+    upload and reports it done: every checkpoint completes with the epoch that triggered
+    it, so the next epoch may trigger the next one."""
+    _configure(env, tmp_path, HashMapStateBackend(), records=100)
+    env.configure({"sparkpoint.epoch.upload-wait": "5 s"})
+    env.set_fault_injection(Faults().on_upload(Delay(0.2)))
+    result = env.execute("upload-wait")
+    _check_output(tmp_path)
+    completed = [s for s in result.checkpoints if s.status == "COMPLETED"]
+    assert len(completed) >= 3 and result.restarts == 0
+    reports = {r.epoch: r for r in result.epoch_reports}
+    for stats in completed:
+        trigger = reports[stats.epoch]
+        assert (trigger.uploads_in_flight, trigger.uploads_completed) == (0, 2)
+    triggers = sorted(r.epoch for r in reports.values() if r.checkpoint_id is not None)
+    assert any(b - a == 1 for a, b in itertools.pairwise(triggers))
 
 
 def test_the_timeout_aborts_a_running_upload(env: Any, tmp_path: Path) -> None:

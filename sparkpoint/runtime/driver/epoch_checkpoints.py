@@ -181,6 +181,7 @@ class EpochCheckpoints:
             asynchronous=pending.asynchronous,
             materialize=pending.materialize,
             materialize_in_background=pending.materialize_in_background,
+            upload_wait_ms=self._s.upload_wait_ms if pending.asynchronous else 0,
         )
 
     def abort_run(

@@ -99,6 +99,8 @@ class JobSettings:
     idle_sleep_s: float = 0.2
     # Least time between epoch starts while input is sparse (sparkpoint.epoch.interval).
     epoch_interval_ms: int = 1000
+    # sparkpoint.epoch.upload-wait: how long tasks wait for their asynchronous uploads
+    upload_wait_ms: int = 500
     # With no input, an empty epoch runs this often (None: only when the job needs one;
     # sparkpoint.epoch.idle-interval, see epoch_pacing.py).
     idle_epoch_interval_ms: int | None = None
@@ -221,6 +223,7 @@ def build_job_settings(job_name: str, request: JobRequest) -> JobSettings:
     settings.local_state_dir = SparkpointOptions.LOCAL_STATE_DIR.read(config)
     settings.epoch_interval_ms = _epoch_interval_ms(config, settings.policy)
     settings.idle_epoch_interval_ms = SparkpointOptions.IDLE_EPOCH_INTERVAL.read(config)
+    settings.upload_wait_ms = SparkpointOptions.UPLOAD_WAIT.read(config)
     settings.dashboard = _dashboard_settings(config)
     return settings
 

@@ -252,6 +252,7 @@ class SubtaskState:
         changes: list[ChangelogAck] = []
         factory = None
         faults = spec.job.faults
+        uploading: list[threading.Thread] = []
         try:
             for operator_id, backend in self.backends.items():
                 backend.commit_local(spec.epoch, self._marker(operator_id, spec.run))
@@ -280,7 +281,7 @@ class SubtaskState:
                     self._start_materialization(operator_id, backend, factory)
                     continue
                 if self._async:
-                    self._start_upload(operator_id, backend, factory)
+                    uploading.append(self._start_upload(operator_id, backend, factory))
                     continue
                 upload = backend.snapshot(cp.checkpoint_id, factory, cp.snapshot_type)
                 handle = upload()
@@ -288,6 +289,8 @@ class SubtaskState:
                 acks.append(SnapshotAck(operator_id, self.subtask, handle, size))
         finally:
             self.close()
+        if uploading and spec.checkpoint is not None:
+            _await(uploading, spec.checkpoint.upload_wait_ms / 1000)
         return acks, changes
 
     def _start_upload(
@@ -383,3 +386,11 @@ class SubtaskState:
         for backend in self.backends.values():
             backend.close()
         self.backends = {}
+
+
+def _await(threads: list[threading.Thread], seconds: float) -> None:
+    """Wait up to ``seconds`` in all for ``threads`` to end: an upload that ends in time is
+    reported by this task (its checkpoint completes with this epoch)."""
+    deadline = time.monotonic() + seconds
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))

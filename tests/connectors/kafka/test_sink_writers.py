@@ -1,13 +1,17 @@
 """``KafkaSink``'s writers on the sink contract, without Spark: EXACTLY_ONCE output is
 invisible until the driver commits; what a failed attempt left open is aborted by the
 driver's sweep and nothing else is; a commit redone after a restore is a no-op; producers are
-reused across epochs; AT_LEAST_ONCE is readable when the epoch ends, NONE does not wait."""
+reused across epochs (POOLING) or made ready ahead with fresh ids (INCREMENTING);
+AT_LEAST_ONCE is readable when the epoch ends, NONE does not wait."""
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from sparkpoint.common import SimpleStringSchema
+from sparkpoint.connectors.kafka_committables import transactional_id_pattern
+from sparkpoint.connectors.kafka_producers import STATS as PRODUCER_STATS
 from sparkpoint.connectors.kafka_transactions import TransactionAdmin
 from sparkpoint.connectors.kafka_writers import POOL_STATS
 from sparkpoint.datastream.connectors.kafka import (
@@ -152,3 +156,39 @@ def _end_offset(broker: KafkaBroker, topic: str) -> int:
         return int(c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1])
     finally:
         c.close()
+
+
+def test_incrementing_takes_fresh_ids_with_producers_made_ready(
+    kafka_broker: KafkaBroker, monkeypatch: Any
+) -> None:
+    """INCREMENTING: every transaction gets an id never used before; in a Python worker that
+    Spark reuses, the next writer takes the producer made ready in the background (its id
+    initialised) whatever its subtask. A retried task's id differs from the failed
+    attempt's, whose open transaction the sweep aborts; a redone commit is a no-op."""
+    monkeypatch.setenv("SPARK_REUSE_WORKER", "1")
+    topic = "sink-eo-incrementing"
+    kafka_broker.create_topic(topic, 1)
+    sink = _sink(kafka_broker, topic, DeliveryGuarantee.EXACTLY_ONCE)
+    sink.naming = TransactionNamingStrategy.INCREMENTING
+    stats = dict(PRODUCER_STATS)
+    own = transactional_id_pattern(topic)
+    w = sink.create_writer("job", 1, 0, 2, 0)
+    w.write(["a"])
+    epoch1 = w.prepare_commit()
+    failed = sink.create_writer("job", 2, 1, 2, 0)  # its task dies after the flush
+    failed.write(["lost"])
+    failed.prepare_commit()
+    retry = sink.create_writer("job", 2, 1, 2, 1)
+    retry.write(["b"])
+    epoch2 = retry.prepare_commit()
+    ids = [epoch1[0]["transactional_id"], failed.transactional_id, epoch2[0]["transactional_id"]]
+    assert len(set(ids)) == 3 and all(own.fullmatch(t) for t in ids)
+    assert _ongoing(kafka_broker, topic) == sorted(ids)
+    sink.commit(epoch1 + epoch2)
+    sink.commit(epoch1)  # a restore redoes the commit: nothing changes
+    assert sink.abort_lingering([]) == [failed.transactional_id]
+    assert read_committed(kafka_broker.bootstrap_servers, topic) == ["a", "b"]
+    assert _ongoing(kafka_broker, topic) == []
+    # The first writer made its producer itself; the two after it took ready ones.
+    assert PRODUCER_STATS["created"] - stats["created"] == 1
+    assert PRODUCER_STATS["taken_ready"] - stats["taken_ready"] == 2
