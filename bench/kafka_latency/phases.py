@@ -80,6 +80,14 @@ def _backlog_round(
     }, base + size
 
 
+def next_round(size: int, row: dict[str, Any], max_seconds: float, cap: int) -> int | None:
+    """The next ``max`` round's size after ``row`` (a round of ``size`` records), None when
+    ``row`` is the measure: it lasted half of ``max_seconds``, fell behind, or had ``cap``."""
+    if not row["drained"] or row["seconds"] >= max_seconds / 2 or size >= cap:
+        return None
+    return min(cap, max(2 * size, int(row["records_per_s"] * max_seconds)))
+
+
 def max_phase(
     args: argparse.Namespace, topic: str, consumer: LatencyConsumer, proc: subprocess.Popen[bytes]
 ) -> dict[str, Any]:
@@ -94,9 +102,10 @@ def max_phase(
         rounds.append(r)
         if proc.poll() is not None:
             return {"error": f"engine exited {proc.returncode}", "rounds": rounds}
-        if not r["drained"] or r["seconds"] >= args.max_seconds / 2 or size >= args.backlog:
+        nxt = next_round(size, r, args.max_seconds, args.backlog)
+        if nxt is None:
             break
-        size = min(args.backlog, max(2 * size, int(r["records_per_s"] * args.max_seconds)))
+        size = nxt
     last = rounds[-1]
     result = {k: last[k] for k in ("records", "out", "seconds", "records_per_s", "cpu_s_per_M")}
     result["writer_bound"] = last["write_s"] > 0.8 * last["seconds"]
