@@ -262,6 +262,9 @@ def main() -> None:
         return
     from tests.fixtures.kafka import KafkaBroker
 
+    # A SIGTERM (from `timeout`) unwinds through the finally blocks below, which stop the
+    # engine's process tree (a session of its own) and the broker.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     work = tempfile.mkdtemp(prefix="kafka-latency-")
     broker = KafkaBroker()
     t0 = time.time()
