@@ -68,6 +68,13 @@ def engine_command(
     if engine.startswith("pyflink"):
         from tests.fixtures.system import maven_artifacts
 
+        if not os.access(args.pyflink_python, os.X_OK):
+            venv = os.path.dirname(os.path.dirname(args.pyflink_python))
+            raise FileNotFoundError(
+                f"no PyFlink interpreter at {args.pyflink_python} (--pyflink-python): make one "
+                f"with `python -m venv {venv} && {venv}/bin/pip install apache-flink==2.3.0`"
+            )
+
         jar = str(maven_artifacts([FLINK_KAFKA])[0])
         mode = "process" if engine == "pyflink-process" else "thread"
         conf = [x for item in args.pyflink_conf for x in ("--conf", item)]
