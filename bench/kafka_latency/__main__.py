@@ -157,13 +157,23 @@ def _phases(
     emit(results[-1])
     if "error" in results[-1]:
         return results
+    # Every record written so far: a paced phase starts once they are all out.
+    expected = args.warmup + sum(r["records"] for r in results[-1]["rounds"])
     rates = [("sustained", args.rate)]
     if args.near_max > 0:
         rates.append(("near_max", int(results[-1]["records_per_s"] * args.near_max)))
     for phase, rate in rates:
         if proc.poll() is not None:
             break
-        results.append({**tag, "phase": phase, **paced_phase(args, topic, rate, consumer, proc)})
+        if not consumer.wait_for(expected, args.catch_up_seconds, lambda: proc.poll() is None):
+            behind = expected - consumer.count
+            error = f"not run: {behind:,} records of the earlier phases not out yet"
+            results.append({**tag, "phase": phase, "rate": rate, "error": error})
+            emit(results[-1])
+            break
+        row = paced_phase(args, topic, rate, consumer, proc, expected)
+        expected += row["sent"]
+        results.append({**tag, "phase": phase, **row})
         emit(results[-1])
     return results
 
@@ -235,10 +245,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     """The command line (``--help`` lists it)."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--engines", nargs="+", choices=list(ENGINES), default=list(ENGINES))
-    parser.add_argument("--warmup", type=int, default=20_000, help="records before the start")
-    parser.add_argument("--max-first", type=int, default=20_000, help="first max round")
+    parser.add_argument("--warmup", type=int, default=5_000, help="records before the start")
+    parser.add_argument("--max-first", type=int, default=5_000, help="first max round")
     parser.add_argument("--max-seconds", type=float, default=20)
-    parser.add_argument("--max-rounds", type=int, default=3)
+    parser.add_argument("--max-rounds", type=int, default=4)
     parser.add_argument("--backlog", type=int, default=1_000_000, help="largest max round")
     parser.add_argument("--rate", type=int, default=1000, help="sustained phase, records/s")
     parser.add_argument("--near-max", type=float, default=0.8)

@@ -70,16 +70,17 @@ def build(api: str, args: argparse.Namespace) -> Any:
             self.count.update(c)
             yield f"{key},{c},{ms}"
 
+    if api == "pyflink":
+        # Thread mode runs CPython inside the JVM (PEMJA) on the base installation's sys.path,
+        # without a virtualenv's packages (pyflink, pemja): the JVM, started by the first Java
+        # object (the Configuration below), passes them on through PYTHONPATH.
+        paths = [*site.getsitepackages(), os.environ.get("PYTHONPATH", "")]
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     conf = common.Configuration()
     conf.set_string("execution.checkpointing.dir", "file://" + os.path.abspath(args.checkpoints))
     if api == "pyflink":
         for key, value in pyflink_settings(args.pyflink_mode, args.conf).items():
             conf.set_string(key, value)
-        # Thread mode runs CPython inside the JVM (PEMJA) on the base installation's sys.path,
-        # without a virtualenv's packages (pyflink, pemja): the JVM, started below by
-        # get_execution_environment, passes them on through PYTHONPATH.
-        paths = [*site.getsitepackages(), os.environ.get("PYTHONPATH", "")]
-        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     if api == "sparkpoint":
         conf.set_string("sparkpoint.local-state.dir", os.path.abspath(args.checkpoints) + "-ls")
     env = datastream.StreamExecutionEnvironment.get_execution_environment(conf)

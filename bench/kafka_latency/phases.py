@@ -113,7 +113,7 @@ def max_phase(
     if not last["drained"]:
         # What is left of the backlog must be out before a paced phase measures latency.
         behind = last["records"] - last["out"]
-        wait = behind / max(1, last["records_per_s"]) * 1.5 + args.catch_up_seconds
+        wait = min(args.drain_seconds, behind / max(1, last["records_per_s"]) * 1.5)
         result["rest_out"] = consumer.wait_for(target, wait, _alive(proc))
     return result
 
@@ -124,15 +124,17 @@ def paced_phase(
     rate: int,
     consumer: LatencyConsumer,
     proc: subprocess.Popen[bytes],
+    expected: int,
 ) -> dict[str, Any]:
     """``rate`` records/s for ``--seconds``: latency, CPU, and whether every record was out
-    within ``--catch-up-seconds`` of the phase's end (``sustained``)."""
+    within ``--catch-up-seconds`` of the phase's end (``sustained``; ``expected`` is what
+    the earlier phases wrote, all of it out before this one started)."""
     before = consumer.count
     cpu0 = tree_cpu_seconds(proc.pid)
     producer = PacedProducer(args.bootstrap, topic, rate, args.seconds, args.keys)
     sent = producer.join()
     t_end = time.time()
-    caught_up = consumer.wait_for(before + sent, args.catch_up_seconds, _alive(proc))
+    caught_up = consumer.wait_for(expected + sent, args.catch_up_seconds, _alive(proc))
     cpu1 = tree_cpu_seconds(proc.pid)
     lo = producer.start * 1000 + args.settle * 1000
     lat = consumer.latencies_ms(lo, t_end * 1000)

@@ -24,6 +24,8 @@ def _paced(row: dict[str, Any] | None) -> str:
     """A paced phase's cell: latency if every record came out in time, else what did."""
     if row is None:
         return "not run"
+    if "error" in row:
+        return row["error"]
     lat = f"{_seconds(row['latency_ms_p50'])} / {_seconds(row['latency_ms_p99'])}"
     cpu = f"({row['cpu_s_per_M']:,.0f})"
     if row["sustained"]:
@@ -73,7 +75,7 @@ def table(records: Iterable[dict[str, Any]]) -> str:
             cells = [f"not measured: {warm['error']}", "", ""]
         else:
             near = phases.get("near_max")
-            near_cell = "not run" if near is None else f"{near['rate']:,} → {_paced(near)}"
+            near_cell = "not run" if near is None else f"{near['rate']:,}/s → {_paced(near)}"
             cells = [_max(phases.get("max")), _paced(phases.get("sustained")), near_cell]
         lines.append("| " + " | ".join([label, guarantee, *cells]) + " |")
     return "\n".join(lines)

@@ -80,16 +80,45 @@ def test_markdown_table_from_json_lines() -> None:
             }
         ),
     ]
+    lines.append(
+        json.dumps(
+            {
+                "engine": "slow",
+                "label": "Slow",
+                "guarantee": "exactly-once",
+                "phase": "max",
+                "records": 5_000,
+                "out": 4_000,
+                "seconds": 40.0,
+                "records_per_s": 100,
+                "cpu_s_per_M": 7000.0,
+            }
+        )
+    )
+    lines.append(
+        json.dumps(
+            {
+                "engine": "slow",
+                "phase": "sustained",
+                "rate": 1000,
+                "error": "not run: 1,000 records of the earlier phases not out yet",
+            }
+        )
+    )
     out = table(read_json_lines(lines)).splitlines()
     assert out[0] == "Run of D (c0ffee): `python -m bench.kafka_latency --rate 1000`"
     assert "sustained 1,000/s" in out[2]
     assert out[4] == (
         "| PyFlink | exactly-once | 12,500 (200,000 in 16.0 s; 150) | 1.25 s / 2.50 s (700) "
-        "| 10,000 → **not sustained**: 20,000 of 30,000 out (latency of those n/a / n/a) "
+        "| 10,000/s → **not sustained**: 20,000 of 30,000 out (latency of those n/a / n/a) "
         "(100) |"
     )
     assert out[5] == "| RTM | at-least-once | not measured: engine exited 1 |  |  |"
-    assert len(out) == 6
+    assert out[6] == (
+        "| Slow | exactly-once | 100 (5,000 in 40.0 s, 4,000 out; 7,000) "
+        "| not run: 1,000 records of the earlier phases not out yet | not run |"
+    )
+    assert len(out) == 7
 
 
 def test_flink_checkpoints_read_from_both_log_formats(tmp_path: Path) -> None:
