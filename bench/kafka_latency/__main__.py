@@ -1,13 +1,17 @@
 """Kafka -> parse -> keyed count (1M keys) -> Kafka, exactly-once, checkpoints every second:
 end-to-end latency, throughput and CPU of sparkpoint, Spark Structured Streaming (and its
-real-time mode) and PyFlink, on one broker in one run (``python -m bench.kafka_latency``).
+real-time mode) and PyFlink (thread and process mode), on one broker in one run
+(``python -m bench.kafka_latency``; ``--markdown run.jsonl`` prints a run's table).
 
-Each engine runs alone, on its own 8-partition input topic, in three phases:
+Each engine runs alone, on its own 8-partition input topic, in the same phases:
 
-1. ``max``: a backlog of ``--backlog`` records is written before the engine starts; its
-   throughput is the output rate between 10% and 90% of the backlog (or ``--drain-seconds``);
-2. ``sustained``: ``--rate`` records/s for ``--seconds`` (the same for every engine);
-3. ``near_max``: ``--near-max`` times the engine's own ``max`` throughput for ``--seconds``.
+1. ``warmup``: ``--warmup`` records written before the engine starts, all read out;
+2. ``max``: a backlog written while the engine runs warm; its throughput is its records
+   over the time from the start of the writing until the last is read. Rounds grow from
+   ``--max-first`` records until one lasts half of ``--max-seconds`` (many checkpoints);
+3. ``sustained``: ``--rate`` records/s for ``--seconds`` (the same for every engine);
+   ``sustained`` is false when not every record is out ``--catch-up-seconds`` after it;
+4. ``near_max``: ``--near-max`` times the engine's own ``max`` throughput for ``--seconds``.
 
 Latency is a ``read_committed`` consumer's receive time minus the producer's stamp in the
 record (records stamped in the phase after its first ``--settle`` seconds); CPU is the
@@ -18,28 +22,32 @@ engine and phase, then a ``table`` line. The baseline is the other engines in th
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
+import re
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from typing import Any
 
-from bench.kafka_latency.load import (
-    LatencyConsumer,
-    PacedProducer,
-    tree_cpu_seconds,
-    tree_pids,
-    write_backlog,
-)
+from bench.kafka_latency.load import LatencyConsumer, tree_pids, write_backlog
+from bench.kafka_latency.phases import max_phase, paced_phase, percentile, warmup_phase
+from bench.kafka_latency.report import read_json_lines, table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-ENGINES = ["sparkpoint", "spark", "spark-rtm", "pyflink"]
+# engine -> (label in the table, delivery guarantee of its Kafka sink)
+ENGINES = {
+    "sparkpoint": ("sparkpoint", "exactly-once"),
+    "spark": ("Spark SS (`applyInPandasWithState`)", "at-least-once"),
+    "spark-rtm": ("Spark SS real-time mode", "at-least-once"),
+    "pyflink": ("PyFlink 2.3, thread mode", "exactly-once"),
+    "pyflink-process": ("PyFlink 2.3, process mode", "exactly-once"),
+}
 FLINK_KAFKA = "org.apache.flink:flink-sql-connector-kafka:5.0.0-2.2"
 
 
@@ -54,15 +62,34 @@ def engine_command(
     """The command line that runs ``engine``'s job on ``topics`` (input, output)."""
     common = ["--bootstrap", args.bootstrap, "--source", topics[0], "--sink", topics[1]]
     common += ["--checkpoints", os.path.join(work, "checkpoints")]
+    script = os.path.join(HERE, "datastream_job.py")
     if engine == "sparkpoint":
-        script = os.path.join(HERE, "datastream_job.py")
         return [sys.executable, script, "--api", "sparkpoint", *common]
-    if engine == "pyflink":
+    if engine.startswith("pyflink"):
         from tests.fixtures.system import maven_artifacts
 
+        if not os.access(args.pyflink_python, os.X_OK):
+            venv = os.path.dirname(os.path.dirname(args.pyflink_python))
+            raise FileNotFoundError(
+                f"no PyFlink interpreter at {args.pyflink_python} (--pyflink-python): make one "
+                f"with `python -m venv {venv} && {venv}/bin/pip install apache-flink==2.3.0`"
+            )
+
         jar = str(maven_artifacts([FLINK_KAFKA])[0])
-        script = os.path.join(HERE, "datastream_job.py")
-        return [args.pyflink_python, script, "--api", "pyflink", "--jar", jar, *common]
+        mode = "process" if engine == "pyflink-process" else "thread"
+        conf = [x for item in args.pyflink_conf for x in ("--conf", item)]
+        return [
+            args.pyflink_python,
+            script,
+            "--api",
+            "pyflink",
+            "--jar",
+            jar,
+            "--pyflink-mode",
+            mode,
+            *conf,
+            *common,
+        ]
     from tests.fixtures.system import spark_kafka_jars
 
     jars = ",".join(str(j) for j in spark_kafka_jars())
@@ -89,120 +116,107 @@ def stop_tree(proc: subprocess.Popen[bytes]) -> None:
         time.sleep(1)
 
 
-def percentile(values: list[float], q: float) -> float | None:
-    """The ``q`` quantile (0..1) of ``values``, None when empty."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return float(ordered[min(len(ordered) - 1, int(q * len(ordered)))])
+_FLINK_CHECKPOINT = re.compile(
+    r"Completed checkpoint (\d+) for job \S+ \((\d+) bytes(?:, checkpointDuration=| in )(\d+) ms"
+)
 
 
-def drain_phase(
-    args: argparse.Namespace, consumer: LatencyConsumer, proc: subprocess.Popen[bytes]
-) -> dict[str, Any]:
-    """The backlog phase: output rate and CPU between 10% and 90% of the backlog."""
-    alive = lambda: proc.poll() is None  # noqa: E731
-    t_start = time.time()
-    if not consumer.wait_for(args.backlog // 10, args.start_timeout, alive):
-        return {"error": "no output" if alive() else f"engine exited {proc.returncode}"}
-    t0, c0, cpu0 = time.time(), consumer.count, tree_cpu_seconds(proc.pid)
-    deadline = t0 + args.drain_seconds
-    while consumer.count < args.backlog * 9 // 10 and time.time() < deadline and alive():
-        time.sleep(0.05)
-    t1, c1, cpu1 = time.time(), consumer.count, tree_cpu_seconds(proc.pid)
-    # The rest of the backlog must be out before the paced phases start.
-    drained = consumer.wait_for(args.backlog, args.drain_seconds * 3, alive)
-    rate = (c1 - c0) / (t1 - t0)
+def flink_checkpoints(log_dir: str) -> dict[str, Any]:
+    """Count, size and duration of the checkpoints a PyFlink run's log reports as completed."""
+    durations, sizes = [], []
+    for path in glob.glob(os.path.join(log_dir, "*.log")):
+        with open(path, errors="replace") as f:
+            for line in f:
+                m = _FLINK_CHECKPOINT.search(line)
+                if m:
+                    sizes.append(int(m.group(2)))
+                    durations.append(float(m.group(3)))
     return {
-        "first_output_s": round(t0 - t_start, 1),
-        "records": c1 - c0,
-        "seconds": round(t1 - t0, 1),
-        "records_per_s": round(rate),
-        "cpu_s_per_M": round((cpu1 - cpu0) / max(1, c1 - c0) * 1e6, 1),
-        "backlog_drained": drained,
-        "outputs_after_drain": consumer.count,
+        "checkpoints": len(durations),
+        "checkpoint_ms_p50": percentile(durations, 0.5),
+        "checkpoint_ms_max": max(durations, default=None),
+        "checkpoint_bytes_max": max(sizes, default=None),
     }
 
 
-def paced_phase(
+def _phases(
+    engine: str,
     args: argparse.Namespace,
     topic: str,
-    rate: int,
     consumer: LatencyConsumer,
     proc: subprocess.Popen[bytes],
-) -> dict[str, Any]:
-    """``rate`` records/s for ``args.seconds``: latency, CPU, and whether all came out."""
-    before = consumer.count
-    cpu0 = tree_cpu_seconds(proc.pid)
-    producer = PacedProducer(args.bootstrap, topic, rate, args.seconds, args.keys)
-    sent = producer.join()
-    t_end = time.time()
-    caught_up = consumer.wait_for(before + sent, args.catch_up_seconds, lambda: proc.poll() is None)
-    cpu1 = tree_cpu_seconds(proc.pid)
-    lo = producer.start * 1000 + args.settle * 1000
-    lat = consumer.latencies_ms(lo, t_end * 1000)
-    out = consumer.count - before
-    return {
-        "rate": rate,
-        "sent": sent,
-        "received": out,
-        "caught_up_within_s": args.catch_up_seconds if caught_up else None,
-        "records_per_s": round(sent / args.seconds),
-        "latency_ms_p50": percentile(lat, 0.5),
-        "latency_ms_p99": percentile(lat, 0.99),
-        "latency_ms_mean": round(statistics.fmean(lat), 1) if lat else None,
-        "latency_samples": len(lat),
-        "cpu_s_per_M": round((cpu1 - cpu0) / max(1, out) * 1e6, 1),
-    }
+) -> list[dict[str, Any]]:
+    """The engine's phases in order, each emitted as it ends; stops at the first error."""
+    label, guarantee = ENGINES[engine]
+    tag = {"engine": engine, "label": label, "guarantee": guarantee}
+    results = [{**tag, "phase": "warmup", **warmup_phase(args, consumer, proc)}]
+    emit(results[-1])
+    if "error" in results[-1]:
+        return results
+    results.append({**tag, "phase": "max", **max_phase(args, topic, consumer, proc)})
+    emit(results[-1])
+    if "error" in results[-1]:
+        return results
+    # Every record written so far: a paced phase starts once they are all out.
+    expected = args.warmup + sum(r["records"] for r in results[-1]["rounds"])
+    rates = [("sustained", args.rate)]
+    if args.near_max > 0:
+        rates.append(("near_max", int(results[-1]["records_per_s"] * args.near_max)))
+    for phase, rate in rates:
+        if proc.poll() is not None:
+            break
+        if not consumer.wait_for(expected, args.catch_up_seconds, lambda: proc.poll() is None):
+            behind = expected - consumer.count
+            error = f"not run: {behind:,} records of the earlier phases not out yet"
+            results.append({**tag, "phase": phase, "rate": rate, "error": error})
+            emit(results[-1])
+            break
+        row = paced_phase(args, topic, rate, consumer, proc, expected)
+        expected += row["sent"]
+        results.append({**tag, "phase": phase, **row})
+        emit(results[-1])
+    return results
 
 
 def run_engine(engine: str, args: argparse.Namespace, broker: Any, work: str) -> list[dict]:
-    """One engine's three phases, its process tree stopped at the end."""
+    """One engine's phases, its process tree stopped at the end."""
     topics = (f"{engine}-in", f"{engine}-out")
     for topic in topics:
         broker.create_topic(topic, args.partitions)
-    backlog_s = write_backlog(args.bootstrap, topics[0], args.backlog, args.keys)
+    write_backlog(args.bootstrap, topics[0], args.warmup, args.keys)
     engine_work = os.path.join(work, engine)
     os.makedirs(engine_work)
     consumer = LatencyConsumer(args.bootstrap, topics[1])
     log_path = os.path.join(work, f"{engine}.log")
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH", "")) if p)
+    flink_logs = os.path.join(engine_work, "flink-log")
+    os.makedirs(flink_logs)
+    env["FLINK_LOG_DIR"] = flink_logs
+    results: list[dict] = []
     with open(log_path, "wb") as log:
+        try:
+            command = engine_command(engine, args, topics, engine_work)
+        except BaseException as exc:  # a missing jar or interpreter: this engine only
+            results.append({"engine": engine, "phase": "warmup", "error": repr(exc)[:300]})
+            emit(results[-1])
+            consumer.stop()
+            return results
         proc = subprocess.Popen(
-            engine_command(engine, args, topics, engine_work),
+            command,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             env=env,
             cwd=engine_work,
         )
-    results: list[dict] = []
     try:
-        drain = drain_phase(args, consumer, proc)
-        results.append(
-            {"engine": engine, "phase": "max", "backlog_write_s": round(backlog_s, 1), **drain}
-        )
-        emit(results[-1])
-        if "error" in drain:
-            return results
-        rates = [("sustained", args.rate)]
-        if args.near_max > 0:
-            rates.append(("near_max", int(drain["records_per_s"] * args.near_max)))
-        for phase, rate in rates:
-            if proc.poll() is not None:
-                break
-            results.append(
-                {
-                    "engine": engine,
-                    "phase": phase,
-                    **paced_phase(args, topics[0], rate, consumer, proc),
-                }
-            )
-            emit(results[-1])
+        results = _phases(engine, args, topics[0], consumer, proc)
     finally:
         stop_tree(proc)
         consumer.stop()
+        if engine.startswith("pyflink"):
+            emit({"engine": engine, "flink_log": flink_checkpoints(flink_logs)})
         failed = any("error" in r for r in results)
         if failed or proc.returncode not in (0, -signal.SIGTERM, -signal.SIGKILL, 143):
             with open(log_path, "rb") as f:
@@ -211,31 +225,71 @@ def run_engine(engine: str, args: argparse.Namespace, broker: Any, work: str) ->
     return results
 
 
-def main() -> None:
+def _commit() -> str:
+    """The benchmarked tree's commit (``+dirty`` with uncommitted changes)."""
+    try:
+        rev = subprocess.run(
+            ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except OSError:
+        return "unknown"
+    return rev + ("+dirty" if dirty else "")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The command line (``--help`` lists it)."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--engines", nargs="+", choices=ENGINES, default=ENGINES)
-    parser.add_argument("--backlog", type=int, default=2_000_000)
-    parser.add_argument("--rate", type=int, default=5000, help="sustained phase, records/s")
+    parser.add_argument("--engines", nargs="+", choices=list(ENGINES), default=list(ENGINES))
+    parser.add_argument("--warmup", type=int, default=5_000, help="records before the start")
+    parser.add_argument("--max-first", type=int, default=5_000, help="first max round")
+    parser.add_argument("--max-seconds", type=float, default=20)
+    parser.add_argument("--max-rounds", type=int, default=4)
+    parser.add_argument("--backlog", type=int, default=1_000_000, help="largest max round")
+    parser.add_argument("--rate", type=int, default=1000, help="sustained phase, records/s")
     parser.add_argument("--near-max", type=float, default=0.8)
-    parser.add_argument("--seconds", type=float, default=45)
-    parser.add_argument("--settle", type=float, default=10)
-    parser.add_argument("--drain-seconds", type=float, default=45)
-    parser.add_argument("--catch-up-seconds", type=float, default=20)
-    parser.add_argument("--start-timeout", type=float, default=180)
+    parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--settle", type=float, default=8)
+    parser.add_argument("--drain-seconds", type=float, default=40)
+    parser.add_argument("--catch-up-seconds", type=float, default=15)
+    parser.add_argument("--start-timeout", type=float, default=120)
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--pyflink-python", default="/tmp/pyflink-venv/bin/python")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--pyflink-conf", action="append", default=[], help="PyFlink key=value (repeatable)"
+    )
+    parser.add_argument(
+        "--markdown", metavar="JSONL", help="print the table of a run's output ('-': stdin)"
+    )
+    return parser.parse_args(argv)
 
+
+def main() -> None:
+    """Run the engines one after the other against one broker (or ``--markdown``)."""
+    argv = sys.argv[1:]
+    args = parse_args(argv)
+    if args.markdown:
+        with open(args.markdown) if args.markdown != "-" else sys.stdin as f:
+            print(table(read_json_lines(f)))
+        return
     from tests.fixtures.kafka import KafkaBroker
 
+    # A SIGTERM (from `timeout`) unwinds through the finally blocks below, which stop the
+    # engine's process tree (a session of its own) and the broker.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     work = tempfile.mkdtemp(prefix="kafka-latency-")
     broker = KafkaBroker()
     t0 = time.time()
     try:
         broker.start()
         args.bootstrap = broker.bootstrap_servers
-        emit({"run": "start", "args": {k: v for k, v in vars(args).items()}})
+        start = {"run": "start", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+        emit({**start, "commit": _commit(), "argv": argv, "args": vars(args)})
         rows = []
         for engine in args.engines:
             rows += run_engine(engine, args, broker, work)
