@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sparkpoint.clock import FixedClock
@@ -159,6 +159,7 @@ class StageTask:
         env = self._env()
         tree = build_tree(self.stage, spec.job.batch_mode, self.routes, self.out, self.sink_outputs)
         self.tree = tree
+        tree.after_batch = self.metrics.fold  # distributions hold one batch's values at most
         for root in tree.roots:
             root.open(env)
         marks = dict(spec.watermarks)
@@ -196,11 +197,9 @@ class StageTask:
         if split_range is None or source is None:
             return 0
         records = 0
-        fold_metrics = self.metrics.fold
         for chunk in _chunks(source.source.read(split_range)):
             records += len(chunk)
             tree.push_input(-1, chunk, None)
-            fold_metrics()
         return records
 
     def _read_inputs(
@@ -213,7 +212,7 @@ class StageTask:
         """Push the data rows of the input edges through (deferred edges last), merge the
         watermark rows into ``marks`` and keep the rows to pass on; returns the record
         count."""
-        pending = _Coalesced(tree, self.metrics.fold)
+        pending = _Coalesced(tree)
         deferred: list[tuple[int, Any]] = []
         records = 0
         for sub, kind, payload in rows:
@@ -300,9 +299,8 @@ class _Coalesced:
     subtask a small group, and every push has a fixed cost (key groups of the batch,
     operator calls). Records keep their order; watermarks apply at the epoch's end."""
 
-    def __init__(self, tree: StageTree, after_push: Callable[[], None]) -> None:
+    def __init__(self, tree: StageTree) -> None:
         self.tree = tree
-        self.after_push = after_push  # after every batch: the task folds its distributions
         self.input_index = 0
         self.values: list[Any] = []
         self.timestamps: list[int | None] | None = None
@@ -332,7 +330,6 @@ class _Coalesced:
     def flush(self) -> None:
         if self.values:
             self.tree.push_input(self.input_index, self.values, self.timestamps)
-            self.after_push()
         self.values, self.timestamps = [], None
 
 
