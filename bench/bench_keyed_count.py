@@ -65,9 +65,10 @@ checked to be exact.
   (pickled) run: the median of each;
 - ``metrics``: the keyed count on the heap without checkpoints, its ``process_element``
   also incrementing a user counter and updating a distribution per record, alternated
-  ``--metric-rounds`` times (5; ABBA order) with the plain count: the median of each, the
-  overhead in percent (the user counter's total and the distribution's count are checked to
-  equal the events), and what the two calls add per record in a plain Python loop.
+  ``--metric-rounds`` times (5; each round in another order) with the plain count and with
+  one that registers the same metrics but updates none: the median of each, the overheads
+  in percent (the user counter's total and the distribution's count are checked to equal
+  the events), and what the two calls add per record in a plain Python loop.
 """
 
 # The harness and the cases are modules of ``bench/keyed_count/`` (one per case); this script

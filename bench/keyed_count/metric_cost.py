@@ -1,7 +1,8 @@
 """The ``metrics`` case: the keyed count (heap, no checkpoints) whose ``process_element``
 also increments a user counter and updates a distribution per record, alternated with the
-plain count for ``--metric-rounds`` rounds (ABBA order): the median of each, the overhead in
-percent, and what the two calls cost per record in a plain Python loop."""
+plain count and with one that registers the same metrics but updates none (what
+registering and reporting cost) for ``--metric-rounds`` rounds: the median of each, the
+overheads in percent, and what the two calls cost per record in a plain Python loop."""
 
 from __future__ import annotations
 
@@ -38,16 +39,39 @@ class CountPerKeyWithMetrics(CountPerKey):
         self.count.update(c + value[1])
 
 
+class CountPerKeyRegistered(CountPerKeyWithMetrics):
+    """The same metrics registered in ``open`` but not updated per record: what registering
+    and reporting them costs, without the per-record calls."""
+
+    def process_element(self, value: Any, ctx: Any) -> None:
+        c = self.count.value()
+        if c is None:
+            c = 0
+            ctx.timer_service().register_event_time_timer(MAX_WATERMARK)
+        self.count.update(c + value[1])
+
+
+VARIANTS = {
+    "plain": None,
+    "registered": CountPerKeyRegistered,
+    "metrics": CountPerKeyWithMetrics,
+}
+
+
 def run(spark: Any, args: Any, work: str) -> None:
     """Emit one ``metric_overhead`` line per ``--keys`` value (heap backend)."""
     for keys in args.keys:
-        rates: dict[str, list[int]] = {"plain": [], "metrics": []}
+        rates: dict[str, list[int]] = {name: [] for name in VARIANTS}
         exact = True
         counted: list[int] = []
         distributed: list[int] = []
+        names = list(VARIANTS)
         for i in range(args.metric_rounds):
-            order = ("plain", "metrics") if i % 2 == 0 else ("metrics", "plain")
-            for name in order:
+            # Each round in another order (rotated, then reversed), so no variant always
+            # runs first or after the same one.
+            order = names[i % 3 :] + names[: i % 3]
+            for name in order if i % 2 == 0 else order[::-1]:
+                function = VARIANTS[name]
                 r = run_sparkpoint(
                     spark,
                     args.events,
@@ -56,7 +80,7 @@ def run(spark: Any, args: Any, work: str) -> None:
                     False,
                     os.path.join(work, "metrics"),
                     args.records_per_split,
-                    count_function=CountPerKeyWithMetrics() if name == "metrics" else None,
+                    count_function=None if function is None else function(),
                 )
                 rates[name].append(r["events_per_s"])
                 exact = exact and r["exact"]
@@ -79,6 +103,9 @@ def run(spark: Any, args: Any, work: str) -> None:
                 **{f"{name}_events_per_s": round(m) for name, m in median.items()},
                 **{f"{name}_runs": v for name, v in rates.items()},
                 "overhead_pct": round(100 * (median["plain"] / median["metrics"] - 1), 2),
+                "registered_overhead_pct": round(
+                    100 * (median["plain"] / median["registered"] - 1), 2
+                ),
                 "calls_ns_per_record": plain_loop_ns(1_000_000),
             }
         )
