@@ -65,8 +65,9 @@ class Distribution(Metric):
     sum, min and max.
 
     ``update(value)`` records one value. It is the bound ``append`` of a list of pending
-    values, so a call runs no Python code of ours (a third of a Python method's cost, which
-    matters in a function called per record); the pending values are summarised in bulk by
+    values, so a call runs no Python code of ours (under half the instructions of the Python
+    method it replaced, which matters in a function called per record); the pending values
+    are summarised in bulk by
     ``fold``, which the task calls after every batch it pushes through and which reading
     ``count``, ``sum``, ``min`` or ``max`` calls first.
     """
