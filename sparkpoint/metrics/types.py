@@ -67,9 +67,8 @@ class Distribution(Metric):
     ``update(value)`` records one value. It is the bound ``append`` of a list of pending
     values, so a call runs no Python code of ours (under half the instructions of the Python
     method it replaced, which matters in a function called per record); the pending values
-    are summarised in bulk by
-    ``fold``, which the task calls after every batch it pushes through and which reading
-    ``count``, ``sum``, ``min`` or ``max`` calls first.
+    are summarised in bulk by ``fold``, which the task calls after every batch it pushes
+    through and which reading ``count``, ``sum``, ``min`` or ``max`` calls first.
     """
 
     __slots__ = ("_count", "_max", "_min", "_pending", "_sum", "name", "update")
