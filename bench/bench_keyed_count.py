@@ -64,9 +64,11 @@ checked to be exact.
   checked at the shuffle, as PyFlink's coder does), alternated three times with the untyped
   (pickled) run: the median of each;
 - ``metrics``: the keyed count on the heap without checkpoints, its ``process_element``
-  also incrementing a user counter and updating a distribution per record, alternated three
-  times with the plain count: the median of each and the overhead in percent (the user
-  counter's total is checked to equal the events).
+  also incrementing a user counter and updating a distribution per record, alternated
+  ``--metric-rounds`` times (5; each round in another order) with the plain count and with
+  one that registers the same metrics but updates none: the median of each, the overheads
+  in percent (the user counter's total and the distribution's count are checked to equal
+  the events), and what the two calls add per record in a plain Python loop.
 """
 
 # The harness and the cases are modules of ``bench/keyed_count/`` (one per case); this script
@@ -145,6 +147,12 @@ def parse_args() -> Any:
         default=None,
         help="large case, changelog runs: sparkpoint.state.changelog.materialization."
         "max-upload-rate (e.g. '4 mb'; per subtask and second)",
+    )
+    parser.add_argument(
+        "--metric-rounds",
+        type=int,
+        default=5,
+        help="metrics case: rounds of the plain and the metered count (alternated)",
     )
     parser.add_argument("--parallelism", type=int, nargs="+", default=[128])
     parser.add_argument("--parallelism-events", type=int, default=400_000)

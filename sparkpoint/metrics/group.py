@@ -19,8 +19,15 @@ class OperatorMetrics:
 
     def __init__(self, bases: Mapping[MetricKey, Any] | None = None) -> None:
         self.metrics: dict[MetricKey, Metric] = {}
+        self.distributions: list[Distribution] = []  # folded after every batch
         self.bases: Mapping[MetricKey, Any] = bases or {}
         self.root = MetricGroup(table=self)
+
+    def add(self, key: MetricKey, metric: Metric) -> None:
+        """Register ``metric`` under ``key`` (a gauge registered again replaces the first)."""
+        self.metrics[key] = metric
+        if isinstance(metric, Distribution):
+            self.distributions.append(metric)
 
 
 def _check_name(what: str, name: object) -> str:
@@ -71,11 +78,13 @@ class MetricGroup:
 
     def distribution(self, name: str) -> Distribution:
         """Register (or return the existing) distribution ``name``."""
-        return self._register(
-            name,
-            MetricKind.DISTRIBUTION,
-            lambda base: Distribution(*base) if base else Distribution(),
-        )
+        label = ".".join(MetricKey(self._path, str(name)).scope_components())
+
+        def make(base: Any) -> Distribution:  # base: (count, sum, min, max) or None
+            count, total, low, high = base or (0, 0, None, None)
+            return Distribution(count, total, low, high, label)
+
+        return self._register(name, MetricKind.DISTRIBUTION, make)
 
     def get_metric_group_scope(self) -> tuple[str, ...]:
         """The group names from the operator's group down to this one (a key/value group
@@ -94,4 +103,4 @@ class MetricGroup:
     def _put(self, name: str, metric: Metric) -> None:
         key = MetricKey(self._path, _check_name("name", name))
         self.metrics[name] = metric
-        self._table.metrics[key] = metric
+        self._table.add(key, metric)

@@ -34,6 +34,13 @@ class TaskMetrics:
             table = self._operators[operator_id] = OperatorMetrics(self._bases.get(operator_id))
         return table.root
 
+    def fold(self) -> None:
+        """Summarise the values distributions were given since the last fold: the task
+        calls it after every batch, so a distribution holds at most a batch's values."""
+        for table in self._operators.values():
+            for distribution in table.distributions:
+                distribution.fold()
+
     def samples(self) -> tuple[MetricSample, ...]:
         """Every registered metric's value now (gauges are called here)."""
         out: list[MetricSample] = []

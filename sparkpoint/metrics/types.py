@@ -1,9 +1,11 @@
 """PyFlink's metric types (``pyflink.metrics``): Counter, Meter, Distribution, and the gauge
-holder. Plain attribute updates: a metric call costs what the user's own code costs."""
+holder. A per-record call is a plain int add (counters, meters) or one list append
+(distributions, summarised per batch): nothing is sent or aggregated per record."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 __all__ = ["Counter", "Distribution", "Gauge", "Meter", "Metric"]
 
@@ -60,26 +62,96 @@ class Meter(Metric):
 
 class Distribution(Metric):
     """Summarises the values it is given (``pyflink.metrics.Distribution``, Beam's): count,
-    sum, min and max."""
+    sum, min and max.
 
-    __slots__ = ("count", "max", "min", "sum")
+    ``update(value)`` records one value. It is the bound ``append`` of a list of pending
+    values, so a call runs no Python code of ours (under half the instructions of the Python
+    method it replaced, which matters in a function called per record); the pending values
+    are summarised in bulk by ``fold``, which the task calls after every batch it pushes
+    through and which reading ``count``, ``sum``, ``min`` or ``max`` calls first.
+    """
+
+    __slots__ = ("_count", "_max", "_min", "_pending", "_sum", "name", "update")
+
+    update: Callable[[float], None]
 
     def __init__(
-        self, count: int = 0, sum: float = 0, min: float | None = None, max: float | None = None
+        self,
+        count: int = 0,
+        sum: float = 0,
+        min: float | None = None,
+        max: float | None = None,
+        name: str = "distribution",
     ) -> None:
-        self.count = count
-        self.sum = sum
-        self.min = min
-        self.max = max
+        self.name = name
+        self._count = count
+        self._sum = sum
+        self._min = min
+        self._max = max
+        self._pending: list[float] = []
+        self.update = self._pending.append
 
-    def update(self, value: float) -> None:
-        """Record one value."""
-        self.count += 1
-        self.sum += value
-        if self.min is None or value < self.min:
-            self.min = value
-        if self.max is None or value > self.max:
-            self.max = value
+    def fold(self) -> None:
+        """Summarise the values recorded since the last fold into count, sum, min and max.
+        Raises TypeError naming the distribution and the first value that is not a number
+        (the values are dropped: the distribution stays as it was before them)."""
+        pending = self._pending
+        if not pending:
+            return
+        try:
+            total = sum(pending, self._sum)
+            low, high = min(pending), max(pending)
+            if self._min is not None and self._max is not None:
+                low, high = min(low, self._min), max(high, self._max)
+        except (TypeError, ValueError):
+            bad = next((v for v in pending if not _is_number(v)), pending[0])
+            pending.clear()
+            raise TypeError(
+                f"Distribution {self.name!r} takes numbers: update() was given {bad!r} "
+                f"({type(bad).__name__})"
+            ) from None
+        self._count += len(pending)
+        self._sum, self._min, self._max = total, low, high
+        pending.clear()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Copies and pickles get a pending list of their own (the default would keep
+        # ``update`` bound to this distribution's list): they carry the folded summary.
+        return (Distribution, (self.count, self.sum, self.min, self.max, self.name))
+
+    @property
+    def count(self) -> int:
+        """Values recorded."""
+        self.fold()
+        return self._count
+
+    @property
+    def sum(self) -> float:
+        """Sum of the values recorded."""
+        self.fold()
+        return self._sum
+
+    @property
+    def min(self) -> float | None:
+        """Smallest value recorded (None before the first)."""
+        self.fold()
+        return self._min
+
+    @property
+    def max(self) -> float | None:
+        """Largest value recorded (None before the first)."""
+        self.fold()
+        return self._max
+
+
+def _is_number(value: object) -> bool:
+    """Whether ``value`` can be summed and ordered as a distribution's values are."""
+    try:
+        value + 0  # type: ignore[operator]
+        value < 0  # type: ignore[operator]  # noqa: B015
+    except TypeError:
+        return False
+    return True
 
 
 class Gauge(Metric):

@@ -24,7 +24,7 @@ GOLDENS = HERE / "goldens"
 SECTIONS = {"programs": HERE / "programs", "examples": HERE / "pyflink_examples"}
 ORDERS = ("exact", "per_sink", "unordered")
 PENDING = ("issue 11", "issue 12")
-ISSUES = ("11", "12", "29", "examples")
+ISSUES = ("11", "12", "29", "31", "examples")
 
 _IMPORT = re.compile(r"^(\s*(?:from|import)\s+)pyflink(?=[.\s])", re.MULTILINE)
 # PrintSinkOutputWriter's prefix: "id:N> ", "N> " or "id> " (id has no blanks or ':').

@@ -44,6 +44,8 @@ def test_corpus_size_per_issue() -> None:
     per_issue = {issue: sum(e.issue == issue for e in ENTRIES) for issue in ("11", "12")}
     assert per_issue["11"] >= 28 and per_issue["12"] >= 22, per_issue
     assert sum(e.issue == "examples" for e in ENTRIES) == 10
+    # issue 31: a program for every metric kind (counter, gauge, meter, distribution)
+    assert sorted(e.name[:3] for e in ENTRIES if e.issue == "31") == ["m01", "m02", "m03", "m04"]
 
 
 def test_prefix_normalisation_and_comparison_modes() -> None:

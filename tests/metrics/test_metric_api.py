@@ -124,3 +124,48 @@ def test_pyflink_metrics_module_is_complete() -> None:
     from sparkpoint.datastream.functions import MetricGroup
 
     assert MetricGroup is module.MetricGroup
+
+
+def test_distribution_values_wait_in_a_list_until_folded() -> None:
+    # update() is the pending list's own append: nothing is summarised per value.
+    task = TaskMetrics({"op": {MetricKey((), "d"): (2, 10, 3, 7)}})
+    dist = task.group("op").distribution("d")
+    for v in (9, 1, 4):
+        dist.update(v)
+    pending = dist.update.__self__  # type: ignore[attr-defined]
+    assert pending == [9, 1, 4]
+    task.fold()  # what the task does after every batch
+    assert pending == []
+    assert (dist.count, dist.sum, dist.min, dist.max) == (5, 24, 1, 9)
+    dist.update(0.5)
+    assert (dist.count, dist.sum, dist.min, dist.max) == (6, 24.5, 0.5, 9)  # read: folded
+    empty = Distribution()
+    assert (empty.count, empty.sum, empty.min, empty.max) == (0, 0, None, None)
+
+
+def test_distribution_given_a_non_number_names_itself_and_the_value() -> None:
+    task = TaskMetrics()
+    dist = task.group("op").add_group("parser", "orders").distribution("sizes")
+    dist.update(3)
+    dist.update("12")  # type: ignore[arg-type]
+    with pytest.raises(
+        TypeError,
+        match=r"Distribution 'parser.orders.sizes' takes numbers: update\(\) was given '12' "
+        r"\(str\)",
+    ):
+        task.fold()
+    # The batch's values are dropped; the distribution goes on from before them.
+    dist.update(5)
+    assert (dist.count, dist.sum, dist.min, dist.max) == (1, 5, 5, 5)
+
+
+def test_a_copied_or_pickled_distribution_records_into_its_own_list() -> None:
+    import copy
+    import pickle
+
+    dist = MetricGroup().distribution("d")
+    dist.update(3)
+    for clone in (copy.copy(dist), copy.deepcopy(dist), pickle.loads(pickle.dumps(dist))):
+        clone.update(5)
+        assert (clone.count, clone.sum, clone.min, clone.max) == (2, 8, 3, 5)
+    assert (dist.count, dist.sum, dist.min, dist.max) == (1, 3, 3, 3)

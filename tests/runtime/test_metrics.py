@@ -80,3 +80,32 @@ def test_user_and_system_metrics_are_exact_after_a_worker_kill(env: Any, tmp_pat
     assert {m.name for m in SYSTEM_METRICS} <= reported
     sizes_of_sum = _by_operator(values, "sum", "stateSize")
     assert set(sizes_of_sum) == {0, 1} and all(size > 0 for size in sizes_of_sum.values())
+
+
+def test_distribution_values_are_folded_after_every_batch(env: Any) -> None:
+    # One epoch reads the whole split: a distribution that kept its values until the task
+    # reported would hold all of them; folded after every batch it holds one batch at most.
+    from sparkpoint.connectors.number_seq import NumberSequenceSource
+    from sparkpoint.connectors.sink import CollectSink
+    from sparkpoint.runtime.task.router import GROUP_TARGET
+    from tests.runtime.jobs.metric_jobs import PeakPending
+
+    n = 3 * GROUP_TARGET + 5
+    env.set_parallelism(1)
+    env.configure({"sparkpoint.epoch.max-records-per-split": str(2 * n)})
+    sink = CollectSink()
+    (
+        env.from_source(NumberSequenceSource(0, n - 1), None, "numbers")
+        .map(PeakPending())
+        .name("peak")
+        .sink_to(sink)
+    )
+    client = env.execute_async("peak")
+    result = client.wait(timeout=300)
+    assert len(sink.collected) == n
+    assert [e.records_in for e in result.epoch_reports if e.records_in] == [n]  # one run
+    values = client.get_metric_values()
+    (sizes,) = _by_operator(values, "peak", "sizes").values()
+    mean = (n - 1) / 2
+    assert sizes == {"count": n, "sum": n * (n - 1) // 2, "min": 0, "max": n - 1, "mean": mean}
+    assert _by_operator(values, "peak", "peak") == {0: GROUP_TARGET}

@@ -160,6 +160,7 @@ class StageTask:
         env = self._env()
         tree = build_tree(self.stage, spec.job.batch_mode, self.routes, self.out, self.sink_outputs)
         self.tree = tree
+        tree.after_batch = self.metrics.fold  # distributions hold one batch's values at most
         for root in tree.roots:
             root.open(env)
         marks = dict(spec.watermarks)

@@ -208,6 +208,10 @@ OPERATOR_FACTORIES: Mapping[NodeKind, OperatorFactory] = MappingProxyType(
 )
 
 
+def _nothing() -> None:
+    return None
+
+
 class StageTree:
     """The operators of one stage's task: ``roots`` (opened, ended and closed by the task)
     and ``entries``: per input edge, the roots (and their input side) its records feed.
@@ -224,6 +228,8 @@ class StageTree:
         self.roots = roots
         self.entries = entries
         self.deferred = deferred
+        # Called after every batch pushed through (the task folds its metrics there).
+        self.after_batch: Callable[[], None] = _nothing
 
     def push_input(
         self, input_index: int, values: list[Any], timestamps: list[int | None] | None
@@ -233,6 +239,7 @@ class StageTree:
         for op, side in self.entries[input_index]:
             op.records_in += n
             op.push_input(side, values, timestamps)
+        self.after_batch()
 
     def operators(self) -> list[Operator]:
         """Every operator of the tree (routers left out), each once, parents first."""

@@ -57,3 +57,20 @@ def metrics_job(env: Any, out_dir: str, n: int, injector: FailureInjector | None
         .name("sink")
         .uid("sink")
     )
+
+
+class PeakPending(MapFunction):
+    """Updates a distribution per record; the gauge ``peak`` is the most values the
+    distribution ever held unsummarised (the task folds them after every batch)."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        group = runtime_context.get_metrics_group()
+        self.sizes = group.distribution("sizes")
+        self.peak = 0
+        group.gauge("peak", lambda: self.peak)
+
+    def map(self, value: Any) -> Any:
+        self.sizes.update(value)
+        # update is the pending list's append: its __self__ is the list the task folds
+        self.peak = max(self.peak, len(self.sizes.update.__self__))  # type: ignore[attr-defined]
+        return value
