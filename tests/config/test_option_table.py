@@ -32,6 +32,7 @@ _NOT_KEYS = {
     "sparkpoint.pickled",
     "sparkpoint.checkpoint-stats",
     "sparkpoint.key-hash",
+    "sparkpoint.kafka",
 }  # logger and master-state names
 
 
