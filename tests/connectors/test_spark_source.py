@@ -14,6 +14,7 @@ from sparkpoint.connectors.spark_source import SparkStreamSource
 from sparkpoint.testing import FailureInjector, expected_keyed_count_output
 from tests.runtime.jobs.driver_process import checkpointed_env, latest_checkpoint, run_driver
 from tests.runtime.jobs.reference import read_sink
+from tests.runtime.jobs.spark_source_driver import stream_job
 from tests.runtime.jobs.spark_source_jobs import (
     N_FILES,
     N_KEYS,
@@ -83,10 +84,10 @@ SCRIPT = os.path.join(JOBS, "spark_source_driver.py")
 
 
 @pytest.mark.spark
-def test_driver_killed_mid_stream_replayed_batch_applied_once(tmp_path: Any) -> None:
+def test_driver_killed_mid_stream_replayed_batch_applied_once(spark: Any, tmp_path: Any) -> None:
     """The driver dies inside foreachBatch of batch 3 (staged, not in Spark's commit log);
-    restarted from sparkpoint's latest checkpoint and the same Spark checkpoint, Spark runs
-    batch 3 again and sparkpoint applies it once."""
+    restarted (by this process, a new driver) from sparkpoint's latest checkpoint and the
+    same Spark checkpoint, Spark runs batch 3 again and sparkpoint applies it once."""
     write_input(str(tmp_path / "in"))
     faults = tmp_path / "faults"
     base = [str(tmp_path / d) for d in ("in", "staged", "spark-ckpt", "ckpt", "out")]
@@ -98,9 +99,13 @@ def test_driver_killed_mid_stream_replayed_batch_applied_once(tmp_path: Any) -> 
     assert not (spark_commits / "3").exists() and (tmp_path / "staged" / "batch-3").is_dir()
     latest = latest_checkpoint(tmp_path / "ckpt")
 
-    code = run_driver(SCRIPT, [*base, latest, "-"], tmp_path / "run2.log")
-    log2 = (tmp_path / "run2.log").read_text()
-    assert code == 0 and "JOB FINISHED" in log2, log2[-3000:]
+    # The new driver: this process on the shared session.
+    reports: list[str] = []
+    env, source = stream_job(spark, base, latest, "-", reports.append)
+    try:
+        assert env.execute("spark-stream-resumed").restarts == 0
+    finally:
+        source.stop()
     assert (spark_commits / "3").exists(), "Spark did not replay batch 3"
-    assert "REPLAYED 3" in log2
+    assert reports == ["REPLAYED 3"]
     assert_exact(str(tmp_path / "out"), N_EVENTS)

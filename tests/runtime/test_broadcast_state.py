@@ -31,9 +31,11 @@ N_RULES = 1200
 N_KEYS = 11
 
 
-def _env(spark: Any, tmp_path: Any, parallelism: int, restore: str | None = None) -> Any:
+def _env(
+    spark: Any, tmp_path: Any, parallelism: int, restore: str | None = None, split: int = 300
+) -> Any:
     conf = Configuration()
-    conf.set_string("sparkpoint.epoch.max-records-per-split", "300")
+    conf.set_string("sparkpoint.epoch.max-records-per-split", str(split))
     conf.set_string("sparkpoint.local-state.dir", str(tmp_path / "local"))
     if restore is not None:
         conf.set_string("execution.savepoint.path", restore)
@@ -149,7 +151,8 @@ def test_savepoint_restore_at_other_parallelism_keeps_broadcast_state(
     assert 0 < done < n_rules  # stopped mid-input
     assert sorted(audit) == expected_audit(range(old_p), range(done))
 
-    env = _env(spark, tmp_path, new_p, restore=sp)
+    # the rest of the input in a few large epochs (records per epoch are a driver setting)
+    env = _env(spark, tmp_path, new_p, restore=sp, split=5_000)
     broadcast_job(env, out, n_events, n_rules, keys, fn)
     env.execute("broadcast-resumed")
     after = sorted(read_sink(out + "-audit"))

@@ -43,6 +43,12 @@ from tests.runtime.jobs.reference import (
 N_EVENTS = 30_000
 N_KEYS = 17
 BACKENDS = ["hashmap", "rocksdb"]
+# Records per source split and epoch: small epochs while checkpoints are counted, large ones
+# for the rest of the input after a restore (what is asserted there is the exact output).
+SPLIT = 500
+RESUMED_SPLIT = 10_000
+# 16 epochs of 1,000 records: enough checkpoints on both sides of a fault in epoch 12 or 13.
+SHORT_RUN = 16_000
 
 
 def _env(
@@ -57,9 +63,10 @@ def _env(
     n_events: int = N_EVENTS,
     retained: int = 3,
     upload_rate: str | None = None,
+    split: int = SPLIT,
 ) -> Any:
     conf = Configuration()
-    conf.set_string("sparkpoint.epoch.max-records-per-split", "500")
+    conf.set_string("sparkpoint.epoch.max-records-per-split", str(split))
     conf.set_string("sparkpoint.local-state.dir", str(tmp_path / "local"))
     conf.set_string("execution.checkpointing.num-retained", str(retained))
     conf.set_string("state.backend.changelog.periodic-materialize.interval", materialize)
@@ -137,7 +144,15 @@ def test_checkpoints_reference_the_materialization_and_restore_at_another_parall
     assert counts == dict(committed)
 
     # Restored at parallelism 3: every subtask rebuilds the two writers' state.
-    env = _env(spark, tmp_path, "ckpt-b", backend, parallelism=3, restore=latest.external_pointer)
+    env = _env(
+        spark,
+        tmp_path,
+        "ckpt-b",
+        backend,
+        parallelism=3,
+        restore=latest.external_pointer,
+        split=RESUMED_SPLIT,
+    )
     env.execute("changelog-rescaled")
     check_keyed_count_output(str(tmp_path / "out"), N_EVENTS, N_KEYS)
 
@@ -148,8 +163,8 @@ def test_failover_restores_a_changelog_checkpoint_and_materializes_again(
 ) -> None:
     """Four failures at one record outlast Spark's task retries: the job fails over to its
     latest checkpoint, made of a materialization and changes; the output is exact."""
-    inj = FailureInjector(str(tmp_path / "inj"), N_EVENTS * 3 // 4, times=4)
-    env = _env(spark, tmp_path, "ckpt", backend, injector=inj)
+    inj = FailureInjector(str(tmp_path / "inj"), SHORT_RUN * 3 // 4, times=4)
+    env = _env(spark, tmp_path, "ckpt", backend, injector=inj, n_events=SHORT_RUN)
     result = env.execute("changelog-failover")
     assert inj.fired() == 4 and result.restarts == 1
     completed = [s for s in result.checkpoints if s.status == "COMPLETED"]
@@ -160,7 +175,7 @@ def test_failover_restores_a_changelog_checkpoint_and_materializes_again(
     # The restored one only wrote changes; the first after the failover materialized.
     assert before[-1].checkpointed_size < before[0].checkpointed_size
     assert after[0].checkpointed_size > max(s.checkpointed_size for s in after[1:] or [before[-1]])
-    check_keyed_count_output(str(tmp_path / "out"), N_EVENTS, N_KEYS)
+    check_keyed_count_output(str(tmp_path / "out"), SHORT_RUN, N_KEYS)
 
 
 def test_an_epoch_whose_changes_were_not_stored_makes_the_next_checkpoint_materialize(
@@ -181,7 +196,7 @@ def test_an_epoch_whose_changes_were_not_stored_makes_the_next_checkpoint_materi
             owned.unlink()
             owned.with_name("taskowned.away").rename(owned)
 
-    env = _env(spark, tmp_path, "ckpt", "hashmap")
+    env = _env(spark, tmp_path, "ckpt", "hashmap", n_events=SHORT_RUN)
     env.get_checkpoint_config().set_tolerable_checkpoint_failure_number(5)
     env.set_fault_injection(Faults().on_epoch_start(break_one_epoch))
     result = env.execute("changelog-missing-entry")
@@ -195,7 +210,7 @@ def test_an_epoch_whose_changes_were_not_stored_makes_the_next_checkpoint_materi
     # the first checkpoint after it wrote a materialization, larger than any changes
     assert after and before
     assert after[0].checkpointed_size > max(s.checkpointed_size for s in before)
-    check_keyed_count_output(str(tmp_path / "out"), N_EVENTS, N_KEYS)
+    check_keyed_count_output(str(tmp_path / "out"), SHORT_RUN, N_KEYS)
 
 
 def test_retained_checkpoints_keep_exactly_their_files_across_materializations(
@@ -274,6 +289,7 @@ def test_periodic_materializations_upload_in_the_background(
         parallelism=3,
         restore=done[-1].external_pointer,
         n_events=100_000,
+        split=RESUMED_SPLIT,
     )
     env.execute("background-materialization-rescaled")
     check_keyed_count_output(str(tmp_path / "out"), 100_000, N_KEYS)
@@ -307,7 +323,13 @@ def test_a_failed_background_materialization_is_abandoned_and_deleted(
     assert audit.unreferenced == frozenset() and audit.missing == frozenset()
 
     env = _env(
-        spark, tmp_path, "ckpt-b", "rocksdb", restore=done[-1].external_pointer, n_events=100_000
+        spark,
+        tmp_path,
+        "ckpt-b",
+        "rocksdb",
+        restore=done[-1].external_pointer,
+        n_events=100_000,
+        split=RESUMED_SPLIT,
     )
     env.execute("background-materialization-failed-restored")
     check_keyed_count_output(str(tmp_path / "out"), 100_000, N_KEYS)

@@ -44,9 +44,10 @@ def _env(
     retained: int = 3,
     restore: str | None = None,
     claim_mode: str | None = None,
+    split: int = 500,
 ) -> Any:
     conf = Configuration()
-    conf.set_string("sparkpoint.epoch.max-records-per-split", "500")
+    conf.set_string("sparkpoint.epoch.max-records-per-split", str(split))
     conf.set_string("sparkpoint.local-state.dir", str(tmp_path / "local"))
     conf.set_string("execution.checkpointing.num-retained", str(retained))
     if restore is not None:
@@ -121,7 +122,8 @@ def test_restored_snapshot_is_not_needed_after_the_first_checkpoint(
         assert _files(a_dir) == a_files
 
     shutil.rmtree(a_dir)  # the user deletes the restored snapshot's job directory
-    env = _env(spark, tmp_path, "ckpt-c", restore=b_pointers[-1])
+    # the rest of the input in a few large epochs (records per epoch are a driver setting)
+    env = _env(spark, tmp_path, "ckpt-c", restore=b_pointers[-1], split=10_000)
     env.execute("claim-modes-final")
     _check_output(tmp_path)
 

@@ -7,8 +7,12 @@ and a standalone master with three workers started from the pip package, each wo
 root) in its own mount namespace with a private tmpfs over its local directory and on its
 own loopback address, so its executor is, for all Spark and sparkpoint can tell, another
 host. A driver process per cluster runs the jobs (``cluster_driver.py``): a keyed count at
-parallelism 3 feeding a second keyed count at parallelism 6, 30 epochs, exactly-once file
+parallelism 3 feeding a second keyed count at parallelism 6, 16 epochs, exactly-once file
 sinks; checkpoints on the local filesystem or on the session's moto S3 server.
+
+Each cluster runs two jobs, one per behaviour, and between them both state backends and
+both checkpoint storages (``JOBS``): a job's placement does not depend on its backend or
+storage, so every pair of them need not run on every cluster and behaviour.
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ from tests.runtime.jobs.reference import read_sink
 
 pytestmark = pytest.mark.cluster
 
-EVENTS, KEYS, KEYS2 = 18_000, 50, 70
-RECORDS_PER_SPLIT = 300  # two splits: 30 epochs
+EVENTS, KEYS, KEYS2 = 9_600, 50, 70
+RECORDS_PER_SPLIT = 300  # two splits: 16 epochs
+EPOCHS = EVENTS // (2 * RECORDS_PER_SPLIT)
+KILL_EPOCH = 8
 
 
 @dataclass
@@ -52,15 +58,13 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     return Cluster(request.param, driver, standalone)
 
 
-# Which checkpoint storage each job uses, so that every cluster runs both backends, the
-# local filesystem and moto S3, while each cluster runs only three jobs.
-STORAGE = {
-    ("local-cluster", "hashmap"): "local",
-    ("local-cluster", "rocksdb"): "s3",
-    ("standalone", "hashmap"): "s3",
-    ("standalone", "rocksdb"): "local",
+# The (state backend, checkpoint storage) of each cluster's two jobs: every cluster runs
+# both backends and both storages, every behaviour runs on both clusters with both backends
+# and both storages.
+JOBS = {
+    "local-cluster": {"stays": ("rocksdb", "s3"), "kill": ("hashmap", "local")},
+    "standalone": {"stays": ("hashmap", "local"), "kill": ("rocksdb", "s3")},
 }
-KILL_JOB = {"local-cluster": ("hashmap", "local"), "standalone": ("rocksdb", "s3")}
 
 
 def _run(
@@ -113,15 +117,14 @@ def test_cluster_executors_are_separate(cluster: Cluster) -> None:
         ]
 
 
-@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
 def test_keyed_state_stays_with_its_executor(
-    cluster: Cluster, tmp_path: Any, s3_server: Any, backend: str
+    cluster: Cluster, tmp_path: Any, s3_server: Any
 ) -> None:
-    """30 epochs at parallelism 3 and 6: every keyed task of every epoch runs on the
-    executor holding its state: no subtask restore, no failover, exact output (checkpoints
-    on the local filesystem or S3, per ``STORAGE``)."""
-    r = _run(cluster, tmp_path, s3_server, backend, STORAGE[(cluster.kind, backend)])
-    assert r["epochs"] >= 30
+    """16 epochs at parallelism 3 and 6: every keyed task of every epoch runs on the
+    executor holding its state: no subtask restore, no failover, exact output (RocksDB and
+    S3 on local-cluster, heap state and local checkpoints on standalone: ``JOBS``)."""
+    r = _run(cluster, tmp_path, s3_server, *JOBS[cluster.kind]["stays"])
+    assert r["epochs"] >= EPOCHS
     assert r["restarts"] == 0 and r["failovers"] == [] and r["subtask_restores"] == []
     assert r["checkpoints"] >= 5
     for epoch in r["epoch_reports"]:
@@ -136,12 +139,12 @@ def test_keyed_state_stays_with_its_executor(
 def test_killed_executor_restores_only_its_subtasks(
     cluster: Cluster, tmp_path: Any, s3_server: Any
 ) -> None:
-    """SIGKILL of the executor JVM holding subtask 0 of ``count`` in the middle of epoch 10:
+    """SIGKILL of the executor JVM holding subtask 0 of ``count`` in the middle of epoch 8:
     exactly its subtasks (one of ``count``, two of ``count2``) restore, on other executors,
     the rest of the job goes on, nothing fails over, and the output is exact (heap state
-    and local checkpoints on local-cluster, RocksDB and S3 on standalone)."""
-    backend, storage = KILL_JOB[cluster.kind]
-    r = _run(cluster, tmp_path, s3_server, backend, storage, kill={"epoch": 10, "delay_s": 0.15})
+    and local checkpoints on local-cluster, RocksDB and S3 on standalone: ``JOBS``)."""
+    kill = {"epoch": KILL_EPOCH, "delay_s": 0.15}
+    r = _run(cluster, tmp_path, s3_server, *JOBS[cluster.kind]["kill"], kill=kill)
     (kill,) = r["kills"]
     assert kill.get("pid"), "the executor was not killed"
     dead = kill["executor"]
@@ -155,7 +158,7 @@ def test_killed_executor_restores_only_its_subtasks(
     restores = r["subtask_restores"]
     assert sorted((x["operator_id"], x["subtask"]) for x in restores) == lost
     assert all(x["executor_id"] != dead for x in restores)
-    assert {x["epoch"] for x in restores} <= {10, 11}
+    assert {x["epoch"] for x in restores} <= {KILL_EPOCH, KILL_EPOCH + 1}
     assert r["restarts"] == 0 and r["failovers"] == []
-    later = [e for e in r["epoch_reports"] if e["epoch"] > 11]
+    later = [e for e in r["epoch_reports"] if e["epoch"] > KILL_EPOCH + 1]
     assert later and all(e["on_preferred_executor"] == e["keyed_tasks"] for e in later)

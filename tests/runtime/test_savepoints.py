@@ -25,9 +25,11 @@ N_EVENTS = 30_000
 N_KEYS = 11
 
 
-def _env(spark: Any, tmp_path: Any, parallelism: int, restore: str | None = None) -> Any:
+def _env(
+    spark: Any, tmp_path: Any, parallelism: int, restore: str | None = None, split: int = 500
+) -> Any:
     conf = Configuration()
-    conf.set_string("sparkpoint.epoch.max-records-per-split", "500")
+    conf.set_string("sparkpoint.epoch.max-records-per-split", str(split))
     conf.set_string("sparkpoint.local-state.dir", str(tmp_path / "local"))
     if restore is not None:
         conf.set_string("execution.savepoint.path", restore)
@@ -64,7 +66,8 @@ def test_savepoint_resume_with_parallelism_2_3_1(spark: Any, tmp_path: Any) -> N
     keyed_count_job(env, out, N_EVENTS, N_KEYS)
     sp2 = _stop_after(env, 4)
 
-    env = _env(spark, tmp_path, 1, restore=sp2)
+    # the rest of the input in a few large epochs (records per epoch are a driver setting)
+    env = _env(spark, tmp_path, 1, restore=sp2, split=10_000)
     keyed_count_job(env, out, N_EVENTS, N_KEYS)
     env.execute("savepoints-final")
 

@@ -25,9 +25,11 @@ N_SECOND = 3100
 N_KEYS = 13
 
 
-def _env(spark: Any, tmp_path: Any, parallelism: int, restore: str | None = None) -> Any:
+def _env(
+    spark: Any, tmp_path: Any, parallelism: int, restore: str | None = None, split: int = 400
+) -> Any:
     conf = Configuration()
-    conf.set_string("sparkpoint.epoch.max-records-per-split", "400")
+    conf.set_string("sparkpoint.epoch.max-records-per-split", str(split))
     conf.set_string("sparkpoint.local-state.dir", str(tmp_path / "local"))
     if restore is not None:
         conf.set_string("execution.savepoint.path", restore)
@@ -111,7 +113,8 @@ def test_keyed_co_process_savepoint_restore_at_other_parallelism(spark: Any, tmp
     before = read_sink(out)
     assert before and not any(o[0] == "final" for o in before)  # stopped mid-input
 
-    env = _env(spark, tmp_path, 3, restore=sp)
+    # the rest of the input in a few large epochs (records per epoch are a driver setting)
+    env = _env(spark, tmp_path, 3, restore=sp, split=10_000)
     two_input_job(env, out, n_first, n_second, N_KEYS)
     env.execute("two-input-resumed")
     _check(out, n_first, n_second)

@@ -48,7 +48,7 @@ def _assert_exact(out_root: str, n_events: int) -> None:
         )
 
 
-def _configure(env: Any, tmp_path: Any, backend: str) -> None:
+def _configure(env: Any, tmp_path: Any, backend: str, split: int = 500) -> None:
     env.enable_checkpointing(10)
     env.get_checkpoint_config().set_checkpoint_storage(
         FileSystemCheckpointStorage(
@@ -57,7 +57,7 @@ def _configure(env: Any, tmp_path: Any, backend: str) -> None:
     )
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 0))
     # 500 records per epoch: savepoint stops fall at x % 1000 in {0, 500}, inside sessions.
-    env.configure({"sparkpoint.epoch.max-records-per-split": "500"})
+    env.configure({"sparkpoint.epoch.max-records-per-split": str(split)})
     if backend == "rocksdb":
         env.set_state_backend(EmbeddedRocksDBStateBackend(True))
 
@@ -108,7 +108,12 @@ def test_windows_exact_under_failures(
 
 
 def _env(
-    spark: Any, tmp_path: Any, parallelism: int, backend: str, restore: str | None = None
+    spark: Any,
+    tmp_path: Any,
+    parallelism: int,
+    backend: str,
+    restore: str | None = None,
+    split: int = 500,
 ) -> Any:
     conf = Configuration()
     conf.set_string("sparkpoint.local-state.dir", str(tmp_path / f"local-{parallelism}"))
@@ -116,7 +121,7 @@ def _env(
         conf.set_string("execution.savepoint.path", restore)
     env = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
     env.set_parallelism(parallelism)
-    _configure(env, tmp_path, backend)
+    _configure(env, tmp_path, backend, split)
     return env
 
 
@@ -150,7 +155,8 @@ def test_windows_savepoint_restore_at_parallelism_2_3_1(
     env = _env(spark, tmp_path, 3, backend, restore=sp1)
     windowed_job(env, out_root, N_EVENTS)
     sp2, pos2 = _stop_after(env, 4)
-    env = _env(spark, tmp_path, 1, backend, restore=sp2)
+    # the rest of the input in a few large epochs (records per epoch are a driver setting)
+    env = _env(spark, tmp_path, 1, backend, restore=sp2, split=10_000)
     windowed_job(env, out_root, N_EVENTS)
     env.execute("windows-rescale-final")
     assert 0 < pos1 < pos2 < N_EVENTS
