@@ -38,11 +38,11 @@ from tests.connectors.kafka.kafka_jobs import (
 from tests.fixtures.kafka import KafkaBroker
 from tests.runtime.jobs.driver_process import checkpointed_env
 
-HALF = 1000
-# Two micro-batches per half: Spark spreads the limit over the partitions by their backlog
-# (125 records of each of the four per batch), so batch 0 is x < 500 and batch 1 the rest
-# of the first half.
-PER_TRIGGER = HALF // 2
+FIRST = 1000
+# At most 500 records per micro-batch: Spark spreads the limit over the partitions by their
+# backlog (125 records of each of the four), so batch 0 is x < 500 and batch 1 the rest of
+# the first 1000; the 500 records produced for the second job are batch 2.
+PER_TRIGGER = 500
 PREFIX = "spark-kafka"
 
 
@@ -122,7 +122,6 @@ def _run(
         str(tmp / "spark-ckpt"),
         trigger_interval="100 milliseconds",
         end_batch=end_batch,
-        max_batches_per_epoch=1,
     )
     source.on_batch_staged = hold
     sink = (
@@ -164,7 +163,7 @@ def test_spark_kafka_source_exactly_once_across_failure_and_restore(
     bootstrap = kafka_broker.bootstrap_servers
     kafka_broker.create_topic("spark-in", PARTITIONS)
     kafka_broker.create_topic("spark-out", 2)
-    _produce(bootstrap, "spark-in", range(HALF))
+    _produce(bootstrap, "spark-in", range(FIRST))
     ckpt = str(tmp_path / "ckpt")
 
     # Job 1: batch 0 (x < 500) is applied and checkpointed; every attempt Spark makes of the
@@ -182,10 +181,10 @@ def test_spark_kafka_source_exactly_once_across_failure_and_restore(
     assert collections.Counter(read_committed(bootstrap, "spark-out")) == expected_output(500)
     assert open_transactions(kafka_broker, PREFIX) == []
 
-    # Job 2: the second half arrives; a new job restored from job 1's latest checkpoint and
-    # on Spark's checkpoint applies batch 1 (staged by job 1) and batches 2 and 3 (staged
-    # now, by Spark resuming after its committed batch 1), into the restored running sums.
-    _produce(bootstrap, "spark-in", range(HALF, 2 * HALF))
-    _run(spark, bootstrap, tmp_path, 3, restore, None, None)
-    assert sorted(os.listdir(tmp_path / "staged"))[1:] == [f"batch-{b}" for b in range(4)]
-    check_exact(kafka_broker, "spark-out", PREFIX, 2 * HALF)
+    # Job 2: 500 more records arrive; a new job restored from job 1's latest checkpoint and
+    # on Spark's checkpoint applies batch 1 (staged by job 1) and batch 2 (staged now, by
+    # Spark resuming after its committed batch 1), into the restored running sums.
+    _produce(bootstrap, "spark-in", range(FIRST, FIRST + PER_TRIGGER))
+    _run(spark, bootstrap, tmp_path, 2, restore, None, None)
+    assert sorted(os.listdir(tmp_path / "staged"))[1:] == [f"batch-{b}" for b in range(3)]
+    check_exact(kafka_broker, "spark-out", PREFIX, FIRST + PER_TRIGGER)
