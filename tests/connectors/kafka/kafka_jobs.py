@@ -16,13 +16,11 @@ from typing import Any
 
 from sparkpoint.checkpoint.metadata.file_format import load_checkpoint_metadata
 from sparkpoint.common import (
-    Configuration,
     RestartStrategies,
     SimpleStringSchema,
     WatermarkStrategy,
 )
 from sparkpoint.connectors.kafka_transactions import TransactionAdmin
-from sparkpoint.datastream import FileSystemCheckpointStorage, StreamExecutionEnvironment
 from sparkpoint.datastream.connectors.kafka import (
     DeliveryGuarantee,
     KafkaOffsetsInitializer,
@@ -33,6 +31,7 @@ from sparkpoint.datastream.connectors.kafka import (
 )
 from sparkpoint.runtime.driver.master_state import JobMasterState
 from sparkpoint.testing import FailureInjector
+from tests.connectors.kafka.source_jobs import source_env
 from tests.fixtures.kafka import KafkaBroker
 
 PARTITIONS = 4
@@ -201,19 +200,8 @@ def job_env(
     parallelism: int = 2,
     restarts: Any = None,
 ) -> Any:
-    """An environment checkpointing every 10 ms, ``per_split`` records per split and epoch,
-    savepoints under ``tmp_path/sp``; restored from ``restore`` when given."""
-    conf = Configuration()
-    conf.set_string("sparkpoint.epoch.max-records-per-split", str(per_split))
-    conf.set_string("sparkpoint.local-state.dir", str(tmp_path / "local"))
-    if restore is not None:
-        conf.set_string("execution.savepoint.path", restore)
-    env = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
-    env.set_parallelism(parallelism)
-    env.enable_checkpointing(10)
-    env.get_checkpoint_config().set_checkpoint_storage(
-        FileSystemCheckpointStorage(str(tmp_path / "ckpt"), savepoint_path=str(tmp_path / "sp"))
-    )
+    """``source_env``'s environment with a restart strategy (three restarts by default)."""
+    env = source_env(spark, tmp_path, per_split, parallelism=parallelism, restore=restore)
     env.set_restart_strategy(restarts or RestartStrategies.fixed_delay_restart(3, 0))
     return env
 
