@@ -57,13 +57,13 @@ def read_history(directory: str) -> History:
             continue
         try:
             row = stats_from_metadata(entry.metadata, entry.path).to_json()
+            lag = _consumer_lag(entry.metadata)
         except (SparkpointError, ValueError) as exc:
             history.failed.append((entry.path, "statistics", str(exc)))
             continue
         del row["status"], row["failure"]
         row["path"] = entry.path
         row["metadata_size"] = entry.metadata_size
-        lag = _consumer_lag(entry.metadata)
         if lag:
             row["consumer_lag"] = lag
         history.rows.append(row)
