@@ -68,21 +68,36 @@ def _env(spark: Any, tmp_path: Path, restore: Path | None = None, **keys: str) -
     return env
 
 
-def _savepoint(env: Any, out: Path, retain: bool = False) -> Path:
-    """Run the keyed count for 3 epochs, then take a savepoint and cancel."""
-    if retain:
-        env.get_checkpoint_config().set_externalized_checkpoint_retention(
-            ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION
-        )
+def _savepoint(env: Any, out: Path) -> Path:
+    """Run the keyed count for 3 epochs, then stop it with a savepoint: restoring the
+    savepoint gives the exact output (a savepoint triggered while the job goes on would not:
+    checkpoints completed after it would have committed output it replays)."""
     keyed_count_job(env, str(out), N_EVENTS, N_KEYS)
     client = env.execute_async("trust")
-    while client.job_master.progress.epochs_run < 3:
-        assert not client.get_job_execution_result().done(), "job ended before the savepoint"
-        time.sleep(0.05)
-    path = Path(client.trigger_savepoint(None).result(timeout=120))
-    client.cancel().result(timeout=120)
+    _wait_for_epochs(client, 3)
+    path = Path(client.stop_with_savepoint(False).result(timeout=120))
     client.wait(timeout=120)
     return path
+
+
+def _retained_checkpoints(env: Any, out: Path) -> str:
+    """Run the keyed count for 3 epochs and cancel it, its checkpoints retained; its job
+    id."""
+    env.get_checkpoint_config().set_externalized_checkpoint_retention(
+        ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION
+    )
+    keyed_count_job(env, str(out), N_EVENTS, N_KEYS)
+    client = env.execute_async("trust-retained")
+    _wait_for_epochs(client, 3)
+    client.cancel().result(timeout=120)
+    client.wait(timeout=120)
+    return str(client.get_job_id())
+
+
+def _wait_for_epochs(client: Any, epochs: int) -> None:
+    while client.job_master.progress.epochs_run < epochs:
+        assert not client.get_job_execution_result().done(), "job ended before the savepoint"
+        time.sleep(0.05)
 
 
 def _state_files(snapshot: Path) -> list[Path]:
@@ -197,7 +212,9 @@ def _rewrite_first_stream(
 def test_pickle_is_a_boundary_on_restore(spark: Any, tmp_path: Path) -> None:
     marker = tmp_path / "marker"
     out = tmp_path / "out"
-    savepoint = _savepoint(_env(spark, tmp_path), out, retain=True)
+    out_retained = tmp_path / "out-retained"
+    job_id = _retained_checkpoints(_env(spark, tmp_path), out_retained)
+    savepoint = _savepoint(_env(spark, tmp_path), out)
     crafted = pickle.dumps([(0, {3: Plant(marker)})], protocol=5)
 
     # A savepoint whose header says 'pickle': refused always (allow-pickle true here).
@@ -208,11 +225,10 @@ def test_pickle_is_a_boundary_on_restore(spark: Any, tmp_path: Path) -> None:
 
     # A retained heap checkpoint (pickle blocks are its format) with a crafted block:
     # refused with allow-pickle false.
-    # The refused restore made a job directory of its own, without checkpoints.
-    retained = [c for c in (tmp_path / "ckpt").glob("*/chk-*") if (c / "_metadata").exists()]
+    retained = [c for c in (tmp_path / "ckpt" / job_id).glob("chk-*") if (c / "_metadata").exists()]
     checkpoint = max(retained, key=lambda p: int(p.name[4:]))
     _rewrite_first_stream(checkpoint, "pickle", lambda kg: crafted)
-    message = _restore_fails(spark, tmp_path, checkpoint, out, allow_pickle="false")
+    message = _restore_fails(spark, tmp_path, checkpoint, out_retained, allow_pickle="false")
     assert "it names io.open" in message and "allow-pickle is false" in message
     assert not marker.exists()
 
