@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import sys
 import threading
 import uuid
 
@@ -53,8 +54,10 @@ def test_hdfs_is_refused_with_scheme_reason_and_fix() -> None:
     assert "docs/storage.md" in message
 
 
-@pytest.mark.skipif(importlib.util.find_spec("gcsfs") is not None, reason="gcsfs is installed")
-def test_gcs_without_gcsfs_is_refused_naming_the_extra() -> None:
+def test_gcs_without_gcsfs_is_refused_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The test extras install gcsfs; a None entry in sys.modules is how Python marks a
+    # module as not importable (find_spec returns None, import raises ImportError).
+    monkeypatch.setitem(sys.modules, "gcsfs", None)
     fs = create_filesystem("gs://bucket/ckpt", {}, env={})
     with pytest.raises(NonAtomicCreateError, match=r"pip install 'sparkpoint\[gcs\]'"):
         FsCheckpointStreamFactory(fs, "gs://bucket/ckpt/chk-1", "gs://bucket/ckpt/shared")
