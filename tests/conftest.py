@@ -25,6 +25,12 @@ _RAM_NEEDED = 8 << 30
 _RAM_PREFIX = "sparkpoint-pytest-"
 _ram_base: str | None = None
 
+# The JVMs the suite starts (Spark drivers, executors, standalone daemons) take their options
+# from tests/spark-conf/ (see spark-defaults.conf there); subprocesses inherit these variables.
+_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+os.environ.setdefault("SPARK_CONF_DIR", os.path.join(os.path.dirname(__file__), "spark-conf"))
+os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", _JVM_OPTS)
+
 
 def _alive(pid: int) -> bool:
     try:

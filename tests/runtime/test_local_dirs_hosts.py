@@ -54,7 +54,8 @@ def _run(user: str | None, home: Path, tmp: Path, base: Path) -> subprocess.Pope
         "PYTHONPATH": str(REPO),
         "PYSPARK_PYTHON": sys.executable,
         "SPARK_LOCAL_IP": "127.0.0.1",
-        **{k: v for k, v in os.environ.items() if k == "JAVA_HOME"},
+        # the suite's JVM options (tests/conftest.py) and the Java to run
+        **{k: v for k, v in os.environ.items() if k in ("JAVA_HOME", "SPARK_CONF_DIR")},
     }
     runas = ["runuser", "-u", user, "--"] if user else []
     argv = [*runas, "env", "-i", *(f"{k}={v}" for k, v in env.items())]

@@ -23,16 +23,12 @@ sys.path.insert(0, ROOT)
 def main() -> None:
     job: dict[str, Any] = json.loads(sys.argv[1])
     os.environ["PYTHONPATH"] = os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])
-    from sparkpoint.datastream import ExternalizedCheckpointRetention
     from sparkpoint.runtime.spark.session import get_spark_session
     from sparkpoint.testing import EpochStart, Faults, kill_executor
-    from tests.connectors.kafka.kafka_jobs import StallAt, job_env, kafka_sum_job, running_sum_at
+    from tests.connectors.kafka.kafka_jobs import StallAt, kafka_sum_job, running_sum_at
 
     spark = get_spark_session(job["master"])
-    env = job_env(spark, _Dir(job["dir"]), int(job["per_split"]), restore=job.get("restore"))
-    cc = env.get_checkpoint_config()
-    cc.set_externalized_checkpoint_retention(ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
-    cc.set_num_retained_checkpoints(2)
+    env = sum_job_env(spark, job)
     app_id = spark.sparkContext.applicationId
     kills: list[dict[str, Any]] = []
     stall = None
@@ -65,6 +61,20 @@ def main() -> None:
         "runs": sum(e.runs for e in result.epoch_reports),
     }
     print("RESULT " + json.dumps(out), flush=True)
+
+
+def sum_job_env(spark: Any, job: dict[str, Any]) -> Any:
+    """The sum job's environment on ``spark`` (restored from ``job["restore"]`` if set),
+    retaining its two latest checkpoints when cancelled or killed; a test resumes a killed
+    driver's job with it in its own process."""
+    from sparkpoint.datastream import ExternalizedCheckpointRetention
+    from tests.connectors.kafka.kafka_jobs import job_env
+
+    env = job_env(spark, _Dir(job["dir"]), int(job["per_split"]), restore=job.get("restore"))
+    cc = env.get_checkpoint_config()
+    cc.set_externalized_checkpoint_retention(ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
+    cc.set_num_retained_checkpoints(2)
+    return env
 
 
 class _Dir(str):

@@ -1,8 +1,9 @@
 """Kafka → key_by/reduce → Kafka, EXACTLY_ONCE, under faults of whole processes, each job in
 its own driver process (``kafka_driver.py``): an executor JVM SIGKILLed mid-epoch on a
-``local-cluster`` master, and the driver SIGKILLed (with its Spark) then started again from
-the latest retained checkpoint. A ``read_committed`` consumer reads every expected record
-exactly once and no transaction of the job is left open."""
+``local-cluster`` master, and the driver SIGKILLed (with its Spark) then its job resumed from
+the latest retained checkpoint by a new driver (in the test process, on the shared session).
+A ``read_committed`` consumer reads every expected record exactly once and no transaction of
+the job is left open."""
 
 from __future__ import annotations
 
@@ -16,18 +17,21 @@ from typing import Any
 
 import pytest
 
+from tests.connectors.kafka.kafka_driver import sum_job_env
 from tests.connectors.kafka.kafka_jobs import (
     check_exact,
     checkpoint_positions,
     create_topics,
+    kafka_sum_job,
     latest_checkpoint,
     open_transactions,
 )
 from tests.fixtures.kafka import KafkaBroker
 
-pytestmark = pytest.mark.spark  # the jobs run in driver subprocesses, not on the spark fixture
+pytestmark = pytest.mark.spark  # the killed jobs run in driver subprocesses
 
 N = 4000  # 1000 records per partition
+RESUMED_PER_SPLIT = 250  # the resumed job reads the rest in larger epochs
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kafka_driver.py")
 
 
@@ -85,11 +89,12 @@ def test_executor_jvm_killed_mid_epoch(tmp_path: Any, kafka_broker: KafkaBroker)
 
 
 def test_driver_killed_and_restarted_from_latest_checkpoint(
-    tmp_path: Any, kafka_broker: KafkaBroker
+    spark: Any, tmp_path: Any, kafka_broker: KafkaBroker
 ) -> None:
     """The driver (and its Spark) is SIGKILLed once three checkpoints completed, with the
-    transactions of its running epoch open; a new driver restores the latest retained
-    checkpoint, commits what it promised, aborts the rest, and reads on from its offsets."""
+    transactions of its running epoch open; a new driver (in the test process, on the shared
+    session: no second JVM start-up) restores the latest retained checkpoint, commits what
+    it promised, aborts the rest, and reads on from its offsets."""
     job = _job(kafka_broker, "fault-driver", tmp_path, per_split=50)
     ckpt = str(tmp_path / "ckpt")
     with open(tmp_path / "run1.log", "wb") as log:
@@ -105,12 +110,12 @@ def test_driver_killed_and_restarted_from_latest_checkpoint(
     positions = checkpoint_positions(ckpt, int(latest.rsplit("-", 1)[1]))
     # Whole epochs of 50 records per partition, and not the end of the input.
     assert all(p % 50 == 0 for p in positions) and sum(positions) < N
-    with open(tmp_path / "run2.log", "wb") as log:
-        proc = _start({**job, "restore": latest}, log)
-        assert proc.wait(timeout=300) == 0, (tmp_path / "run2.log").read_text()[-3000:]
-    r = _result(tmp_path / "run2.log")
+    resumed = {**job, "restore": latest, "per_split": RESUMED_PER_SPLIT}
+    env = sum_job_env(spark, resumed)
+    kafka_sum_job(env, job["bootstrap"], job["source"], job["sink"], job["prefix"])
+    result = env.execute(job["prefix"])
     # The new driver read on from the checkpoint's offsets: 1000 - position per partition.
-    assert r["epochs"] >= (1000 - min(positions)) // 50
+    assert result.epochs >= -(-(1000 - min(positions)) // RESUMED_PER_SPLIT)
     check_exact(kafka_broker, job["sink"], job["prefix"], N)
     assert open_transactions(kafka_broker, job["prefix"]) == []
 

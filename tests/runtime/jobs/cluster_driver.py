@@ -121,6 +121,7 @@ def run_job(spark: Any, job: dict[str, Any]) -> dict[str, Any]:
             {
                 "epoch": e.epoch,
                 "runs": e.runs,
+                "seconds": round(e.seconds, 3),
                 "keyed_tasks": e.keyed_tasks,
                 "on_preferred_executor": e.on_preferred_executor,
                 "restores": len(e.subtask_restores),
