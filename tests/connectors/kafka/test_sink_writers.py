@@ -192,3 +192,48 @@ def test_incrementing_takes_fresh_ids_with_producers_made_ready(
     # The first writer made its producer itself; the two after it took ready ones.
     assert PRODUCER_STATS["created"] - stats["created"] == 1
     assert PRODUCER_STATS["taken_ready"] - stats["taken_ready"] == 2
+
+
+def test_pooling_redone_commit_leaves_a_newer_transaction_alone(
+    kafka_broker: KafkaBroker,
+) -> None:
+    """POOLING across a restore: T1 on id X is committed, the same pooled producer begins T2
+    on X (same producer id and epoch) and writes r2; a restore redoes T1's commit. The redo
+    must not commit T2 (r2 would become visible, and the restored job replays it): T2 stays
+    open until the restore's sweep aborts it, and r2 is never read."""
+    topic = "sink-eo-pool-restore"
+    kafka_broker.create_topic(topic, 1)
+    sink = _sink(kafka_broker, topic, DeliveryGuarantee.EXACTLY_ONCE)
+    stats = dict(POOL_STATS)
+    w1 = sink.create_writer("job", 1, 0, 1, 0)
+    w1.write(["r1"])
+    epoch1 = w1.prepare_commit()
+    sink.commit(epoch1)
+    x = f"{topic}-0-0"
+    _wait_for_state(kafka_broker, x, "CompleteCommit")  # else the next epoch takes id 1
+    w2 = sink.create_writer("job", 2, 0, 1, 0)  # the next epoch, in the same Python worker
+    w2.write(["r2"])
+    epoch2 = w2.prepare_commit()
+    assert POOL_STATS["reused"] - stats["reused"] == 1
+    assert [c["transactional_id"] for c in epoch1 + epoch2] == [x, x]
+    assert [(c["producer_id"], c["producer_epoch"]) for c in epoch2] == [
+        (c["producer_id"], c["producer_epoch"]) for c in epoch1
+    ]
+    assert epoch2[0]["transaction_start_time_ms"] > epoch1[0]["transaction_start_time_ms"]
+    sink.commit(epoch1)  # the restore of epoch 1's checkpoint redoes its commit
+    assert _ongoing(kafka_broker, topic) == [x]  # T2 is still open, not committed
+    assert read_committed(kafka_broker.bootstrap_servers, topic, timeout=3) == ["r1"]
+    assert sink.abort_lingering([]) == [x]
+    assert _ongoing(kafka_broker, topic) == []
+    assert read_committed(kafka_broker.bootstrap_servers, topic) == ["r1"]
+
+
+def _wait_for_state(broker: KafkaBroker, transactional_id: str, state: str) -> None:
+    admin = TransactionAdmin(broker.bootstrap_servers)
+    try:
+        deadline = time.monotonic() + 30
+        while admin.describe(transactional_id).state != state:
+            assert time.monotonic() < deadline, f"{transactional_id} never reached {state}"
+            time.sleep(0.05)
+    finally:
+        admin.close()
