@@ -230,8 +230,8 @@ class KafkaSinkBuilder:
         self, strategy: TransactionNamingStrategy
     ) -> KafkaSinkBuilder:
         """INCREMENTING (the default, as Flink's: a new id and producer per epoch) or POOLING
-        (ids and their producers reused; not yet safe across restores, see
-        docs/kafka-sink.md)."""
+        (ids and their producers reused; committables carry their transaction's start time,
+        so a restore's redone commit leaves a newer transaction on the id alone)."""
         if not isinstance(strategy, TransactionNamingStrategy):
             raise TypeError("transactionNamingStrategy")
         self._naming = strategy
