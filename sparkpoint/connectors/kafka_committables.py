@@ -1,10 +1,13 @@
 """The exactly-once Kafka sink's committables, checked as input from outside.
 
 A committable names a transaction to commit: ``transactional_id``, ``producer_id``,
-``producer_epoch`` and the ``topics`` it wrote. A checkpoint's ``_metadata`` carries the
+``producer_epoch``, the ``topics`` it wrote and ``transaction_start_time_ms`` (the
+coordinator's clock when it began; absent in committables of older checkpoints, which are
+committed without the check it allows). A checkpoint's ``_metadata`` carries the
 uncommitted ones; on restore they are committed on its word, so each is checked before any
 Kafka call: the id must be one of this sink's (``<prefix>-<subtask>-<n>``), the producer id and
-epoch in Kafka's ranges, and the topics the sink's own when it writes to a fixed topic.
+epoch in Kafka's ranges, the start time an int >= -1, and the topics the sink's own when it
+writes to a fixed topic.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ __all__ = ["checked_transactions", "transactional_id_pattern"]
 
 _MAX_EPOCH = 32767  # a producer epoch is a Java short
 _FIELDS = ("transactional_id", "producer_id", "producer_epoch", "topics")
+_START = "transaction_start_time_ms"
 
 
 def transactional_id_pattern(prefix: str) -> re.Pattern[str]:
@@ -37,9 +41,16 @@ def checked_transactions(
     out = []
     for i, c in enumerate(committables):
         field = f"committable {i}"
-        if not isinstance(c, dict) or sorted(c) != sorted(_FIELDS):
-            raise _refuse(where, field, c, f"is not a mapping of exactly {', '.join(_FIELDS)}")
+        if not isinstance(c, dict) or sorted(k for k in c if k != _START) != sorted(_FIELDS):
+            raise _refuse(
+                where,
+                field,
+                c,
+                f"is not a mapping of exactly {', '.join(_FIELDS)} (and optionally {_START})",
+            )
         tid, pid, epoch, topics = (c[f] for f in _FIELDS)
+        # Absent in an older checkpoint's committable: -1, ended without the start check.
+        start = c.get(_START, -1)
         if not isinstance(tid, str) or own.fullmatch(tid) is None:
             raise _refuse(
                 where,
@@ -51,6 +62,8 @@ def checked_transactions(
             raise _refuse(where, f"{field} producer_id", pid, "is not a producer id")
         if not _is_int(epoch) or not 0 <= epoch <= _MAX_EPOCH:
             raise _refuse(where, f"{field} producer_epoch", epoch, "is not a producer epoch")
+        if not _is_int(start) or start < -1:
+            raise _refuse(where, f"{field} {_START}", start, "is not a start time in ms (>= -1)")
         if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
             raise _refuse(where, f"{field} topics", topics, "is not a list of topic names")
         foreign = [t for t in topics if topic is not None and t != topic]
@@ -58,7 +71,7 @@ def checked_transactions(
             raise _refuse(
                 where, f"{field} topics", foreign[0], f"is not this sink's topic {topic!r}"
             )
-        out.append(OpenTransaction(tid, pid, epoch, ""))
+        out.append(OpenTransaction(tid, pid, epoch, "", start))
     return out
 
 

@@ -22,7 +22,12 @@ from sparkpoint.connectors.kafka_committables import (
     transactional_id_pattern,
 )
 from sparkpoint.connectors.kafka_record_schema import KafkaRecordSerializationSchema
-from sparkpoint.connectors.kafka_transactions import OpenTransaction, TransactionAdmin
+from sparkpoint.connectors.kafka_transactions import (
+    SUPERSEDED,
+    SUPERSEDED_AFTER_FENCE,
+    OpenTransaction,
+    TransactionAdmin,
+)
 from sparkpoint.connectors.kafka_writers import (
     PlainWriter,
     TransactionalWriter,
@@ -141,6 +146,16 @@ class KafkaSink(Sink):
         txns = self._checked(committables, "the commit" if commit else "the abort")
         admin = TransactionAdmin.shared(self.properties["bootstrap.servers"])
         for txn, error in zip(txns, admin.end_all(txns, commit), strict=True):
+            if error == SUPERSEDED:
+                # A newer transaction began on the id at this producer id and epoch, so this
+                # one was ended by an EndTxn of its own epoch (a timeout or a fence bumps
+                # it): for a committable of a completed checkpoint that was its commit, as
+                # the driver aborts only what no completed checkpoint holds. The newer one
+                # is left to the sweep (``abort_lingering``).
+                continue
+            if error == SUPERSEDED_AFTER_FENCE and commit:
+                self._check_committed_before_fence(admin, txn)
+                continue
             if error is not None and commit:
                 now = admin.describe(txn.transactional_id)
                 done = now.producer_id == txn.producer_id and now.state == "CompleteCommit"
@@ -151,6 +166,23 @@ class KafkaSink(Sink):
                         f"committed: {error}, now {now.state} at epoch {now.producer_epoch}"
                         " (aborted by its timeout or fenced): its records are lost"
                     )
+
+    def _check_committed_before_fence(self, admin: TransactionAdmin, txn: OpenTransaction) -> None:
+        """A newer transaction on ``txn``'s id follows a fence or timeout (another producer
+        epoch): ``txn`` ended before it, committed or timed out. A timeout aborts it
+        ``transaction.timeout.ms`` after it began at the earliest, so if the newer one began
+        sooner than that, ``txn`` was committed; else its records may be lost: refused."""
+        now = admin.describe(txn.transactional_id)  # only on this rare path
+        timeout_ms = int(self.producer_config().get("transaction.timeout.ms", 60_000))
+        began_after = now.transaction_start_time_ms - txn.transaction_start_time_ms
+        if now.transaction_start_time_ms < 0 or began_after >= timeout_ms:
+            raise RuntimeError(
+                f"Kafka transaction {txn.transactional_id} (producer {txn.producer_id}, "
+                f"epoch {txn.producer_epoch}, begun at {txn.transaction_start_time_ms} ms) "
+                f"cannot be committed: its id is now {now.state} at epoch "
+                f"{now.producer_epoch}, after a fence or a timeout ({began_after} ms later, "
+                f"timeout {timeout_ms} ms): it may have been aborted, its records lost"
+            )
 
 
 class KafkaSinkBuilder:
@@ -198,8 +230,8 @@ class KafkaSinkBuilder:
         self, strategy: TransactionNamingStrategy
     ) -> KafkaSinkBuilder:
         """INCREMENTING (the default, as Flink's: a new id and producer per epoch) or POOLING
-        (ids and their producers reused; not yet safe across restores, see
-        docs/kafka-sink.md)."""
+        (ids and their producers reused; committables carry their transaction's start time,
+        so a restore's redone commit leaves a newer transaction on the id alone)."""
         if not isinstance(strategy, TransactionNamingStrategy):
             raise TypeError("transactionNamingStrategy")
         self._naming = strategy

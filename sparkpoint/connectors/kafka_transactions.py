@@ -7,6 +7,11 @@ the transaction coordinator; a transactional id is fenced (its open transaction 
 initialising a producer with it. kafka-python's admin client and protocol classes speak the
 requests librdkafka does not offer. A broker that is down or a coordinator still loading (a
 broker restarting) is waited for, up to ``wait_s``, as Flink's committer retries.
+
+A reused transactional id (POOLING) keeps its producer id and epoch from one transaction to
+the next, so those alone cannot tell a committed transaction from a newer one on its id; a
+transaction recorded with its start time is ended only while it is still the coordinator's
+current one on its id (``SUPERSEDED`` otherwise).
 """
 
 from __future__ import annotations
@@ -18,7 +23,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BUSY_STATES", "OpenTransaction", "TransactionAdmin"]
+__all__ = [
+    "BUSY_STATES",
+    "SUPERSEDED",
+    "SUPERSEDED_AFTER_FENCE",
+    "OpenTransaction",
+    "TransactionAdmin",
+]
 
 # States of a transaction that is neither ended nor unused: its id is not free for another.
 BUSY_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
@@ -38,6 +49,12 @@ _RETRIABLE = {
     16: "NOT_COORDINATOR",
     51: "CONCURRENT_TRANSACTIONS",
 }
+# ``end_all``'s answers for a transaction that a newer one on its id followed, so it had
+# ended: at the same producer id and epoch (ended by an EndTxn of its own epoch, as a
+# timeout or a fence would have bumped the epoch), or at another (a fence came between).
+SUPERSEDED = "SUPERSEDED"
+SUPERSEDED_AFTER_FENCE = "SUPERSEDED_AFTER_FENCE"
+_SUPERSEDED_CODES = {-1: SUPERSEDED, -2: SUPERSEDED_AFTER_FENCE}  # not Kafka's codes
 _WAIT_S = 180.0  # how long a broker may stay unreachable before a call fails
 _BACKOFF_S = 0.5
 
@@ -48,13 +65,15 @@ class _Retriable(Exception):
 
 @dataclass(frozen=True)
 class OpenTransaction:
-    """A transaction the coordinator knows: its transactional id, producer id and epoch, and
-    its state as Kafka names it (``Ongoing``, ``CompleteCommit``, ...)."""
+    """A transaction the coordinator knows: its transactional id, producer id and epoch, its
+    state as Kafka names it (``Ongoing``, ``CompleteCommit``, ...) and the coordinator's
+    clock when it began (``transaction_start_time_ms``, -1 when unknown or none)."""
 
     transactional_id: str
     producer_id: int
     producer_epoch: int
     state: str
+    transaction_start_time_ms: int = -1
 
 
 class TransactionAdmin:
@@ -106,12 +125,11 @@ class TransactionAdmin:
             return None
 
     def describe(self, transactional_id: str) -> OpenTransaction:
-        """The current producer id, epoch and state of ``transactional_id``."""
+        """The current producer id, epoch, state and start time of ``transactional_id``."""
         d = self._retrying(lambda: self.admin.describe_transactions([transactional_id]))[
             transactional_id
         ]
-        state = str(getattr(d.state, "value", d.state))  # Kafka's name: "Ongoing", "Empty"...
-        return OpenTransaction(transactional_id, d.producer_id, d.producer_epoch, state)
+        return _described(transactional_id, d)
 
     def list_ongoing(self) -> list[str]:
         """Transactional ids with an ongoing transaction, on every broker."""
@@ -128,7 +146,9 @@ class TransactionAdmin:
         ``DescribeTransactions`` finds their coordinators, and each coordinator gets its
         ``EndTxn`` requests pipelined on one connection (no round trip per transaction).
         Returns, in the order of ``txns``, None for each one done, else the error's name
-        when it is no longer its producer's current transaction (fenced, timed out)."""
+        when it is no longer its producer's current transaction (fenced, timed out), or
+        ``SUPERSEDED``/``SUPERSEDED_AFTER_FENCE`` when it has a start time and the id's
+        current transaction began at another: that newer one is left alone (no EndTxn)."""
         out: list[str | None] = [None] * len(txns)
         # A transactional id named twice is ended in a later round, after the first.
         rounds: list[dict[str, int]] = []
@@ -159,6 +179,8 @@ class TransactionAdmin:
                 code = codes[txn.transactional_id]
                 if code == 0:
                     out[txn.transactional_id] = None
+                elif code in _SUPERSEDED_CODES:
+                    out[txn.transactional_id] = _SUPERSEDED_CODES[code]
                 elif code in _FENCED:
                     out[txn.transactional_id] = _FENCED[code]
                 elif code not in _RETRIABLE:
@@ -177,14 +199,18 @@ class TransactionAdmin:
         return out
 
     def _end_batch(self, txns: Sequence[OpenTransaction], commit: bool) -> dict[str, int]:
-        """One ``EndTxn`` per transaction, pipelined per coordinator; the error code of each
-        (by transactional id)."""
+        """One ``EndTxn`` per transaction still current on its id, pipelined per coordinator;
+        the error code of each (by transactional id)."""
         described = self.admin.describe_transactions([t.transactional_id for t in txns])
         by_coordinator: dict[int, list[OpenTransaction]] = {}
-        for txn in txns:
-            coordinator = described[txn.transactional_id].coordinator_id
-            by_coordinator.setdefault(coordinator, []).append(txn)
         codes: dict[str, int] = {}
+        for txn in txns:
+            d = described[txn.transactional_id]
+            superseded = _superseded(txn, _described(txn.transactional_id, d))
+            if superseded:
+                codes[txn.transactional_id] = superseded
+                continue
+            by_coordinator.setdefault(d.coordinator_id, []).append(txn)
         for coordinator, own in by_coordinator.items():
             codes.update(self._end_pipelined(coordinator, own, commit))
         return codes
@@ -241,6 +267,27 @@ class TransactionAdmin:
         if node_id not in self._addresses:
             raise RuntimeError(f"Kafka broker {node_id} is not in the cluster's metadata")
         return self._addresses[node_id]
+
+
+def _described(transactional_id: str, d: Any) -> OpenTransaction:
+    """kafka-python's description of a transaction as an ``OpenTransaction``."""
+    state = str(getattr(d.state, "value", d.state))  # Kafka's name: "Ongoing", "Empty"...
+    start = int(getattr(d, "transaction_start_time_ms", -1))
+    return OpenTransaction(transactional_id, d.producer_id, d.producer_epoch, state, start)
+
+
+def _superseded(txn: OpenTransaction, now: OpenTransaction) -> int:
+    """0 when ``txn`` may still be the id's current transaction, else which code of
+    ``_SUPERSEDED_CODES``. Without a recorded start time (a committable of an older
+    checkpoint) nothing can be told: 0. The coordinator keeps a transaction's start time
+    through its commit or abort and sets a new one when the id's next transaction begins."""
+    if txn.transaction_start_time_ms < 0:
+        return 0
+    if now.transaction_start_time_ms in (-1, txn.transaction_start_time_ms):
+        return 0  # its own, or the id is unknown/Empty: EndTxn answers as before
+    if (now.producer_id, now.producer_epoch) == (txn.producer_id, txn.producer_epoch):
+        return -1
+    return -2
 
 
 def _read_frame(conn: socket.socket) -> bytes:

@@ -7,9 +7,10 @@ INCREMENTING (the default) gives every transaction an id never used before,
 ``<prefix>-<worker>-<n>``, with a producer this Python worker made ready in the background
 (``kafka_producers``). POOLING names transactions ``<prefix>-<subtask>-<n>`` with the lowest
 ``n`` whose transaction has ended, and keeps one producer per transactional id in the
-Python worker, as Flink's producer pool. It is not yet safe across restores: a reused
-producer keeps its id and epoch, so a restored checkpoint's committable cannot tell its own
-transaction from a newer one on the same id.
+Python worker, as Flink's producer pool. A reused producer keeps its producer id and epoch,
+so every committable also carries its transaction's start time (``DescribeTransactions``):
+the driver ends a transaction only while it is still the current one on its id
+(``kafka_transactions``), and a redone commit after a restore leaves a newer one alone.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class _Pooled:
     errors: DeliveryErrors
     producer_id: int = -1
     producer_epoch: int = -1
+    transaction_start_time_ms: int = -1
     topics: set[str] = field(default_factory=set)
 
 
@@ -191,7 +193,15 @@ class TransactionalWriter(SinkWriter):
                 f"Kafka transaction {self.transactional_id} is {now.state} before its commit "
                 "(fenced by a newer producer of its id)"
             )
+        if 0 <= now.transaction_start_time_ms == self.txn.transaction_start_time_ms:
+            # A reused producer's transaction that began in the same millisecond as its last
+            # one: the start times could not tell them apart, so this one is not handed on.
+            raise RuntimeError(
+                f"Kafka transaction {self.transactional_id} began at "
+                f"{now.transaction_start_time_ms} ms, as its id's previous one did"
+            )
         self.txn.producer_id, self.txn.producer_epoch = now.producer_id, now.producer_epoch
+        self.txn.transaction_start_time_ms = now.transaction_start_time_ms
         if self.naming is TransactionNamingStrategy.POOLING:
             _POOL[self.transactional_id] = self.txn
         return [
@@ -200,5 +210,6 @@ class TransactionalWriter(SinkWriter):
                 "producer_id": now.producer_id,
                 "producer_epoch": now.producer_epoch,
                 "topics": sorted(self.txn.topics),
+                "transaction_start_time_ms": now.transaction_start_time_ms,
             }
         ]

@@ -1,7 +1,8 @@
 """The exactly-once Kafka sink checks committables from a restored snapshot before any Kafka
-call: a transactional id without the job's prefix, an impossible producer id or epoch, or a
-topic not of this sink is refused with an error naming the ``_metadata``, the field and the
-value (issue 29 item 1, for Kafka). No broker: a refused commit opens no socket."""
+call: a transactional id without the job's prefix, an impossible producer id, epoch or
+transaction start time, or a topic not of this sink is refused with an error naming the
+``_metadata``, the field and the value (issue 29 item 1, for Kafka). No broker: a refused
+commit opens no socket."""
 
 from __future__ import annotations
 
@@ -71,6 +72,11 @@ BAD = [
     ("producer_epoch", 32768),
     ("topics", "out"),
     ("topics", ["out", "secrets"]),
+    ("transaction_start_time_ms", -2),
+    ("transaction_start_time_ms", "1795807586039"),
+    ("transaction_start_time_ms", 1.5),
+    ("transaction_start_time_ms", False),
+    ("transaction_start_time_ms", None),
 ]
 
 
@@ -96,4 +102,8 @@ def test_malformed_committable_refused(committable: Any, connects: list[Any]) ->
 
 
 def test_own_committables_pass() -> None:
+    """Committables with a start time, and those of older checkpoints without one."""
+    started = {**GOOD, "transaction_start_time_ms": 1795807586039}
+    unknown = {**GOOD, "transaction_start_time_ms": -1}
     _sink().check_restored([GOOD, {**GOOD, "transactional_id": "job-a-12-0"}], "job-id", WHERE)
+    _sink().check_restored([started, unknown, GOOD], "job-id", WHERE)

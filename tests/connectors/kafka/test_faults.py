@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from sparkpoint.common import RestartStrategies
-from sparkpoint.datastream.connectors.kafka import DeliveryGuarantee
+from sparkpoint.datastream.connectors.kafka import DeliveryGuarantee, TransactionNamingStrategy
 from sparkpoint.testing import FailureInjector
 from tests.connectors.kafka.kafka_jobs import (
     KEYS,
@@ -36,25 +36,42 @@ N = 4000  # 1000 records per partition
 PER_SPLIT = 250  # record 2401 (offset 600 of partition 1) is read in the third epoch
 
 
+_POOLING = TransactionNamingStrategy.POOLING
+_INCREMENTING = TransactionNamingStrategy.INCREMENTING
+
+
 @pytest.mark.parametrize(
-    ("stage", "times"),
-    [("sink", 1), ("sink", 4), ("source", 4)],
-    ids=["sink-spark-retry", "sink-job-restore", "source-job-restore"],
+    ("stage", "times", "naming"),
+    [
+        ("sink", 1, _INCREMENTING),
+        ("sink", 4, _INCREMENTING),
+        ("sink", 4, _POOLING),
+        ("source", 4, _INCREMENTING),
+    ],
+    ids=["sink-spark-retry", "sink-job-restore", "sink-job-restore-pooling", "source-job-restore"],
 )
 def test_python_worker_killed(
-    spark: Any, tmp_path: Any, kafka_broker: KafkaBroker, stage: str, times: int
+    spark: Any,
+    tmp_path: Any,
+    kafka_broker: KafkaBroker,
+    stage: str,
+    times: int,
+    naming: TransactionNamingStrategy,
 ) -> None:
     """The worker parsing record 2401 (source stage) or formatting its running sum for the
     sink (sink stage) is SIGKILLed ``times`` times: once, Spark's retry runs the task again;
-    four times, Spark gives up and the job restores from the second epoch's checkpoint."""
-    name = f"fault-kill-{stage}-{times}"
+    four times, Spark gives up and the job restores from the second epoch's checkpoint (with
+    either transaction naming: POOLING's restored commits meet reused ids)."""
+    name = f"fault-kill-{stage}-{times}" + ("-pooling" if naming is _POOLING else "")
     source, sink = create_topics(kafka_broker, name, N)
     at = running_sum_at(2401) if stage == "sink" else 2401
     inj = FailureInjector(str(tmp_path / "inj"), at, times=times, mode="kill")
     env = job_env(spark, tmp_path, per_split=PER_SPLIT)
     positions = record_restored_positions(env, tmp_path)
     injectors = {"sink_injector": inj} if stage == "sink" else {"injector": inj}
-    kafka_sink = kafka_sum_job(env, kafka_broker.bootstrap_servers, source, sink, name, **injectors)
+    kafka_sink = kafka_sum_job(
+        env, kafka_broker.bootstrap_servers, source, sink, name, naming=naming, **injectors
+    )
     result = env.execute(name)
     assert inj.fired() == times
     if times == 4:

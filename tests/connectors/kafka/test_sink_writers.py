@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from sparkpoint.common import SimpleStringSchema
 from sparkpoint.connectors.kafka_committables import transactional_id_pattern
 from sparkpoint.connectors.kafka_producers import STATS as PRODUCER_STATS
@@ -192,3 +194,81 @@ def test_incrementing_takes_fresh_ids_with_producers_made_ready(
     # The first writer made its producer itself; the two after it took ready ones.
     assert PRODUCER_STATS["created"] - stats["created"] == 1
     assert PRODUCER_STATS["taken_ready"] - stats["taken_ready"] == 2
+
+
+def test_pooling_redone_commit_leaves_a_newer_transaction_alone(
+    kafka_broker: KafkaBroker,
+) -> None:
+    """POOLING across a restore: T1 on id X is committed, the same pooled producer begins T2
+    on X (same producer id and epoch) and writes r2; a restore redoes T1's commit. The redo
+    must not commit T2 (r2 would become visible, and the restored job replays it): T2 stays
+    open until the restore's sweep aborts it, and r2 is never read."""
+    topic = "sink-eo-pool-restore"
+    kafka_broker.create_topic(topic, 1)
+    sink = _sink(kafka_broker, topic, DeliveryGuarantee.EXACTLY_ONCE)
+    stats = dict(POOL_STATS)
+    w1 = sink.create_writer("job", 1, 0, 1, 0)
+    w1.write(["r1"])
+    epoch1 = w1.prepare_commit()
+    sink.commit(epoch1)
+    x = f"{topic}-0-0"
+    _wait_for_state(kafka_broker, x, "CompleteCommit")  # else the next epoch takes id 1
+    w2 = sink.create_writer("job", 2, 0, 1, 0)  # the next epoch, in the same Python worker
+    w2.write(["r2"])
+    epoch2 = w2.prepare_commit()
+    assert POOL_STATS["reused"] - stats["reused"] == 1
+    assert [c["transactional_id"] for c in epoch1 + epoch2] == [x, x]
+    assert [(c["producer_id"], c["producer_epoch"]) for c in epoch2] == [
+        (c["producer_id"], c["producer_epoch"]) for c in epoch1
+    ]
+    assert epoch2[0]["transaction_start_time_ms"] > epoch1[0]["transaction_start_time_ms"]
+    sink.commit(epoch1)  # the restore of epoch 1's checkpoint redoes its commit
+    assert _ongoing(kafka_broker, topic) == [x]  # T2 is still open, not committed
+    assert read_committed(kafka_broker.bootstrap_servers, topic, timeout=3) == ["r1"]
+    assert sink.abort_lingering([]) == [x]
+    assert _ongoing(kafka_broker, topic) == []
+    assert read_committed(kafka_broker.bootstrap_servers, topic) == ["r1"]
+
+
+def test_pooling_redone_commit_after_a_fence_of_the_id(kafka_broker: KafkaBroker) -> None:
+    """T1 on id X is committed, then another Python worker's producer takes X (a new producer
+    epoch) and begins T2. The redone commit of T1 leaves T2 alone; T1 counts as committed
+    because T2 began sooner than T1's transaction timeout after it (T1 cannot have timed
+    out first), and is refused (records maybe lost) when the timeout is shorter than that."""
+    from confluent_kafka import Producer
+
+    topic = "sink-eo-pool-fenced"
+    kafka_broker.create_topic(topic, 1)
+    sink = _sink(kafka_broker, topic, DeliveryGuarantee.EXACTLY_ONCE)
+    w1 = sink.create_writer("job", 1, 0, 1, 0)
+    w1.write(["r1"])
+    epoch1 = w1.prepare_commit()
+    sink.commit(epoch1)
+    x = f"{topic}-0-0"
+    _wait_for_state(kafka_broker, x, "CompleteCommit")
+    other = Producer({**sink.producer_config(), "transactional.id": x})
+    other.init_transactions(60)  # another worker's producer of X: the epoch is bumped
+    other.begin_transaction()
+    time.sleep(0.5)  # T2 begins (its first record) at least this long after T1
+    other.produce(topic, b"r2")
+    assert other.flush(30) == 0
+    sink.commit(epoch1)  # the restore's redo
+    assert _ongoing(kafka_broker, topic) == [x]
+    sink.properties["transaction.timeout.ms"] = "200"  # shorter than T2's start after T1
+    with pytest.raises(RuntimeError, match=f"{x} .* it may have been aborted, its records lost"):
+        sink.commit(epoch1)
+    assert _ongoing(kafka_broker, topic) == [x]
+    del sink.properties["transaction.timeout.ms"]
+    assert sink.abort_lingering([]) == [x]
+    assert read_committed(kafka_broker.bootstrap_servers, topic) == ["r1"]
+
+
+def _wait_for_state(broker: KafkaBroker, transactional_id: str, state: str) -> None:
+    admin = TransactionAdmin(broker.bootstrap_servers)
+    try:
+        deadline = time.monotonic() + 30
+        while admin.describe(transactional_id).state != state:
+            assert time.monotonic() < deadline, f"{transactional_id} never reached {state}"
+            time.sleep(0.05)
+    finally:
+        admin.close()
