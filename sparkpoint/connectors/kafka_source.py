@@ -314,10 +314,17 @@ class KafkaSource(Source):
             for m in messages:
                 err = m.error()
                 if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
+                    if err.code() != KafkaError._PARTITION_EOF:
+                        raise KafkaException(err)
+                    # The end of the log ends the range only if it is this partition's and
+                    # at or past the range's end: an end of another partition (this reused
+                    # consumer's earlier range) or before the range's end (a transaction
+                    # still open on the input) must not end it early, since the split's
+                    # position moves to the range's end when the epoch succeeds.
+                    if (m.topic(), m.partition()) == (topic, partition) and m.offset() >= end:
                         done = True
                         break
-                    raise KafkaException(err)
+                    continue
                 offset = m.offset()
                 if offset < next_offset:
                     continue  # never emit a record twice, nor one before the range
