@@ -32,7 +32,7 @@ from sparkpoint.datastream.connectors.kafka import (
 from sparkpoint.runtime.driver.master_state import JobMasterState
 from sparkpoint.testing import FailureInjector
 from tests.connectors.kafka.source_jobs import source_env
-from tests.fixtures.kafka import KafkaBroker
+from tests.fixtures.kafka import KafkaBroker, ordered_producer
 
 PARTITIONS = 4
 KEYS = 8
@@ -40,9 +40,7 @@ KEYS = 8
 
 def produce_input(bootstrap: str, topic: str, n: int, partitions: int = PARTITIONS) -> None:
     """Write the job's input: ``n`` records over ``partitions`` partitions."""
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 0})
+    producer = ordered_producer(bootstrap, **{"linger.ms": 5})
     for x in range(n):
         producer.produce(topic, f"{x % KEYS},{x}".encode(), partition=x % partitions)
         if x % 10_000 == 0:

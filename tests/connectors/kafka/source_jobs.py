@@ -11,15 +11,14 @@ from sparkpoint.common import Configuration, RestartStrategies, SimpleStringSche
 from sparkpoint.datastream import FileSystemCheckpointStorage, StreamExecutionEnvironment
 from sparkpoint.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSourceBuilder
 from sparkpoint.datastream.connectors.kafka import KafkaSource as _KafkaSource
+from tests.fixtures.kafka import ordered_producer
 
 
 def produce(
     bootstrap: str, topic: str, records: Iterable[tuple[int, str | bytes, int | None]]
 ) -> int:
     """Write ``(partition, value, timestamp or None)`` records, in order; their count."""
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 0})
+    producer = ordered_producer(bootstrap, **{"linger.ms": 5})
     n = 0
     for partition, value, ts in records:
         data = value.encode() if isinstance(value, str) else value

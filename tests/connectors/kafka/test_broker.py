@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
-from tests.fixtures.kafka import KafkaBroker
+from tests.fixtures.kafka import KafkaBroker, ordered_producer
 
 
 def _read_all(broker: KafkaBroker, topic: str, expected: int) -> list[bytes]:
@@ -24,7 +24,7 @@ def _read_all(broker: KafkaBroker, topic: str, expected: int) -> list[bytes]:
 
 def test_records_survive_a_broker_crash(kafka_broker: KafkaBroker) -> None:
     kafka_broker.create_topic("broker-crash", 1)
-    producer = Producer({"bootstrap.servers": kafka_broker.bootstrap_servers, "log_level": 0})
+    producer = ordered_producer(kafka_broker.bootstrap_servers)
     for i in range(100):
         producer.produce("broker-crash", str(i).encode())
     assert producer.flush(30) == 0

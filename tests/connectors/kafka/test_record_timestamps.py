@@ -13,7 +13,7 @@ from sparkpoint.connectors.sink import CollectSink
 from sparkpoint.datastream import ProcessWindowFunction, StreamExecutionEnvironment
 from sparkpoint.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
 from sparkpoint.datastream.window import TumblingEventTimeWindows
-from tests.fixtures.kafka import KafkaBroker
+from tests.fixtures.kafka import KafkaBroker, ordered_producer
 
 PARTITIONS = 4
 KEYS = 8
@@ -30,9 +30,7 @@ def _timestamp(x: int) -> int:
 def _produce(bootstrap: str, topic: str) -> None:
     """Record ``x`` is ``"<x % KEYS>,<x>"`` in partition ``x % PARTITIONS`` with timestamp
     ``_timestamp(x)``: increasing within every partition."""
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 0})
+    producer = ordered_producer(bootstrap, **{"linger.ms": 5})
     for x in range(N):
         producer.produce(
             topic, f"{x % KEYS},{x}".encode(), partition=x % PARTITIONS, timestamp=_timestamp(x)

@@ -15,11 +15,11 @@ from sparkpoint.datastream.connectors.kafka import (
     KafkaSource,
     KafkaTopicPartition,
 )
-from tests.fixtures.kafka import KafkaBroker
+from tests.fixtures.kafka import KafkaBroker, ordered_producer
 
 
 def _produce(broker: KafkaBroker, topic: str, partition: int, values: list[str], ts: int) -> None:
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "log_level": 0})
+    producer = ordered_producer(broker.bootstrap_servers)
     for v in values:
         producer.produce(topic, v.encode(), partition=partition, timestamp=ts)
     assert producer.flush(30) == 0

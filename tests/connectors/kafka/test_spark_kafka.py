@@ -13,7 +13,6 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 
 from sparkpoint.common import RestartStrategies, SimpleStringSchema
 from sparkpoint.connectors.spark_source import SparkStreamSource
@@ -35,7 +34,7 @@ from tests.connectors.kafka.kafka_jobs import (
     open_transactions,
     read_committed,
 )
-from tests.fixtures.kafka import KafkaBroker
+from tests.fixtures.kafka import KafkaBroker, ordered_producer
 from tests.runtime.jobs.driver_process import checkpointed_env
 
 FIRST = 1000
@@ -48,7 +47,7 @@ PREFIX = "spark-kafka"
 
 def _produce(bootstrap: str, topic: str, xs: range) -> None:
     """Record ``x`` is ``"<x % KEYS>,<x>"`` in partition ``x % PARTITIONS`` (kafka_jobs' input)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 0})
+    producer = ordered_producer(bootstrap, **{"linger.ms": 5})
     for x in xs:
         producer.produce(topic, f"{x % KEYS},{x}".encode(), partition=x % PARTITIONS)
     assert producer.flush(60) == 0

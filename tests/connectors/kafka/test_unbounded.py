@@ -15,8 +15,6 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Producer
-
 from sparkpoint.cli.history import checkpoint_history, format_history
 from sparkpoint.common import Configuration, SimpleStringSchema, WatermarkStrategy
 from sparkpoint.datastream import FileSystemCheckpointStorage, StreamExecutionEnvironment
@@ -28,7 +26,7 @@ from sparkpoint.datastream.connectors.kafka import (
     KafkaSource,
 )
 from tests.connectors.kafka.kafka_jobs import KEYS, expected_output, read_committed
-from tests.fixtures.kafka import KafkaBroker
+from tests.fixtures.kafka import KafkaBroker, ordered_producer
 
 PARTITIONS = 2
 
@@ -109,7 +107,7 @@ def _topics(broker: KafkaBroker, name: str) -> None:
 def _produce(broker: KafkaBroker, name: str, xs: range) -> None:
     """Record ``x`` is ``"<x % KEYS>,<x>"`` in partition ``x % PARTITIONS`` (each key in one
     partition, so the running sums are deterministic)."""
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "log_level": 0})
+    producer = ordered_producer(broker.bootstrap_servers)
     for x in xs:
         producer.produce(f"{name}-in", f"{x % KEYS},{x}".encode(), partition=x % PARTITIONS)
     assert producer.flush(30) == 0
