@@ -69,7 +69,8 @@ class KafkaSink(Sink):
 
     def producer_config(self) -> dict[str, Any]:
         """The confluent-kafka producer's configuration: the user's properties over defaults
-        that match Java's producer (murmur2 key hashing) and Flink's transaction timeout."""
+        that match Java's producer (murmur2 key hashing; idempotent unless the user's
+        properties rule it out) and Flink's transaction timeout."""
         conf: dict[str, Any] = {
             "partitioner": "murmur2_random",
             "linger.ms": 5,
@@ -77,6 +78,10 @@ class KafkaSink(Sink):
         }
         if self.transactional:
             conf["transaction.timeout.ms"] = 900_000
+        elif _idempotence_allowed(self.properties):
+            # librdkafka's default is off: a retried request could then be appended after
+            # later ones (a partition's records out of order) or twice (duplicates).
+            conf["enable.idempotence"] = True
         conf.update(self.properties)
         return conf
 
@@ -248,3 +253,20 @@ class KafkaSinkBuilder:
         """A producer property (librdkafka's names, which are Kafka's for the common ones)."""
         self._props[key] = value
         return self
+
+
+def _idempotence_allowed(props: dict[str, str]) -> bool:
+    """Whether Java's producer would be idempotent with ``props``: by default, unless idempotence
+    is set, or a property conflicts (acks other than all, no retries, more than 5 requests in
+    flight), which turns the default off (Kafka 3.2's ``ProducerConfig``)."""
+    if "enable.idempotence" in props:
+        return False  # the user's choice stands, as it is
+    acks = props.get("acks", props.get("request.required.acks", "all")).strip().lower()
+    retries = props.get("retries", props.get("message.send.max.retries"))
+    in_flight = props.get("max.in.flight.requests.per.connection", props.get("max.in.flight", "5"))
+    try:
+        return (
+            acks in ("all", "-1") and (retries is None or int(retries) > 0) and int(in_flight) <= 5
+        )
+    except ValueError:
+        return False  # librdkafka refuses the value itself, with its own message

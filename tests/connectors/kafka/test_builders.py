@@ -191,3 +191,44 @@ def test_pyflink_methods_exist(name: str) -> None:
         cls = type(getattr(kafka, name.removesuffix("Builder")).builder())
     missing = {m for m in PYFLINK_METHODS[name] if not callable(getattr(cls, m, None))}
     assert missing == set()
+
+
+@pytest.mark.parametrize(
+    ("props", "idempotent"),
+    [
+        ({}, True),
+        ({"acks": "all"}, True),
+        ({"acks": "-1", "retries": "3", "max.in.flight.requests.per.connection": "5"}, True),
+        ({"acks": "1"}, None),
+        ({"request.required.acks": "0"}, None),
+        ({"retries": "0"}, None),
+        ({"max.in.flight.requests.per.connection": "6"}, None),
+        ({"enable.idempotence": "false"}, "false"),
+        ({"enable.idempotence": "true"}, "true"),
+    ],
+)
+@pytest.mark.parametrize("guarantee", [DeliveryGuarantee.AT_LEAST_ONCE, DeliveryGuarantee.NONE])
+def test_sink_producer_idempotent_as_javas(
+    props: dict[str, str], idempotent: object, guarantee: DeliveryGuarantee
+) -> None:
+    """Java's producer is idempotent unless idempotence is set or a property rules it out
+    (then it is off, silently); librdkafka's default is off, so the sink sets it as Java's
+    would be. librdkafka accepts every configuration that results."""
+    from confluent_kafka import Producer
+
+    builder = (
+        KafkaSink.builder()
+        .set_bootstrap_servers("127.0.0.1:9")
+        .set_delivery_guarantee(guarantee)
+        .set_record_serializer(
+            KafkaRecordSerializationSchema.builder()
+            .set_topic("t")
+            .set_value_serialization_schema(SimpleStringSchema())
+            .build()
+        )
+    )
+    for key, value in props.items():
+        builder.set_property(key, value)
+    conf = builder.build().producer_config()
+    assert conf.get("enable.idempotence") == idempotent
+    Producer(conf).flush(0)
