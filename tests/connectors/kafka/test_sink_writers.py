@@ -263,6 +263,44 @@ def test_pooling_redone_commit_after_a_fence_of_the_id(kafka_broker: KafkaBroker
     assert read_committed(kafka_broker.bootstrap_servers, topic) == ["r1"]
 
 
+def test_pooling_second_restore_of_the_same_checkpoint(kafka_broker: KafkaBroker) -> None:
+    """T1 on id X is committed; the same pooled producer begins T2 on X (r2) and the job
+    fails before T2's checkpoint completes. The restore redoes T1's commit and its sweep
+    aborts T2; the job fails again before its next checkpoint and restores the same
+    checkpoint a second time. That redo must count T1 as committed (it was, before T2
+    began on its producer epoch), not refuse it as lost; the replayed epoch then commits
+    r2 once."""
+    topic = "sink-eo-pool-restore-twice"
+    kafka_broker.create_topic(topic, 1)
+    sink = _sink(kafka_broker, topic, DeliveryGuarantee.EXACTLY_ONCE)
+    stats = dict(POOL_STATS)
+    x = f"{topic}-0-0"
+    w1 = sink.create_writer("job", 1, 0, 1, 0)
+    w1.write(["r1"])
+    epoch1 = w1.prepare_commit()
+    sink.commit(epoch1)
+    _wait_for_state(kafka_broker, x, "CompleteCommit")  # else the next epoch takes id 1
+    w2 = sink.create_writer("job", 2, 0, 1, 0)
+    w2.write(["r2"])
+    epoch2 = w2.prepare_commit()  # epoch 2's checkpoint never completes
+    assert [c["transactional_id"] for c in epoch2] == [x]
+    sink.commit(epoch1)  # the first restore: the redo leaves T2 alone ...
+    assert sink.abort_lingering([]) == [x]  # ... and the sweep aborts it
+    assert sink.lingering_aborted == [x]
+    sink.commit(epoch1)  # the second restore of the same checkpoint
+    assert sink.abort_lingering([]) == []
+    assert read_committed(kafka_broker.bootstrap_servers, topic, timeout=3) == ["r1"]
+    w3 = sink.create_writer("job", 2, 0, 1, 0)  # epoch 2 replayed, on X's pooled producer
+    w3.write(["r2"])
+    epoch2_again = w3.prepare_commit()
+    assert [c["transactional_id"] for c in epoch2_again] == [x]
+    sink.commit(epoch2_again)
+    assert read_committed(kafka_broker.bootstrap_servers, topic) == ["r1", "r2"]
+    assert _ongoing(kafka_broker, topic) == []
+    assert POOL_STATS["created"] - stats["created"] == 1
+    assert POOL_STATS["reused"] - stats["reused"] == 2
+
+
 def _wait_for_state(broker: KafkaBroker, transactional_id: str, state: str) -> None:
     admin = TransactionAdmin(broker.bootstrap_servers)
     try:
