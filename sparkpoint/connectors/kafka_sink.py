@@ -4,10 +4,10 @@ EXACTLY_ONCE is a two-phase commit on the sink contract: each subtask writes an 
 in one Kafka transaction (named by the ``TransactionNamingStrategy``, see ``kafka_writers``),
 flushes it at the epoch's end and hands the driver its producer id and epoch; the driver
 commits it when the checkpoint covering the epoch completes, or aborts it on a rollback. After
-every commit and restore the driver aborts (fences) every other open transaction with the
-sink's prefix, as Flink's LISTING abort strategy: what a failed or killed attempt left open
-never blocks ``read_committed`` consumers past the next checkpoint. AT_LEAST_ONCE flushes at
-every epoch's end; NONE does not wait.
+every commit and restore the driver aborts every other open transaction with the sink's prefix
+(INCREMENTING fences its id, POOLING ends it with an ``EndTxn``), as Flink's LISTING abort
+strategy: what a failed or killed attempt left open never blocks ``read_committed`` consumers
+past the next checkpoint. AT_LEAST_ONCE flushes at every epoch's end; NONE does not wait.
 """
 
 from __future__ import annotations
@@ -122,16 +122,26 @@ class KafkaSink(Sink):
     def abort_lingering(self, keep: Sequence[Any]) -> list[str]:
         """Abort every open transaction with this sink's prefix but those of ``keep`` (the
         committables still waiting for their checkpoint): what failed attempts, killed
-        workers or a crashed driver left. Fencing (a new producer epoch) also stops a
-        straggling task from writing on. Returns the transactional ids aborted."""
+        workers or a crashed driver left. Returns the transactional ids aborted.
+
+        INCREMENTING fences each id (a new producer epoch), which also stops a straggling
+        task from writing on. POOLING aborts with an ``EndTxn`` at the transaction's own
+        producer id and epoch instead: a fence would leave a reused id no transaction start
+        time, and a commit redone by a second restore of the same checkpoint could then not
+        tell its committable's transaction from a lost one. A straggling task of a failed
+        run is then not fenced: the broker refuses its records into the aborted transaction
+        (its transaction verification), and one it begins anew is left to the next sweep."""
         if not self.transactional:
             return []
         keep_ids = {t.transactional_id for t in self._checked(keep, "the pending commits")}
         own = transactional_id_pattern(self.transactional_id_prefix)
         admin = TransactionAdmin.shared(self.properties["bootstrap.servers"])
         lingering = [t for t in admin.list_ongoing() if own.fullmatch(t) and t not in keep_ids]
-        for tid in lingering:
-            admin.fence(tid, self.producer_config())
+        if self.naming is TransactionNamingStrategy.POOLING:
+            lingering = admin.abort_ongoing(lingering)
+        else:
+            for tid in lingering:
+                admin.fence(tid, self.producer_config())
         if lingering:
             _LOG.warning("Aborted %d lingering Kafka transactions: %s", len(lingering), lingering)
             self.lingering_aborted.extend(lingering)
@@ -155,8 +165,9 @@ class KafkaSink(Sink):
                 # A newer transaction began on the id at this producer id and epoch, so this
                 # one was ended by an EndTxn of its own epoch (a timeout or a fence bumps
                 # it): for a committable of a completed checkpoint that was its commit, as
-                # the driver aborts only what no completed checkpoint holds. The newer one
-                # is left to the sweep (``abort_lingering``).
+                # the driver aborts only what no completed checkpoint holds (a rollback
+                # aborts the pending ones, the sweep runs after the commits). The newer one
+                # (open, or ended: e.g. aborted by a restore's sweep) gets no EndTxn here.
                 continue
             if error == SUPERSEDED_AFTER_FENCE and commit:
                 self._check_committed_before_fence(admin, txn)

@@ -3,10 +3,12 @@
 librdkafka can only end a transaction from the producer that began it; Flink's committer
 resumes one from its producer id and epoch. Here the task that wrote a transaction records its
 id and epoch (``DescribeTransactions``), and the driver ends it with an ``EndTxn`` request to
-the transaction coordinator; a transactional id is fenced (its open transaction aborted) by
-initialising a producer with it. kafka-python's admin client and protocol classes speak the
-requests librdkafka does not offer. A broker that is down or a coordinator still loading (a
-broker restarting) is waited for, up to ``wait_s``, as Flink's committer retries.
+the transaction coordinator. An open transaction is aborted by fencing its id (initialising a
+producer with it: a new producer epoch, no transaction then current) or by an ``EndTxn`` at
+its own producer id and epoch (``abort_ongoing``: the coordinator keeps them and its start
+time). kafka-python's admin client and protocol classes speak the requests librdkafka does not
+offer. A broker that is down or a coordinator still loading (a broker restarting) is waited
+for, up to ``wait_s``, as Flink's committer retries.
 
 A reused transactional id (POOLING) keeps its producer id and epoch from one transaction to
 the next, so those alone cannot tell a committed transaction from a newer one on its id; a
@@ -246,6 +248,23 @@ class TransactionAdmin:
                 )
                 codes[txn.transactional_id] = int(response.error_code)
         return codes
+
+    def abort_ongoing(self, transactional_ids: Sequence[str]) -> list[str]:
+        """Abort the ongoing transaction of each id with an ``EndTxn`` at its own producer id
+        and epoch, as described now: unlike a fence, this leaves the coordinator the
+        transaction's start time and epoch, so a later commit of an older committable on the
+        id can tell it was superseded. One that ended, or was followed by a newer one, since
+        the describe is left alone. Returns the ids whose transaction this aborted."""
+        if not transactional_ids:
+            return []
+        described = self._retrying(lambda: self.admin.describe_transactions(transactional_ids))
+        ongoing = [
+            t
+            for t in (_described(tid, described[tid]) for tid in transactional_ids)
+            if t.state == "Ongoing"
+        ]
+        ended = self.end_all(ongoing, commit=False)
+        return [t.transactional_id for t, error in zip(ongoing, ended, strict=True) if not error]
 
     def fence(self, transactional_id: str, producer_config: dict[str, Any]) -> None:
         """Abort whatever transaction ``transactional_id`` has open (a new producer epoch)."""
