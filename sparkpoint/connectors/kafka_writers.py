@@ -127,9 +127,12 @@ class TransactionalWriter(SinkWriter):
     def write(self, values: list[Any]) -> None:
         if not values:
             return  # no transaction for nothing: an empty one could not be committed
+        # Serialized before the transaction begins: a POOLING id a new producer initialised
+        # has no transaction start time until its first record, and a restore's redone commit
+        # of an older committable on the id refuses that state (see ``kafka_sink``).
+        rows = self.serializer.serialize_batch(values)
         if self.txn is None:
             self.txn = self._begin()
-        rows = self.serializer.serialize_batch(values)
         self.txn.topics.update(topic for topic, _k, _v in rows)
         _produce_all(self.txn.producer, rows)
 

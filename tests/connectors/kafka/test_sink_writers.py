@@ -301,6 +301,77 @@ def test_pooling_second_restore_of_the_same_checkpoint(kafka_broker: KafkaBroker
     assert POOL_STATS["reused"] - stats["reused"] == 2
 
 
+def test_pooling_restore_after_a_first_write_failed_in_another_worker(
+    kafka_broker: KafkaBroker,
+) -> None:
+    """As above, but between the two restores the restored run's writer of subtask 0 runs in
+    another Python worker (no pooled producer of X) and its first record fails to
+    serialize. It must leave X as the sweep left it (a new producer initialising X would
+    leave it no transaction start time, and the second restore's redo would refuse T1)."""
+    import multiprocessing
+
+    topic = "sink-eo-pool-restore-failed-write"
+    kafka_broker.create_topic(topic, 1)
+    sink = _sink(kafka_broker, topic, DeliveryGuarantee.EXACTLY_ONCE)
+    x = f"{topic}-0-0"
+    w1 = sink.create_writer("job", 1, 0, 1, 0)
+    w1.write(["r1"])
+    epoch1 = w1.prepare_commit()
+    sink.commit(epoch1)
+    _wait_for_state(kafka_broker, x, "CompleteCommit")
+    w2 = sink.create_writer("job", 2, 0, 1, 0)
+    w2.write(["r2"])
+    w2.prepare_commit()  # epoch 2's checkpoint never completes
+    sink.commit(epoch1)  # the first restore
+    assert sink.abort_lingering([]) == [x]
+    worker = multiprocessing.get_context("spawn").Process(
+        target=_write_unserializable, args=(kafka_broker.bootstrap_servers, topic)
+    )
+    worker.start()
+    worker.join(120)
+    assert worker.exitcode == _SERIALIZER_FAILED  # the injected failure fired, once
+    sink.commit(epoch1)  # the second restore of the same checkpoint
+    assert sink.abort_lingering([]) == []
+    w3 = sink.create_writer("job", 2, 0, 1, 0)  # epoch 2 replayed
+    w3.write(["r2"])
+    sink.commit(w3.prepare_commit())
+    assert read_committed(kafka_broker.bootstrap_servers, topic) == ["r1", "r2"]
+    assert _ongoing(kafka_broker, topic) == []
+
+
+_SERIALIZER_FAILED = 3
+
+
+def _unserializable(value: Any) -> str:
+    raise ValueError(f"cannot choose a topic for {value!r}")
+
+
+def _write_unserializable(bootstrap_servers: str, topic: str) -> None:
+    """In a fresh Python process (another Python worker, its producer pool empty): subtask
+    0's writer of the replayed epoch fails on its first record's serialization."""
+    import sys
+
+    sink = (
+        KafkaSink.builder()
+        .set_bootstrap_servers(bootstrap_servers)
+        .set_record_serializer(
+            KafkaRecordSerializationSchema.builder()
+            .set_topic_selector(_unserializable)
+            .set_value_serialization_schema(SimpleStringSchema())
+            .build()
+        )
+        .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
+        .set_transactional_id_prefix(topic)
+        .set_transaction_naming_strategy(TransactionNamingStrategy.POOLING)
+        .build()
+    )
+    writer = sink.create_writer("job", 2, 0, 1, 0)
+    try:
+        writer.write(["r2"])
+    except ValueError:
+        sys.exit(_SERIALIZER_FAILED)
+
+
 def _wait_for_state(broker: KafkaBroker, transactional_id: str, state: str) -> None:
     admin = TransactionAdmin(broker.bootstrap_servers)
     try:
