@@ -14,7 +14,7 @@ import pytest
 from sparkpoint.common import SimpleStringSchema
 from sparkpoint.connectors.kafka_committables import transactional_id_pattern
 from sparkpoint.connectors.kafka_producers import STATS as PRODUCER_STATS
-from sparkpoint.connectors.kafka_transactions import TransactionAdmin
+from sparkpoint.connectors.kafka_transactions import OpenTransaction, TransactionAdmin
 from sparkpoint.connectors.kafka_writers import POOL_STATS
 from sparkpoint.datastream.connectors.kafka import (
     DeliveryGuarantee,
@@ -289,6 +289,15 @@ def test_pooling_second_restore_of_the_same_checkpoint(kafka_broker: KafkaBroker
     assert sink.lingering_aborted == [x]
     sink.commit(epoch1)  # the second restore of the same checkpoint
     assert sink.abort_lingering([]) == []
+    # The sweep aborted T2 at its own producer id and epoch, not by fencing X: X keeps T2's
+    # start time, by which the second redo told T1 superseded.
+    _wait_for_state(kafka_broker, x, "CompleteAbort")
+    swept = _describe(kafka_broker, x)
+    assert (swept.producer_id, swept.producer_epoch, swept.transaction_start_time_ms) == (
+        epoch2[0]["producer_id"],
+        epoch2[0]["producer_epoch"],
+        epoch2[0]["transaction_start_time_ms"],
+    )
     assert read_committed(kafka_broker.bootstrap_servers, topic, timeout=3) == ["r1"]
     w3 = sink.create_writer("job", 2, 0, 1, 0)  # epoch 2 replayed, on X's pooled producer
     w3.write(["r2"])
@@ -304,10 +313,12 @@ def test_pooling_second_restore_of_the_same_checkpoint(kafka_broker: KafkaBroker
 def test_pooling_restore_after_a_first_write_failed_in_another_worker(
     kafka_broker: KafkaBroker,
 ) -> None:
-    """As above, but between the two restores the restored run's writer of subtask 0 runs in
-    another Python worker (no pooled producer of X) and its first record fails to
-    serialize. It must leave X as the sweep left it (a new producer initialising X would
-    leave it no transaction start time, and the second restore's redo would refuse T1)."""
+    """As above, but T2's task is still running when the restore sweeps (a straggler: the
+    sweep no longer fences X, so the broker must refuse its further records), and between
+    the two restores the restored run's writer of subtask 0 runs in another Python worker
+    (no pooled producer of X) and its first record fails to serialize. That must leave X as
+    the sweep left it (a new producer initialising X would leave it no transaction start
+    time, and the second restore's redo would refuse T1)."""
     import multiprocessing
 
     topic = "sink-eo-pool-restore-failed-write"
@@ -319,11 +330,15 @@ def test_pooling_restore_after_a_first_write_failed_in_another_worker(
     epoch1 = w1.prepare_commit()
     sink.commit(epoch1)
     _wait_for_state(kafka_broker, x, "CompleteCommit")
-    w2 = sink.create_writer("job", 2, 0, 1, 0)
-    w2.write(["r2"])
-    w2.prepare_commit()  # epoch 2's checkpoint never completes
+    straggler = sink.create_writer("job", 2, 0, 1, 0)
+    straggler.write(["r2"])  # the job fails over while this task still runs
+    _wait_for_state(kafka_broker, x, "Ongoing")  # its first record reached the coordinator
     sink.commit(epoch1)  # the first restore
     assert sink.abort_lingering([]) == [x]
+    _wait_for_state(kafka_broker, x, "CompleteAbort")
+    straggler.write(["late"])
+    with pytest.raises(RuntimeError, match="INVALID_TXN_STATE"):
+        straggler.prepare_commit()
     worker = multiprocessing.get_context("spawn").Process(
         target=_write_unserializable, args=(kafka_broker.bootstrap_servers, topic)
     )
@@ -370,6 +385,14 @@ def _write_unserializable(bootstrap_servers: str, topic: str) -> None:
         writer.write(["r2"])
     except ValueError:
         sys.exit(_SERIALIZER_FAILED)
+
+
+def _describe(broker: KafkaBroker, transactional_id: str) -> OpenTransaction:
+    admin = TransactionAdmin(broker.bootstrap_servers)
+    try:
+        return admin.describe(transactional_id)
+    finally:
+        admin.close()
 
 
 def _wait_for_state(broker: KafkaBroker, transactional_id: str, state: str) -> None:
