@@ -40,7 +40,7 @@ KEYS = 8
 
 def produce_input(bootstrap: str, topic: str, n: int, partitions: int = PARTITIONS) -> None:
     """Write the job's input: ``n`` records over ``partitions`` partitions."""
-    producer = ordered_producer(bootstrap, **{"linger.ms": 5})
+    producer = ordered_producer(bootstrap)
     for x in range(n):
         producer.produce(topic, f"{x % KEYS},{x}".encode(), partition=x % partitions)
         if x % 10_000 == 0:

@@ -18,7 +18,7 @@ def produce(
     bootstrap: str, topic: str, records: Iterable[tuple[int, str | bytes, int | None]]
 ) -> int:
     """Write ``(partition, value, timestamp or None)`` records, in order; their count."""
-    producer = ordered_producer(bootstrap, **{"linger.ms": 5})
+    producer = ordered_producer(bootstrap)
     n = 0
     for partition, value, ts in records:
         data = value.encode() if isinstance(value, str) else value

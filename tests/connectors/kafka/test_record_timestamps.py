@@ -30,7 +30,7 @@ def _timestamp(x: int) -> int:
 def _produce(bootstrap: str, topic: str) -> None:
     """Record ``x`` is ``"<x % KEYS>,<x>"`` in partition ``x % PARTITIONS`` with timestamp
     ``_timestamp(x)``: increasing within every partition."""
-    producer = ordered_producer(bootstrap, **{"linger.ms": 5})
+    producer = ordered_producer(bootstrap)
     for x in range(N):
         producer.produce(
             topic, f"{x % KEYS},{x}".encode(), partition=x % PARTITIONS, timestamp=_timestamp(x)

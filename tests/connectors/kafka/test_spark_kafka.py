@@ -47,7 +47,7 @@ PREFIX = "spark-kafka"
 
 def _produce(bootstrap: str, topic: str, xs: range) -> None:
     """Record ``x`` is ``"<x % KEYS>,<x>"`` in partition ``x % PARTITIONS`` (kafka_jobs' input)."""
-    producer = ordered_producer(bootstrap, **{"linger.ms": 5})
+    producer = ordered_producer(bootstrap)
     for x in xs:
         producer.produce(topic, f"{x % KEYS},{x}".encode(), partition=x % PARTITIONS)
     assert producer.flush(60) == 0
