@@ -7,13 +7,14 @@ commits it when the checkpoint covering the epoch completes, or aborts it on a r
 every commit and restore the driver aborts every other open transaction with the sink's prefix
 (INCREMENTING fences its id, POOLING ends it with an ``EndTxn``), as Flink's LISTING abort
 strategy: what a failed or killed attempt left open never blocks ``read_committed`` consumers
-past the next checkpoint. AT_LEAST_ONCE flushes at every epoch's end; NONE does not wait.
+past the next checkpoint; it also ends what a broker left hanging (``kafka_hanging``).
+AT_LEAST_ONCE flushes at every epoch's end; NONE does not wait.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sparkpoint.connectors.delivery import DeliveryGuarantee
@@ -21,6 +22,7 @@ from sparkpoint.connectors.kafka_committables import (
     checked_transactions,
     transactional_id_pattern,
 )
+from sparkpoint.connectors.kafka_hanging import HangingTransaction, complete_hanging
 from sparkpoint.connectors.kafka_record_schema import KafkaRecordSerializationSchema
 from sparkpoint.connectors.kafka_transactions import (
     SUPERSEDED,
@@ -61,6 +63,9 @@ class KafkaSink(Sink):
         self.transactional = delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE
         #: Lingering transactions the driver has aborted (fenced) so far.
         self.lingering_aborted: list[str] = []
+        #: Transactions the driver found hanging and ended so far (``kafka_hanging``).
+        self.hanging_completed: list[HangingTransaction] = []
+        self._topics: set[str] = set()  # every topic a committable named (topic selectors)
 
     @staticmethod
     def builder() -> KafkaSinkBuilder:
@@ -145,15 +150,37 @@ class KafkaSink(Sink):
         if lingering:
             _LOG.warning("Aborted %d lingering Kafka transactions: %s", len(lingering), lingering)
             self.lingering_aborted.extend(lingering)
+        self._complete_hanging(admin, lambda tid: own.fullmatch(tid) is not None)
         return lingering
 
+    def _complete_hanging(self, admin: TransactionAdmin, owns: Callable[[str], bool]) -> None:
+        """End the sink's transactions a broker left hanging in its topics (``kafka_hanging``);
+        a repair on the side: a failure is logged, and tried again at the next sweep."""
+        topic = self.record_serializer.topic
+        topics = {topic} if topic is not None else self._topics
+        try:
+            hanging = complete_hanging(admin, topics, owns)
+        except Exception as e:  # the commit it follows has succeeded: not failed for this
+            _LOG.warning("Could not check %s for hanging Kafka transactions: %s", topics, e)
+            return
+        if hanging:
+            _LOG.warning(
+                "Ended %d Kafka transactions the broker left hanging (its coordinator had "
+                "ended them, their partitions had no marker): %s",
+                len(hanging),
+                [(h.transactional_id, h.open.topic, h.open.partition) for h in hanging],
+            )
+            self.hanging_completed.extend(hanging)
+
     def _checked(self, committables: Sequence[Any], where: str) -> list[OpenTransaction]:
-        return checked_transactions(
+        checked = checked_transactions(
             committables,
             self.transactional_id_prefix,
             self.record_serializer.topic,
             f"{where} of the Kafka sink with prefix {self.transactional_id_prefix!r}",
         )
+        self._topics.update(t for c in committables for t in c["topics"])
+        return checked
 
     def _end(self, committables: Sequence[Any], *, commit: bool) -> None:
         if not self.transactional or not committables:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,7 @@ __all__ = [
     "SUPERSEDED",
     "SUPERSEDED_AFTER_FENCE",
     "OpenTransaction",
+    "PartitionTransaction",
     "TransactionAdmin",
 ]
 
@@ -66,6 +67,21 @@ class _Retriable(Exception):
 
 
 @dataclass(frozen=True)
+class PartitionTransaction:
+    """A transaction open in one partition as its leader (a broker id) sees it: the producer
+    id and epoch that wrote it, the coordinator epoch the leader last saw, the offset of its
+    first record."""
+
+    topic: str
+    partition: int
+    leader: int
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    start_offset: int
+
+
+@dataclass(frozen=True)
 class OpenTransaction:
     """A transaction the coordinator knows: its transactional id, producer id and epoch, its
     state as Kafka names it (``Ongoing``, ``CompleteCommit``, ...) and the coordinator's
@@ -79,7 +95,8 @@ class OpenTransaction:
 
 
 class TransactionAdmin:
-    """Describe, list, end and fence transactions of one Kafka cluster."""
+    """Describe, list, end and fence transactions of one Kafka cluster; list those open in
+    partitions and write their markers (``kafka_hanging``)."""
 
     def __init__(self, bootstrap_servers: str, wait_s: float = _WAIT_S) -> None:
         from kafka.admin import KafkaAdminClient
@@ -222,32 +239,43 @@ class TransactionAdmin:
     ) -> dict[str, int]:
         from kafka.protocol.producer.transaction import EndTxnRequest, EndTxnResponse
 
-        frames = []
-        for txn in txns:
-            request = EndTxnRequest(
+        requests = [
+            EndTxnRequest(
                 transactional_id=txn.transactional_id,
                 producer_id=txn.producer_id,
                 producer_epoch=txn.producer_epoch,
                 committed=commit,
             )
+            for txn in txns
+        ]
+        responses = self._pipelined(coordinator, requests, EndTxnResponse, _END_TXN_VERSION)
+        return {
+            txn.transactional_id: int(response.error_code)
+            for txn, response in zip(txns, responses, strict=True)
+        }
+
+    def _pipelined(
+        self, node_id: int, requests: Sequence[Any], response_type: Any, version: int
+    ) -> list[Any]:
+        """Send ``requests`` to broker ``node_id`` on one connection without waiting between
+        them; their responses, in order (a broker answers a connection's requests in
+        order)."""
+        frames = []
+        for request in requests:
             self._correlation += 1
             request.with_header(correlation_id=self._correlation, client_id="sparkpoint-committer")
-            frames.append(request.encode(version=_END_TXN_VERSION, header=True, framed=True))
+            frames.append(request.encode(version=version, header=True, framed=True))
         try:
-            conn = socket.create_connection(self._address(coordinator), timeout=30)
+            conn = socket.create_connection(self._address(node_id), timeout=30)
         except OSError:
             self._addresses.clear()  # the broker may have moved: ask the cluster again
             raise
-        codes: dict[str, int] = {}
         with conn:
             conn.sendall(b"".join(frames))
-            # A broker answers the requests of one connection in their order.
-            for txn in txns:
-                response = EndTxnResponse.decode(
-                    _read_frame(conn), version=_END_TXN_VERSION, header=True
-                )
-                codes[txn.transactional_id] = int(response.error_code)
-        return codes
+            return [
+                response_type.decode(_read_frame(conn), version=version, header=True)
+                for _ in requests
+            ]
 
     def abort_ongoing(self, transactional_ids: Sequence[str]) -> list[str]:
         """Abort the ongoing transaction of each id with an ``EndTxn`` at its own producer id
@@ -275,6 +303,111 @@ class TransactionAdmin:
         producer = Producer(conf)
         producer.init_transactions(60)
         producer.flush(10)
+
+    def describe_all(self, transactional_ids: Sequence[str]) -> dict[str, OpenTransaction]:
+        """``describe`` of each id, in one request per coordinator."""
+        described = self._retrying(lambda: self.admin.describe_transactions(transactional_ids))
+        return {tid: _described(tid, described[tid]) for tid in transactional_ids}
+
+    def transactional_ids(self, producer_ids: Iterable[int]) -> dict[int, str]:
+        """The transactional id each of ``producer_ids`` has now, where the coordinators know
+        one (``ListTransactions`` filtered by producer id, every state)."""
+        wanted = sorted(set(producer_ids))
+        if not wanted:
+            return {}
+        listings = self._retrying(lambda: self.admin.list_transactions(producer_id_filters=wanted))
+        return {t.producer_id: t.transactional_id for per in listings.values() for t in per}
+
+    def open_in_topics(self, topics: Iterable[str]) -> list[PartitionTransaction]:
+        """The transactions open in the partitions of ``topics``, as the partitions' leaders
+        see them (``DescribeProducers``): a partition's records after the first of an open
+        transaction are invisible to ``read_committed`` consumers until its marker."""
+        names = sorted(set(topics))
+        if not names:
+            return []
+        leaders = self._partition_leaders(names)
+        by_leader: dict[int, list[Any]] = {}
+        for tp, leader in leaders.items():
+            by_leader.setdefault(leader, []).append(tp)
+        states: dict[Any, Any] = {}
+        for leader, partitions in by_leader.items():  # to each leader, no second lookup
+
+            def describe(ps: list[Any] = partitions, broker: int = leader) -> Any:
+                return self.admin.describe_producers(ps, broker_id=broker)
+
+            states.update(self._retrying(describe))
+        return [
+            PartitionTransaction(
+                tp.topic,
+                tp.partition,
+                leaders[tp],
+                p.producer_id,
+                p.producer_epoch,
+                p.coordinator_epoch,
+                p.current_transaction_start_offset,
+            )
+            for tp, state in states.items()
+            for p in state.active_producers
+            if p.current_transaction_start_offset >= 0
+        ]
+
+    def write_markers(self, txns: Sequence[PartitionTransaction], commit: bool) -> None:
+        """Write a COMMIT (or ABORT) marker for each open transaction of ``txns`` in its
+        partition (``WriteTxnMarkers`` to the partition's leader, what a coordinator sends;
+        Kafka's admin ``abortTransaction`` does the same for an abort)."""
+        from kafka.protocol.producer.transaction import (
+            WriteTxnMarkersRequest,
+            WriteTxnMarkersResponse,
+        )
+
+        marker, topic = (
+            WriteTxnMarkersRequest.WritableTxnMarker,
+            WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic,
+        )
+        by_leader: dict[int, list[PartitionTransaction]] = {}
+        for txn in txns:
+            by_leader.setdefault(txn.leader, []).append(txn)
+        for leader, own in by_leader.items():
+            requests = [
+                WriteTxnMarkersRequest(
+                    markers=[
+                        marker(
+                            producer_id=t.producer_id,
+                            producer_epoch=t.producer_epoch,
+                            transaction_result=commit,
+                            topics=[topic(name=t.topic, partition_indexes=[t.partition])],
+                            coordinator_epoch=t.coordinator_epoch,
+                        )
+                    ]
+                )
+                for t in own
+            ]
+            responses = self._pipelined(leader, requests, WriteTxnMarkersResponse, 1)
+            for t, response in zip(own, responses, strict=True):
+                codes = [
+                    p.error_code
+                    for m in response.markers
+                    for tr in m.topics
+                    for p in tr.partitions
+                    if p.error_code
+                ]
+                if codes:
+                    raise RuntimeError(
+                        f"WriteTxnMarkers({'commit' if commit else 'abort'}) for producer "
+                        f"{t.producer_id} in {t.topic}-{t.partition} failed with Kafka error "
+                        f"{codes[0]}"
+                    )
+
+    def _partition_leaders(self, topics: Sequence[str]) -> dict[Any, int]:
+        from kafka import TopicPartition
+
+        described = self._retrying(lambda: self.admin.describe_topics(list(topics)))
+        return {
+            TopicPartition(t["name"], p["partition_index"]): int(p["leader_id"])
+            for t in described
+            if t["error_code"] == 0
+            for p in t["partitions"]
+        }
 
     def _address(self, node_id: int) -> tuple[str, int]:
         if node_id not in self._addresses:

@@ -1,0 +1,216 @@
+"""Hanging transactions against the real broker: a transaction its coordinator ended whose
+partition has no marker (what a broker restarted between a commit's ``PrepareCommit`` and its
+markers leaves, ``kafka_hanging``). The state is made on purpose: with the broker's partition
+verification off for a moment, records of an ended transaction's producer id and epoch are
+appended without the coordinator (a raw ``Produce``), so the partition has an open
+transaction the coordinator has ended. The sink's sweep ends it as the coordinator decided;
+a live transaction and another application's are left alone."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from sparkpoint.common import SimpleStringSchema
+from sparkpoint.connectors.kafka_hanging import complete_hanging
+from sparkpoint.connectors.kafka_transactions import TransactionAdmin
+from sparkpoint.datastream.connectors.kafka import (
+    DeliveryGuarantee,
+    KafkaRecordSerializationSchema,
+    KafkaSink,
+)
+from tests.connectors.kafka.kafka_jobs import read_committed
+from tests.fixtures.kafka import KafkaBroker
+
+_VERIFICATION = "transaction.partition.verification.enable"
+_INVALID_TXN_STATE = 48
+
+
+@contextlib.contextmanager
+def _verification_off(bootstrap: str) -> Iterator[None]:
+    """The broker's transaction verification off (it refuses records of a producer whose
+    transaction the coordinator has not opened on the partition); on again after."""
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+
+    def put(value: str) -> None:
+        resource = ConfigResource(ConfigResourceType.BROKER, "1", configs={_VERIFICATION: value})
+        assert admin.alter_configs([resource]) == {"broker": {"1": "OK"}}
+
+    put("false")
+    try:
+        yield
+    finally:
+        put("true")
+        admin.close()
+
+
+def _transaction(bootstrap: str, tid: str, topic: str, values: list[bytes], commit: bool) -> Any:
+    """A transaction of ``values`` on ``tid``, committed or aborted; its producer."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "log_level": 0})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for v in values:
+        producer.produce(topic, v, partition=0)
+    assert producer.flush(30) == 0
+    if commit:
+        producer.commit_transaction(30)
+    else:
+        producer.abort_transaction(30)
+    return producer
+
+
+def _append_without_coordinator(bootstrap: str, tid: str, topic: str, values: list[bytes]) -> None:
+    """Records of ``tid``'s producer id and epoch in partition 0 of ``topic``, in a
+    transaction its coordinator does not know (a raw ``Produce``, verification off)."""
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+    from kafka.protocol.producer.produce import ProduceRequest
+    from kafka.record.memory_records import MemoryRecordsBuilder
+
+    admin = TransactionAdmin(bootstrap)
+    d = admin.describe(tid)
+    admin.close()
+    kadmin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    tp = TopicPartition(topic, 0)
+    (state,) = [
+        p
+        for p in kadmin.describe_producers([tp])[tp].active_producers
+        if p.producer_id == d.producer_id
+    ]
+    kadmin.close()
+    records = MemoryRecordsBuilder(
+        magic=2,
+        compression_type=0,
+        batch_size=1 << 20,
+        transactional=True,
+        producer_id=d.producer_id,
+        producer_epoch=d.producer_epoch,
+        base_sequence=state.last_sequence + 1,
+    )
+    for v in values:
+        records.append(int(time.time() * 1000), None, v)
+    records.close()
+    data = ProduceRequest.TopicProduceData
+    request = ProduceRequest(
+        transactional_id=tid,
+        acks=-1,
+        timeout_ms=30_000,
+        topic_data=[
+            data(
+                name=topic,
+                partition_data=[data.PartitionProduceData(index=0, records=records.buffer())],
+            )
+        ],
+    )
+    host, port = bootstrap.rsplit(":", 1)
+    with _verification_off(bootstrap):
+        # The config reaches the broker through its metadata log: refused until it has.
+        deadline = time.monotonic() + 30
+        while (code := _produce(host, int(port), request)) == _INVALID_TXN_STATE:
+            assert time.monotonic() < deadline, "the broker kept verifying transactions"
+            time.sleep(0.2)
+    assert code == 0
+
+
+def _produce(host: str, port: int, request: Any) -> int:
+    from kafka.protocol.producer.produce import ProduceResponse
+
+    request.with_header(correlation_id=1, client_id="sparkpoint-test")
+    with socket.create_connection((host, port)) as conn:
+        conn.sendall(request.encode(version=9, header=True, framed=True))
+        (size,) = struct.unpack(">i", conn.recv(4, socket.MSG_WAITALL))
+        frame = conn.recv(size, socket.MSG_WAITALL)
+    response = ProduceResponse.decode(frame, version=9, header=True)
+    ((code,),) = [[p.error_code for p in t.partition_responses] for t in response.responses]
+    return int(code)
+
+
+def _sink(bootstrap: str, prefix: str, topic: str) -> KafkaSink:
+    return (
+        KafkaSink.builder()
+        .set_bootstrap_servers(bootstrap)
+        .set_record_serializer(
+            KafkaRecordSerializationSchema.builder()
+            .set_topic(topic)
+            .set_value_serialization_schema(SimpleStringSchema())
+            .build()
+        )
+        .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
+        .set_transactional_id_prefix(prefix)
+        .build()
+    )
+
+
+def test_sweep_commits_a_committed_transaction_left_hanging(kafka_broker: KafkaBroker) -> None:
+    """Committed at its coordinator, open in its partition: ``read_committed`` reads nothing
+    after it until the sink's sweep writes its COMMIT marker; then every record once."""
+    boot, topic = kafka_broker.bootstrap_servers, "hanging-commit"
+    kafka_broker.create_topic(topic, 1)
+    _transaction(boot, "hang-c-0-0", topic, [b"a"], commit=True)
+    _append_without_coordinator(boot, "hang-c-0-0", topic, [b"b1", b"b2"])
+    _transaction(boot, "hang-c-1-0", topic, [b"c"], commit=True)  # behind the hanging one
+    assert read_committed(boot, topic, timeout=10) == ["a"]  # the fault is in place
+    sink = _sink(boot, "hang-c", topic)
+    assert sink.abort_lingering([]) == []
+    (hanging,) = sink.hanging_completed
+    assert (hanging.transactional_id, hanging.open.topic, hanging.committed) == (
+        "hang-c-0-0",
+        topic,
+        True,
+    )
+    assert sorted(read_committed(boot, topic, timeout=10)) == ["a", "b1", "b2", "c"]
+    sink.abort_lingering([])  # nothing left to do
+    assert len(sink.hanging_completed) == 1
+
+
+def test_sweep_aborts_an_aborted_transaction_left_hanging(kafka_broker: KafkaBroker) -> None:
+    """Aborted at its coordinator, open in its partition: the sweep writes an ABORT marker,
+    so those records stay invisible and the records behind them are read."""
+    boot, topic = kafka_broker.bootstrap_servers, "hanging-abort"
+    kafka_broker.create_topic(topic, 1)
+    _transaction(boot, "hang-a-0-0", topic, [b"x"], commit=False)
+    _append_without_coordinator(boot, "hang-a-0-0", topic, [b"y"])
+    _transaction(boot, "hang-a-1-0", topic, [b"z"], commit=True)
+    assert read_committed(boot, topic, timeout=10) == []
+    sink = _sink(boot, "hang-a", topic)
+    sink.abort_lingering([])
+    assert [(h.transactional_id, h.committed) for h in sink.hanging_completed] == [
+        ("hang-a-0-0", False)
+    ]
+    assert read_committed(boot, topic, timeout=10) == ["z"]
+
+
+def test_live_and_foreign_transactions_are_left_alone(kafka_broker: KafkaBroker) -> None:
+    """An ongoing transaction of the sink (a task writing the next epoch) and a hanging one
+    of another prefix get no marker."""
+    from confluent_kafka import Producer
+
+    boot, topic = kafka_broker.bootstrap_servers, "hanging-others"
+    kafka_broker.create_topic(topic, 1)
+    _transaction(boot, "other-0-0", topic, [b"o1"], commit=True)
+    _append_without_coordinator(boot, "other-0-0", topic, [b"o2"])
+    live = Producer({"bootstrap.servers": boot, "transactional.id": "hang-l-0-0", "log_level": 0})
+    live.init_transactions(30)
+    live.begin_transaction()
+    live.produce(topic, b"l", partition=0)
+    assert live.flush(30) == 0
+    admin = TransactionAdmin(boot)
+    try:
+        assert complete_hanging(admin, [topic], lambda tid: tid.startswith("hang-l-")) == []
+        assert admin.describe("hang-l-0-0").state == "Ongoing"
+        live.commit_transaction(30)
+        assert read_committed(boot, topic, timeout=10) == ["o1"]  # still blocked by "other"
+        # The other application's, once it is this call's to end: the state was real.
+        (other,) = complete_hanging(admin, [topic], lambda tid: tid.startswith("other-"))
+        assert (other.transactional_id, other.committed) == ("other-0-0", True)
+    finally:
+        admin.close()
+    assert sorted(read_committed(boot, topic, timeout=10)) == ["l", "o1", "o2"]
