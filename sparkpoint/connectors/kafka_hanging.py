@@ -11,7 +11,9 @@ broker SIGKILLed mid-job left one in 2 of 44 runs. Kafka's remedy is
 ``kafka-transactions.sh`` by hand (it can only abort); Flink's sink does nothing. The sink's
 driver runs ``complete_hanging`` after every commit and restore, and writes the marker the
 coordinator decided: COMMIT for a committed transaction (a completed checkpoint promised its
-records), ABORT for an aborted one.
+records), ABORT for an aborted one. A POOLING id carries one transaction after another, and
+its coordinator keeps only the latest's decision: a hanging transaction of one is only
+reported (``find_hanging``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 
 from sparkpoint.connectors.kafka_transactions import PartitionTransaction, TransactionAdmin
 
-__all__ = ["HangingTransaction", "complete_hanging"]
+__all__ = ["HangingTransaction", "complete_hanging", "find_hanging"]
 
 _ENDED = {"CompleteCommit": True, "CompleteAbort": False}
 
@@ -39,14 +41,28 @@ class HangingTransaction:
 def complete_hanging(
     admin: TransactionAdmin, topics: Iterable[str], owns: Callable[[str], bool]
 ) -> list[HangingTransaction]:
-    """Find the transactions of ids ``owns`` accepts hanging in ``topics``, and write each
-    one's marker; returns them.
+    """Find the transactions of ids ``owns`` accepts hanging in ``topics`` and write each
+    one's marker; returns them. Only for ids that never carry a second transaction
+    (INCREMENTING's): the coordinator's decision is that of the id's latest transaction.
 
     Safe against a transaction that is ending or beginning meanwhile: one is hanging only
     when its coordinator had already ended it (``CompleteCommit``/``CompleteAbort``: every
     marker written) at the same producer id and epoch *before* the partition was seen with
     it open, and the coordinator still has that very transaction (same state and start
-    time) after: so no newer transaction of a reused id (POOLING) can be what is open."""
+    time) after."""
+    hanging = find_hanging(admin, topics, owns)
+    for commit in (True, False):
+        txns = [h.open for h in hanging if h.committed is commit]
+        if txns:
+            admin.write_markers(txns, commit)
+    return hanging
+
+
+def find_hanging(
+    admin: TransactionAdmin, topics: Iterable[str], owns: Callable[[str], bool]
+) -> list[HangingTransaction]:
+    """``complete_hanging``'s transactions, found and not ended (``committed``: what the
+    id's latest transaction was)."""
     names = sorted(set(topics))
     seen = admin.open_in_topics(names)
     if not seen:
@@ -76,13 +92,8 @@ def complete_hanging(
     if not suspects:
         return []
     after = admin.describe_all(sorted({ids[t.producer_id] for t in suspects}))
-    hanging = [
+    return [
         HangingTransaction(ids[t.producer_id], t, _ENDED[before[ids[t.producer_id]].state])
         for t in suspects
         if after[ids[t.producer_id]] == before[ids[t.producer_id]]
     ]
-    for commit in (True, False):
-        txns = [h.open for h in hanging if h.committed is commit]
-        if txns:
-            admin.write_markers(txns, commit)
-    return hanging

@@ -22,7 +22,11 @@ from sparkpoint.connectors.kafka_committables import (
     checked_transactions,
     transactional_id_pattern,
 )
-from sparkpoint.connectors.kafka_hanging import HangingTransaction, complete_hanging
+from sparkpoint.connectors.kafka_hanging import (
+    HangingTransaction,
+    complete_hanging,
+    find_hanging,
+)
 from sparkpoint.connectors.kafka_record_schema import KafkaRecordSerializationSchema
 from sparkpoint.connectors.kafka_transactions import (
     SUPERSEDED,
@@ -154,16 +158,26 @@ class KafkaSink(Sink):
         return lingering
 
     def _complete_hanging(self, admin: TransactionAdmin, owns: Callable[[str], bool]) -> None:
-        """End the sink's transactions a broker left hanging in its topics (``kafka_hanging``);
-        a repair on the side: a failure is logged, and tried again at the next sweep."""
+        """End the sink's transactions a broker left hanging in its topics (``kafka_hanging``;
+        POOLING's are only reported); a repair on the side: a failure is logged, and tried
+        again at the next sweep."""
         topic = self.record_serializer.topic
         topics = {topic} if topic is not None else self._topics
+        pooling = self.naming is TransactionNamingStrategy.POOLING
         try:
-            hanging = complete_hanging(admin, topics, owns)
+            hanging = (find_hanging if pooling else complete_hanging)(admin, topics, owns)
         except Exception as e:  # the commit it follows has succeeded: not failed for this
             _LOG.warning("Could not check %s for hanging Kafka transactions: %s", topics, e)
             return
-        if hanging:
+        if hanging and pooling:
+            _LOG.warning(
+                "Kafka transactions the broker left hanging (its coordinator ended them, "
+                "their partitions have no marker), not ended: a POOLING id's coordinator "
+                "keeps only its latest transaction's decision. Find which transaction each "
+                "is before ending it (kafka-transactions.sh abort discards its records): %s",
+                [(h.transactional_id, h.open.topic, h.open.partition) for h in hanging],
+            )
+        elif hanging:
             _LOG.warning(
                 "Ended %d Kafka transactions the broker left hanging (its coordinator had "
                 "ended them, their partitions had no marker): %s",

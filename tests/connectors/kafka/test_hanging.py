@@ -3,12 +3,13 @@ partition has no marker (what a broker restarted between a commit's ``PrepareCom
 markers leaves, ``kafka_hanging``). The state is made on purpose: with the broker's partition
 verification off for a moment, records of an ended transaction's producer id and epoch are
 appended without the coordinator (a raw ``Produce``), so the partition has an open
-transaction the coordinator has ended. The sink's sweep ends it as the coordinator decided;
-a live transaction and another application's are left alone."""
+transaction the coordinator has ended. The sink's sweep ends it as the coordinator decided
+(POOLING's only reported); a live transaction and another application's are left alone."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 import struct
 import time
@@ -22,6 +23,7 @@ from sparkpoint.datastream.connectors.kafka import (
     DeliveryGuarantee,
     KafkaRecordSerializationSchema,
     KafkaSink,
+    TransactionNamingStrategy,
 )
 from tests.connectors.kafka.kafka_jobs import read_committed
 from tests.fixtures.kafka import KafkaBroker
@@ -133,7 +135,12 @@ def _produce(host: str, port: int, request: Any) -> int:
     return int(code)
 
 
-def _sink(bootstrap: str, prefix: str, topic: str) -> KafkaSink:
+def _sink(
+    bootstrap: str,
+    prefix: str,
+    topic: str,
+    naming: TransactionNamingStrategy = TransactionNamingStrategy.INCREMENTING,
+) -> KafkaSink:
     return (
         KafkaSink.builder()
         .set_bootstrap_servers(bootstrap)
@@ -145,6 +152,7 @@ def _sink(bootstrap: str, prefix: str, topic: str) -> KafkaSink:
         )
         .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
         .set_transactional_id_prefix(prefix)
+        .set_transaction_naming_strategy(naming)
         .build()
     )
 
@@ -186,6 +194,30 @@ def test_sweep_aborts_an_aborted_transaction_left_hanging(kafka_broker: KafkaBro
         ("hang-a-0-0", False)
     ]
     assert read_committed(boot, topic, timeout=10) == ["z"]
+
+
+def test_pooling_sweep_reports_a_hanging_transaction(
+    kafka_broker: KafkaBroker, caplog: Any
+) -> None:
+    """POOLING's ids carry one transaction after another and their coordinator keeps only
+    the latest's decision: the sweep names the hanging transaction and writes no marker."""
+    boot, topic = kafka_broker.bootstrap_servers, "hanging-pooling"
+    kafka_broker.create_topic(topic, 1)
+    _transaction(boot, "hang-p-0-0", topic, [b"a"], commit=True)
+    _append_without_coordinator(boot, "hang-p-0-0", topic, [b"b"])
+    sink = _sink(boot, "hang-p", topic, TransactionNamingStrategy.POOLING)
+    with caplog.at_level(logging.WARNING, logger="sparkpoint.kafka"):
+        sink.abort_lingering([])
+    assert sink.hanging_completed == []
+    assert "not ended" in caplog.text and "('hang-p-0-0', 'hanging-pooling', 0)" in caplog.text
+    assert read_committed(boot, topic, timeout=10) == ["a"]
+    admin = TransactionAdmin(boot)
+    try:  # the state was real: ended here, once it is this call's to end
+        (found,) = complete_hanging(admin, [topic], lambda tid: tid.startswith("hang-p-"))
+    finally:
+        admin.close()
+    assert found.transactional_id == "hang-p-0-0"
+    assert read_committed(boot, topic, timeout=10) == ["a", "b"]
 
 
 def test_live_and_foreign_transactions_are_left_alone(kafka_broker: KafkaBroker) -> None:
