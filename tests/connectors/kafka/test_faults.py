@@ -92,7 +92,10 @@ def test_broker_killed_and_restarted_mid_job(
     spark: Any, tmp_path: Any, kafka_broker: KafkaBroker
 ) -> None:
     """The broker is SIGKILLed after the third epoch and started again on its log dir: the
-    job waits for it or fails over (restarts spaced a second apart) and finishes exact."""
+    job waits for it or fails over (restarts spaced a second apart) and finishes exact. When
+    the kill lands between a commit's ``PrepareCommit`` and its markers (1 run in ~20), the
+    restarted broker leaves that transaction hanging, and the sweep ends it
+    (``kafka_hanging``; deterministic in ``test_hanging.py``)."""
     name = "fault-broker"
     source, sink = create_topics(kafka_broker, name, N)
     env = job_env(
