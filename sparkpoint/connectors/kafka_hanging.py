@@ -30,8 +30,8 @@ _ENDED = {"CompleteCommit": True, "CompleteAbort": False}
 
 @dataclass(frozen=True)
 class HangingTransaction:
-    """A transaction's marker written in one partition: ``committed`` as its coordinator
-    had decided."""
+    """A transaction its coordinator has ended that one partition still has open;
+    ``committed`` is the coordinator's decision (the marker ``complete_hanging`` writes)."""
 
     transactional_id: str
     open: PartitionTransaction
