@@ -285,12 +285,7 @@ class TransactionAdmin:
         the describe is left alone. Returns the ids whose transaction this aborted."""
         if not transactional_ids:
             return []
-        described = self._retrying(lambda: self.admin.describe_transactions(transactional_ids))
-        ongoing = [
-            t
-            for t in (_described(tid, described[tid]) for tid in transactional_ids)
-            if t.state == "Ongoing"
-        ]
+        ongoing = [t for t in self.describe_all(transactional_ids).values() if t.state == "Ongoing"]
         ended = self.end_all(ongoing, commit=False)
         return [t.transactional_id for t, error in zip(ongoing, ended, strict=True) if not error]
 
