@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 
 import pytest
 
@@ -86,3 +87,16 @@ def storage_base(request: pytest.FixtureRequest, tmp_path) -> str:  # type: igno
     server = request.getfixturevalue("s3_server")
     ensure_s3_configured(server)
     return server.unique_prefix()
+
+
+@pytest.fixture(autouse=True)
+def _restore_process_trust() -> Iterator[None]:
+    """A CLI command applies its trust options to the whole process (``trust_options``):
+    put the process's settings back after each test, so no later test reads with them."""
+    from sparkpoint.checkpoint.trust import SnapshotTrust, use_by_default
+    from sparkpoint.state.pickling import pickle_allowed, set_allow_pickle
+
+    allowed = pickle_allowed()
+    yield
+    use_by_default(SnapshotTrust())
+    set_allow_pickle(allowed)

@@ -31,13 +31,27 @@ class SnapshotOptions(OptionGroup):
         "read when the job, CLI command or reader starts. Same effect as "
         "sparkpoint.snapshot.signing-key.",
     )
-    ALLOW_PICKLE = ConfigOption(
+    SIGNING: ConfigOption[bool] = ConfigOption(
+        "sparkpoint.snapshot.signing",
+        BOOLEAN,
+        False,
+        "Sign snapshots even though no key is given: with neither "
+        "sparkpoint.snapshot.signing-key nor sparkpoint.snapshot.signing-key-file set, the key "
+        "is read from $XDG_CONFIG_HOME/sparkpoint/signing-key (default "
+        "~/.config/sparkpoint/signing-key), and a signing-key-file that does not exist yet is "
+        "generated: 64 random hex digits, mode 0600 (its directory 0700). Other hosts that "
+        "restore or read the snapshots need a copy of that file.",
+    )
+    ALLOW_PICKLE: ConfigOption[bool | None] = ConfigOption(
         "sparkpoint.snapshot.allow-pickle",
         BOOLEAN,
-        True,
-        "Whether pickled state (untyped keys and values, heap checkpoints' pickle blocks, "
-        "heap changelog entries) may be read from a snapshot when restoring, in `sparkpoint "
-        "savepoint dump` and in SavepointReader. Unpickling runs code the snapshot chose: set "
-        "false to restore or read snapshots from others (typed state only). True by default "
-        "so that a job's own checkpoints of untyped state restore.",
+        None,
+        "Whether pickled state (keys, untyped values, heap checkpoints' pickle blocks, heap "
+        "changelog entries) may be unpickled from a snapshot when restoring, in `sparkpoint "
+        "savepoint dump` and in SavepointReader. Unpickling runs code the snapshot chose. "
+        "Unset: by origin -- a snapshot signed with the configured signing key, or one of the "
+        "job's own (signed with its checkpoint directory's origin key), is unpickled; any "
+        "other is read as plain data only (a pickle naming a class or function is refused). "
+        "true: every snapshot is unpickled (opt in for one you trust). false: none is, the "
+        "job's own included.",
     )

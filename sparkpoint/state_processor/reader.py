@@ -134,7 +134,7 @@ class SavepointReader:
         )
         handles = keyed_handles(self.snapshot.operator(uid))
         target = splits or 2 * self.spark.sparkContext.defaultParallelism
-        setup = ExecutorSetup(self.snapshot.trust.allow_pickle)
+        setup = ExecutorSetup(self.snapshot.pickle_allowed)
 
         def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             setup.apply()
@@ -186,7 +186,7 @@ class SavepointReader:
         rebuilds each handle's state and reads the header of the snapshot it makes."""
         if not handles:
             return []
-        setup = ExecutorSetup(self.snapshot.trust.allow_pickle)
+        setup = ExecutorSetup(self.snapshot.pickle_allowed)
 
         def describe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             setup.apply()
@@ -218,7 +218,7 @@ class SavepointReader:
             if names & missing:
                 chosen.append(h)
                 missing -= names
-        setup = ExecutorSetup(self.snapshot.trust.allow_pickle)
+        setup = ExecutorSetup(self.snapshot.pickle_allowed)
 
         def describe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             setup.apply()

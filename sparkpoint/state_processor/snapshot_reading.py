@@ -127,6 +127,13 @@ class Snapshot:
         """The snapshot's directory."""
         return self.location.external_pointer
 
+    @property
+    def pickle_allowed(self) -> bool:
+        """Whether its pickled state is unpickled (else read as plain data only):
+        ``allow-pickle`` when set, else only when a signing key verified it (a reader has
+        no job whose own snapshots it could recognise)."""
+        return self.trust.pickle_allowed(self.trust.signed)
+
     def operators(self) -> list[OperatorInfo]:
         """Every operator recorded in the snapshot."""
         out = []

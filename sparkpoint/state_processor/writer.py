@@ -401,7 +401,7 @@ class SavepointWriter:
             uid, inputs, key_raw, key_type, max_p, parallelism, int(time.time() * 1000)
         )
         writer = SubtaskWriter(uid, inputs, max_p, parallelism, target, self.after_subtask_write)
-        setup = ExecutorSetup(self.trust.allow_pickle)
+        setup = ExecutorSetup(self.trust.pickle_allowed(self.trust.signed))
 
         def encode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             return encoder.encode(batches)
@@ -448,7 +448,7 @@ class SavepointWriter:
         fs = get_filesystem(target.path)
         names = {path: str(uuid.uuid4()) for path in files}
         jobs = [(path, fs.join(target.path, names[path])) for path in files]
-        setup = ExecutorSetup(self.trust.allow_pickle)
+        setup = ExecutorSetup(self.trust.pickle_allowed(self.trust.signed))
 
         def copy(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             setup.apply()

@@ -262,7 +262,8 @@ def test_trailing_bytes_that_are_no_signature_are_refused(tmp_path: Path) -> Non
 def test_trust_settings_from_the_configuration(tmp_path: Path) -> None:
     key_file = tmp_path / "key"
     key_file.write_bytes(b"  file-key\n")
-    assert SnapshotTrust.from_config({}) == SnapshotTrust(None, True)
+    key_file.chmod(0o600)
+    assert SnapshotTrust.from_config({}) == SnapshotTrust(None, None)
     assert SnapshotTrust.from_config({"sparkpoint.snapshot.signing-key": "k1"}).signing_key == (
         b"k1"
     )
@@ -291,6 +292,7 @@ def test_trust_settings_from_the_configuration(tmp_path: Path) -> None:
     ]
     empty = tmp_path / "empty"
     empty.write_bytes(b"\n")
+    empty.chmod(0o600)
     bad.append(({"sparkpoint.snapshot.signing-key-file": str(empty)}, "is empty"))
     for config, message in bad:
         with pytest.raises(ConfigurationError, match=message):

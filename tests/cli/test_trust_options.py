@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,7 @@ def test_a_signing_key_file_refuses_unsigned_and_altered_snapshots(
 ) -> None:
     key_file = tmp_path / "key"
     key_file.write_bytes(KEY + b"\n")
+    key_file.chmod(0o600)
     base = tmp_path / "checkpoints"
     values = {k: (k, f"v{k}") for k in range(30)}
     signed = _checkpoint(base, 1, values, KEY)
@@ -164,3 +166,68 @@ def test_dump_without_pickle_reads_plain_data_and_refuses_code(
     assert "Refusing to unpickle" in err and "it names io.open" in err
     assert not marker.exists()
     assert not os.path.exists(tmp_path / "dump2" / "op.parquet")
+
+
+def test_dump_reads_a_snapshot_from_elsewhere_as_plain_data_unless_signed_or_opted_in(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No option: an unsigned snapshot's pickles that name code are refused, naming the
+    opt-in; ``--allow-pickle`` (the opt-in) or a verified signature reads them."""
+    marker = tmp_path / "marker"
+    base = tmp_path / "checkpoints"
+    crafted = _checkpoint(base, 1, {1: 1, 2: Plant(marker), 3: 3}, None)
+    code, out, err = _run(capsys, "savepoint", "dump", str(crafted), "-o", str(tmp_path / "d1"))
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert "Refusing to unpickle" in err and "it names io.open" in err
+    assert "set sparkpoint.snapshot.allow-pickle=true (CLI: --allow-pickle)" in err
+    assert not marker.exists()
+
+    values = {k: Fraction(k, 7) for k in range(1, 30)}  # pickles that name a class
+    unsigned = _checkpoint(base, 2, values, None)
+    code, _, err = _run(capsys, "savepoint", "dump", str(unsigned), "-o", str(tmp_path / "d2"))
+    assert code == 2 and "it names fractions.Fraction" in err
+
+    decode = PickleSerializer().deserialize
+    code, _, err = _run(
+        capsys, "--allow-pickle", "savepoint", "dump", str(unsigned), "-o", str(tmp_path / "d3")
+    )
+    assert (code, err) == (0, "")
+    dumped = pq.read_table(tmp_path / "d3" / "op.parquet").column("value").to_pylist()
+    assert sorted(decode(v) for v in dumped) == sorted(values.values())
+
+    key_file = tmp_path / "key"
+    key_file.write_bytes(KEY)
+    key_file.chmod(0o600)
+    signed = _checkpoint(base, 3, values, KEY)
+    code, _, err = _run(
+        capsys,
+        "--signing-key-file",
+        str(key_file),
+        "savepoint",
+        "dump",
+        str(signed),
+        "-o",
+        str(tmp_path / "d4"),
+    )
+    assert (code, err) == (0, "")
+    dumped = pq.read_table(tmp_path / "d4" / "op.parquet").column("value").to_pylist()
+    assert sorted(decode(v) for v in dumped) == sorted(values.values())
+
+
+def test_a_signing_key_file_open_to_others_is_refused_with_the_chmod_to_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_bytes(KEY)
+    key_file.chmod(0o644)
+    signed = _checkpoint(tmp_path / "checkpoints", 1, {1: 1}, KEY)
+    code, out, err = _run(
+        capsys, "--signing-key-file", str(key_file), "checkpoints", "inspect", str(signed)
+    )
+    assert (code, out) == (2, "")
+    assert (
+        f"Refusing the snapshot signing key file '{key_file}' "
+        "(sparkpoint.snapshot.signing-key-file): its group or others may read or write it "
+        "(mode 0644), and whoever reads the key can sign snapshots this job trusts. "
+        f"Run: chmod 600 {key_file}"
+    ) in err

@@ -121,7 +121,7 @@ def _restore_fails(spark: Any, tmp_path: Path, pointer: Path, out: Path, **keys:
     env = _env(spark, tmp_path, restore=pointer, **keys)
     keyed_count_job(env, str(out), N_EVENTS, N_KEYS)
     with pytest.raises((JobExecutionError, SnapshotSignatureError)) as info:
-        env.execute("refused")
+        env.execute("trust")
     return str(info.value)
 
 
@@ -130,6 +130,7 @@ def test_signed_savepoints_restore_exactly_and_refuse_any_change(
 ) -> None:
     key_file = tmp_path / "snapshot.key"
     key_file.write_text("a secret shared by the jobs of one team\n")
+    key_file.chmod(0o600)
     key = {"signing_key_file": str(key_file)}
     out = tmp_path / "out"
     signed = _savepoint(_env(spark, tmp_path, **key), out)
@@ -142,7 +143,7 @@ def test_signed_savepoints_restore_exactly_and_refuse_any_change(
     # redo its pending sink commits into the same directory before they fail).
     env = _env(spark, tmp_path, restore=signed, **key)
     keyed_count_job(env, str(out), N_EVENTS, N_KEYS)
-    env.execute("signed-restore")
+    env.execute("trust")  # the name the savepoint is signed for
     check_keyed_count_output(str(out), N_EVENTS, N_KEYS)
 
     # One changed byte of _metadata: refused before the job runs anything.

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import struct
 import zlib
 from typing import Protocol
@@ -46,7 +47,7 @@ from sparkpoint.checkpoint.storage import (
     write_metadata_bytes,
 )
 from sparkpoint.checkpoint.trust import SnapshotTrust, default_trust
-from sparkpoint.errors import SnapshotSignatureError
+from sparkpoint.errors import MetadataFormatError, SnapshotSignatureError
 
 __all__ = [
     "HEADER_SIZE",
@@ -54,8 +55,10 @@ __all__ = [
     "encode_frame",
     "is_signed",
     "load_checkpoint",
+    "load_checkpoint_file",
     "load_checkpoint_metadata",
     "sign_frame",
+    "signed_with",
     "store_checkpoint_metadata",
     "write_metadata",
 ]
@@ -67,6 +70,7 @@ _HEADER = struct.Struct(">4sIQ")
 _U32 = struct.Struct(">I")
 SIGNATURE_MAGIC = b"SPKS"
 SIGNATURE_SIZE = len(SIGNATURE_MAGIC) + hashlib.sha256().digest_size
+_CHECKPOINT_DIR = re.compile(r"^chk-([0-9]+)$")
 
 
 # ---- framing ------------------------------------------------------------------------------
@@ -139,6 +143,16 @@ def load_checkpoint_metadata(
             source,
         )
     return serializer.deserialize(payload, SnapshotPaths(exclusive_dir, source), HEADER_SIZE)
+
+
+def signed_with(data: bytes, key: bytes) -> bool:
+    """Whether a ``_metadata`` file (already read without error) carries a signature that
+    ``key`` made (the origin key of a checkpoint directory, ``checkpoint.origin``)."""
+    if not is_signed(data):
+        return False
+    end = len(data) - SIGNATURE_SIZE
+    expected = _mac(key, memoryview(data)[: end + len(SIGNATURE_MAGIC)])
+    return hmac.compare_digest(expected, bytes(data[end + len(SIGNATURE_MAGIC) :]))
 
 
 def is_signed(data: bytes) -> bool:
@@ -245,12 +259,32 @@ def load_checkpoint(
     """Resolve ``pointer`` through ``storage`` (storage or storage access) and load it
     (``read_metadata_bytes``: a regular file within ``MAX_METADATA_SIZE``), checked against
     ``trust`` as ``load_checkpoint_metadata`` does."""
+    metadata, location, _ = load_checkpoint_file(storage, pointer, trust=trust)
+    return metadata, location
+
+
+def load_checkpoint_file(
+    storage: _Resolver, pointer: str, *, trust: SnapshotTrust | None = None
+) -> tuple[CheckpointMetadata, CompletedCheckpointStorageLocation, bytes]:
+    """``load_checkpoint``, and the ``_metadata`` bytes read (to judge their signature).
+
+    A ``chk-<N>`` directory whose ``_metadata`` holds another checkpoint id is refused: the
+    id is signed, so a signed ``_metadata`` cannot be replayed under another checkpoint's
+    name."""
     location = storage.resolve_checkpoint(pointer)
     handle = location.metadata_handle
     source = handle.path if isinstance(handle, FileStateHandle) else location.external_pointer
     data = read_metadata_bytes(handle, source)
     metadata = load_checkpoint_metadata(data, location.exclusive_dir, source, trust=trust)
-    return metadata, location
+    if location.exclusive_dir is not None:
+        named = _CHECKPOINT_DIR.match(location.exclusive_dir.rstrip("/").rsplit("/", 1)[-1])
+        if named is not None and int(named.group(1)) != metadata.checkpoint_id:
+            raise MetadataFormatError(
+                f"Refusing checkpoint metadata file {source}: it holds checkpoint "
+                f"{metadata.checkpoint_id}, not {int(named.group(1))} as its directory's name "
+                "says (a copied or replayed _metadata?)"
+            )
+    return metadata, location, data
 
 
 def write_metadata(

@@ -55,7 +55,8 @@ class CheckpointPolicy:
     at_least_once: bool = False
     """AT_LEAST_ONCE: sinks publish when an epoch ends, not when its checkpoint completes."""
     trust: SnapshotTrust = field(default_factory=SnapshotTrust)
-    """sparkpoint.snapshot.*: the key every ``_metadata`` is signed with and restores check."""
+    """sparkpoint.snapshot.*: the key every ``_metadata`` is signed with (else the checkpoint
+    directory's origin key) and restores check."""
 
     @property
     def enabled(self) -> bool:
@@ -221,7 +222,7 @@ class CheckpointCoordinator:
                 pending.properties,
             )
             completed_location = write_metadata(
-                pending.location, metadata, signing_key=self.policy.trust.signing_key
+                pending.location, metadata, signing_key=self.policy.trust.key_for_writing()
             )
         except Exception as exc:
             self.abort(

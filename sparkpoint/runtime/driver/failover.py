@@ -7,9 +7,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 
 from sparkpoint.checkpoint.metadata import CheckpointMetadata
-from sparkpoint.checkpoint.metadata.file_format import load_checkpoint
+from sparkpoint.checkpoint.metadata.file_format import load_checkpoint_file
 from sparkpoint.checkpoint.storage import METADATA_FILE_NAME
 from sparkpoint.checkpoint.store import CompletedCheckpoint
 from sparkpoint.clock import Clock
@@ -23,6 +24,7 @@ from sparkpoint.runtime.driver.reports import FailoverEvent
 from sparkpoint.runtime.driver.restart import create_restart_backoff_strategy
 from sparkpoint.runtime.driver.settings import JobSettings
 from sparkpoint.runtime.driver.sink_commits import SinkCommits
+from sparkpoint.runtime.driver.snapshot_origin import restore_trusted, untrusted_restore_note
 from sparkpoint.runtime.driver.source_coordinator import SourceCoordinator
 from sparkpoint.runtime.driver.start_state import StartState
 from sparkpoint.runtime.driver.state_assignment import (
@@ -78,16 +80,20 @@ class JobRestore:
         """What the job's first epoch starts from: nothing, or the configured savepoint
         (or retained checkpoint), which the checkpoint store then holds."""
         job_id = self._progress.job_id
+        trust = self._s.policy.trust
         if self._s.restore_path is None:
+            self._s.pickle_allowed = trust.pickle_allowed(True)
             start = self._restore_from(None, RestoreReason.START)
             self._recovery.reset(None, 0)
             self._changelog.reset()
             return start
-        metadata, location = load_checkpoint(
-            self._s.checkpoint_storage, self._s.restore_path, trust=self._s.policy.trust
+        metadata, location, data = load_checkpoint_file(
+            self._s.checkpoint_storage, self._s.restore_path, trust=trust
         )
         check_unmatched_state(self._plan, metadata, self._s.allow_non_restored_state)
         self._check_master_state(metadata, location.external_pointer)
+        source = metadata_file(location.external_pointer)
+        self._trust_restore(restore_trusted(trust, data, metadata, self._s.job_name, source))
         restored = CompletedCheckpoint.from_metadata(job_id, metadata, location)
         self._checkpoints.add_restored(restored, self._s.claim_mode)
         start = self._restore_from(metadata, RestoreReason.START, restored.external_pointer)
@@ -95,6 +101,24 @@ class JobRestore:
         self._changelog.reset()
         _LOG.info("Job %s restored from %s", job_id, location.external_pointer)
         return start
+
+    def _trust_restore(self, trusted: bool) -> None:
+        """Read the restored state with pickle or as plain data (``allow-pickle``, else by
+        origin); checkpoints of a run that read an untrusted snapshot as plain data are not
+        signed as the job's own (its state may still hold the snapshot's pickles)."""
+        trust = self._s.policy.trust
+        self._s.pickle_allowed = trust.pickle_allowed(trusted)
+        if not trusted and trust.allow_pickle is not True:
+            if trust.origin_dir is not None and not trust.signed:
+                coordinator = self._checkpoints.coordinator
+                coordinator.policy = replace(
+                    coordinator.policy, trust=replace(trust, origin_dir=None)
+                )
+            _LOG.warning(
+                "Job %s: %s",
+                self._progress.job_id,
+                untrusted_restore_note(trust, str(self._s.restore_path)),
+            )
 
     def cannot_restart(self, exc: BaseException, epoch: int) -> str | None:
         """Log the failure of ``epoch``; why the job must fail instead of restarting (the

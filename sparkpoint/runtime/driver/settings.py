@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from sparkpoint.checkpoint.storage_policies import (
@@ -82,6 +82,9 @@ class JobSettings:
     batch_mode: bool = False
     periodic_watermarks: bool = True
     restore_path: str | None = None
+    # Whether tasks unpickle restored state (else plain data only): sparkpoint.snapshot.
+    # allow-pickle, or by the origin of what the job starts from (JobRestore.initial).
+    pickle_allowed: bool = True
     claim_mode: str = StateRecoveryOptions.CLAIM_MODE.default
     allow_non_restored_state: bool = False
     restore_attempts: int = RestartStrategyOptions.RESTORE_ATTEMPTS.default  # per snapshot
@@ -148,8 +151,12 @@ def _changelog_checkpoints(config: Mapping[str, Any]) -> bool:
     return enabled
 
 
-def _checkpoint_policy(config: Mapping[str, Any]) -> CheckpointPolicy:
+def _checkpoint_policy(config: Mapping[str, Any], storage: Any = None) -> CheckpointPolicy:
+    """The coordinator's policy; its trust knows the checkpoint directory of ``storage``,
+    whose origin key marks the job's own snapshots (``checkpoint.origin``)."""
     interval = _CKPT.CHECKPOINTING_INTERVAL.read(config)
+    get_checkpoint_path = getattr(storage, "get_checkpoint_path", None)
+    checkpoint_dir = get_checkpoint_path() if callable(get_checkpoint_path) else None
     return CheckpointPolicy(
         interval_ms=-1 if interval is None else interval,
         timeout_ms=_CKPT.CHECKPOINTING_TIMEOUT.read(config),
@@ -159,7 +166,7 @@ def _checkpoint_policy(config: Mapping[str, Any]) -> CheckpointPolicy:
         retention=_CKPT.EXTERNALIZED_CHECKPOINT_RETENTION.read(config),
         prefer_checkpoint_for_recovery=_CKPT.PREFER_CHECKPOINT_FOR_RECOVERY.read(config),
         at_least_once=_CKPT.CHECKPOINTING_CONSISTENCY_MODE.read(config) == "AT_LEAST_ONCE",
-        trust=SnapshotTrust.from_config(config),
+        trust=replace(SnapshotTrust.from_config(config), origin_dir=checkpoint_dir),
     )
 
 
@@ -187,6 +194,7 @@ def _checkpoint_storage(request: JobRequest) -> Any:
 def build_job_settings(job_name: str, request: JobRequest) -> JobSettings:
     """The settings of one job run."""
     config = request.configuration
+    storage = _checkpoint_storage(request)
     parallelism = CoreOptions.DEFAULT_PARALLELISM.read(config)
     if parallelism is None:
         raise ValueError(f"{CoreOptions.DEFAULT_PARALLELISM.key} must be set to run a job")
@@ -196,8 +204,8 @@ def build_job_settings(job_name: str, request: JobRequest) -> JobSettings:
         parallelism=parallelism,
         max_parallelism=max_parallelism or compute_default_max_parallelism(parallelism),
         explicit_max_parallelism=max_parallelism is not None,
-        policy=_checkpoint_policy(config),
-        checkpoint_storage=_checkpoint_storage(request),
+        policy=_checkpoint_policy(config, storage),
+        checkpoint_storage=storage,
         state_backend=request.state_backend,
         restart_strategy=request.restart_strategy,
         num_retained=_CKPT.MAX_RETAINED_CHECKPOINTS.read(config),

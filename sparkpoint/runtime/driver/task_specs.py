@@ -74,7 +74,7 @@ class TaskSpecs:
             changelog_storage=s.checkpoint_storage if self._changelog_storage else None,
             changelog_checkpoints=self._changelog.enabled,
             materialization_rate=s.materialization_rate,
-            allow_pickle=s.policy.trust.allow_pickle,
+            allow_pickle=s.pickle_allowed,
             faults=s.faults.task_hooks() if s.faults is not None else None,
         )
 

@@ -1,0 +1,271 @@
+"""Trust by origin at a job's start (``JobRestore.initial``), without Spark: the job's own
+checkpoint (signed with its checkpoint directory's origin key) and a snapshot signed with the
+configured key are unpickled; an unsigned snapshot from elsewhere is read as plain data only,
+and its crafted pickle is refused naming the opt-in, before it runs (its marker never
+appears). A signing key's signature binds the job name and the checkpoint id.
+
+Real heap checkpoints on real file-system storage; the restore decision is then applied as
+the job's tasks apply it (``set_allow_pickle(JobSpec.allow_pickle)``) to a real restore.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from collections.abc import Iterator
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkpoint.checkpoint.fs_storage import FsCheckpointStorageAccess
+from sparkpoint.checkpoint.handles import KeyedStateHandle
+from sparkpoint.checkpoint.key_group_range import KeyGroupRange
+from sparkpoint.checkpoint.metadata import CheckpointMetadata, OperatorState, OperatorSubtaskState
+from sparkpoint.checkpoint.metadata.file_format import (
+    is_signed,
+    load_checkpoint_metadata,
+    write_metadata,
+)
+from sparkpoint.checkpoint.origin import ORIGIN_KEY_FILE
+from sparkpoint.checkpoint.properties import CheckpointProperties
+from sparkpoint.clock import SYSTEM_CLOCK
+from sparkpoint.common.typeinfo import Types
+from sparkpoint.datastream import FileSystemCheckpointStorage, HashMapStateBackend
+from sparkpoint.errors import MetadataFormatError, SnapshotSignatureError, UntrustedSnapshotError
+from sparkpoint.runtime.driver.changelog_checkpoints import ChangelogCheckpoints
+from sparkpoint.runtime.driver.epoch_checkpoints import EpochCheckpoints
+from sparkpoint.runtime.driver.failover import JobRestore
+from sparkpoint.runtime.driver.keyed_placement import KeyedPlacement
+from sparkpoint.runtime.driver.master_state import JobMasterState
+from sparkpoint.runtime.driver.progress import JobProgress
+from sparkpoint.runtime.driver.settings import JobRequest, JobSettings, build_job_settings
+from sparkpoint.runtime.driver.sink_commits import SinkCommits
+from sparkpoint.runtime.driver.source_coordinator import SourceCoordinator
+from sparkpoint.runtime.driver.subtask_recovery import SubtaskRecovery
+from sparkpoint.runtime.graph import Plan
+from sparkpoint.state.backend import KeyedStateBackendParameters, SnapshotType
+from sparkpoint.state.descriptors import ValueStateDescriptor
+from sparkpoint.state.heap import HeapKeyedStateBackend, clear_heap_cache
+from sparkpoint.state.pickling import set_allow_pickle
+from tests.fixtures.crafted_pickle import Plant
+
+MAX_P = 8
+UNTYPED = ValueStateDescriptor("v", Types.PICKLED_BYTE_ARRAY())
+OPT_IN = "set sparkpoint.snapshot.allow-pickle=true (CLI: --allow-pickle)"
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> Iterator[None]:
+    clear_heap_cache()
+    yield
+    set_allow_pickle(True)
+    clear_heap_cache()
+
+
+def _backend(tmp_path: Path, sub: str) -> HeapKeyedStateBackend:
+    return HeapKeyedStateBackend(
+        KeyedStateBackendParameters(
+            "job",
+            "op",
+            0,
+            1,
+            MAX_P,
+            KeyGroupRange(0, MAX_P - 1),
+            str(tmp_path / sub),
+            SYSTEM_CLOCK,
+            None,
+        )
+    )
+
+
+def _checkpoint(
+    base: Path,
+    n: int,
+    values: dict[int, Any],
+    signing_key: bytes | None,
+    job_name: str = "job",
+    threshold: int = 0,
+) -> Path:
+    """chk-N of a job ``job_name`` under ``base``: one heap subtask holding ``values`` in an
+    untyped ValueState (a file, or inline in ``_metadata`` above ``threshold``), signed with
+    ``signing_key`` when given."""
+    storage = FileSystemCheckpointStorage(str(base), file_state_size_threshold=threshold)
+    access = storage.create_checkpoint_storage("0123456789abcdef0123456789abcdef")
+    assert isinstance(access, FsCheckpointStorageAccess)
+    access.initialize_base_locations_for_checkpoint()
+    location = access.initialize_location_for_checkpoint(n)
+    backend = _backend(base, f"local-{n}")
+    state = backend.get_partitioned_state(UNTYPED)
+    for key, value in values.items():
+        backend.set_current_key(key)
+        state.update(value)
+    handle = backend.snapshot(n, location, SnapshotType.CHECKPOINT)()
+    backend.dispose()
+    metadata = CheckpointMetadata(
+        n,
+        (OperatorState("op", 1, MAX_P, {0: OperatorSubtaskState((handle,))}),),
+        (JobMasterState("0123", job_name, n).to_master_state(),),
+        CheckpointProperties.for_checkpoint("RETAIN_ON_CANCELLATION"),
+    )
+    return Path(write_metadata(location, metadata, signing_key=signing_key).external_pointer)
+
+
+def _settings(tmp_path: Path, restore: Path | None, job_name: str = "job", **keys: str) -> Any:
+    config = {
+        "parallelism.default": "1",
+        "execution.checkpointing.interval": "1 s",
+        "execution.savepoint.ignore-unclaimed-state": "true",  # the plan has no operator
+        **{f"sparkpoint.snapshot.{k.replace('_', '-')}": v for k, v in keys.items()},
+    }
+    if restore is not None:
+        config["execution.savepoint.path"] = str(restore)
+    storage = FileSystemCheckpointStorage(str(tmp_path / "ckpt"), file_state_size_threshold=0)
+    return build_job_settings(job_name, JobRequest(config, HashMapStateBackend(), storage))
+
+
+def _start(settings: JobSettings) -> EpochCheckpoints:
+    """The job's start as ``JobMaster`` runs it (storage, then the initial restore); its
+    checkpoints (whose coordinator signs what the job writes next)."""
+    plan = Plan(stages=[], sources=[], sinks=[], nodes=[])
+    changelog = ChangelogCheckpoints(plan, False, None, "heap")
+    recovery = SubtaskRecovery(plan, False, enabled=False)
+    sources = SourceCoordinator(plan, 1, SYSTEM_CLOCK)
+    sinks = SinkCommits({})
+    checkpoints = EpochCheckpoints(
+        settings.job_id, plan, settings, changelog, recovery, sinks, SYSTEM_CLOCK
+    )
+    progress = JobProgress(settings, checkpoints, changelog, KeyedPlacement(settings.job_id, plan))
+    restore = JobRestore(
+        plan, settings, SYSTEM_CLOCK, checkpoints, sources, sinks, recovery, changelog, progress
+    )
+    checkpoints.initialize_storage()
+    restore.initial()
+    return checkpoints
+
+
+def _handle(snapshot: Path) -> KeyedStateHandle:
+    md = load_checkpoint_metadata((snapshot / "_metadata").read_bytes(), str(snapshot))
+    return md.operator_states[0].subtask_states[0].managed_keyed_state[0]
+
+
+def _restored_values(
+    settings: JobSettings, snapshot: Path, tmp_path: Path, keys: list[int]
+) -> dict[int, Any]:
+    """Restore ``snapshot``'s heap state as the job's tasks do (``allow_pickle`` from the
+    job's spec) and read ``keys``."""
+    set_allow_pickle(settings.pickle_allowed)
+    clear_heap_cache()
+    backend = _backend(tmp_path, f"restore-{len(list(tmp_path.iterdir()))}")
+    try:
+        backend.restore([_handle(snapshot)])
+        state = backend.get_partitioned_state(UNTYPED)
+        out = {}
+        for key in keys:
+            backend.set_current_key(key)
+            out[key] = state.value()
+        return out
+    finally:
+        backend.dispose()
+
+
+def test_an_unsigned_snapshot_from_elsewhere_is_plain_data_only_naming_the_opt_in(
+    tmp_path: Path,
+) -> None:
+    marker = tmp_path / "marker"
+    downloaded = _checkpoint(tmp_path / "downloads", 1, {1: 1, 2: Plant(marker)}, None)
+
+    settings = _settings(tmp_path, downloaded)
+    checkpoints = _start(settings)
+    assert settings.pickle_allowed is False
+    with pytest.raises(UntrustedSnapshotError) as info:
+        _restored_values(settings, downloaded, tmp_path, [1, 2])
+    message = str(info.value)
+    assert "Refusing to unpickle" in message and "it names io.open" in message
+    assert "neither signed with the configured signing key nor one of this job's own" in message
+    assert OPT_IN in message
+    assert not marker.exists()
+    # Its state may live on in this run's checkpoints: they are not signed as the job's own.
+    assert checkpoints.coordinator.policy.trust.key_for_writing() is None
+
+    # Copied into the job's own checkpoint directory, it is still not the job's own.
+    copied = tmp_path / "ckpt" / "copied" / "chk-1"
+    shutil.copytree(downloaded, copied)
+    settings = _settings(tmp_path, copied)
+    _start(settings)
+    assert settings.pickle_allowed is False
+
+    # The opt-in: the user trusts who wrote it.
+    settings = _settings(tmp_path, downloaded, allow_pickle="true")
+    _start(settings)
+    assert settings.pickle_allowed is True
+
+
+def test_the_jobs_own_checkpoint_restores_with_pickle_and_no_setting(tmp_path: Path) -> None:
+    values = {k: Fraction(k, 3) for k in range(1, 20)}  # pickles that name a class
+    first = _settings(tmp_path, None)
+    checkpoints = _start(first)
+    assert first.pickle_allowed is True
+    # What the job's coordinator signs its checkpoints with: the origin key, made now.
+    key = checkpoints.coordinator.policy.trust.key_for_writing()
+    key_file = tmp_path / "ckpt" / ORIGIN_KEY_FILE
+    assert key is not None and key_file.read_bytes().strip() == key
+    assert stat.S_IMODE(os.stat(key_file).st_mode) == 0o600
+    own = _checkpoint(tmp_path / "ckpt", 4, values, key)
+    assert is_signed((own / "_metadata").read_bytes())
+
+    settings = _settings(tmp_path, own, job_name="a later run")
+    checkpoints = _start(settings)
+    assert settings.pickle_allowed is True
+    assert _restored_values(settings, own, tmp_path, list(values)) == values
+    assert checkpoints.coordinator.policy.trust.key_for_writing() == key  # still its own
+
+    # The same checkpoint restored by a job with another checkpoint directory: not its own.
+    elsewhere = tmp_path / "other"
+    elsewhere.mkdir()
+    settings = _settings(elsewhere, own)
+    _start(settings)
+    assert settings.pickle_allowed is False
+    with pytest.raises(UntrustedSnapshotError, match=r"it names fractions\.Fraction"):
+        _restored_values(settings, own, tmp_path, [1])
+
+    # allow-pickle false: plain data only, the job's own included.
+    settings = _settings(tmp_path, own, allow_pickle="false")
+    _start(settings)
+    assert settings.pickle_allowed is False
+
+
+def test_a_signed_snapshot_restores_and_its_signature_binds_job_and_checkpoint(
+    tmp_path: Path,
+) -> None:
+    values = {k: Fraction(1, k) for k in range(1, 12)}
+    key = "a team's key"
+    signed = _checkpoint(tmp_path / "team", 3, values, key.encode(), job_name="counts")
+
+    settings = _settings(tmp_path, signed, job_name="counts", signing_key=key)
+    _start(settings)
+    assert settings.pickle_allowed is True
+    assert _restored_values(settings, signed, tmp_path, list(values)) == values
+
+    # Another job (name) with the same key: refused, naming both.
+    with pytest.raises(SnapshotSignatureError) as info:
+        _start(_settings(tmp_path, signed, job_name="sums", signing_key=key))
+    assert str(info.value) == (
+        f"Refusing checkpoint metadata file {signed / '_metadata'}: it is signed for job "
+        "'counts', and this job is 'sums' (a signature binds the job name). Run the job as "
+        "'counts' to restore it."
+    )
+
+    # An older signed checkpoint replayed under a newer one's name: refused (state inline,
+    # so that no state file path gives it away first).
+    older = _checkpoint(tmp_path / "team", 4, values, key.encode(), "counts", 1 << 20)
+    newer = _checkpoint(tmp_path / "team", 5, values, key.encode(), "counts", 1 << 20)
+    shutil.copy(older / "_metadata", newer / "_metadata")
+    with pytest.raises(MetadataFormatError) as replay:
+        _start(_settings(tmp_path, newer, job_name="counts", signing_key=key))
+    assert str(replay.value) == (
+        f"Refusing checkpoint metadata file {newer / '_metadata'}: it holds checkpoint 4, "
+        "not 5 as its directory's name says (a copied or replayed _metadata?)"
+    )
