@@ -177,9 +177,12 @@ class FileSink(Sink):
     ) -> SinkWriter:
         return _FileWriter(self, job_id, epoch, subtask_index, attempt)
 
-    def check_restored(self, committables: Sequence[Any], job_id: str, where: str) -> None:
+    def check_restored(
+        self, committables: Sequence[Any], job_id: str, where: str, *, trusted: bool = True
+    ) -> None:
         """Refuse (``UnsafeStatePathError``) any committable whose staged file is not in the
-        in-progress directory of job ``job_id`` or whose part file is not in the base path."""
+        in-progress directory of job ``job_id`` (the restoring job's, never one an untrusted
+        snapshot states) or whose part file is not in the base path."""
         self._check(committables, job_id, where)
 
     def _check(self, committables: Sequence[Any], job_id: str | None, where: str) -> None:

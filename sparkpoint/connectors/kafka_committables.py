@@ -5,9 +5,11 @@ A committable names a transaction to commit: ``transactional_id``, ``producer_id
 coordinator's clock when it began; absent in committables of older checkpoints, which are
 committed without the check it allows). A checkpoint's ``_metadata`` carries the
 uncommitted ones; on restore they are committed on its word, so each is checked before any
-Kafka call: the id must be one of this sink's (``<prefix>-<subtask>-<n>``), the producer id and
-epoch in Kafka's ranges, the start time an int >= -1, and the topics the sink's own when it
-writes to a fixed topic.
+Kafka call: the id must be one of this sink's (``<prefix>-<subtask>-<n>``, ASCII digits),
+the producer id and epoch in Kafka's ranges, the start time an int >= -1, the topics legal
+Kafka topic names, the sink's own when it writes to a fixed topic, and, with a topic
+selector, named by a snapshot the job trusts (its own or signed: the job's record of the
+topics it wrote).
 """
 
 from __future__ import annotations
@@ -24,19 +26,28 @@ __all__ = ["checked_transactions", "transactional_id_pattern"]
 _MAX_EPOCH = 32767  # a producer epoch is a Java short
 _FIELDS = ("transactional_id", "producer_id", "producer_epoch", "topics")
 _START = "transaction_start_time_ms"
+_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Kafka's legal topic names
 
 
 def transactional_id_pattern(prefix: str) -> re.Pattern[str]:
-    """The transactional ids of the sink with ``prefix``: ``<prefix>-<subtask>-<n>``."""
-    return re.compile(re.escape(prefix) + r"-(\d+)-(\d+)")
+    """The transactional ids of the sink with ``prefix``: ``<prefix>-<subtask>-<n>``, numbers
+    of ASCII digits only (``\\d`` would take any Unicode digit)."""
+    return re.compile(re.escape(prefix) + r"-([0-9]+)-([0-9]+)")
 
 
 def checked_transactions(
-    committables: Sequence[Any], prefix: str, topic: str | None, where: str
+    committables: Sequence[Any],
+    prefix: str,
+    topic: str | None,
+    where: str,
+    *,
+    topics_known: bool = True,
 ) -> list[OpenTransaction]:
     """The transactions ``committables`` name, each checked (``MetadataFormatError`` naming
     ``where``, the field and its value otherwise); ``topic`` is the sink's fixed topic, if
-    it has one."""
+    it has one. A sink with a topic selector knows the topics it wrote only from its own
+    records: ``topics_known`` false (a snapshot that is neither the job's own nor signed)
+    refuses any topic such a sink's committable names."""
     own = transactional_id_pattern(prefix)
     out = []
     for i, c in enumerate(committables):
@@ -66,10 +77,23 @@ def checked_transactions(
             raise _refuse(where, f"{field} {_START}", start, "is not a start time in ms (>= -1)")
         if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
             raise _refuse(where, f"{field} topics", topics, "is not a list of topic names")
+        for name in topics:
+            if _TOPIC.fullmatch(name) is None or name in (".", ".."):
+                raise _refuse(where, f"{field} topics", name, "is not a Kafka topic name")
         foreign = [t for t in topics if topic is not None and t != topic]
         if foreign:
             raise _refuse(
                 where, f"{field} topics", foreign[0], f"is not this sink's topic {topic!r}"
+            )
+        if topic is None and topics and not topics_known:
+            raise _refuse(
+                where,
+                f"{field} topics",
+                topics[0],
+                "is a topic of a sink with a topic selector, named by a snapshot that is "
+                "neither this job's own nor signed with the configured key, so not one the "
+                "job is known to have written (restore it with "
+                "sparkpoint.snapshot.allow-pickle=true only if you trust who wrote it)",
             )
         out.append(OpenTransaction(tid, pid, epoch, "", start))
     return out

@@ -112,12 +112,19 @@ class KafkaSink(Sink):
             wait=self.delivery_guarantee is DeliveryGuarantee.AT_LEAST_ONCE,
         )
 
-    def check_restored(self, committables: Sequence[Any], job_id: str, where: str) -> None:
+    def check_restored(
+        self, committables: Sequence[Any], job_id: str, where: str, *, trusted: bool = True
+    ) -> None:
         """Refuse (``MetadataFormatError`` naming ``where``, the field and the value) any
-        committable a restored snapshot names that this sink could not have written."""
+        committable a restored snapshot names that this sink could not have written; with a
+        topic selector, the topics of an untrusted snapshot's commits are unknown: refused."""
         if self.transactional:
             checked_transactions(
-                committables, self.transactional_id_prefix, self.record_serializer.topic, where
+                committables,
+                self.transactional_id_prefix,
+                self.record_serializer.topic,
+                where,
+                topics_known=trusted,
             )
 
     def commit(self, committables: Sequence[Any]) -> None:
@@ -249,7 +256,7 @@ class KafkaSinkBuilder:
     def __init__(self) -> None:
         self._props: dict[str, str] = {}
         self._guarantee = DeliveryGuarantee.NONE
-        self._prefix = "kafka-sink"
+        self._prefix: str | None = None
         self._serializer: KafkaRecordSerializationSchema | None = None
         self._naming = TransactionNamingStrategy.INCREMENTING
 
@@ -259,7 +266,14 @@ class KafkaSinkBuilder:
             raise ConfigurationError("bootstrapServers")
         if self._serializer is None:
             raise ConfigurationError("recordSerializer")
-        return KafkaSink(self._props, self._guarantee, self._prefix, self._serializer, self._naming)
+        if self._guarantee is DeliveryGuarantee.EXACTLY_ONCE and self._prefix is None:
+            raise ConfigurationError(
+                "EXACTLY_ONCE delivery guarantee requires a transactionIdPrefix to be set to "
+                "provide unique transaction names across multiple KafkaSinks writing to the "
+                "same Kafka cluster."
+            )
+        prefix = self._prefix if self._prefix is not None else "kafka-sink"  # not transactional
+        return KafkaSink(self._props, self._guarantee, prefix, self._serializer, self._naming)
 
     def set_bootstrap_servers(self, bootstrap_servers: str) -> KafkaSinkBuilder:
         """The Kafka cluster's bootstrap servers."""
@@ -273,8 +287,9 @@ class KafkaSinkBuilder:
         return self
 
     def set_transactional_id_prefix(self, transactional_id_prefix: str) -> KafkaSinkBuilder:
-        """The prefix of the transactional ids (``kafka-sink`` by default); keep it stable
-        across restarts and unique per job on the cluster."""
+        """The prefix of the transactional ids, required by EXACTLY_ONCE (as Flink's builder:
+        a shared default would let each job's restore abort the others' transactions); keep
+        it stable across restarts and unique per job on the cluster."""
         if len(transactional_id_prefix.encode("utf-8")) > _MAX_PREFIX_BYTES:
             raise ConfigurationError(
                 "The configured prefix is too long and the resulting transactionalId might "

@@ -59,10 +59,12 @@ class Sink(abc.ABC):
         """Make staged output visible (idempotent)."""
 
     def check_restored(  # noqa: B027 - nothing to check by default
-        self, committables: Sequence[Any], job_id: str, where: str
+        self, committables: Sequence[Any], job_id: str, where: str, *, trusted: bool = True
     ) -> None:
         """Refuse committables a restored snapshot names for this sink that this sink could
-        not have written (``UnsafeStatePathError`` naming ``where``), before any I/O."""
+        not have written (``UnsafeStatePathError`` naming ``where``), before any I/O.
+        ``job_id``: the restoring job's (or the run a trusted snapshot continues);
+        ``trusted``: whether the snapshot is the job's own or signed (docs/storage.md)."""
 
     def abort(self, committables: Sequence[Any]) -> None:  # noqa: B027 - no-op by default
         """Discard staged output that will never be committed (nothing staged by default)."""

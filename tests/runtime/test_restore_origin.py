@@ -32,9 +32,16 @@ from sparkpoint.checkpoint.metadata.file_format import (
 from sparkpoint.checkpoint.origin import ORIGIN_KEY_FILE
 from sparkpoint.checkpoint.properties import CheckpointProperties
 from sparkpoint.clock import SYSTEM_CLOCK
+from sparkpoint.common import Encoder
 from sparkpoint.common.typeinfo import Types
 from sparkpoint.datastream import FileSystemCheckpointStorage, HashMapStateBackend
-from sparkpoint.errors import MetadataFormatError, SnapshotSignatureError, UntrustedSnapshotError
+from sparkpoint.datastream.connectors.file_system import FileSink
+from sparkpoint.errors import (
+    MetadataFormatError,
+    SnapshotSignatureError,
+    UnsafeStatePathError,
+    UntrustedSnapshotError,
+)
 from sparkpoint.runtime.driver.changelog_checkpoints import ChangelogCheckpoints
 from sparkpoint.runtime.driver.epoch_checkpoints import EpochCheckpoints
 from sparkpoint.runtime.driver.failover import JobRestore
@@ -88,6 +95,7 @@ def _checkpoint(
     signing_key: bytes | None,
     job_name: str = "job",
     threshold: int = 0,
+    master: JobMasterState | None = None,
 ) -> Path:
     """chk-N of a job ``job_name`` under ``base``: one heap subtask holding ``values`` in an
     untyped ValueState (a file, or inline in ``_metadata`` above ``threshold``), signed with
@@ -107,7 +115,7 @@ def _checkpoint(
     metadata = CheckpointMetadata(
         n,
         (OperatorState("op", 1, MAX_P, {0: OperatorSubtaskState((handle,))}),),
-        (JobMasterState("0123", job_name, n).to_master_state(),),
+        ((master or JobMasterState("0123", job_name, n)).to_master_state(),),
         CheckpointProperties.for_checkpoint("RETAIN_ON_CANCELLATION"),
     )
     return Path(write_metadata(location, metadata, signing_key=signing_key).external_pointer)
@@ -126,14 +134,15 @@ def _settings(tmp_path: Path, restore: Path | None, job_name: str = "job", **key
     return build_job_settings(job_name, JobRequest(config, HashMapStateBackend(), storage))
 
 
-def _start(settings: JobSettings) -> EpochCheckpoints:
-    """The job's start as ``JobMaster`` runs it (storage, then the initial restore); its
-    checkpoints (whose coordinator signs what the job writes next)."""
+def _start(settings: JobSettings, sinks_by_id: dict[str, Any] | None = None) -> EpochCheckpoints:
+    """The job's start as ``JobMaster`` runs it (storage, then the initial restore) with
+    the sinks ``sinks_by_id``; its checkpoints (whose coordinator signs what the job writes
+    next)."""
     plan = Plan(stages=[], sources=[], sinks=[], nodes=[])
     changelog = ChangelogCheckpoints(plan, False, None, "heap")
     recovery = SubtaskRecovery(plan, False, enabled=False)
     sources = SourceCoordinator(plan, 1, SYSTEM_CLOCK)
-    sinks = SinkCommits({})
+    sinks = SinkCommits(sinks_by_id or {})
     checkpoints = EpochCheckpoints(
         settings.job_id, plan, settings, changelog, recovery, sinks, SYSTEM_CLOCK
     )
@@ -269,3 +278,39 @@ def test_a_signed_snapshot_restores_and_its_signature_binds_job_and_checkpoint(
         f"Refusing checkpoint metadata file {newer / '_metadata'}: it holds checkpoint 4, "
         "not 5 as its directory's name says (a copied or replayed _metadata?)"
     )
+
+
+def test_file_sink_commits_of_an_untrusted_snapshot_must_be_the_restoring_jobs(
+    tmp_path: Path,
+) -> None:
+    """A crafted snapshot stating another job's id cannot make the sink publish that job's
+    staged file; the job's own snapshot continues its run's commits as before."""
+    out = tmp_path / "out"
+    staged = out / ".inprogress" / "victim-job" / "part-victi-0-1-0.0.5f3a"
+    staged.parent.mkdir(parents=True)
+    staged.write_text("another job's uncommitted output\n")
+    final = out / "part-victi-0-1-0"
+    commits = (("files", [[str(staged), str(final)]]),)
+    master = JobMasterState("victim-job", "job", 1, pending_sink_commits=commits)
+    crafted = _checkpoint(tmp_path / "downloads", 1, {1: 1}, None, master=master)
+    sink = FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()
+
+    settings = _settings(tmp_path, crafted)
+    with pytest.raises(UnsafeStatePathError) as info:
+        _start(settings, {"files": sink})
+    assert str(info.value) == (
+        f"Refusing the file sink's committable 0 staged path {str(staged)!r} in checkpoint "
+        f"metadata file {crafted / '_metadata'}, field pending_sink_commits['files']: it is "
+        f"not a file of {out}/.inprogress/{settings.job_id}/. A restored snapshot's sink "
+        "commits must lie in the sink's own directories (a sink whose base path changed "
+        "since the snapshot cannot redo them: restore with the base path the snapshot was "
+        "taken with)."
+    )
+    assert not final.exists() and staged.exists()
+
+    # The job's own checkpoint of the run 'victim-job': its record, redone at the restore.
+    first = _settings(tmp_path, None)
+    key = _start(first).coordinator.policy.trust.key_for_writing()
+    own = _checkpoint(tmp_path / "ckpt", 2, {1: 1}, key, master=master)
+    _start(_settings(tmp_path, own), {"files": sink})
+    assert final.read_text() == "another job's uncommitted output\n" and not staged.exists()

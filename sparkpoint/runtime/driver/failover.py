@@ -75,6 +75,9 @@ class JobRestore:
         )
         self._progress = progress
         self._restore_failures: dict[str, int] = {}  # snapshot -> its failed restores
+        # The snapshot the job started from when it is neither trusted nor vouched for
+        # (allow-pickle true): its sink commits must be the restoring job's own.
+        self._untrusted: str | None = None
 
     def initial(self) -> StartState:
         """What the job's first epoch starts from: nothing, or the configured savepoint
@@ -91,9 +94,12 @@ class JobRestore:
             self._s.checkpoint_storage, self._s.restore_path, trust=trust
         )
         check_unmatched_state(self._plan, metadata, self._s.allow_non_restored_state)
-        self._check_master_state(metadata, location.external_pointer)
         source = metadata_file(location.external_pointer)
-        self._trust_restore(restore_trusted(trust, data, metadata, self._s.job_name, source))
+        trusted = restore_trusted(trust, data, metadata, self._s.job_name, source)
+        if not trusted and trust.allow_pickle is not True:
+            self._untrusted = location.external_pointer
+        self._check_master_state(metadata, location.external_pointer)
+        self._trust_restore(trusted)
         restored = CompletedCheckpoint.from_metadata(job_id, metadata, location)
         self._checkpoints.add_restored(restored, self._s.claim_mode)
         start = self._restore_from(metadata, RestoreReason.START, restored.external_pointer)
@@ -108,7 +114,7 @@ class JobRestore:
         signed as the job's own (its state may still hold the snapshot's pickles)."""
         trust = self._s.policy.trust
         self._s.pickle_allowed = trust.pickle_allowed(trusted)
-        if not trusted and trust.allow_pickle is not True:
+        if self._untrusted is not None:
             if trust.origin_dir is not None and not trust.signed:
                 coordinator = self._checkpoints.coordinator
                 coordinator.policy = replace(
@@ -201,7 +207,9 @@ class JobRestore:
     def _check_master_state(self, metadata: CheckpointMetadata | None, pointer: str) -> None:
         """Refuse, before any I/O, source splits and sink commits of the snapshot at
         ``pointer`` that the job's own sources and sinks could not have recorded: the
-        master state is input from outside (each connector checks its own)."""
+        master state is input from outside (each connector checks its own). The sinks check
+        against the restoring job's id, or the id a trusted snapshot states (the run it
+        continues), and are told whether the snapshot is trusted."""
         where = f"checkpoint metadata file {metadata_file(pointer)}"
         try:
             master = JobMasterState.from_metadata(metadata)
@@ -222,8 +230,12 @@ class JobRestore:
                 continue
             if not isinstance(committables, list):
                 committables = [committables]
+            trusted = pointer != self._untrusted
             sink.check_restored(
-                committables, master.job_id, f"{where}, field pending_sink_commits[{op!r}]"
+                committables,
+                master.job_id if trusted else self._progress.job_id,
+                f"{where}, field pending_sink_commits[{op!r}]",
+                trusted=trusted,
             )
 
     def _restore_from(

@@ -27,7 +27,10 @@ def restore_trusted(
     """Whether the restored ``_metadata`` (``data``, already loaded as ``metadata`` with
     ``trust``, so a configured key has verified it) is trusted; ``SnapshotSignatureError``
     when the signing key signed it for a job of another name."""
-    master = JobMasterState.from_metadata(metadata)
+    try:
+        master = JobMasterState.from_metadata(metadata)
+    except (KeyError, TypeError, ValueError):
+        master = None  # malformed: refused by the master state's own check
     recorded = master.job_name if master is not None else None
     if trust.signed:
         if recorded is not None and recorded != job_name:

@@ -133,8 +133,15 @@ def test_sink_validation_and_defaults() -> None:
     built = sink.build()
     assert built.delivery_guarantee is DeliveryGuarantee.NONE and not built.transactional
     assert built.transactional_id_prefix == "kafka-sink"
-    exactly = sink.set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE).build()
-    assert exactly.transactional
+    sink.set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
+    with pytest.raises(ConfigurationError) as missing:
+        sink.build()
+    assert str(missing.value) == (
+        "EXACTLY_ONCE delivery guarantee requires a transactionIdPrefix to be set to provide "
+        "unique transaction names across multiple KafkaSinks writing to the same Kafka cluster."
+    )
+    exactly = sink.set_transactional_id_prefix("orders-job").build()
+    assert exactly.transactional and exactly.transactional_id_prefix == "orders-job"
     assert exactly.producer_config()["partitioner"] == "murmur2_random"
 
 

@@ -70,8 +70,13 @@ BAD = [
     ("producer_id", "7"),
     ("producer_id", True),
     ("producer_epoch", 32768),
+    ("transactional_id", "job-a-\u0663-3"),  # ARABIC-INDIC DIGIT THREE
+    ("transactional_id", "job-a-0-\uff13"),  # FULLWIDTH DIGIT THREE
+    ("transactional_id", "job-a-\u00b2-3"),  # SUPERSCRIPT TWO
     ("topics", "out"),
     ("topics", ["out", "secrets"]),
+    ("topics", ["out", "a/b"]),
+    ("topics", ["out", ""]),
     ("transaction_start_time_ms", -2),
     ("transaction_start_time_ms", "1795807586039"),
     ("transaction_start_time_ms", 1.5),
@@ -98,6 +103,44 @@ def test_malformed_committable_refused(committable: Any, connects: list[Any]) ->
         _sink().check_restored([committable], "job-id", WHERE)
     with pytest.raises(MetadataFormatError):
         _sink().abort_lingering([committable])
+    assert connects == []
+
+
+def _selector_sink() -> KafkaSink:
+    return (
+        KafkaSink.builder()
+        .set_bootstrap_servers("127.0.0.1:9")
+        .set_record_serializer(
+            KafkaRecordSerializationSchema.builder()
+            .set_topic_selector(lambda v: f"t-{v}")
+            .set_value_serialization_schema(SimpleStringSchema())
+            .build()
+        )
+        .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
+        .set_transactional_id_prefix("job-a")
+        .build()
+    )
+
+
+def test_topic_selector_commits_of_an_untrusted_snapshot_are_refused(
+    connects: list[Any],
+) -> None:
+    """With a topic selector, only the job's own (or a signed) snapshot says which topics
+    the job wrote; one from elsewhere naming any topic is refused, naming the opt-in."""
+    other = {**GOOD, "topics": ["t-1", "payments"]}
+    _selector_sink().check_restored([GOOD, other], "job-id", WHERE)  # trusted: its record
+    with pytest.raises(MetadataFormatError) as e:
+        _selector_sink().check_restored([GOOD, other], "job-id", WHERE, trusted=False)
+    assert str(e.value) == (
+        f"Refusing the Kafka sink's committable 0 topics 'out' in {WHERE}: it is a topic of a "
+        "sink with a topic selector, named by a snapshot that is neither this job's own nor "
+        "signed with the configured key, so not one the job is known to have written "
+        "(restore it with sparkpoint.snapshot.allow-pickle=true only if you trust who wrote "
+        "it). A restored snapshot's sink commits must name transactions this sink wrote."
+    )
+    _selector_sink().check_restored([{**GOOD, "topics": []}], "job-id", WHERE, trusted=False)
+    with pytest.raises(MetadataFormatError, match=r"topics '\.\.' in .* is not a Kafka topic"):
+        _selector_sink().check_restored([{**GOOD, "topics": [".."]}], "job-id", WHERE)
     assert connects == []
 
 
