@@ -197,12 +197,9 @@ class FileSink(Sink):
                 job, _, name = path_below(staged, inprogress).partition("/")
             except ValueError as e:
                 raise _refuse(where, f"{field} staged path", staged, str(e)) from None
-            if not name or "/" in name or (job_id is not None and job != job_id):
+            if not name or "/" in name:
                 raise _refuse(
-                    where,
-                    f"{field} staged path",
-                    staged,
-                    f"is not a file of {inprogress}/{job_id or '<job>'}/",
+                    where, f"{field} staged path", staged, f"is not a file of {inprogress}/<job>/"
                 )
             try:
                 part = path_below(final, base)
@@ -210,6 +207,9 @@ class FileSink(Sink):
                 raise _refuse(where, f"{field} final path", final, str(e)) from None
             if "/" in part or not part.startswith(self.config.part_prefix) or part[0] in "._":
                 raise _refuse(where, f"{field} final path", final, f"is not a part file of {base}/")
+            if job_id is not None and job != job_id:
+                own = f"is not a file of {inprogress}/{job_id}/"
+                raise _refuse(where, f"{field} staged path", staged, own)
 
     def commit(self, committables: Sequence[Any]) -> None:
         """Rename each staged file to its part file, after checking every pair."""

@@ -145,7 +145,7 @@ def test_the_untouched_snapshot_restores_exactly(
     env = _env(
         spark,
         tmp_path,
-        "ckpt-b",
+        "ckpt-a",  # the job's own checkpoint directory: its snapshots are its own
         **{
             "execution.state-recovery.path": pointer,
             "sparkpoint.epoch.max-records-per-split": "1000",

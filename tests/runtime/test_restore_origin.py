@@ -34,7 +34,11 @@ from sparkpoint.checkpoint.properties import CheckpointProperties
 from sparkpoint.clock import SYSTEM_CLOCK
 from sparkpoint.common import Encoder
 from sparkpoint.common.typeinfo import Types
-from sparkpoint.datastream import FileSystemCheckpointStorage, HashMapStateBackend
+from sparkpoint.datastream import (
+    FileSystemCheckpointStorage,
+    HashMapStateBackend,
+    JobManagerCheckpointStorage,
+)
 from sparkpoint.datastream.connectors.file_system import FileSink
 from sparkpoint.errors import (
     MetadataFormatError,
@@ -314,3 +318,21 @@ def test_file_sink_commits_of_an_untrusted_snapshot_must_be_the_restoring_jobs(
     own = _checkpoint(tmp_path / "ckpt", 2, {1: 1}, key, master=master)
     _start(_settings(tmp_path, own), {"files": sink})
     assert final.read_text() == "another job's uncommitted output\n" and not staged.exists()
+
+
+def test_without_a_checkpoint_directory_the_savepoint_directory_holds_the_origin_key(
+    tmp_path: Path,
+) -> None:
+    config = {
+        "parallelism.default": "1",
+        "execution.checkpointing.savepoint-dir": str(tmp_path / "sp"),
+    }
+    settings = build_job_settings(
+        "job", JobRequest(config, HashMapStateBackend(), JobManagerCheckpointStorage())
+    )
+    assert settings.policy.trust.origin_dir == str(tmp_path / "sp")
+    in_memory = build_job_settings(
+        "job", JobRequest({"parallelism.default": "1"}, HashMapStateBackend())
+    )
+    assert in_memory.policy.trust.origin_dir is None
+    assert in_memory.policy.trust.key_for_writing() is None  # nothing to mark its own by

@@ -152,11 +152,14 @@ def _changelog_checkpoints(config: Mapping[str, Any]) -> bool:
 
 
 def _checkpoint_policy(config: Mapping[str, Any], storage: Any = None) -> CheckpointPolicy:
-    """The coordinator's policy; its trust knows the checkpoint directory of ``storage``,
-    whose origin key marks the job's own snapshots (``checkpoint.origin``)."""
+    """The coordinator's policy; its trust knows the checkpoint directory of ``storage``
+    (without one, its savepoint directory), whose origin key marks the job's own snapshots
+    (``checkpoint.origin``)."""
     interval = _CKPT.CHECKPOINTING_INTERVAL.read(config)
-    get_checkpoint_path = getattr(storage, "get_checkpoint_path", None)
-    checkpoint_dir = get_checkpoint_path() if callable(get_checkpoint_path) else None
+    checkpoint_dir = None
+    for getter in ("get_checkpoint_path", "get_savepoint_path"):
+        get_path = getattr(storage, getter, None)
+        checkpoint_dir = checkpoint_dir or (get_path() if callable(get_path) else None)
     return CheckpointPolicy(
         interval_ms=-1 if interval is None else interval,
         timeout_ms=_CKPT.CHECKPOINTING_TIMEOUT.read(config),
