@@ -115,7 +115,18 @@ class RestartStrategyOptions(OptionGroup):
         int_type(minimum=1),
         3,
         "sparkpoint: times the restore of one snapshot (the latest checkpoint, or the "
-        "savepoint the job starts from) may fail with a state-restore error (a corrupt or "
-        "truncated state file) before the job fails, whatever its restart strategy allows: "
-        "restarting from the same snapshot would fail the same way.",
+        "savepoint the job starts from) may fail before the job fails, whatever its restart "
+        "strategy allows: restarting from the same snapshot would fail the same way. A "
+        "failure counts when it is a state-restore error (a corrupt or truncated state file), "
+        "or a Python worker that died (a crash, or sparkpoint.restart.restore-timeout) before "
+        "any epoch succeeded since the restore.",
+    )
+    RESTORE_TIMEOUT = ConfigOption(
+        "sparkpoint.restart.restore-timeout",
+        DURATION,
+        600_000,
+        "sparkpoint: longest a task of the first run after a restore may take; past it the "
+        "task's Python worker exits (its stacks in the executor's log), which counts against "
+        "sparkpoint.restart.restore-attempts, so a snapshot that makes its restore hang "
+        "cannot keep the job waiting. 0 disables it.",
     )

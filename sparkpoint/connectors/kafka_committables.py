@@ -90,10 +90,8 @@ def checked_transactions(
                 where,
                 f"{field} topics",
                 topics[0],
-                "is a topic of a sink with a topic selector, named by a snapshot that is "
-                "neither this job's own nor signed with the configured key, so not one the "
-                "job is known to have written (restore it with "
-                "sparkpoint.snapshot.allow-pickle=true only if you trust who wrote it)",
+                "is a topic of a sink with a topic selector, named by an untrusted snapshot: "
+                "not one the job is known to have written",
             )
         out.append(OpenTransaction(tid, pid, epoch, "", start))
     return out

@@ -160,6 +160,9 @@ class JobSpec:
     periodic_watermarks: bool = True
     # sparkpoint.snapshot.allow-pickle: False reads pickled state as plain data only.
     allow_pickle: bool = True
+    # sparkpoint.restart.restore-timeout in seconds (None: no deadline): a task that
+    # restores state ends its worker past it (runtime/task/restore_watchdog.py).
+    restore_timeout_s: float | None = None
 
 
 @dataclass(frozen=True)

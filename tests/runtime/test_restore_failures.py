@@ -8,8 +8,10 @@ the middle of its last key group."""
 from __future__ import annotations
 
 import logging
+import os
 import re
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +19,19 @@ import pytest
 
 from sparkpoint.checkpoint.discovery import load_pointer
 from sparkpoint.checkpoint.handles import FileStateHandle, KeyGroupsStateHandle
-from sparkpoint.common import Configuration, JobStatus
+from sparkpoint.common import Configuration, Encoder, JobStatus
+from sparkpoint.connectors.number_seq import NumberSequenceSource
 from sparkpoint.datastream import (
     ExternalizedCheckpointRetention,
     FileSystemCheckpointStorage,
     HashMapStateBackend,
+    KeyedProcessFunction,
     StreamExecutionEnvironment,
 )
+from sparkpoint.datastream.connectors.file_system import FileSink
 from sparkpoint.errors import JobExecutionError
+from sparkpoint.state.descriptors import ValueStateDescriptor
+from sparkpoint.state.typeinfo import Types
 from tests.runtime.jobs.reference import keyed_count_job, run_until_checkpoints
 
 pytestmark = pytest.mark.spark
@@ -36,6 +43,9 @@ def _env(spark: Any, tmp_path: Path, name: str, **conf: str) -> Any:
     config = Configuration()
     config.set_string("sparkpoint.epoch.max-records-per-split", "500")
     config.set_string("sparkpoint.local-state.dir", str(tmp_path / "local"))
+    # ckpt-b restores a snapshot of ckpt-a, not its own: the test vouches for it, so its
+    # sink commits are redone and its state is what fails (docs/storage.md).
+    config.set_string("sparkpoint.snapshot.allow-pickle", "true")
     for key, value in conf.items():
         config.set_string(key, value)
     env = StreamExecutionEnvironment.get_execution_environment(config, spark=spark)
@@ -128,3 +138,79 @@ def test_the_number_of_attempts_is_configured(spark: Any, tmp_path: Path) -> Non
         client.get_job_execution_result().result(timeout=300)
     assert client.job_master.progress.restarts == 0
     assert client.get_job_status().result() is JobStatus.FAILED
+
+
+class _HangsWhenMarked(KeyedProcessFunction):
+    """Counts per key; hangs (as a crafted snapshot's state could make a restore hang)
+    while the file ``marker`` exists."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def open(self, runtime_context: Any) -> None:
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        if os.path.exists(self.marker):
+            time.sleep(3600)
+        self.count.update((self.count.value() or 0) + 1)
+        yield value
+
+
+def _hanging_env(spark: Any, tmp_path: Path, **conf: str) -> Any:
+    config = Configuration()
+    config.set_string("sparkpoint.epoch.max-records-per-split", "500")
+    config.set_string("sparkpoint.local-state.dir", str(tmp_path / "local"))
+    for key, value in conf.items():
+        config.set_string(key, value)
+    env = StreamExecutionEnvironment.get_execution_environment(config, spark=spark)
+    env.set_parallelism(2)
+    env.enable_checkpointing(10)
+    checkpoints = env.get_checkpoint_config()
+    checkpoints.set_checkpoint_storage(FileSystemCheckpointStorage(str(tmp_path / "ckpt")))
+    checkpoints.set_externalized_checkpoint_retention(
+        ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION
+    )
+    (
+        env.from_source(NumberSequenceSource(0, 40_000), None, "numbers")
+        .uid("numbers")
+        .key_by(lambda x: x % 7)
+        .process(_HangsWhenMarked(str(tmp_path / "hang")))
+        .uid("count")
+        .sink_to(
+            FileSink.for_row_format(str(tmp_path / "out"), Encoder.simple_string_encoder()).build()
+        )
+        .uid("sink")
+    )
+    return env
+
+
+def test_a_restore_that_hangs_its_worker_counts_against_the_attempts(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The watchdog ends the hanging worker after restore-timeout; the crash counts against
+    the snapshot, so the job fails after restore-attempts instead of hanging or restarting
+    forever under the default restart strategy."""
+    done = run_until_checkpoints(_hanging_env(spark, tmp_path), 1, "restore-hangs-a")
+    pointer = next(s.external_pointer for s in reversed(done) if Path(s.external_pointer).exists())
+    (tmp_path / "hang").write_text("")
+    env = _hanging_env(
+        spark,
+        tmp_path,
+        **{
+            "execution.state-recovery.path": pointer,
+            "sparkpoint.restart.restore-timeout": "2 s",
+            "sparkpoint.restart.restore-attempts": "2",
+        },
+    )
+    started = time.monotonic()
+    client = env.execute_async("restore-hangs-b")
+    with pytest.raises(JobExecutionError) as info:
+        client.get_job_execution_result().result(timeout=300)
+    assert str(info.value).startswith(
+        f"Job 'restore-hangs-b' ({client.get_job_id()}) failed: restoring {pointer} failed 2 "
+        "times (sparkpoint.restart.restore-attempts = 2); the last error: Python worker exited "
+        "unexpectedly (crashed): "
+    ), str(info.value)
+    assert client.job_master.progress.restarts == 1
+    assert time.monotonic() - started < 240

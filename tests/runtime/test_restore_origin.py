@@ -1,4 +1,4 @@
-"""Trust by origin at a job's start (``JobRestore.initial``), without Spark: the job's own
+"""Restores at a job's start (``JobRestore``), without Spark. Trust by origin: the job's own
 checkpoint (signed with its checkpoint directory's origin key) and a snapshot signed with the
 configured key are unpickled; an unsigned snapshot from elsewhere is read as plain data only,
 and its crafted pickle is refused naming the opt-in, before it runs (its marker never
@@ -6,6 +6,8 @@ appears). A signing key's signature binds the job name and the checkpoint id.
 
 Real heap checkpoints on real file-system storage; the restore decision is then applied as
 the job's tasks apply it (``set_allow_pickle(JobSpec.allow_pickle)``) to a real restore.
+And a Python worker that dies before any epoch succeeded since a restore counts against
+``sparkpoint.restart.restore-attempts``, as a failed restore does.
 """
 
 from __future__ import annotations
@@ -126,6 +128,9 @@ def _checkpoint(
 
 
 def _settings(tmp_path: Path, restore: Path | None, job_name: str = "job", **keys: str) -> Any:
+    """Settings of a job checkpointing to ``tmp_path/ckpt``; ``keys``: ``sparkpoint.snapshot.*``
+    (``restore_attempts``: ``sparkpoint.restart.restore-attempts``)."""
+    attempts = keys.pop("restore_attempts", None)
     config = {
         "parallelism.default": "1",
         "execution.checkpointing.interval": "1 s",
@@ -134,14 +139,17 @@ def _settings(tmp_path: Path, restore: Path | None, job_name: str = "job", **key
     }
     if restore is not None:
         config["execution.savepoint.path"] = str(restore)
+    if attempts is not None:
+        config["sparkpoint.restart.restore-attempts"] = attempts
     storage = FileSystemCheckpointStorage(str(tmp_path / "ckpt"), file_state_size_threshold=0)
     return build_job_settings(job_name, JobRequest(config, HashMapStateBackend(), storage))
 
 
-def _start(settings: JobSettings, sinks_by_id: dict[str, Any] | None = None) -> EpochCheckpoints:
-    """The job's start as ``JobMaster`` runs it (storage, then the initial restore) with
-    the sinks ``sinks_by_id``; its checkpoints (whose coordinator signs what the job writes
-    next)."""
+def _job(
+    settings: JobSettings, sinks_by_id: dict[str, Any] | None = None
+) -> tuple[JobRestore, EpochCheckpoints]:
+    """The parts ``JobMaster`` restores with, for ``settings`` and the sinks ``sinks_by_id``,
+    started as ``JobMaster.run`` starts them (storage, then the initial restore)."""
     plan = Plan(stages=[], sources=[], sinks=[], nodes=[])
     changelog = ChangelogCheckpoints(plan, False, None, "heap")
     recovery = SubtaskRecovery(plan, False, enabled=False)
@@ -156,7 +164,12 @@ def _start(settings: JobSettings, sinks_by_id: dict[str, Any] | None = None) -> 
     )
     checkpoints.initialize_storage()
     restore.initial()
-    return checkpoints
+    return restore, checkpoints
+
+
+def _start(settings: JobSettings, sinks_by_id: dict[str, Any] | None = None) -> EpochCheckpoints:
+    """The job's start; its checkpoints (whose coordinator signs what it writes next)."""
+    return _job(settings, sinks_by_id)[1]
 
 
 def _handle(snapshot: Path) -> KeyedStateHandle:
@@ -304,7 +317,9 @@ def test_file_sink_commits_of_an_untrusted_snapshot_must_be_the_restoring_jobs(
         _start(settings, {"files": sink})
     assert str(info.value) == (
         f"Refusing the file sink's committable 0 staged path {str(staged)!r} in checkpoint "
-        f"metadata file {crafted / '_metadata'}, field pending_sink_commits['files']: it is "
+        f"metadata file {crafted / '_metadata'}, field pending_sink_commits['files'] (a "
+        "snapshot that is neither this job's own nor signed, so its sink commits must be this "
+        "job's: set sparkpoint.snapshot.allow-pickle=true if you trust who wrote it): it is "
         f"not a file of {out}/.inprogress/{settings.job_id}/. A restored snapshot's sink "
         "commits must lie in the sink's own directories (a sink whose base path changed "
         "since the snapshot cannot redo them: restore with the base path the snapshot was "
@@ -336,3 +351,36 @@ def test_without_a_checkpoint_directory_the_savepoint_directory_holds_the_origin
     )
     assert in_memory.policy.trust.origin_dir is None
     assert in_memory.policy.trust.key_for_writing() is None  # nothing to mark its own by
+
+
+# What the driver receives when a Python worker dies mid-task (PySpark's Py4J error text,
+# Spark 4's message; the restore watchdog's exit reads the same).
+CRASH = (
+    "An error occurred while calling o93.collectAndServe.\n: org.apache.spark.SparkException: "
+    "Job aborted due to stage failure: Task 0 in stage 3.0 failed 1 times, most recent "
+    "failure: Lost task 0.0 in stage 3.0 (TID 7) (localhost executor driver): "
+    "org.apache.spark.SparkException: Python worker exited unexpectedly (crashed)"
+)
+
+
+def test_a_worker_crash_after_a_restore_counts_against_restore_attempts(tmp_path: Path) -> None:
+    snapshot = _checkpoint(tmp_path / "ckpt", 2, {1: 1}, None)
+    settings = _settings(tmp_path, snapshot, **{"restore_attempts": "2"})
+    restore, _ = _job(settings)
+    crashed = RuntimeError(CRASH)
+    assert restore.cannot_restart(crashed, 1) is None  # 1 of 2: the restart strategy decides
+    assert restore.cannot_restart(crashed, 1) == (
+        f"Job 'job' ({settings.job_id}) failed: restoring {snapshot} failed 2 times "
+        "(sparkpoint.restart.restore-attempts = 2); the last error: Python worker exited "
+        "unexpectedly (crashed): a Python worker died (a crash, a kill, or "
+        "sparkpoint.restart.restore-timeout) while running the first epoch after the restore"
+    )
+
+    # Once an epoch succeeded, a crash is the restart strategy's alone (unlimited here).
+    restore, _ = _job(_settings(tmp_path, snapshot, **{"restore_attempts": "2"}))
+    restore.epoch_accepted()
+    assert [restore.cannot_restart(crashed, 5) for _ in range(5)] == [None] * 5
+    # A failover restores the snapshot again: crashes count anew.
+    restore.roll_back(crashed, 5, 1)
+    assert restore.cannot_restart(crashed, 5) is None
+    assert "failed 2 times" in str(restore.cannot_restart(crashed, 5))

@@ -17,14 +17,23 @@ from sparkpoint.clock import Clock
 from sparkpoint.errors import UnsafeStatePathError
 from sparkpoint.runtime.driver.changelog_checkpoints import ChangelogCheckpoints
 from sparkpoint.runtime.driver.epoch_checkpoints import EpochCheckpoints
-from sparkpoint.runtime.driver.failures import restore_failure, short_error, unloadable_task
+from sparkpoint.runtime.driver.failures import (
+    restore_failure,
+    short_error,
+    unloadable_task,
+    worker_crash,
+)
 from sparkpoint.runtime.driver.master_state import JobMasterState
 from sparkpoint.runtime.driver.progress import JobProgress
 from sparkpoint.runtime.driver.reports import FailoverEvent
 from sparkpoint.runtime.driver.restart import create_restart_backoff_strategy
 from sparkpoint.runtime.driver.settings import JobSettings
 from sparkpoint.runtime.driver.sink_commits import SinkCommits
-from sparkpoint.runtime.driver.snapshot_origin import restore_trusted, untrusted_restore_note
+from sparkpoint.runtime.driver.snapshot_origin import (
+    restore_trusted,
+    untrusted_commits_note,
+    untrusted_restore_note,
+)
 from sparkpoint.runtime.driver.source_coordinator import SourceCoordinator
 from sparkpoint.runtime.driver.start_state import StartState
 from sparkpoint.runtime.driver.state_assignment import (
@@ -78,6 +87,8 @@ class JobRestore:
         # The snapshot the job started from when it is neither trusted nor vouched for
         # (allow-pickle true): its sink commits must be the restoring job's own.
         self._untrusted: str | None = None
+        # Whether the job restored a snapshot and no epoch has succeeded since.
+        self._unproven = False
 
     def initial(self) -> StartState:
         """What the job's first epoch starts from: nothing, or the configured savepoint
@@ -102,6 +113,7 @@ class JobRestore:
         self._trust_restore(trusted)
         restored = CompletedCheckpoint.from_metadata(job_id, metadata, location)
         self._checkpoints.add_restored(restored, self._s.claim_mode)
+        self._unproven = True
         start = self._restore_from(metadata, RestoreReason.START, restored.external_pointer)
         self._recovery.reset(restored, 0)
         self._changelog.reset()
@@ -148,9 +160,13 @@ class JobRestore:
 
     def _failed_restore(self, exc: BaseException) -> str | None:
         """Count a subtask's restore failure against the snapshot it restores (the latest
-        checkpoint, or the start's savepoint); why the job fails once a snapshot has failed
+        checkpoint, or the start's savepoint), and so a Python worker's death before any
+        epoch succeeded since the restore (a crash or hang the snapshot may cause, which a
+        restart from it repeats); why the job fails once a snapshot has failed
         ``sparkpoint.restart.restore-attempts`` times, else None."""
         message = restore_failure(exc)
+        if message is None and self._unproven:
+            message = worker_crash(exc)
         if message is None:
             return None
         latest = self._checkpoints.latest_for_recovery()
@@ -173,6 +189,10 @@ class JobRestore:
             f"{self._s.restore_attempts}); the last error: {message}"
         )
 
+    def epoch_accepted(self) -> None:
+        """An epoch succeeded: the snapshot restored last is proven restorable."""
+        self._unproven = False
+
     def back_off(self) -> None:
         """Wait the restart strategy's backoff time before the restore."""
         backoff = self._restart.get_backoff_time_ms()
@@ -192,6 +212,7 @@ class JobRestore:
         )
         self._recovery.reset(latest, epoch)
         self._changelog.reset()
+        self._unproven = latest is not None
         self._progress.failed_over(
             FailoverEvent(
                 epoch, incarnation, latest.checkpoint_id if latest else None, short_error(exc)
@@ -231,10 +252,13 @@ class JobRestore:
             if not isinstance(committables, list):
                 committables = [committables]
             trusted = pointer != self._untrusted
+            field = f"{where}, field pending_sink_commits[{op!r}]"
+            if not trusted:
+                field += f" ({untrusted_commits_note()})"
             sink.check_restored(
                 committables,
                 master.job_id if trusted else self._progress.job_id,
-                f"{where}, field pending_sink_commits[{op!r}]",
+                field,
                 trusted=trusted,
             )
 

@@ -16,7 +16,7 @@ import re
 
 from sparkpoint.errors import MetadataFormatError, RestoreError
 
-__all__ = ["restore_failure", "short_error", "unloadable_task"]
+__all__ = ["restore_failure", "short_error", "unloadable_task", "worker_crash"]
 
 _ERROR_LINE = re.compile(r"^([\w.]+(?:Error|Exception|Failure|Exit)\b.*)$", re.MULTILINE)
 _JVM_PREFIXES = ("org.", "java.", "scala.", "py4j.")
@@ -26,6 +26,9 @@ _LOADING_THE_TASK = "in read_command"
 _LOAD_ERRORS = ("ModuleNotFoundError", "ImportError", "AttributeError")
 _VERSION_MISMATCH = "[PYTHON_VERSION_MISMATCH]"
 _RESTORE_FAILURE = re.compile(r"\bSubtaskRestoreError: (.+)$", re.MULTILINE)
+# Spark's message when a Python worker dies mid-task (a crash, a kill, or the restore
+# watchdog of runtime/task/restore_watchdog.py ending a worker that took too long).
+_WORKER_CRASHED = "Python worker exited unexpectedly (crashed)"
 
 
 def short_error(exc: BaseException) -> str:
@@ -82,5 +85,23 @@ def restore_failure(exc: BaseException) -> str | None:
         found = _RESTORE_FAILURE.findall(str(current))
         if found:
             return str(found[-1])[:1000]
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def worker_crash(exc: BaseException) -> str | None:
+    """What to report when ``exc`` (or an exception it was raised from) is a Python worker
+    that died while running a task (Spark's "Python worker exited unexpectedly (crashed)");
+    None for every other failure."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if _WORKER_CRASHED in str(current):
+            return (
+                f"{_WORKER_CRASHED}: a Python worker died (a crash, a kill, or "
+                "sparkpoint.restart.restore-timeout) while running the first epoch after "
+                "the restore"
+            )
         current = current.__cause__ or current.__context__
     return None

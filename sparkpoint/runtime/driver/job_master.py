@@ -353,6 +353,7 @@ class JobMaster:
         sources = self._sources.source_stages
         records_in = sum(r.records_in for r in run.reports if r.stage in sources)
         self._pacer.epoch_accepted(self._epoch, records_in)
+        self._restore.epoch_accepted()
         self._progress.epoch_accepted(records_in)
         self._accepted_run = self._run_id
         self._start.absorb(run.reports)

@@ -88,6 +88,7 @@ class JobSettings:
     claim_mode: str = StateRecoveryOptions.CLAIM_MODE.default
     allow_non_restored_state: bool = False
     restore_attempts: int = RestartStrategyOptions.RESTORE_ATTEMPTS.default  # per snapshot
+    restore_timeout_ms: int = RestartStrategyOptions.RESTORE_TIMEOUT.default  # 0: none
     max_records_per_split: int = SparkpointOptions.MAX_RECORDS_PER_SPLIT.default
     tasks_per_core: int = SparkpointOptions.TASKS_PER_CORE.default  # task groups
     changelog: bool = SparkpointOptions.CHANGELOG_ENABLED.default  # per-subtask recovery
@@ -218,6 +219,7 @@ def build_job_settings(job_name: str, request: JobRequest) -> JobSettings:
         claim_mode=StateRecoveryOptions.CLAIM_MODE.read(config),
         allow_non_restored_state=StateRecoveryOptions.SAVEPOINT_IGNORE_UNCLAIMED_STATE.read(config),
         restore_attempts=RestartStrategyOptions.RESTORE_ATTEMPTS.read(config),
+        restore_timeout_ms=RestartStrategyOptions.RESTORE_TIMEOUT.read(config),
         max_records_per_split=SparkpointOptions.MAX_RECORDS_PER_SPLIT.read(config),
         tasks_per_core=SparkpointOptions.TASKS_PER_CORE.read(config),
         changelog=SparkpointOptions.CHANGELOG_ENABLED.read(config),

@@ -18,7 +18,7 @@ from sparkpoint.config import SnapshotOptions
 from sparkpoint.errors import SnapshotSignatureError
 from sparkpoint.runtime.driver.master_state import JobMasterState
 
-__all__ = ["restore_trusted", "untrusted_restore_note"]
+__all__ = ["restore_trusted", "untrusted_commits_note", "untrusted_restore_note"]
 
 
 def restore_trusted(
@@ -54,4 +54,12 @@ def untrusted_restore_note(trust: SnapshotTrust, pointer: str) -> str:
         f"(checkpoint directory {trust.origin_dir}): its pickled state is read as plain data "
         f"only, and this run's checkpoints are not marked as the job's own. Set {key}=true "
         "if you trust who wrote it."
+    )
+
+
+def untrusted_commits_note() -> str:
+    """What a sink's refusal of an untrusted snapshot's commits adds to where they are."""
+    return (
+        "a snapshot that is neither this job's own nor signed, so its sink commits must be "
+        f"this job's: set {SnapshotOptions.ALLOW_PICKLE.key}=true if you trust who wrote it"
     )

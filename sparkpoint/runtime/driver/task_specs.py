@@ -75,6 +75,7 @@ class TaskSpecs:
             changelog_checkpoints=self._changelog.enabled,
             materialization_rate=s.materialization_rate,
             allow_pickle=s.pickle_allowed,
+            restore_timeout_s=s.restore_timeout_ms / 1000 if s.restore_timeout_ms else None,
             faults=s.faults.task_hooks() if s.faults is not None else None,
         )
 

@@ -185,6 +185,7 @@ def run_task(
     from sparkpoint.runtime.task.executor import current_executor
     from sparkpoint.runtime.task.gc_policy import collect_after_task
     from sparkpoint.runtime.task.local_dirs import executor_root
+    from sparkpoint.runtime.task.restore_watchdog import restore_watchdog
     from sparkpoint.runtime.task.stage_task import StageTask
     from sparkpoint.state.pickling import set_allow_pickle
 
@@ -218,7 +219,8 @@ def run_task(
         else:
             inputs = dict(_by_subtask(rows, stage.channel_offset, group))
     out: list[tuple[int, int, Any]] = []
-    with collect_after_task():
+    restoring = any(sub in subtasks for subtasks in spec.restore.values() for sub in group)
+    with collect_after_task(), restore_watchdog(job.restore_timeout_s if restoring else None):
         for sub in group:
             task = StageTask(spec, stage, sub, attempt, executor, root, num_partitions)
             out.extend(task.run(iter(inputs.pop(sub))))

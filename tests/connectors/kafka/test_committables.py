@@ -133,10 +133,9 @@ def test_topic_selector_commits_of_an_untrusted_snapshot_are_refused(
         _selector_sink().check_restored([GOOD, other], "job-id", WHERE, trusted=False)
     assert str(e.value) == (
         f"Refusing the Kafka sink's committable 0 topics 'out' in {WHERE}: it is a topic of a "
-        "sink with a topic selector, named by a snapshot that is neither this job's own nor "
-        "signed with the configured key, so not one the job is known to have written "
-        "(restore it with sparkpoint.snapshot.allow-pickle=true only if you trust who wrote "
-        "it). A restored snapshot's sink commits must name transactions this sink wrote."
+        "sink with a topic selector, named by an untrusted snapshot: not one the job is known "
+        "to have written. A restored snapshot's sink commits must name transactions this "
+        "sink wrote."
     )
     _selector_sink().check_restored([{**GOOD, "topics": []}], "job-id", WHERE, trusted=False)
     with pytest.raises(MetadataFormatError, match=r"topics '\.\.' in .* is not a Kafka topic"):
