@@ -97,11 +97,12 @@ def _backend(tmp_path: Path, sub: str) -> HeapKeyedStateBackend:
 def _checkpoint(
     base: Path,
     n: int,
-    values: dict[int, Any],
+    values: dict[Any, Any],
     signing_key: bytes | None,
     job_name: str = "job",
     threshold: int = 0,
     master: JobMasterState | None = None,
+    snapshot_type: str = SnapshotType.CHECKPOINT,
 ) -> Path:
     """chk-N of a job ``job_name`` under ``base``: one heap subtask holding ``values`` in an
     untyped ValueState (a file, or inline in ``_metadata`` above ``threshold``), signed with
@@ -116,7 +117,7 @@ def _checkpoint(
     for key, value in values.items():
         backend.set_current_key(key)
         state.update(value)
-    handle = backend.snapshot(n, location, SnapshotType.CHECKPOINT)()
+    handle = backend.snapshot(n, location, snapshot_type)()
     backend.dispose()
     metadata = CheckpointMetadata(
         n,
@@ -178,8 +179,8 @@ def _handle(snapshot: Path) -> KeyedStateHandle:
 
 
 def _restored_values(
-    settings: JobSettings, snapshot: Path, tmp_path: Path, keys: list[int]
-) -> dict[int, Any]:
+    settings: JobSettings, snapshot: Path, tmp_path: Path, keys: list[Any]
+) -> dict[Any, Any]:
     """Restore ``snapshot``'s heap state as the job's tasks do (``allow_pickle`` from the
     job's spec) and read ``keys``."""
     set_allow_pickle(settings.pickle_allowed)
@@ -227,6 +228,29 @@ def test_an_unsigned_snapshot_from_elsewhere_is_plain_data_only_naming_the_opt_i
     settings = _settings(tmp_path, downloaded, allow_pickle="true")
     _start(settings)
     assert settings.pickle_allowed is True
+
+
+def test_an_arrow_savepoints_pickled_keys_from_elsewhere_are_refused(tmp_path: Path) -> None:
+    """A savepoint holds no pickle blocks, but its keys are pickles: from elsewhere, a key
+    that names code is refused too; plain keys restore exactly."""
+    keys = {Fraction(k, 7): k for k in range(1, 9)}
+    downloaded = _checkpoint(
+        tmp_path / "downloads", 1, keys, None, snapshot_type=SnapshotType.SAVEPOINT
+    )
+    settings = _settings(tmp_path, downloaded)
+    _start(settings)
+    assert settings.pickle_allowed is False
+    with pytest.raises(UntrustedSnapshotError, match=r"it names fractions\.Fraction") as info:
+        _restored_values(settings, downloaded, tmp_path, list(keys))
+    assert OPT_IN in str(info.value)
+
+    plain = {(k, f"k{k}"): [k, None] for k in range(1, 9)}
+    downloaded = _checkpoint(
+        tmp_path / "downloads", 2, plain, None, snapshot_type=SnapshotType.SAVEPOINT
+    )
+    settings = _settings(tmp_path, downloaded)
+    _start(settings)
+    assert _restored_values(settings, downloaded, tmp_path, list(plain)) == plain
 
 
 def test_the_jobs_own_checkpoint_restores_with_pickle_and_no_setting(tmp_path: Path) -> None:
