@@ -150,6 +150,7 @@ def test_keyed_state_of_format_version_1_is_refused_with_its_way_out(
         load_checkpoint_metadata,
         store_checkpoint_metadata,
     )
+    from sparkpoint.checkpoint.origin import ORIGIN_KEY_FILE
     from sparkpoint.errors import RestoreError
     from sparkpoint.state_processor import SavepointWriter
 
@@ -160,8 +161,11 @@ def test_keyed_state_of_format_version_1_is_refused_with_its_way_out(
     with open(path, "rb") as f:
         metadata = load_checkpoint_metadata(f.read(), savepoint, path)
     assert metadata.format_version == 2
+    # Re-signed with the checkpoint directory's origin key: still the job's own savepoint,
+    # so its pending commits are redone and the key groups are what is refused.
+    origin = (tmp_path / "ckpt" / ORIGIN_KEY_FILE).read_bytes().strip()
     with open(path, "wb") as f:
-        f.write(store_checkpoint_metadata(metadata, version=1))
+        f.write(store_checkpoint_metadata(metadata, version=1, signing_key=origin))
 
     env = _env(spark, tmp_path, 2, restore=savepoint)
     # the same sink directory: the savepoint's pending commits are this sink's

@@ -28,6 +28,7 @@ from sparkpoint.checkpoint.metadata.file_format import (
     load_checkpoint_metadata,
     store_checkpoint_metadata,
 )
+from sparkpoint.checkpoint.origin import ORIGIN_KEY_FILE
 from sparkpoint.common import Configuration, RestartStrategies
 from sparkpoint.datastream import (
     ExternalizedCheckpointRetention,
@@ -168,11 +169,13 @@ def test_signed_savepoints_restore_exactly_and_refuse_any_change(
 
 
 def _rewrite_first_stream(
-    snapshot: Path, encoding: str, block: Callable[[int], bytes | None]
+    snapshot: Path, encoding: str, block: Callable[[int], bytes | None], signing_key: bytes
 ) -> None:
     """Replace the first keyed stream of ``snapshot`` by one with the same header but
-    ``encoding`` and the blocks ``block(key_group)``; rewrite ``_metadata`` unsigned with
-    the new file's handle (its digest right, as a forger without the key would do)."""
+    ``encoding`` and the blocks ``block(key_group)``; rewrite ``_metadata`` with the new
+    file's handle (its digest right), signed with ``signing_key``: the checkpoint
+    directory's origin key, as whoever can write that directory could (the job's own
+    snapshot, so only the pickle checks stand between it and the job)."""
     md_path = snapshot / "_metadata"
     md = load_checkpoint_metadata(md_path.read_bytes(), str(snapshot), str(md_path))
     fs = get_filesystem(str(snapshot))
@@ -205,7 +208,8 @@ def _rewrite_first_stream(
     assert done
     md_path.write_bytes(
         store_checkpoint_metadata(
-            CheckpointMetadata(md.checkpoint_id, tuple(operators), md.master_states, md.properties)
+            CheckpointMetadata(md.checkpoint_id, tuple(operators), md.master_states, md.properties),
+            signing_key=signing_key,
         )
     )
 
@@ -217,10 +221,12 @@ def test_pickle_is_a_boundary_on_restore(spark: Any, tmp_path: Path) -> None:
     job_id = _retained_checkpoints(_env(spark, tmp_path), out_retained)
     savepoint = _savepoint(_env(spark, tmp_path), out)
     crafted = pickle.dumps([(0, {3: Plant(marker)})], protocol=5)
+    origin = (tmp_path / "ckpt" / ORIGIN_KEY_FILE).read_bytes().strip()
 
-    # A savepoint whose header says 'pickle': refused always (allow-pickle true here).
+    # A savepoint whose header says 'pickle': refused always (the job's own, so pickle is
+    # allowed here).
     switched = _copy(savepoint, tmp_path / "switched")
-    _rewrite_first_stream(switched, "pickle", lambda kg: crafted)
+    _rewrite_first_stream(switched, "pickle", lambda kg: crafted, origin)
     message = _restore_fails(spark, tmp_path, switched, out)
     assert "declares 'pickle' blocks in a savepoint" in message
 
@@ -228,7 +234,7 @@ def test_pickle_is_a_boundary_on_restore(spark: Any, tmp_path: Path) -> None:
     # refused with allow-pickle false.
     retained = [c for c in (tmp_path / "ckpt" / job_id).glob("chk-*") if (c / "_metadata").exists()]
     checkpoint = max(retained, key=lambda p: int(p.name[4:]))
-    _rewrite_first_stream(checkpoint, "pickle", lambda kg: crafted)
+    _rewrite_first_stream(checkpoint, "pickle", lambda kg: crafted, origin)
     message = _restore_fails(spark, tmp_path, checkpoint, out_retained, allow_pickle="false")
     assert "it names io.open" in message and "allow-pickle is false" in message
     assert not marker.exists()
