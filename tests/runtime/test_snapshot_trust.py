@@ -24,6 +24,7 @@ from sparkpoint.checkpoint.fs_streams import FsCheckpointStreamFactory
 from sparkpoint.checkpoint.handles import FileStateHandle, KeyGroupsStateHandle
 from sparkpoint.checkpoint.metadata import CheckpointMetadata
 from sparkpoint.checkpoint.metadata.file_format import (
+    SIGNATURE_SIZE,
     is_signed,
     load_checkpoint_metadata,
     store_checkpoint_metadata,
@@ -161,8 +162,16 @@ def test_signed_savepoints_restore_exactly_and_refuse_any_change(
     message = _restore_fails(spark, tmp_path, tampered, out, **key)
     assert f"State file {victim} is corrupt" in message
 
-    # An unsigned savepoint, read with the key: refused.
-    unsigned = _savepoint(_env(spark, tmp_path), tmp_path / "out-unsigned")
+    # A savepoint of the job without the key (signed with its checkpoint directory's origin
+    # key), read with the key: refused; the same without any signature: refused.
+    other = _savepoint(_env(spark, tmp_path), tmp_path / "out-unsigned")
+    other_md = other / "_metadata"
+    assert is_signed(other_md.read_bytes())
+    message = _restore_fails(spark, tmp_path, other, tmp_path / "out-unsigned", **key)
+    assert f"Refusing checkpoint metadata file {other_md}: its signature does not match" in message
+    unsigned = _copy(other, tmp_path / "unsigned")
+    # The signature is a trailer after the frame: without it, the same file unsigned.
+    (unsigned / "_metadata").write_bytes(other_md.read_bytes()[:-SIGNATURE_SIZE])
     assert not is_signed((unsigned / "_metadata").read_bytes())
     message = _restore_fails(spark, tmp_path, unsigned, tmp_path / "out-unsigned", **key)
     assert f"Refusing unsigned checkpoint metadata file {unsigned / '_metadata'}" in message
