@@ -1,8 +1,10 @@
-"""Snapshots as a trust boundary, end to end on Spark: a job with a signing key signs its
-savepoints and restores them exactly; a changed byte of ``_metadata`` or of a state file,
-and an unsigned snapshot, are refused; a flipped bit in an unsigned snapshot's state file
-fails the job naming the file; with allow-pickle false a job restores its typed state
-exactly and refuses a crafted pickle; a savepoint header cannot switch blocks to pickle.
+"""Snapshots as a trust boundary, end to end on Spark: by default the job's own savepoint
+unpickles its objects and a downloaded one is refused naming the opt-in; a job with a
+signing key signs its savepoints and restores them exactly; a changed byte of
+``_metadata`` or of a state file, and an unsigned snapshot, are refused; a flipped bit in
+an unsigned snapshot's state file fails the job naming the file; with allow-pickle false a
+job restores its typed state exactly and refuses a crafted pickle; a savepoint header
+cannot switch blocks to pickle.
 
 Every crafted pickle would create a marker file when unpickled; it never appears.
 """
@@ -15,6 +17,7 @@ import pickle
 import shutil
 import time
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +34,16 @@ from sparkpoint.checkpoint.metadata.file_format import (
 )
 from sparkpoint.checkpoint.origin import ORIGIN_KEY_FILE
 from sparkpoint.common import Configuration, RestartStrategies
+from sparkpoint.connectors.number_seq import NumberSequenceSource
 from sparkpoint.datastream import (
     ExternalizedCheckpointRetention,
     FileSystemCheckpointStorage,
+    KeyedProcessFunction,
     StreamExecutionEnvironment,
 )
 from sparkpoint.errors import JobExecutionError, SnapshotSignatureError
 from sparkpoint.fs import get_filesystem
+from sparkpoint.state.descriptors import ValueStateDescriptor
 from sparkpoint.state.snapshot_format import open_key_groups, write_key_groups_snapshot
 from tests.fixtures.crafted_pickle import Plant
 from tests.runtime.jobs.reference import check_keyed_count_output, keyed_count_job
@@ -266,3 +272,61 @@ def test_a_flipped_bit_in_an_unsigned_state_file_fails_the_restore_naming_the_fi
     message = _restore_fails(spark, tmp_path, savepoint, out)
     assert f"State file {victim} is corrupt" in message
     assert os.path.exists(victim)  # read, never deleted
+
+
+class _KeepsFractions(KeyedProcessFunction):
+    """Keeps the last record of each key as a ``Fraction`` in untyped (pickled) state: a
+    pickle that names a class, as a job's own objects in its state are."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.last = runtime_context.get_state(ValueStateDescriptor("last"))
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        previous = self.last.value()
+        assert previous is None or isinstance(previous, Fraction)
+        self.last.update(Fraction(value, 7))
+        yield value
+
+
+def _fractions_job(env: Any) -> None:
+    (
+        env.from_source(NumberSequenceSource(0, N_EVENTS - 1), None, "numbers")
+        .uid("numbers")
+        .key_by(lambda x: x % 5)
+        .process(_KeepsFractions())
+        .uid("keeps")
+        .filter(lambda x: False)
+        .print()
+    )
+
+
+def test_by_origin_the_jobs_own_savepoint_restores_and_a_download_does_not(
+    spark: Any, tmp_path: Path
+) -> None:
+    """No setting: the job's own savepoint unpickles its objects; the same savepoint
+    restored by a job of another checkpoint directory is refused, naming the opt-in, which
+    then restores it."""
+    env = _env(spark, tmp_path)
+    _fractions_job(env)
+    client = env.execute_async("fractions")
+    _wait_for_epochs(client, 3)
+    savepoint = Path(client.stop_with_savepoint(False).result(timeout=120))
+    client.wait(timeout=120)
+
+    env = _env(spark, tmp_path, restore=savepoint)
+    _fractions_job(env)
+    env.execute("fractions")  # the job's own: exact, no setting
+
+    downloaded = _copy(savepoint, tmp_path / "downloads" / savepoint.name)
+    elsewhere = tmp_path / "elsewhere"
+    env = _env(spark, elsewhere, restore=downloaded)
+    _fractions_job(env)
+    with pytest.raises(JobExecutionError) as info:
+        env.execute("fractions")
+    message = str(info.value)
+    assert "Refusing to unpickle" in message and "it names fractions.Fraction" in message
+    assert "set sparkpoint.snapshot.allow-pickle=true (CLI: --allow-pickle)" in message
+
+    env = _env(spark, elsewhere, restore=downloaded, allow_pickle="true")
+    _fractions_job(env)
+    env.execute("fractions")  # opted in: the user trusts who wrote it
