@@ -110,11 +110,11 @@ def refuse_pickle(what: str) -> UntrustedSnapshotError:
     snapshot that may only be read as plain data."""
     key = SnapshotOptions.ALLOW_PICKLE.key
     return UntrustedSnapshotError(
-        f"Refusing to unpickle {what}. Pickled state is code (unpickling runs what the "
-        "snapshot chose), and this snapshot is read as plain data only: it is neither signed "
-        f"with the configured signing key nor one of this job's own, or {key} is false. If "
-        f"you trust who wrote it, set {key}=true (CLI: --allow-pickle) to read it; to trust "
-        "your own snapshots wherever they are, sign them (sparkpoint.snapshot.signing=true)."
+        f"Refusing to unpickle {what}. If you trust who wrote the snapshot, set {key}=true "
+        "(CLI: --allow-pickle). Pickled state is code (unpickling runs what the snapshot "
+        "chose), and this snapshot is read as plain data only: it is neither signed with the "
+        f"configured signing key nor one of this job's own, or {key} is false. To trust your "
+        "own snapshots wherever they are, sign them (sparkpoint.snapshot.signing=true)."
     )
 
 
