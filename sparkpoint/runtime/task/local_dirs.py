@@ -162,7 +162,12 @@ def _shared_state_dir(base_fd: int, path: str) -> int:
     shared = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
     if st.st_uid not in (0, os.geteuid()) or (shared and not st.st_mode & stat.S_ISVTX):
         os.close(fd)
-        raise _refusal(path, st, expected)
+        refusal = _refusal(path, st, expected)
+        raise PermissionError(
+            f"{refusal} A base shared by several users needs it made by root "
+            f"(mkdir -m 1777 {path}); else set sparkpoint.local-state.dir to a directory of "
+            "this user's own"
+        )
     return fd
 
 
