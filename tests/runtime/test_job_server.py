@@ -9,6 +9,7 @@ import http.client
 import logging
 import resource
 import socket
+import struct
 import time
 from collections.abc import Iterator
 
@@ -191,3 +192,48 @@ def test_binding_beyond_loopback_is_warned(caplog: pytest.LogCaptureFixture) -> 
     assert warned[0].startswith(f"Job {'0f' * 16}: the dashboard is bound to 0.0.0.0, beyond")
     assert warned[1].startswith(f"Job {'0f' * 16}: the Prometheus endpoint (/metrics) is bound")
     assert all("reverse proxy that authenticates" in w for w in warned)
+
+
+def test_a_client_that_goes_away_is_one_log_line(
+    caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    settings = ServerSettings(dashboard=True)
+    server = JobServer(FakeJob(settings), settings)
+    port = _port(server.dashboard_url)
+    caplog.set_level(logging.INFO, logger="sparkpoint.job")
+    try:
+        for _ in range(3):
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                sock.sendall(f"GET /api/job HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode())
+                time.sleep(0.2)  # the server waits for the rest of the headers
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        deadline = time.time() + 10
+        gone: list[logging.LogRecord] = []
+        while time.time() < deadline and len(gone) < 3:
+            time.sleep(0.05)
+            gone = [r for r in caplog.records if "went away" in r.getMessage()]
+        assert [r.getMessage() for r in gone] == [
+            "dashboard: client 127.0.0.1 went away before its answer was sent "
+            "(ConnectionResetError)"
+        ] * 3
+        assert all(r.exc_info is None for r in gone)
+        assert "Traceback" not in capfd.readouterr().err
+        assert _get(port, "/api/job")[0] == 200
+    finally:
+        server.stop()
+
+
+def test_the_dashboard_is_read_only_and_answers_its_own_host_only() -> None:
+    settings = ServerSettings(dashboard=True)
+    server = JobServer(FakeJob(settings), settings)
+    port = _port(server.dashboard_url)
+    try:
+        assert [_get(port, p)[0] for p in ("/", "/api/job", "/metrics")] == [200] * 3
+        assert [_get(port, "/api/job", m)[0] for m in ("POST", "PUT", "DELETE", "PATCH")] == [
+            405
+        ] * 4
+        assert _get(port, "/jobs")[0] == 404  # the REST API is off
+        refused = [_get(port, "/api/job", host=h) for h in ("evil.example", f"x.test:{port}")]
+        assert refused == [(421, b"")] * 2
+    finally:
+        server.stop()
