@@ -259,3 +259,24 @@ def test_savepoint_dump_keeps_working(tmp_path: Path, capsys: pytest.CaptureFixt
     code, _out, err = _run(["savepoint", "dump", str(tmp_path / "missing"), "-o", "x"], capsys)
     assert code == 2 and "missing" in err  # dump's own error, not read as a job id
     assert not os.path.exists("x")
+
+
+def test_the_result_of_a_stop_stays_readable_after_the_job_ended(tmp_path: Path) -> None:
+    """``sparkpoint stop`` reads the savepoint's path after the job ended: the server waits
+    (up to ``RESULT_GRACE_S``) until the result was read, then stops at once."""
+    settings = ServerSettings(rest=True, jobs_dir=str(tmp_path / "jobs"))
+    job = FakeJob(settings)
+    server = JobServer(job, settings)
+    port = int((server.rest_url or "").rsplit(":", 1)[1].strip("/"))
+    body = {"drain": False}
+    trigger = _call(port, "POST", f"/jobs/{JOB}/stop", body, server.token)[1]["request-id"]
+    job.requests[0][3].set_result("/sp/savepoint-1")  # the job took it and ended
+    stopping = threading.Thread(target=server.stop)
+    started = time.monotonic()
+    stopping.start()
+    time.sleep(0.3)
+    assert not (tmp_path / "jobs" / f"{JOB}.json").exists()  # no longer listed
+    answer = _call(port, "GET", f"/jobs/{JOB}/savepoints/{trigger}")[1]
+    assert answer["operation"] == {"location": "/sp/savepoint-1"}
+    stopping.join(10)
+    assert not stopping.is_alive() and time.monotonic() - started < 2.0

@@ -23,7 +23,7 @@ import json
 import threading
 import time
 import uuid
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from typing import Any, Protocol
 
 from sparkpoint.runtime.serving.bounded_server import Request, Response
@@ -73,6 +73,13 @@ class RestRoutes:
         self._started_ms = int(time.time() * 1000)
         self._lock = threading.Lock()
         self._triggers: collections.OrderedDict[str, Future[Any]] = collections.OrderedDict()
+        self._reported: set[str] = set()  # triggers whose result a client has read
+
+    def unread_results(self) -> int:
+        """Stops and savepoints that finished but whose result no client has read yet (the
+        job's server waits a little for them when the job ends)."""
+        with self._lock:
+            return sum(1 for t, f in self._triggers.items() if f.done() and t not in self._reported)
 
     def __call__(self, request: Request) -> Response | None:
         parts = [p for p in request.path.split("/") if p]
@@ -162,7 +169,9 @@ class RestRoutes:
             raise _BadRequest(404, f"No savepoint or stop with trigger id {trigger_id} on this job")
         if not future.done():
             return Response.json(200, {"status": {"id": "IN_PROGRESS"}, "operation": None})
-        exc = future.exception()
+        with self._lock:
+            self._reported.add(trigger_id)
+        exc = future.exception() if not future.cancelled() else CancelledError("cancelled")
         if exc is None:
             operation: dict[str, Any] = {"location": future.result()}
         else:
@@ -213,6 +222,7 @@ class RestRoutes:
         excess = len(self._triggers) - _KEPT_TRIGGERS
         for trigger_id in [t for t, f in self._triggers.items() if f.done()][: max(excess, 0)]:
             del self._triggers[trigger_id]
+            self._reported.discard(trigger_id)
 
 
 def _body(request: Request, allowed: set[str]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -35,6 +36,9 @@ __all__ = ["JobServer", "ServedJob", "serve_job"]
 _LOG = logging.getLogger("sparkpoint.job")
 _ADDRESS_KEYS = "sparkpoint.dashboard.host, sparkpoint.dashboard.port"
 _PROMETHEUS_KEYS = "sparkpoint.dashboard.host, metrics.reporter.prom.port"
+# When the job ends, how long the REST API stays up for a client to read the result of a
+# stop or savepoint it asked for (``sparkpoint stop`` polls every 0.5 s).
+RESULT_GRACE_S = 5.0
 
 
 class ServedJob(ControlledJob, Protocol):
@@ -66,6 +70,7 @@ class JobServer:
         self._job = job
         self._servers: list[BoundedServer] = []
         self._dashboard: DashboardRoutes | None = None
+        self._rest: RestRoutes | None = None
         self._job_file: Path | None = None
         self.dashboard_url: str | None = None
         self.rest_url: str | None = None
@@ -98,7 +103,8 @@ class JobServer:
             routes.append(self._dashboard)
         if settings.rest:
             self.token = secrets.token_urlsafe(32)
-            routes.append(RestRoutes(job, self.token))
+            self._rest = RestRoutes(job, self.token)
+            routes.append(self._rest)
         name = "dashboard" if settings.dashboard else "rest"
         server = self._bind(settings.host, settings.port, routes, name, _ADDRESS_KEYS, limits)
         what = "the dashboard" if settings.dashboard else "the REST API"
@@ -155,10 +161,16 @@ class JobServer:
             )
 
     def stop(self) -> None:
-        """Stop serving: ports released, the job's file removed."""
+        """Stop serving: ports released, the job's file removed. A stop or savepoint whose
+        result no client has read yet keeps the server up to ``RESULT_GRACE_S`` longer."""
         if self._job_file is not None:
             remove_job_file(self._job_file)
             self._job_file = None
+        deadline = time.monotonic() + RESULT_GRACE_S
+        while self._rest is not None and self._rest.unread_results():
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         for server in self._servers:
             server.stop()
         self._servers = []
