@@ -31,6 +31,8 @@ __all__ = ["ADDRESS_ENV", "TOKEN_ENV", "add_arguments", "add_savepoint_trigger"]
 ADDRESS_ENV = "SPARKPOINT_REST_ADDRESS"
 TOKEN_ENV = "SPARKPOINT_REST_TOKEN"
 _POLL_S = 0.5
+# Straight to the driver, never through $http_proxy: the requests carry the job's token.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ def _call(
     if endpoint.token and method not in ("GET", "HEAD"):
         request.add_header("Authorization", f"Bearer {endpoint.token}")
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:
+        with _OPENER.open(request, timeout=30) as response:
             text = response.read()
     except urllib.error.HTTPError as exc:
         raise SparkpointError(

@@ -15,7 +15,7 @@ import logging
 import secrets
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from sparkpoint.errors import SparkpointError
 from sparkpoint.runtime.dashboard.server import DashboardRoutes, MetricsRoute
@@ -88,7 +88,9 @@ class JobServer:
                     _PROMETHEUS_KEYS,
                     limits,
                 )
-                self._warn_if_exposed(server, "the Prometheus endpoint (/metrics)", "its metrics")
+                self._warn_if_exposed(
+                    server, "the Prometheus endpoint (/metrics)", "the job's metrics"
+                )
                 self.metrics_url = f"{server.url}metrics"
                 _LOG.info("Job %s: metrics at %s", job.job_id, self.metrics_url)
         except BaseException:
@@ -132,7 +134,7 @@ class JobServer:
         self,
         host: str,
         port: int,
-        routes: list[Any],
+        routes: list[Route],
         name: str,
         keys: str,
         limits: ServerLimits | None,
