@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import http.client
 import logging
+import os
 import resource
 import socket
 import struct
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -237,3 +241,48 @@ def test_the_dashboard_is_read_only_and_answers_its_own_host_only() -> None:
         assert refused == [(421, b"")] * 2
     finally:
         server.stop()
+
+
+SERVE_WITH_256_HANDLES = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+from sparkpoint.runtime.driver.settings import ServerSettings
+from sparkpoint.runtime.rest.job_server import JobServer
+from tests.runtime.fake_job import FakeJob
+settings = ServerSettings(dashboard=True)
+server = JobServer(FakeJob(settings), settings)
+print(server.dashboard_url, flush=True)
+sys.stdin.readline()
+server.stop()
+print("stopped", flush=True)
+"""
+
+
+def test_a_driver_with_256_file_handles_keeps_answering(enough_file_handles: None) -> None:
+    """The issue's driver ran out of file handles at 258 idle connections: a server in a
+    process limited to 256 (RLIMIT_NOFILE) answers while 1,000 are open."""
+    root = Path(__file__).resolve().parents[2]
+    child = subprocess.Popen(
+        [sys.executable, "-c", SERVE_WITH_256_HANDLES],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    assert child.stdin is not None and child.stdout is not None
+    idle: list[socket.socket] = []
+    try:
+        port = _port(child.stdout.readline().decode().strip())
+        for _ in range(IDLE):
+            idle.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+        answers = [_get(port, "/api/job") for _ in range(5)]
+        assert [(s, b'"job_name": "fake-job"' in b) for s, b in answers] == [(200, True)] * 5
+        child.stdin.write(b"\n")
+        child.stdin.flush()
+        assert child.stdout.readline() == b"stopped\n"
+        assert child.wait(30) == 0
+    finally:
+        for sock in idle:
+            sock.close()
+        if child.poll() is None:
+            child.kill()
+            child.wait(30)
