@@ -40,7 +40,6 @@ def shared_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setattr(local_dirs, "_registered", set())
     monkeypatch.setattr(local_dirs, "_warned", set())
     monkeypatch.setattr(local_dirs, "_roots", {})
-    monkeypatch.setattr(local_dirs, "_jobs", {})
     yield d
     shutil.rmtree(d, ignore_errors=True)
 
@@ -250,7 +249,6 @@ def test_roots_application_directory_cannot_be_swapped_by_nobody(
     """In the shared directory root created (sticky), ``nobody`` cannot rename root's
     application directory, and root's job directories stay in root's own."""
     monkeypatch.setattr(local_dirs, "_roots", {})
-    monkeypatch.setattr(local_dirs, "_jobs", {})
     base = shared_tmp / "base"
     base.mkdir()
     base.chmod(0o1777)
@@ -277,7 +275,6 @@ def test_a_job_directory_is_reached_through_its_held_handle(
     """A path swapped after the checks (here by this user, as only the directory's owner
     can) does not redirect the job's state: it stays in the directory that was checked."""
     monkeypatch.setattr(local_dirs, "_roots", {})
-    monkeypatch.setattr(local_dirs, "_jobs", {})
     base = shared_tmp / "base"
     root = Path(executor_root("app-6", str(base)))
     job = local_dirs.job_dir("app-6", str(base), "job-1")
@@ -299,7 +296,6 @@ def test_a_symlinked_job_directory_is_refused(
     shared_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(local_dirs, "_roots", {})
-    monkeypatch.setattr(local_dirs, "_jobs", {})
     victim = _victim(shared_tmp)
     root = Path(executor_root("app-7", str(shared_tmp / "base")))
     (root / "job-1").symlink_to(victim)

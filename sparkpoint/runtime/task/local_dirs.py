@@ -24,10 +24,10 @@ directory owned by root or this user, and sticky when others may write to it (el
 user could rename this user's directories in it and put their own in their place).
 
 Each directory on the way is opened relative to the one above it (``O_DIRECTORY |
-O_NOFOLLOW``) and checked through its handle; the executor root's handle and each job
-directory's are held for the life of the process, and tasks reach a job's directory through
-its held handle (``/proc/self/fd/<fd>`` where the system has it), so a path swapped after
-the checks cannot redirect the job's state.
+O_NOFOLLOW``) and checked through its handle; the executor root's handle is held for the
+life of the process, and job directories are created, checked and reached through it
+(``/proc/self/fd/<fd>/<job>`` where the system has it), so a path swapped after the checks
+cannot redirect the job's state.
 """
 
 from __future__ import annotations
@@ -63,7 +63,6 @@ _registered: set[str] = set()
 _warned: set[str] = set()
 _lock = threading.Lock()
 _roots: dict[str, int] = {}  # executor root path -> its held handle
-_jobs: dict[tuple[str, str], int] = {}  # (executor root, job id) -> the job directory's handle
 
 
 def _base(override: str | None) -> str:
@@ -180,8 +179,9 @@ def _alive(fd: int) -> bool:
 
 
 def _through(fd: int, path: str) -> str:
-    """A path that reaches the directory of handle ``fd`` (``path`` where the system has
-    no ``/proc/self/fd``)."""
+    """A path that reaches the directory of the held handle ``fd`` (``path`` where the
+    system has no ``/proc/self/fd``). Root handles are never closed while their directory
+    exists, so the path names one directory for the life of the process."""
     return f"/proc/self/fd/{fd}" if _PROC_FD else path
 
 
@@ -351,19 +351,16 @@ def sweep_dead_roots() -> list[str]:
 
 
 def job_dir(application_id: str, override: str | None, job_id: str) -> str:
-    """This executor's local directory of ``job_id``, created (mode 0700) and opened
-    relative to the executor root's held handle; the path returned goes through the job
-    directory's own held handle, so no path swapped later redirects it."""
+    """This executor's local directory of ``job_id``, created (mode 0700) and checked
+    relative to the executor root's held handle; the path returned goes through that
+    handle, so no path swapped later redirects it (and it names the job, so it is never the
+    path of another job's directory)."""
     root = executor_root(application_id, override)
     name = _safe(job_id)
     with _lock:
-        held = _jobs.get((root, job_id))
-        if held is None or not _alive(held):
-            if held is not None:
-                os.close(held)
-            held = _private_dir(_roots[root], name, os.path.join(root, name))
-            _jobs[(root, job_id)] = held
-        return _through(held, os.path.join(root, name))
+        root_fd = _roots[root]
+        os.close(_private_dir(root_fd, name, os.path.join(root, name)))
+        return os.path.join(_through(root_fd, root), name)
 
 
 def remove_job(application_id: str, override: str | None, job_id: str) -> bool:
@@ -371,9 +368,6 @@ def remove_job(application_id: str, override: str | None, job_id: str) -> bool:
     root = executor_root(application_id, override)
     name = _safe(job_id)
     with _lock:
-        held = _jobs.pop((root, job_id), None)
-        if held is not None:
-            os.close(held)
         root_fd = _roots[root]
         try:
             st = os.stat(name, dir_fd=root_fd, follow_symlinks=False)
