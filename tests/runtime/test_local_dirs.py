@@ -303,3 +303,15 @@ def test_a_symlinked_job_directory_is_refused(
         local_dirs.job_dir("app-7", str(shared_tmp / "base"), "job-1")
     assert local_dirs.remove_job("app-7", str(shared_tmp / "base"), "job-1") is False
     assert _snapshot(victim) == {"precious.txt"}
+
+
+def test_removing_a_job_that_left_nothing_says_so(shared_tmp: Path) -> None:
+    base = str(shared_tmp / "base")
+    root = Path(executor_root("app-8", base))
+    path = local_dirs.job_dir("app-8", base, "job-1", create=False)
+    assert path.endswith("/job-1") and not (root / "job-1").exists()
+    assert local_dirs.remove_job("app-8", base, "job-1") is False
+    Path(local_dirs.job_dir("app-8", base, "job-1"), "op").mkdir()
+    assert local_dirs.job_dir("app-8", base, "job-2") != local_dirs.job_dir("app-8", base, "job-1")
+    assert local_dirs.remove_job("app-8", base, "job-1") is True
+    assert sorted(os.listdir(root)) == ["job-2"]

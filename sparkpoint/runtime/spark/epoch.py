@@ -411,7 +411,7 @@ class EpochRunner:
 
             for _ in items:
                 pass
-            end_job_uploads(job_dir(app, override, job_id), aborted)
+            end_job_uploads(job_dir(app, override, job_id, create=False), aborted)
             yield int(remove_job(app, override, job_id))
 
         pinned = self.cluster.pinned_rdd(list(executors.values()), 1)

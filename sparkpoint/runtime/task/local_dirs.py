@@ -350,16 +350,17 @@ def sweep_dead_roots() -> list[str]:
     return removed
 
 
-def job_dir(application_id: str, override: str | None, job_id: str) -> str:
-    """This executor's local directory of ``job_id``, created (mode 0700) and checked
-    relative to the executor root's held handle; the path returned goes through that
-    handle, so no path swapped later redirects it (and it names the job, so it is never the
-    path of another job's directory)."""
+def job_dir(application_id: str, override: str | None, job_id: str, create: bool = True) -> str:
+    """This executor's local directory of ``job_id``, created (mode 0700; not with
+    ``create`` false) and checked relative to the executor root's held handle; the path
+    returned goes through that handle, so no path swapped later redirects it (and it names
+    the job, so it is never the path of another job's directory)."""
     root = executor_root(application_id, override)
     name = _safe(job_id)
     with _lock:
         root_fd = _roots[root]
-        os.close(_private_dir(root_fd, name, os.path.join(root, name)))
+        if create:
+            os.close(_private_dir(root_fd, name, os.path.join(root, name)))
         return os.path.join(_through(root_fd, root), name)
 
 
