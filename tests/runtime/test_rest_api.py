@@ -280,3 +280,18 @@ def test_the_result_of_a_stop_stays_readable_after_the_job_ended(tmp_path: Path)
     assert answer["operation"] == {"location": "/sp/savepoint-1"}
     stopping.join(10)
     assert not stopping.is_alive() and time.monotonic() - started < 2.0
+
+
+def test_list_notes_a_job_file_whose_driver_is_gone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = ServerSettings(rest=True, jobs_dir=str(tmp_path / "jobs"))
+    server = JobServer(FakeJob(settings), settings)
+    path = tmp_path / "jobs" / f"{JOB}.json"
+    left = path.read_text()
+    server.stop()
+    path.write_text(left)  # as a driver that was killed leaves it
+    path.chmod(0o600)
+    code, out, err = _run(["list", "--jobs-dir", str(tmp_path / "jobs")], capsys)
+    assert (code, out) == (0, "No running jobs.\n")
+    assert "does not answer" in err and "ended without removing its file" in err
