@@ -60,6 +60,9 @@ def test_list_savepoint_stop_resume_and_cancel_from_the_command_line(
         assert not client.get_job_execution_result().done()
         time.sleep(0.05)
     job_id = client.get_job_id()
+    assert client.get_dashboard_url() is None
+    rest_url = client.get_rest_url()
+    assert rest_url is not None and rest_url.startswith("http://127.0.0.1:")
     listed = _cli(capsys, "list", *jobs)
     assert f"{job_id}  RUNNING" in listed and "rest-controlled" in listed
 

@@ -28,6 +28,10 @@ class JobServer(Protocol):
     def dashboard_url(self) -> str | None:
         """The dashboard's URL (None: no dashboard)."""
 
+    @property
+    def rest_url(self) -> str | None:
+        """The REST API's URL (None: not served)."""
+
     def stop(self) -> None:
         """Stop serving (ports released)."""
 
@@ -110,6 +114,12 @@ class JobClient:
         (``sparkpoint.dashboard.enabled``), else None."""
         server = self._server
         return server.dashboard_url if server is not None else None
+
+    def get_rest_url(self) -> str | None:
+        """sparkpoint: the URL of the job's REST API while the job runs
+        (``sparkpoint.rest.enabled``; Flink's ``/jobs/...`` below it), else None."""
+        server = self._server
+        return server.rest_url if server is not None else None
 
     @property
     def job_master(self) -> JobMaster:
