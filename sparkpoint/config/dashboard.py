@@ -31,14 +31,17 @@ class DashboardOptions(OptionGroup):
         "sparkpoint.dashboard.host",
         STRING,
         "127.0.0.1",
-        "Address the dashboard binds to; the default serves this machine only (the page "
-        "shows job and operator names and paths: widen it knowingly).",
+        "Address the driver's servers bind to (the dashboard and REST API, and the "
+        "Prometheus reporter's port); the default serves this machine only (the page shows "
+        "job and operator names and paths, unauthenticated: beyond loopback the driver "
+        "warns; put a reverse proxy that authenticates in front).",
     )
     PORT = ConfigOption(
         "sparkpoint.dashboard.port",
         int_type(minimum=0, maximum=65535),
         0,
-        "Port of the dashboard; 0 takes any free port.",
+        "Port of the job's server (the dashboard, and the REST API when on); 0 takes any "
+        "free port.",
     )
     REFRESH_INTERVAL = ConfigOption(
         "sparkpoint.dashboard.refresh-interval",

@@ -11,10 +11,10 @@ PROMETHEUS_REPORTER_FACTORY = "org.apache.flink.metrics.prometheus.PrometheusRep
 
 class MetricOptions(OptionGroup):
     """Where a job's metrics are exported. The driver serves them in Prometheus's text
-    format at ``/metrics`` on the dashboard's server: with the dashboard on, always (on
-    the dashboard's host and port); with the reporter below configured and the dashboard
-    off, the same server starts on the reporter's port and ``sparkpoint.dashboard.host``.
-    Only the reporter named ``prom`` is read; other reporters and reporter keys are not
+    format at ``/metrics``: with the dashboard on, always, on the dashboard's host and
+    port; with the reporter below configured and the dashboard off, on the reporter's port
+    and ``sparkpoint.dashboard.host``, where ``/metrics`` is all that is served. Only the
+    reporter named ``prom`` is read; other reporters and reporter keys are not
     supported."""
 
     TITLE = "Metrics"
