@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Sequence
 
-from sparkpoint.checkpoint.handles import KeyGroupsStateHandle
+from sparkpoint.checkpoint.handles import KeyGroupsStateHandle, describe_stream
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.errors import RestoreError
 from sparkpoint.state.key_groups import check_max_parallelism
@@ -68,16 +68,18 @@ def _restore(
             if encoding != "arrow" and encoding not in OBJECT_ENCODINGS:
                 raise RestoreError(f"Unknown key-group block encoding {encoding!r}")
             names = [meta.name for meta in header.states]
+            stream = describe_stream(part.delegate)
             for kg, block in blocks:
                 if encoding in OBJECT_ENCODINGS and pickle_block_sink is not None:
                     pickle_block_sink(kg, block, tables, encoding)
                     continue
+                where = f"{stream}, key group {kg}"
                 if encoding in OBJECT_ENCODINGS:
-                    for sid, objects in decode_object_block(encoding, block, names):
+                    for sid, objects in decode_object_block(encoding, block, names, where):
                         _table(tables, sid, kg).put_group_objects(kg, objects)
                         restored += len(objects)
                     continue
-                batch = decode_arrow_block(block)
+                batch = decode_arrow_block(block, where, len(tables))
                 for sid, keys, uks, vals in arrow_state_runs(batch):
                     _table(tables, sid, kg).put_entries_arrow(kg, keys, uks, vals)
                 restored += batch.num_rows

@@ -7,6 +7,10 @@ only (numbers, strings, bytes, None, booleans, and tuples, lists, dicts and sets
 what untyped keys usually are), and any pickle that names a class or a function is refused
 with ``UntrustedSnapshotError`` before anything of it runs.
 
+Either way the bytes are pre-scanned first (``sparkpoint.checkpoint.pickle_scan``): a
+pickle nested too deep, expanding through shared references past its bound, or malformed is
+refused with ``CorruptStateError`` before any of it is unpickled.
+
 The setting is per process: a job's tasks set it from the job, the CLI and the state
 processor from their configuration. Local working files an executor wrote itself are not
 snapshot input and are unpickled as they are.
@@ -18,6 +22,7 @@ import io
 import pickle
 from typing import Any
 
+from sparkpoint.checkpoint.pickle_scan import scan_pickle
 from sparkpoint.checkpoint.trust import refuse_pickle
 from sparkpoint.errors import UntrustedSnapshotError
 
@@ -54,7 +59,8 @@ class _PlainDataUnpickler(pickle.Unpickler):
 
 def loads(data: Any, what: str = "pickled state") -> Any:
     """``pickle.loads(data)``, or with allow-pickle false the plain-data reading above
-    (``what`` names the state and file in the error)."""
+    (``what`` names the state and file in the error), after the pre-scan of ``data``."""
+    scan_pickle(data, what)
     if _allowed:
         return pickle.loads(data)
     try:

@@ -31,6 +31,7 @@ from sparkpoint.checkpoint.handles import (
     KeyedStateHandle,
     KeyGroupsSavepointStateHandle,
     KeyGroupsStateHandle,
+    describe_stream,
 )
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, OperatorState
@@ -212,7 +213,7 @@ def key_groups_metas(handles: Sequence[KeyGroupsStateHandle]) -> list[Registered
     out: list[RegisteredStateMeta] = []
     for h in handles:
         with h.delegate.open_input_stream() as stream:
-            out.extend(read_header(stream).states)
+            out.extend(read_header(stream, h.delegate.state_size).states)
     return out
 
 
@@ -309,17 +310,20 @@ def _read_key_groups(handle: KeyGroupsStateHandle, rng: KeyGroupRange) -> Iterat
     part = handle.get_intersection(rng)
     if part is None:
         return
+    stream = describe_stream(part.delegate)
     with open_key_groups(part) as (header, blocks):
         metas = header.states
         for kg, block in blocks:
             out: dict[str, tuple[RegisteredStateMeta, Columns]] = {}
+            where = f"{stream}, key group {kg}"
             if header.block_encoding in OBJECT_ENCODINGS:
                 for sid, objects in decode_object_block(
-                    header.block_encoding, block, [m.name for m in metas]
+                    header.block_encoding, block, [m.name for m in metas], where
                 ):
                     out[metas[sid].name] = (metas[sid], _object_columns(metas[sid], objects))
             else:
-                for sid, keys, uks, vals in arrow_state_runs(decode_arrow_block(block)):
+                batch = decode_arrow_block(block, where, len(metas))
+                for sid, keys, uks, vals in arrow_state_runs(batch):
                     meta = metas[sid]
                     cols = (keys, uks if meta.kind is StateKind.MAP else None, vals)
                     out[meta.name] = _concat(out.get(meta.name), meta, cols)

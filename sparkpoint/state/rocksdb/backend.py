@@ -280,7 +280,8 @@ class RocksDBKeyedStateBackend(ChangeTracking, AbstractKeyedStateBackend):
         """Write every entry's puts and deletes, in order, over the restored database."""
         local = self._local
         for n, raw in enumerate(entries):
-            for key, value in decode_kv_changes(decode_entry(raw, "rocksdb", f"#{n}")):
+            payload = decode_entry(raw, "rocksdb", f"#{n}")
+            for key, value in decode_kv_changes(payload, f"#{n}"):
                 if value is None:
                     local.delete(key)
                 else:

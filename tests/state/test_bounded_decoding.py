@@ -1,0 +1,206 @@
+"""Snapshot bytes are decoded within bounds (issue 39, item 2): crafted pickles, Arrow
+blocks and compressed changelog entries end in a named error, before anything of them is
+built, with the message a user sees.
+
+A case whose failure on an unbounded decoder is a hang or a crash runs in a subprocess with
+a time bound, so that it fails fast instead of hanging or killing the test session. Both
+keyed backends restore real (crafted) key-group streams, without Spark.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkpoint.checkpoint.handles import KeyGroupsStateHandle
+from sparkpoint.checkpoint.key_group_range import KeyGroupRange
+from sparkpoint.checkpoint.mem_streams import MemCheckpointStreamFactory
+from sparkpoint.checkpoint.pickle_scan import MAX_DEPTH, scan_pickle
+from sparkpoint.clock import SYSTEM_CLOCK
+from sparkpoint.common.typeinfo import Types
+from sparkpoint.errors import CorruptStateError
+from sparkpoint.state.backend import KeyedStateBackendParameters
+from sparkpoint.state.descriptors import ValueStateDescriptor
+from sparkpoint.state.heap import HeapKeyedStateBackend, clear_heap_cache
+from sparkpoint.state.pickling import set_allow_pickle
+from sparkpoint.state.rocksdb import RocksDBKeyedStateBackend
+from sparkpoint.state.serializers import PickleSerializer
+from sparkpoint.state.snapshot_format import SnapshotHeader, write_key_groups_snapshot
+from sparkpoint.state.table import RegisteredStateMeta
+from tests.fixtures.crafted_pickle import (
+    nested_tuples_key,
+    pickle_block_with_key,
+    shared_tuples_key,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+MAX_P = 4
+UNTYPED = ValueStateDescriptor("v", Types.PICKLED_BYTE_ARRAY())
+BACKENDS = {"heap": HeapKeyedStateBackend, "rocksdb": RocksDBKeyedStateBackend}
+BOUND_SECONDS = 60
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> Iterator[None]:
+    clear_heap_cache()
+    yield
+    set_allow_pickle(True)
+    clear_heap_cache()
+
+
+def backend(kind: str, directory: str) -> Any:
+    params = KeyedStateBackendParameters(
+        "job", "op", 0, 1, MAX_P, KeyGroupRange(0, MAX_P - 1), directory, SYSTEM_CLOCK, None
+    )
+    return BACKENDS[kind](params)
+
+
+def checkpoint_stream(encoding: str, block: bytes) -> KeyGroupsStateHandle:
+    """A checkpoint stream of one untyped value state whose key group 0 holds ``block``."""
+    meta = RegisteredStateMeta.from_descriptor(UNTYPED, PickleSerializer())
+    header = SnapshotHeader(
+        MAX_P, KeyGroupRange(0, MAX_P - 1), (meta,), "checkpoint", "heap", encoding
+    )
+    out = MemCheckpointStreamFactory().create_checkpoint_state_output_stream()
+    handle = write_key_groups_snapshot(out, header, lambda kg: block if kg == 0 else None)
+    assert isinstance(handle, KeyGroupsStateHandle)
+    return handle
+
+
+def restore_and_read(kind: str, directory: str, handle: KeyGroupsStateHandle) -> Any:
+    """Restore ``handle`` and read key 1 (the heap decodes blocks on first access)."""
+    b = backend(kind, directory)
+    try:
+        b.restore([handle])
+        state = b.get_partitioned_state(UNTYPED)
+        b.set_current_key(1)
+        return state.value()
+    finally:
+        b.dispose()
+
+
+def run_bounded(code: str) -> tuple[int, str]:
+    """Run ``code`` in a fresh interpreter (this checkout first on the path); returns the
+    exit code and what it printed. Fails the test when it runs past ``BOUND_SECONDS``."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=BOUND_SECONDS,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"decoding did not end within {BOUND_SECONDS} s (a hang)")
+    return done.returncode, done.stdout + done.stderr
+
+
+# ---- pickles: shared references and nesting -------------------------------------------------
+
+CHILD = """
+    from tests.state.test_bounded_decoding import crafted_restore
+    crafted_restore({kind!r}, {key!r}, {allow!r}, {tmp!r})
+"""
+
+
+def crafted_restore(kind: str, key: str, allow: bool, tmp: str) -> None:
+    """In the child: restore a checkpoint whose pickle block's key is ``key`` and print how
+    it ended (the error a user sees)."""
+    opcodes = shared_tuples_key(60) if key == "shared" else nested_tuples_key(1_000_000)
+    set_allow_pickle(allow)
+    handle = checkpoint_stream("pickle", pickle_block_with_key(opcodes))
+    try:
+        restore_and_read(kind, tmp, handle)
+    except Exception as exc:
+        print(f"{type(exc).__name__}: {exc}")
+        return
+    print("restored")
+
+
+@pytest.mark.parametrize("kind", sorted(BACKENDS))
+@pytest.mark.parametrize("allow", [False, True], ids=["plain-data", "allow-pickle"])
+def test_a_block_of_shared_tuples_is_refused_before_it_is_unpickled(
+    kind: str, allow: bool, tmp_path: Path
+) -> None:
+    """438 bytes, 2**60 values when every memo reference is followed: hashing the key hung
+    the first state access."""
+    code, out = run_bounded(CHILD.format(kind=kind, key="shared", allow=allow, tmp=str(tmp_path)))
+    assert code == 0, out
+    assert "CorruptStateError" in out, out
+    assert "refers to shared values so often that it holds more than 1048576 values" in out, out
+    assert "key group 0" in out, out
+
+
+@pytest.mark.parametrize("kind", sorted(BACKENDS))
+def test_a_key_nested_a_million_deep_is_refused_not_a_crash(kind: str, tmp_path: Path) -> None:
+    """1 MB, one tuple per byte: hashing it overflowed the C stack (SIGSEGV)."""
+    code, out = run_bounded(CHILD.format(kind=kind, key="nested", allow=False, tmp=str(tmp_path)))
+    assert code == 0, out
+    assert "CorruptStateError" in out, out
+    assert f"nests values 1000003 levels deep (at most {MAX_DEPTH}" in out, out
+
+
+def test_what_pickle_dumps_writes_passes_the_scan() -> None:
+    shared = ("s", 1)
+    values: list[Any] = [
+        None,
+        True,
+        2**100,
+        -1.5,
+        "é" * 300,
+        b"\x00" * 70000,
+        bytearray(b"ab"),
+        {"a": [1, {2: (3, frozenset({4}))}], "b": {5, 6}},
+        [shared] * 1000,
+        [[[[[]]]]],
+    ]
+    deep: list[Any] = []
+    for _ in range(400):
+        deep = [deep]
+    values.append(deep)
+    cyclic: list[Any] = []
+    cyclic.append(cyclic)
+    values.append(cyclic)
+    for value in values:
+        for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+            scan_pickle(pickle.dumps(value, protocol=protocol), "a value")
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (b"", "the data ends before the STOP opcode"),
+        (b"\x80\x05K\x01", "the data ends before the STOP opcode"),
+        (b"\x80\x05\xff.", "unknown opcode 0xff"),
+        (b"\x80\x05h\x07.", "memo key 7 read before it was written"),
+        (b"\x80\x05\x8e" + (2**40).to_bytes(8, "little") + b".", "past the end of the data"),
+        (b"\x80\x05a.", "takes a value from an empty stack"),
+        (b"\x80\x05e.", "needs a mark the stack does not hold"),
+    ],
+    ids=["empty", "truncated", "opcode", "memo", "declared-length", "stack", "mark"],
+)
+def test_malformed_pickles_are_named_corrupt(data: bytes, problem: str) -> None:
+    with pytest.raises(CorruptStateError, match="Refusing a block: not a well-formed pickle") as e:
+        scan_pickle(data, "a block")
+    assert problem in str(e.value)
+
+
+def test_a_list_filled_after_it_was_nested_is_measured_whole() -> None:
+    """Lists appended to after they are inside another (memo references): the nesting is
+    only seen on the whole graph."""
+    n = MAX_DEPTH + 10
+    ops = b"\x80\x04" + b"]\x94" * n + b"0" * (n - 1)
+    for k in range(n - 1):
+        ops += b"j" + k.to_bytes(4, "little") + b"j" + (k + 1).to_bytes(4, "little") + b"a0"
+    with pytest.raises(CorruptStateError, match=f"nests values {n} levels deep"):
+        scan_pickle(ops + b".", "a block")
