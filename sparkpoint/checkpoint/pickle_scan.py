@@ -27,6 +27,7 @@ MIN_EXPANSION = 1 << 20
 EXPANSION_PER_BYTE = 256
 
 _UNSIGNED = {1: "<B", 2: "<H", 4: "<I"}
+_FRAME = 0x95
 _LEAF = -1
 _MARK = -2
 
@@ -235,6 +236,11 @@ def _run(view: bytes, record: bool) -> tuple[_Graph, int]:  # noqa: C901 - the o
                 line = view[pos:nl]
                 pos = nl + 1
             value = int(line) if lines == 1 and line.isdigit() else -1
+        if action == 19 and lines == 0 and width == 8 and view[pos - 9] == _FRAME:
+            (frame,) = struct.unpack_from("<Q", view, pos - 8)
+            if frame > n - pos:
+                raise _Malformed(f"a frame of {frame} bytes past the end of the data")
+            continue
         if action == 0:  # leaf
             stack.append(0)
             continue

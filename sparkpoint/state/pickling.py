@@ -24,7 +24,7 @@ from typing import Any
 
 from sparkpoint.checkpoint.pickle_scan import scan_pickle
 from sparkpoint.checkpoint.trust import refuse_pickle
-from sparkpoint.errors import UntrustedSnapshotError
+from sparkpoint.errors import CorruptStateError, UntrustedSnapshotError
 
 __all__ = ["loads", "pickle_allowed", "set_allow_pickle"]
 
@@ -59,13 +59,14 @@ class _PlainDataUnpickler(pickle.Unpickler):
 
 def loads(data: Any, what: str = "pickled state") -> Any:
     """``pickle.loads(data)``, or with allow-pickle false the plain-data reading above
-    (``what`` names the state and file in the error), after the pre-scan of ``data``."""
+    (``what`` names the state and file in the error), after the pre-scan of ``data``; bytes
+    that do not unpickle raise ``CorruptStateError`` naming ``what``."""
     scan_pickle(data, what)
-    if _allowed:
-        return pickle.loads(data)
     try:
+        if _allowed:
+            return pickle.loads(data)
         return _PlainDataUnpickler(data, what).load()
     except UntrustedSnapshotError:
         raise
-    except Exception as exc:  # malformed bytes: as corrupt as a failed pickle.loads
-        raise pickle.UnpicklingError(f"{what}: {exc}") from exc
+    except Exception as exc:  # malformed bytes the scan let through, or a failing reduce
+        raise CorruptStateError(f"Refusing {what}: it does not unpickle: {exc!r}") from exc

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from sparkpoint.checkpoint.discovery import load_pointer
 from sparkpoint.checkpoint.handles import KeyedStateHandle, KeyGroupsStateHandle
 from sparkpoint.checkpoint.metadata import OperatorState
-from sparkpoint.errors import RestoreError
+from sparkpoint.errors import CorruptStateError, RestoreError
 from sparkpoint.state.descriptors import StateKind
 from sparkpoint.state.snapshot_format import (
     OBJECT_ENCODINGS,
@@ -90,7 +90,11 @@ def read_keyed_state(
         cols["ttl_timestamp"].append(meta.ttl_timestamp_of(v))
 
     size = handle.delegate.state_size
-    with handle.delegate.open_input_stream() as stream:
+    try:
+        stream = handle.delegate.open_input_stream()
+    except FileNotFoundError as e:
+        raise RestoreError(f"Keyed state file is missing: {e}") from e
+    with stream:
         header = read_header(stream, size)
         check_header(handle, header)
         for kg, offset in handle.group_range_offsets.items():
@@ -99,12 +103,19 @@ def read_keyed_state(
                 continue
             if header.block_encoding in OBJECT_ENCODINGS:
                 where = f"{handle.delegate.physical_id}, key group {kg} at offset {offset}"
-                for sid, objects in decode_object_block(
-                    header.block_encoding, block, [m.name for m in header.states], where
-                ):
-                    meta = header.states[sid]
-                    for k, uk, v in _object_rows(meta, objects):
-                        add(meta, kg, k, uk, v)
+                try:
+                    for sid, objects in decode_object_block(
+                        header.block_encoding, block, [m.name for m in header.states], where
+                    ):
+                        meta = header.states[sid]
+                        for k, uk, v in _object_rows(meta, objects):
+                            add(meta, kg, k, uk, v)
+                except (AttributeError, TypeError, ValueError) as e:
+                    if isinstance(e, CorruptStateError):
+                        raise
+                    raise CorruptStateError(
+                        f"Corrupt keyed state in {where}: {type(e).__name__}: {e}"
+                    ) from None
                 continue
             batch = _checked_arrow_block(handle, header, kg, offset, block)
             ids = batch.column(0).to_pylist()

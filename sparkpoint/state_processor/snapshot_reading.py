@@ -38,7 +38,7 @@ from sparkpoint.checkpoint.metadata import CheckpointMetadata, OperatorState
 from sparkpoint.checkpoint.metadata.file_format import load_checkpoint_metadata
 from sparkpoint.checkpoint.storage import CompletedCheckpointStorageLocation, read_metadata_bytes
 from sparkpoint.checkpoint.trust import SnapshotTrust, default_trust
-from sparkpoint.errors import RestoreError
+from sparkpoint.errors import CorruptStateError, RestoreError
 from sparkpoint.runtime.operators.context import TIMERS_STATE
 from sparkpoint.state.backend import KeyedStateBackendParameters
 from sparkpoint.state.changelog_restore import rebuild_as_snapshot
@@ -317,10 +317,17 @@ def _read_key_groups(handle: KeyGroupsStateHandle, rng: KeyGroupRange) -> Iterat
             out: dict[str, tuple[RegisteredStateMeta, Columns]] = {}
             where = f"{stream}, key group {kg}"
             if header.block_encoding in OBJECT_ENCODINGS:
-                for sid, objects in decode_object_block(
-                    header.block_encoding, block, [m.name for m in metas], where
-                ):
-                    out[metas[sid].name] = (metas[sid], _object_columns(metas[sid], objects))
+                try:
+                    for sid, objects in decode_object_block(
+                        header.block_encoding, block, [m.name for m in metas], where
+                    ):
+                        out[metas[sid].name] = (metas[sid], _object_columns(metas[sid], objects))
+                except (AttributeError, TypeError, ValueError) as e:
+                    if isinstance(e, CorruptStateError):
+                        raise
+                    raise CorruptStateError(
+                        f"Corrupt keyed state in {where}: {type(e).__name__}: {e}"
+                    ) from None
             else:
                 batch = decode_arrow_block(block, where, len(metas))
                 for sid, keys, uks, vals in arrow_state_runs(batch):
