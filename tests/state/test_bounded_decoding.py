@@ -9,6 +9,7 @@ keyed backends restore real (crafted) key-group streams, without Spark.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import subprocess
@@ -18,22 +19,29 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
-from sparkpoint.checkpoint.handles import KeyGroupsStateHandle
+from sparkpoint.checkpoint.handles import (
+    ByteStreamStateHandle,
+    KeyGroupRangeOffsets,
+    KeyGroupsStateHandle,
+)
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.checkpoint.mem_streams import MemCheckpointStreamFactory
 from sparkpoint.checkpoint.pickle_scan import MAX_DEPTH, scan_pickle
 from sparkpoint.clock import SYSTEM_CLOCK
 from sparkpoint.common.typeinfo import Types
-from sparkpoint.errors import CorruptStateError
+from sparkpoint.errors import CorruptStateError, RestoreError
 from sparkpoint.state.backend import KeyedStateBackendParameters
+from sparkpoint.state.changelog import MAX_ZSTD_RATIO, encode_entry, encode_kv_changes
 from sparkpoint.state.descriptors import ValueStateDescriptor
 from sparkpoint.state.heap import HeapKeyedStateBackend, clear_heap_cache
 from sparkpoint.state.pickling import set_allow_pickle
 from sparkpoint.state.rocksdb import RocksDBKeyedStateBackend
 from sparkpoint.state.serializers import PickleSerializer
-from sparkpoint.state.snapshot_format import SnapshotHeader, write_key_groups_snapshot
+from sparkpoint.state.snapshot_format import SCHEMA, SnapshotHeader, write_key_groups_snapshot
 from sparkpoint.state.table import RegisteredStateMeta
 from tests.fixtures.crafted_pickle import (
     nested_tuples_key,
@@ -204,3 +212,180 @@ def test_a_list_filled_after_it_was_nested_is_measured_whole() -> None:
         ops += b"j" + k.to_bytes(4, "little") + b"j" + (k + 1).to_bytes(4, "little") + b"a0"
     with pytest.raises(CorruptStateError, match=f"nests values {n} levels deep"):
         scan_pickle(ops + b".", "a block")
+
+
+# ---- Arrow blocks ---------------------------------------------------------------------------
+
+
+def arrow_block_bytes(values: list[bytes]) -> bytes:
+    """An ``arrow`` block of state 0: key ``i`` (pickled) -> ``values[i]``."""
+    keys = PickleSerializer()
+    batch = pa.record_batch(
+        [
+            pa.array([0] * len(values), pa.uint16()),
+            pa.array([keys.serialize(i) for i in range(len(values))], pa.binary()),
+            pa.nulls(len(values), pa.binary()),
+            pa.array(values, pa.binary()),
+        ],
+        schema=SCHEMA,
+    )
+    return batch.serialize().to_pybytes()  # type: ignore[no-any-return]
+
+
+def with_value_offsets(block: bytes, offsets: list[int]) -> bytes:
+    """``block`` (one value of 7 bytes) with its value column's offsets replaced."""
+    body_at = len(block) - pa.ipc.read_message(block).body.size
+    original = np.array([0, 7], dtype=np.int32).tobytes()
+    at = block.rindex(original, body_at)  # the last binary column's offsets: the values
+    return block[:at] + np.array(offsets, dtype=np.int32).tobytes() + block[at + 8 :]
+
+
+@pytest.mark.parametrize("kind", sorted(BACKENDS))
+def test_arrow_offsets_before_the_buffer_are_refused_not_decoded(kind: str, tmp_path: Path) -> None:
+    """Offsets ``[-4096, 7]`` handed 4,103 bytes from before the value buffer (process
+    memory) to the decoder."""
+    block = with_value_offsets(arrow_block_bytes([b"\x06value!"]), [-4096, 7])
+    handle = checkpoint_stream("arrow", block)
+    with pytest.raises(CorruptStateError) as e:
+        restore_and_read(kind, str(tmp_path / "b"), handle)
+    assert str(e.value).startswith("Corrupt keyed state in inline stream ")
+    assert str(e.value).endswith(
+        ", key group 0: In column 3: Invalid: Offset invariant failure: array starts at "
+        "negative offset -4096"
+    )
+
+
+@pytest.mark.parametrize("kind", sorted(BACKENDS))
+def test_a_compressed_arrow_block_is_refused_before_it_is_decompressed(
+    kind: str, tmp_path: Path
+) -> None:
+    """Arrow's IPC buffers may be zstd-compressed, each allocated at the size it declares:
+    33 KB expanded to 1 GiB. Snapshots never compress Arrow blocks."""
+    batch = pa.ipc.read_record_batch(arrow_block_bytes([b"\x00" * 64] * 8), SCHEMA)
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression="zstd")
+    with pa.ipc.new_stream(sink, SCHEMA, options=options) as writer:
+        writer.write_batch(batch)
+    reader = pa.ipc.MessageReader.open_stream(sink.getvalue())
+    reader.read_next_message()  # the schema
+    block = reader.read_next_message().serialize().to_pybytes()
+    handle = checkpoint_stream("arrow", block)
+    with pytest.raises(CorruptStateError) as e:
+        restore_and_read(kind, str(tmp_path / "b"), handle)
+    assert str(e.value).endswith(
+        ", key group 0: compressed buffers (snapshots never compress Arrow blocks)"
+    )
+
+
+def test_a_key_group_declaring_more_bytes_than_its_stream_is_refused(tmp_path: Path) -> None:
+    handle = checkpoint_stream("arrow", arrow_block_bytes([b"\x01x"]))
+    data = bytearray(handle.delegate.read_all())
+    offset = handle.group_range_offsets.offsets[0]
+    data[offset + 4 : offset + 8] = (2**32 - 1).to_bytes(4, "big")  # the block's size
+    crafted = dataclasses.replace(
+        handle, delegate=ByteStreamStateHandle(handle.delegate.handle_name, bytes(data))
+    )
+    with pytest.raises(CorruptStateError) as e:
+        restore_and_read("heap", str(tmp_path / "b"), crafted)
+    assert str(e.value) == (
+        f"Corrupt keyed state snapshot: key group 0 at offset {offset} declares 4294967295 "
+        f"bytes, but the {len(data)}-byte stream ends {len(data) - offset - 8} bytes after "
+        "its header"
+    )
+
+
+def test_a_snapshot_header_nested_deep_is_a_restore_error(tmp_path: Path) -> None:
+    """JSON nested 100,000 deep in the header raised an uncaught RecursionError."""
+    body = b"[" * 100_000 + b"]" * 100_000
+    data = b"SPKG" + (1).to_bytes(2, "big") + len(body).to_bytes(4, "big") + body
+    handle = checkpoint_stream("arrow", arrow_block_bytes([b"\x01x"]))
+    crafted = dataclasses.replace(
+        handle,
+        group_range_offsets=KeyGroupRangeOffsets(KeyGroupRange(0, MAX_P - 1), (-1,) * MAX_P),
+        delegate=ByteStreamStateHandle("deep", data),
+    )
+    with pytest.raises(RestoreError) as e:
+        restore_and_read("heap", str(tmp_path / "b"), crafted)
+    assert str(e.value) == (
+        "Corrupt keyed state snapshot header: JSON nested more than 100 levels deep (at most 100)"
+    )
+
+
+# ---- changelog entries ----------------------------------------------------------------------
+
+
+def test_a_changelog_entry_declaring_8_gib_for_1_kib_is_refused_before_allocating(
+    tmp_path: Path,
+) -> None:
+    entry = bytearray(encode_entry("heap", os.urandom(1024)))
+    at = 4 + 2 + len(b"heap")
+    entry[at : at + 8] = (8 << 30).to_bytes(8, "big")
+    b = backend("heap", str(tmp_path / "b"))
+    with pytest.raises(CorruptStateError) as e:
+        b.apply_changes([bytes(entry)])
+    b.dispose()
+    compressed = len(entry) - at - 8
+    assert str(e.value) == (
+        f"Changelog entry #0 is corrupt: it declares 8589934592 uncompressed bytes for "
+        f"{compressed} compressed bytes, more than zstd can expand them to "
+        f"({MAX_ZSTD_RATIO} per byte)"
+    )
+
+
+def test_a_changelog_stream_with_offsets_outside_its_buffer_is_refused(tmp_path: Path) -> None:
+    payload = encode_kv_changes([b"k"], [b"value!!"])
+    body_at = len(payload) - 8  # the stream's end-of-stream marker follows the batch
+    at = payload.rindex(np.array([0, 7], dtype=np.int32).tobytes(), 0, body_at)
+    crafted = payload[:at] + np.array([-4096, 7], dtype=np.int32).tobytes() + payload[at + 8 :]
+    b = backend("rocksdb", str(tmp_path / "b"))
+    with pytest.raises(CorruptStateError) as e:
+        b.apply_changes([encode_entry("rocksdb", crafted)])
+    b.dispose()
+    assert str(e.value) == (
+        "Changelog entry #0 is corrupt: In column 1: Invalid: Offset invariant failure: array "
+        "starts at negative offset -4096"
+    )
+
+
+# ---- state files ----------------------------------------------------------------------------
+
+STATE_FILE_CHILD = """
+    import hashlib, os, resource, sys
+    from sparkpoint.checkpoint.handles import FileStateHandle
+    path, kind = {path!r}, {kind!r}
+    original = bytes(500)
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+        with open(path, "wb") as f:
+            f.truncate(4 << 30)
+    handle = FileStateHandle(path, 500, digest=hashlib.sha256(original).digest())
+    try:
+        handle.open_input_stream()
+    except Exception as exc:
+        print(f"{{type(exc).__name__}}: {{exc}}")
+    else:
+        print("read")
+"""
+
+
+def test_a_state_file_swapped_for_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    path = str(tmp_path / "state")
+    code, out = run_bounded(STATE_FILE_CHILD.format(path=path, kind="fifo"))
+    assert (code, out) == (
+        0,
+        f"StorageError: Refusing to read {path} as a state file of 500 recorded bytes: it is "
+        "a FIFO (named pipe); only a regular file is read\n",
+    )
+
+
+def test_a_sparse_4_gib_state_file_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """Recorded as 500 bytes; it was read whole (MemoryError) before its digest failed."""
+    path = str(tmp_path / "state")
+    code, out = run_bounded(STATE_FILE_CHILD.format(path=path, kind="sparse"))
+    assert code == 0, out
+    assert out.startswith(
+        f"StorageError: Refusing to read {path} as a state file of 500 recorded bytes: it "
+        "holds 4294967296 bytes, more than the 501 bytes"
+    ), out
