@@ -463,21 +463,18 @@ def drive(args: argparse.Namespace) -> dict[str, Any]:
             if todo:
                 w.send(todo.pop())
         busy = len([w for w in workers if w.case is not None])
+        done = 0
         per_case = args.bound * len(READERS) + 30
         while busy:
             for key, _ in sel.select(timeout=1.0):
                 w = key.data
                 line = w.proc.stdout.readline()
                 if line:
-                    report = json.loads(line)
-                    worst = [report[r][0] for r in READERS]
-                    for r in READERS:
-                        counts[r][report[r][0]] += 1
-                        if report[r][0] == "result":
-                            results[report[r][1]] += 1
-                    if any(c not in ("named", "result") for c in worst):
-                        print(json.dumps(report), flush=True)
+                    _count(json.loads(line), counts, results)
                     w.case = None
+                    done += 1
+                    if done % 250 == 0:
+                        print(f"{done} cases, {time.monotonic() - started:.0f} s", file=sys.stderr)
                 else:  # the worker died: a crash of this case
                     code = w.proc.wait()
                     _lost(counts, w.case, f"crash (exit {code})", "crash")
@@ -508,6 +505,17 @@ def drive(args: argparse.Namespace) -> dict[str, Any]:
         }
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _count(report: dict[str, Any], counts: dict[str, Counter[str]], results: Counter[str]) -> None:
+    """Count one case's report; print it when a reader did not end in a named error or a
+    result."""
+    for r in READERS:
+        counts[r][report[r][0]] += 1
+        if report[r][0] == "result":
+            results[report[r][1]] += 1
+    if any(report[r][0] not in ("named", "result") for r in READERS):
+        print(json.dumps(report), flush=True)
 
 
 def _lost(counts: dict[str, Counter[str]], case: int | None, why: str, kind: str) -> None:
