@@ -500,7 +500,7 @@ def drive(args: argparse.Namespace) -> dict[str, Any]:
             "cases": args.cases,
             "seed": args.seed,
             "per_reader": {r: dict(counts[r]) for r in READERS},
-            "results": dict(results),
+            "results_and_errors": dict(results.most_common()),
             "seconds": round(time.monotonic() - started, 1),
         }
     finally:
@@ -508,12 +508,14 @@ def drive(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _count(report: dict[str, Any], counts: dict[str, Counter[str]], results: Counter[str]) -> None:
-    """Count one case's report; print it when a reader did not end in a named error or a
-    result."""
+    """Count one case's report (results by whether they equal the original's, named errors
+    by class, over all readers); print it when a reader did not end in either."""
     for r in READERS:
         counts[r][report[r][0]] += 1
         if report[r][0] == "result":
             results[report[r][1]] += 1
+        elif report[r][0] == "named":
+            results[report[r][1].split(":")[0]] += 1  # the error's class
     if any(report[r][0] not in ("named", "result") for r in READERS):
         print(json.dumps(report), flush=True)
 

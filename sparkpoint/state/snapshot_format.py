@@ -368,6 +368,11 @@ def decode_arrow_block(
         batch = read_checked_batch(block, SCHEMA)
     except ArrowBlockError as exc:
         raise CorruptStateError(f"Corrupt keyed state in {where}: {exc}") from None
+    for i in (0, 1, 3):  # the schema's non-nullable columns (IPC does not enforce it)
+        if batch.column(i).null_count:
+            raise CorruptStateError(
+                f"Corrupt keyed state in {where}: null values in column {SCHEMA.field(i).name}"
+            )
     if n_states is not None and batch.num_rows:
         ids = batch.column(0).to_numpy()
         top = int(ids.max())
@@ -403,9 +408,8 @@ def read_chain_block(
     """The base state names, the base ``pickle`` block (undecoded) and the decoded deltas of
     a ``pickle-chain`` block."""
     try:
-        what = where
-        base_names, base, deltas = pickling.loads(block, what)
-        return base_names, base, [pickling.loads(d, what) for d in deltas]
+        base_names, base, deltas = pickling.loads(block, where)
+        return base_names, base, [pickling.loads(d, where) for d in deltas]
     except (UntrustedSnapshotError, CorruptStateError):
         raise
     except Exception as e:  # any decode failure means corrupt bytes

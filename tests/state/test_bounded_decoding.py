@@ -33,11 +33,12 @@ from sparkpoint.checkpoint.mem_streams import MemCheckpointStreamFactory
 from sparkpoint.checkpoint.pickle_scan import MAX_DEPTH, scan_pickle
 from sparkpoint.clock import SYSTEM_CLOCK
 from sparkpoint.common.typeinfo import Types
-from sparkpoint.errors import CorruptStateError, RestoreError
+from sparkpoint.errors import CorruptStateError, RestoreError, StateDecodeError
 from sparkpoint.state.backend import KeyedStateBackendParameters
 from sparkpoint.state.changelog import MAX_ZSTD_RATIO, encode_entry, encode_kv_changes
 from sparkpoint.state.descriptors import ValueStateDescriptor
 from sparkpoint.state.heap import HeapKeyedStateBackend, clear_heap_cache
+from sparkpoint.state.key_groups import assign_to_key_group
 from sparkpoint.state.pickling import set_allow_pickle
 from sparkpoint.state.rocksdb import RocksDBKeyedStateBackend
 from sparkpoint.state.serializers import PickleSerializer
@@ -194,8 +195,9 @@ def test_what_pickle_dumps_writes_passes_the_scan() -> None:
         (b"\x80\x05\x8e" + (2**40).to_bytes(8, "little") + b".", "past the end of the data"),
         (b"\x80\x05a.", "takes a value from an empty stack"),
         (b"\x80\x05e.", "needs a mark the stack does not hold"),
+        (b"\x80\x05\x95" + (64).to_bytes(8, "little") + b"K\x01.", "a frame of 64 bytes past"),
     ],
-    ids=["empty", "truncated", "opcode", "memo", "declared-length", "stack", "mark"],
+    ids=["empty", "truncated", "opcode", "memo", "declared-length", "stack", "mark", "frame"],
 )
 def test_malformed_pickles_are_named_corrupt(data: bytes, problem: str) -> None:
     with pytest.raises(CorruptStateError, match="Refusing a block: not a well-formed pickle") as e:
@@ -217,13 +219,13 @@ def test_a_list_filled_after_it_was_nested_is_measured_whole() -> None:
 # ---- Arrow blocks ---------------------------------------------------------------------------
 
 
-def arrow_block_bytes(values: list[bytes]) -> bytes:
-    """An ``arrow`` block of state 0: key ``i`` (pickled) -> ``values[i]``."""
+def arrow_block_bytes(values: list[bytes], first_key: int = 0) -> bytes:
+    """An ``arrow`` block of state 0: key ``first_key + i`` (pickled) -> ``values[i]``."""
     keys = PickleSerializer()
     batch = pa.record_batch(
         [
             pa.array([0] * len(values), pa.uint16()),
-            pa.array([keys.serialize(i) for i in range(len(values))], pa.binary()),
+            pa.array([keys.serialize(first_key + i) for i in range(len(values))], pa.binary()),
             pa.nulls(len(values), pa.binary()),
             pa.array(values, pa.binary()),
         ],
@@ -389,3 +391,57 @@ def test_a_sparse_4_gib_state_file_is_refused_before_it_is_read(tmp_path: Path) 
         f"StorageError: Refusing to read {path} as a state file of 500 recorded bytes: it "
         "holds 4294967296 bytes, more than the 501 bytes"
     ), out
+
+
+# ---- what the fuzz run found ----------------------------------------------------------------
+
+
+def typed_checkpoint_stream(block: bytes) -> KeyGroupsStateHandle:
+    """A checkpoint stream of one INT value state (pickled keys) holding ``block``."""
+    meta = RegisteredStateMeta.from_descriptor(TYPED, PickleSerializer())
+    header = SnapshotHeader(
+        MAX_P, KeyGroupRange(0, MAX_P - 1), (meta,), "checkpoint", "heap", "arrow"
+    )
+    out = MemCheckpointStreamFactory().create_checkpoint_state_output_stream()
+    handle = write_key_groups_snapshot(out, header, lambda kg: block if kg == 0 else None)
+    assert isinstance(handle, KeyGroupsStateHandle)
+    return handle
+
+
+TYPED = ValueStateDescriptor("n", Types.INT())
+
+
+def test_typed_values_their_serializer_cannot_read_are_named_on_restore(tmp_path: Path) -> None:
+    """A 3-byte INT: the heap's column decoder raised a bare ValueError."""
+    handle = typed_checkpoint_stream(arrow_block_bytes([b"\x00\x00\x01"]))
+    b = backend("heap", str(tmp_path / "b"))
+    with pytest.raises(CorruptStateError) as e:
+        b.restore([handle])
+    b.dispose()
+    assert str(e.value).endswith(", key group 0: ValueError: INT values must be 4 bytes each")
+
+
+def test_typed_values_their_serializer_cannot_read_are_named_when_read(tmp_path: Path) -> None:
+    """RocksDB keeps restored bytes: the read names the state (a bare struct/ValueError)."""
+    key = next(k for k in range(1000) if assign_to_key_group(k, MAX_P) == 0)
+    handle = typed_checkpoint_stream(arrow_block_bytes([b"\x00\x00\x01"], first_key=key))
+    b = backend("rocksdb", str(tmp_path / "b"))
+    b.restore([handle])
+    state = b.get_partitioned_state(TYPED)
+    b.set_current_key(key)
+    with pytest.raises(StateDecodeError) as e:
+        state.value()
+    b.dispose()
+    assert str(e.value) == (
+        "State 'n': a value of 3 bytes that its serializer cannot read (ValueError: INT needs "
+        "4 bytes, got 3)"
+    )
+
+
+@pytest.mark.parametrize("kind", sorted(BACKENDS))
+def test_a_pickle_block_naming_a_state_the_header_lacks_is_named(kind: str, tmp_path: Path) -> None:
+    """State id 128 of 1: an IndexError deep in the heap's lazy decoding."""
+    block = pickle.dumps([(128, {1: "x"})], protocol=5)
+    handle = checkpoint_stream("pickle", block)
+    with pytest.raises(RestoreError, match=r"state id 128 of 1 states"):
+        restore_and_read(kind, str(tmp_path / "b"), handle)

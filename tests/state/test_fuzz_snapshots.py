@@ -27,4 +27,4 @@ def test_a_hundred_mutations_end_in_named_errors_or_results(
         assert set(counts) <= {"named", "result"}, (reader, counts)
         assert sum(counts.values()) == 100
     # the mutations reach the decoders: some read through, most are refused
-    assert 0 < summary["results"].get("same as the original", 0) < 100 * len(READERS)
+    assert 0 < summary["results_and_errors"].get("same as the original", 0) < 100 * len(READERS)
