@@ -55,7 +55,7 @@ def _descriptors() -> list[Any]:
     ]
 
 
-def _backend(kind: str, directory: str, index: int) -> Any:
+def _backend(kind: str, directory: str, index: int, incremental: bool = False) -> Any:
     from sparkpoint.clock import SYSTEM_CLOCK
     from sparkpoint.state.backend import KeyedStateBackendParameters
     from sparkpoint.state.heap import HeapKeyedStateBackend
@@ -66,13 +66,15 @@ def _backend(kind: str, directory: str, index: int) -> Any:
     params = KeyedStateBackendParameters(
         JOB, "count-op", index, PARALLELISM, MAX_P, rng, directory, SYSTEM_CLOCK, None
     )
-    cls = HeapKeyedStateBackend if kind == "heap" else RocksDBKeyedStateBackend
-    return cls(params)
+    if kind == "heap":
+        return HeapKeyedStateBackend(params)
+    return RocksDBKeyedStateBackend(params, incremental=incremental)
 
 
 def build_snapshots(base: Path) -> dict[str, str]:
-    """A savepoint (typed Arrow blocks) and a retained heap checkpoint (pickle blocks), each
-    with two subtasks of three states and the job master state, state in files."""
+    """A savepoint (typed Arrow blocks), a retained heap checkpoint (pickle blocks) and a
+    retained RocksDB checkpoint (incremental: SST files in shared/), each with two subtasks
+    of three states and the job master state, state in files."""
     from sparkpoint.checkpoint.metadata import (
         CheckpointMetadata,
         OperatorState,
@@ -90,7 +92,7 @@ def build_snapshots(base: Path) -> dict[str, str]:
     access.initialize_base_locations_for_checkpoint()  # type: ignore[attr-defined]
     master = JobMasterState(JOB, "fuzz", 7, {"src": {"splits": [[0, 42]]}}, {"op": 5})
     out = {}
-    for kind, n in (("savepoint", 3), ("checkpoint", 4)):
+    for kind, n in (("savepoint", 3), ("checkpoint", 4), ("rocksdb", 5)):
         if kind == "savepoint":
             location = access.initialize_location_for_savepoint(n, str(base / "savepoints"))
             snapshot_type, props = SnapshotType.SAVEPOINT, CheckpointProperties.for_savepoint()
@@ -100,7 +102,9 @@ def build_snapshots(base: Path) -> dict[str, str]:
             props = CheckpointProperties.for_checkpoint("RETAIN_ON_CANCELLATION")
         subs = {}
         for index in range(PARALLELISM):
-            b = _backend("heap", str(base / f"local-{kind}-{index}"), index)
+            backend_kind = "rocksdb" if kind == "rocksdb" else "heap"
+            local = str(base / f"local-{kind}-{index}")
+            b = _backend(backend_kind, local, index, incremental=kind == "rocksdb")
             count, seen, untyped = (b.get_partitioned_state(d) for d in _descriptors())
             for i, key in enumerate(KEYS):
                 if b.key_group_range.contains(assign_to_key_group(key, MAX_P)):
@@ -109,6 +113,8 @@ def build_snapshots(base: Path) -> dict[str, str]:
                     seen.put("first", i)
                     seen.put("second", -i)
                     untyped.update((key, i, [i, None, {"n": float(i)}]))
+            if backend_kind == "rocksdb":
+                b.commit_local(n)
             handle = b.snapshot(n, location, snapshot_type)()
             b.dispose()
             subs[index] = OperatorSubtaskState(managed_keyed_state=(handle,))
@@ -284,13 +290,18 @@ def apply_case(case: int, seed: int, snapshots: dict[str, str], work: Path) -> t
     rng = random.Random(seed * 1_000_003 + case)
     kind = rng.choice(sorted(snapshots))
     source = Path(snapshots[kind])
-    target = work / source.name
-    shutil.copytree(source, target, symlinks=True)
-    if kind == "checkpoint":  # absolute paths: point them at the copy
+    if kind == "savepoint":  # self-contained, relative paths
+        target = work / source.name
+        shutil.copytree(source, target, symlinks=True)
+        files = _state_files(target)
+    else:  # the job's directory (shared/ too), with the absolute paths pointed at the copy
+        job = work / source.parent.name
+        shutil.copytree(source.parent, job, symlinks=True)
+        target = job / source.name
         meta = (target / "_metadata").read_bytes()
-        (target / "_metadata").write_bytes(_retarget(meta, str(source), str(target)))
+        (target / "_metadata").write_bytes(_retarget(meta, str(source.parent), str(job)))
+        files = _state_files(target) + _state_files(job / "shared")
     meta_path = target / "_metadata"
-    files = _state_files(target)
     what = rng.random()
     if what < 0.4:
         data, how = mutate(meta_path.read_bytes(), rng)
@@ -389,6 +400,17 @@ def _runs(pointer: str, tmp: str) -> dict[str, Any]:
     }
 
 
+def _baseline(run: Any) -> Any:
+    """What a reader returns on the original, or the class of the error it refuses it with
+    (a heap backend refuses an incremental RocksDB checkpoint)."""
+    from sparkpoint.errors import SparkpointError
+
+    try:
+        return run()
+    except SparkpointError as exc:
+        return f"refused: {type(exc).__name__}"
+
+
 def worker(seed: int, snapshots: dict[str, str], bound: int) -> None:
     """Read case numbers on stdin, answer one JSON line per case on stdout."""
     from sparkpoint.state.heap import clear_heap_cache
@@ -396,15 +418,14 @@ def worker(seed: int, snapshots: dict[str, str], bound: int) -> None:
     baselines: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="fuzz-base-") as tmp:
         for kind, pointer in snapshots.items():
-            baselines[kind] = {name: run() for name, run in _runs(pointer, tmp).items()}
+            baselines[kind] = {name: _baseline(run) for name, run in _runs(pointer, tmp).items()}
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         case = int(line)
         with tempfile.TemporaryDirectory(prefix="fuzz-case-") as tmp:
             work = Path(tmp)
             pointer, how = apply_case(case, seed, snapshots, work / "snap")
-            kind = "savepoint" if "savepoint" in how.split()[0] else "checkpoint"
-            base = baselines[kind]
+            base = baselines[how.split()[0]]
             runs = _runs(pointer, tmp)
             out: dict[str, Any] = {"case": case, "mutation": how}
             for name, fn in runs.items():

@@ -380,6 +380,21 @@ def registry_metas(handle: IncrementalRemoteKeyedStateHandle) -> list[dict[str, 
 def _read_incremental(
     handle: IncrementalRemoteKeyedStateHandle, rng: KeyGroupRange
 ) -> Iterator[KeyGroupEntries]:
+    from sparkpoint.state.rocksdb.local_db import corrupt_checkpoint
+
+    try:
+        yield from _read_incremental_db(handle, rng)
+    except Exception as exc:
+        where = f"{handle.checkpoint_id} ({describe_stream(handle.meta_state_handle)})"
+        corrupt = corrupt_checkpoint(exc, where)
+        if corrupt is None:
+            raise
+        raise corrupt from None
+
+
+def _read_incremental_db(
+    handle: IncrementalRemoteKeyedStateHandle, rng: KeyGroupRange
+) -> Iterator[KeyGroupEntries]:
     import rocksdict
 
     from sparkpoint.state.rocksdb.local_db import key_group_bounds

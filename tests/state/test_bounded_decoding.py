@@ -10,11 +10,13 @@ keyed backends restore real (crafted) key-group streams, without Spark.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import pickle
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -445,3 +447,54 @@ def test_a_pickle_block_naming_a_state_the_header_lacks_is_named(kind: str, tmp_
     handle = checkpoint_stream("pickle", block)
     with pytest.raises(RestoreError, match=r"state id 128 of 1 states"):
         restore_and_read(kind, str(tmp_path / "b"), handle)
+
+
+def _incremental_checkpoint(tmp_path: Path) -> Any:
+    """A real incremental RocksDB checkpoint of 40 keys (SST files in shared/)."""
+    from sparkpoint.datastream.checkpoint_storage import FileSystemCheckpointStorage
+
+    storage = FileSystemCheckpointStorage(str(tmp_path / "cp"), file_state_size_threshold=0)
+    access = storage.create_checkpoint_storage("f" * 32)
+    access.initialize_base_locations_for_checkpoint()  # type: ignore[attr-defined]
+    params = KeyedStateBackendParameters(
+        "job", "op", 0, 1, MAX_P, KeyGroupRange(0, MAX_P - 1), str(tmp_path / "w"), SYSTEM_CLOCK
+    )
+    b = RocksDBKeyedStateBackend(params, incremental=True)
+    state = b.get_partitioned_state(TYPED)
+    for key in range(40):
+        b.set_current_key(key)
+        state.update(key)
+    b.commit_local(1)
+    handle = b.snapshot(1, access.initialize_location_for_checkpoint(1), "checkpoint")()
+    b.dispose()
+    return handle
+
+
+def test_a_corrupt_rocksdb_checkpoint_file_is_named_at_once_not_restored_empty(
+    tmp_path: Path,
+) -> None:
+    """An SST file with a flipped bit (and its digest made right, as a forger would): the
+    database failed to open with "block checksum mismatch", which was taken for a lock
+    ("block"), waited 10 s and raised StateLostError; a corrupt database was recreated
+    empty."""
+    handle = _incremental_checkpoint(tmp_path)
+    item = max(handle.shared_state, key=lambda i: i.handle.state_size)
+    path = Path(item.handle.path)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    path.write_bytes(bytes(data))
+    forged = dataclasses.replace(item.handle, digest=hashlib.sha256(bytes(data)).digest())
+    shared = tuple(
+        dataclasses.replace(i, handle=forged) if i is item else i for i in handle.shared_state
+    )
+    b = backend("rocksdb", str(tmp_path / "restore"))
+    started = time.monotonic()
+    opened = r"^The RocksDB checkpoint restored into .* cannot be opened: Corruption: block"
+    with pytest.raises(CorruptStateError, match=opened):
+        b.restore([dataclasses.replace(handle, shared_state=shared)])
+        state = b.get_partitioned_state(TYPED)
+        for key in range(40):
+            b.set_current_key(key)
+            state.value()
+    assert time.monotonic() - started < 5
+    b.dispose()
