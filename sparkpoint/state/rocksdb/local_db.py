@@ -66,6 +66,15 @@ _OPEN_RETRY_SECONDS = 10.0
 _LOG = logging.getLogger(__name__)
 
 
+def _corrupt(exc: Exception, path: str) -> Exception:
+    """What to raise for ``exc`` raised reading the database at ``path``: RocksDB's own
+    errors (plain ``Exception``: a corrupt block) as ``CorruptStateError``, others as
+    they are."""
+    if type(exc) is not Exception:
+        return exc
+    return CorruptStateError(f"Corrupt RocksDB state in {path}: {exc}")
+
+
 def corrupt_checkpoint(exc: BaseException, where: str) -> CorruptStateError | None:
     """``CorruptStateError`` naming ``where`` for an error RocksDB raised reading restored
     files (rocksdict raises plain ``Exception``: "Corruption: block checksum mismatch"...),
@@ -209,7 +218,10 @@ class LocalRocksDB:
             return self._pending[key]
         value = self._reads.get(key, _UNREAD)
         if value is _UNREAD:
-            value = self._reads[key] = self.db.get(key)
+            try:
+                value = self._reads[key] = self.db.get(key)
+            except Exception as exc:
+                raise _corrupt(exc, self.path) from None
         return cast(bytes | None, value)
 
     def prefetch(self, keys: Iterable[bytes]) -> None:
@@ -223,6 +235,12 @@ class LocalRocksDB:
 
     def _read_committed(self, missing: list[bytes]) -> None:
         """Read the committed values of the sorted keys ``missing`` into the read cache."""
+        try:
+            self._read_committed_now(missing)
+        except Exception as exc:
+            raise _corrupt(exc, self.path) from None
+
+    def _read_committed_now(self, missing: list[bytes]) -> None:
         if not missing:
             return
         reads = self._reads
