@@ -14,6 +14,7 @@ __all__ = [
     "RestoreError",
     "SnapshotSignatureError",
     "SparkpointError",
+    "StateDecodeError",
     "StateLostError",
     "StorageError",
     "UnsafeStatePathError",
@@ -60,6 +61,11 @@ class RestoreError(SparkpointError):
 class CorruptStateError(RestoreError):
     """A state file does not hold what its handle records: its bytes do not match the digest,
     its length differs, or an offset points outside it. The message names the file."""
+
+
+class StateDecodeError(CorruptStateError, ValueError):
+    """Restored state bytes that their state's serializer cannot read (a value, key or user
+    key of another length or shape). The message names the state."""
 
 
 class UntrustedSnapshotError(RestoreError):

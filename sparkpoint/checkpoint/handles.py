@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, BinaryIO
 
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
-from sparkpoint.checkpoint.state_digest import copy_verified, open_verified, verify_bytes
+from sparkpoint.checkpoint.state_digest import (
+    copy_verified,
+    open_state_file,
+    open_verified,
+    read_state_file,
+    verify_bytes,
+)
 
 if TYPE_CHECKING:
     from sparkpoint.checkpoint.shared_registry import SharedStateRegistry
@@ -131,13 +137,13 @@ class FileStateHandle(StreamStateHandle):
 
         fs = get_filesystem(self.path)
         if self.digest is None:
-            return fs.open_input(self.path)
+            return open_state_file(fs, self.path, self.size)
         return open_verified(fs, self.path, self.size, self.digest)
 
     def read_all(self) -> bytes:
         from sparkpoint.fs import get_filesystem
 
-        data = get_filesystem(self.path).read_bytes(self.path)
+        data = read_state_file(get_filesystem(self.path), self.path, self.size)
         if self.digest is not None:
             verify_bytes(self.path, self.size, self.digest, data)
         return data
@@ -151,9 +157,11 @@ class FileStateHandle(StreamStateHandle):
         if self.digest is not None:
             copy_verified(fs, self.path, self.size, self.digest, target)
             return
+        left = self.size  # never past the recorded size
         with fs.open_input(self.path) as src, open(target, "wb") as out:
-            while chunk := src.read(1 << 20):
+            while left > 0 and (chunk := src.read(min(left, 1 << 20))):
                 out.write(chunk)
+                left -= len(chunk)
 
     @property
     def physical_id(self) -> str:

@@ -12,6 +12,11 @@ An entry is ``MAGIC + version + backend name + payload``, so a heap entry is nev
 to RocksDB state or the other way round. Version 2 payloads are zstd-compressed (after the
 8-byte uncompressed size): an epoch's changes shrink 3-5x for a few milliseconds, and
 writing them was most of what the changelog cost (version 1, uncompressed, still reads).
+
+Decoding is bounded by the entry's own bytes: the declared uncompressed size may not exceed
+what zstd can expand the compressed bytes to (``MAX_ZSTD_RATIO``: a 128 KiB run per 4-byte
+block at best), and the output is allocated at that size only; key/value payloads are
+checked Arrow streams (``arrow_checks``).
 """
 
 from __future__ import annotations
@@ -21,9 +26,11 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from sparkpoint.errors import RestoreError
+from sparkpoint.errors import CorruptStateError, RestoreError
+from sparkpoint.state.arrow_checks import ArrowBlockError, read_checked_stream
 
 __all__ = [
+    "MAX_ZSTD_RATIO",
     "ChangeTracking",
     "decode_entry",
     "decode_kv_changes",
@@ -35,6 +42,9 @@ _MAGIC = b"SPCL"
 _VERSION = 2
 _UNCOMPRESSED = 1
 _CODEC = pa.Codec("zstd", compression_level=1)
+# zstd's largest expansion: a 131,072-byte RLE block from a 3-byte header and 1 byte.
+MAX_ZSTD_RATIO = 32768
+_KV_SCHEMA = pa.schema([pa.field("k", pa.binary()), pa.field("v", pa.binary())])
 
 
 def encode_entry(backend: str, payload: bytes) -> bytes:
@@ -75,6 +85,16 @@ def decode_entry(raw: bytes, backend: str, where: str) -> memoryview:
         return payload
     try:
         (length,) = struct.unpack(">Q", payload[:8])
+    except struct.error as e:
+        raise RestoreError(f"Changelog entry {where} is corrupt: {e}") from e
+    compressed = len(payload) - 8
+    if length > MAX_ZSTD_RATIO * compressed:
+        raise CorruptStateError(
+            f"Changelog entry {where} is corrupt: it declares {length} uncompressed bytes "
+            f"for {compressed} compressed bytes, more than zstd can expand them to "
+            f"({MAX_ZSTD_RATIO} per byte)"
+        )
+    try:
         return memoryview(_CODEC.decompress(payload[8:], length, asbytes=True))
     except (struct.error, OSError, ValueError) as e:  # truncated or corrupt bytes
         raise RestoreError(f"Changelog entry {where} is corrupt: {e}") from e
@@ -91,12 +111,19 @@ def encode_kv_changes(keys: Sequence[bytes], values: Sequence[bytes | None]) -> 
     return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
 
 
-def decode_kv_changes(payload: memoryview | bytes) -> list[tuple[bytes, bytes | None]]:
-    """The writes of ``encode_kv_changes``, in order."""
+def decode_kv_changes(
+    payload: memoryview | bytes, where: str = "a changelog entry"
+) -> list[tuple[bytes, bytes | None]]:
+    """The writes of ``encode_kv_changes``, in order; ``CorruptStateError`` naming
+    ``where`` for a stream of another shape."""
     out: list[tuple[bytes, bytes | None]] = []
-    with pa.ipc.open_stream(pa.py_buffer(payload)) as reader:
-        for batch in reader:
+    try:
+        for batch in read_checked_stream(payload, _KV_SCHEMA):
+            if batch.column(0).null_count:
+                raise ArrowBlockError("a write without its key")
             out.extend(zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()))
+    except ArrowBlockError as exc:
+        raise CorruptStateError(f"Changelog entry {where} is corrupt: {exc}") from None
     return out
 
 

@@ -4,11 +4,12 @@ key groups a subtask owns from any old handles."""
 from __future__ import annotations
 
 import gc
+import struct
 from collections.abc import Callable, Sequence
 
-from sparkpoint.checkpoint.handles import KeyGroupsStateHandle
+from sparkpoint.checkpoint.handles import KeyGroupsStateHandle, describe_stream
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
-from sparkpoint.errors import RestoreError
+from sparkpoint.errors import CorruptStateError, RestoreError, UntrustedSnapshotError
 from sparkpoint.state.key_groups import check_max_parallelism
 from sparkpoint.state.snapshot_format import (
     OBJECT_ENCODINGS,
@@ -49,6 +50,10 @@ def restore_key_groups(
             gc.enable()
 
 
+# What decoding a block's entries raises for bytes that are not what their state says.
+_DECODE_ERRORS = (ValueError, TypeError, AttributeError, IndexError, OverflowError, struct.error)
+
+
 def _restore(
     handles: Sequence[KeyGroupsStateHandle],
     key_group_range: KeyGroupRange,
@@ -68,20 +73,42 @@ def _restore(
             if encoding != "arrow" and encoding not in OBJECT_ENCODINGS:
                 raise RestoreError(f"Unknown key-group block encoding {encoding!r}")
             names = [meta.name for meta in header.states]
+            stream = describe_stream(part.delegate)
             for kg, block in blocks:
                 if encoding in OBJECT_ENCODINGS and pickle_block_sink is not None:
                     pickle_block_sink(kg, block, tables, encoding)
                     continue
-                if encoding in OBJECT_ENCODINGS:
-                    for sid, objects in decode_object_block(encoding, block, names):
-                        _table(tables, sid, kg).put_group_objects(kg, objects)
-                        restored += len(objects)
-                    continue
-                batch = decode_arrow_block(block)
-                for sid, keys, uks, vals in arrow_state_runs(batch):
-                    _table(tables, sid, kg).put_entries_arrow(kg, keys, uks, vals)
-                restored += batch.num_rows
+                where = f"{stream}, key group {kg}"
+                try:
+                    restored += _restore_block(tables, encoding, block, names, kg, where)
+                except (CorruptStateError, UntrustedSnapshotError):
+                    raise
+                except _DECODE_ERRORS as e:
+                    raise CorruptStateError(
+                        f"Corrupt keyed state in {where}: {type(e).__name__}: {e}"
+                    ) from None
     return restored
+
+
+def _restore_block(
+    tables: list[StateTable],
+    encoding: str,
+    block: bytes,
+    names: list[str],
+    kg: int,
+    where: str,
+) -> int:
+    """Put one key group's decoded block into ``tables``; returns the entries put."""
+    if encoding in OBJECT_ENCODINGS:
+        restored = 0
+        for sid, objects in decode_object_block(encoding, block, names, where):
+            _table(tables, sid, kg).put_group_objects(kg, objects)
+            restored += len(objects)
+        return restored
+    batch = decode_arrow_block(block, where, len(tables))
+    for sid, keys, uks, vals in arrow_state_runs(batch):
+        _table(tables, sid, kg).put_entries_arrow(kg, keys, uks, vals)
+    return int(batch.num_rows)
 
 
 def _table(tables: list[StateTable], state_id: int, key_group: int) -> StateTable:

@@ -7,6 +7,10 @@ only (numbers, strings, bytes, None, booleans, and tuples, lists, dicts and sets
 what untyped keys usually are), and any pickle that names a class or a function is refused
 with ``UntrustedSnapshotError`` before anything of it runs.
 
+Either way the bytes are pre-scanned first (``sparkpoint.checkpoint.pickle_scan``): a
+pickle nested too deep, expanding through shared references past its bound, or malformed is
+refused with ``CorruptStateError`` before any of it is unpickled.
+
 The setting is per process: a job's tasks set it from the job, the CLI and the state
 processor from their configuration. Local working files an executor wrote itself are not
 snapshot input and are unpickled as they are.
@@ -18,8 +22,9 @@ import io
 import pickle
 from typing import Any
 
+from sparkpoint.checkpoint.pickle_scan import SAFE_SIZE, scan_pickle
 from sparkpoint.checkpoint.trust import refuse_pickle
-from sparkpoint.errors import UntrustedSnapshotError
+from sparkpoint.errors import CorruptStateError, UntrustedSnapshotError
 
 __all__ = ["loads", "pickle_allowed", "set_allow_pickle"]
 
@@ -54,12 +59,15 @@ class _PlainDataUnpickler(pickle.Unpickler):
 
 def loads(data: Any, what: str = "pickled state") -> Any:
     """``pickle.loads(data)``, or with allow-pickle false the plain-data reading above
-    (``what`` names the state and file in the error)."""
-    if _allowed:
-        return pickle.loads(data)
+    (``what`` names the state and file in the error), after the pre-scan of ``data``; bytes
+    that do not unpickle raise ``CorruptStateError`` naming ``what``."""
+    if len(data) > SAFE_SIZE:  # shorter ones are within the scan's bounds (pickle_scan)
+        scan_pickle(data, what)
     try:
+        if _allowed:
+            return pickle.loads(data)
         return _PlainDataUnpickler(data, what).load()
     except UntrustedSnapshotError:
         raise
-    except Exception as exc:  # malformed bytes: as corrupt as a failed pickle.loads
-        raise pickle.UnpicklingError(f"{what}: {exc}") from exc
+    except Exception as exc:  # malformed bytes the scan let through, or a failing reduce
+        raise CorruptStateError(f"Refusing {what}: it does not unpickle: {exc!r}") from exc

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from sparkpoint.checkpoint.discovery import load_pointer
 from sparkpoint.checkpoint.handles import KeyedStateHandle, KeyGroupsStateHandle
 from sparkpoint.checkpoint.metadata import OperatorState
-from sparkpoint.errors import RestoreError
+from sparkpoint.errors import CorruptStateError, RestoreError
 from sparkpoint.state.descriptors import StateKind
 from sparkpoint.state.snapshot_format import (
     OBJECT_ENCODINGS,
@@ -89,20 +89,33 @@ def read_keyed_state(
         cols["value"].append(v)
         cols["ttl_timestamp"].append(meta.ttl_timestamp_of(v))
 
-    with handle.delegate.open_input_stream() as stream:
-        header = read_header(stream)
+    size = handle.delegate.state_size
+    try:
+        stream = handle.delegate.open_input_stream()
+    except FileNotFoundError as e:
+        raise RestoreError(f"Keyed state file is missing: {e}") from e
+    with stream:
+        header = read_header(stream, size)
         check_header(handle, header)
         for kg, offset in handle.group_range_offsets.items():
-            block = read_key_group(stream, kg, offset)
+            block = read_key_group(stream, kg, offset, size)
             if block is None:
                 continue
             if header.block_encoding in OBJECT_ENCODINGS:
-                for sid, objects in decode_object_block(
-                    header.block_encoding, block, [m.name for m in header.states]
-                ):
-                    meta = header.states[sid]
-                    for k, uk, v in _object_rows(meta, objects):
-                        add(meta, kg, k, uk, v)
+                where = f"{handle.delegate.physical_id}, key group {kg} at offset {offset}"
+                try:
+                    for sid, objects in decode_object_block(
+                        header.block_encoding, block, [m.name for m in header.states], where
+                    ):
+                        meta = header.states[sid]
+                        for k, uk, v in _object_rows(meta, objects):
+                            add(meta, kg, k, uk, v)
+                except (AttributeError, TypeError, ValueError) as e:
+                    if isinstance(e, CorruptStateError):
+                        raise
+                    raise CorruptStateError(
+                        f"Corrupt keyed state in {where}: {type(e).__name__}: {e}"
+                    ) from None
                 continue
             batch = _checked_arrow_block(handle, header, kg, offset, block)
             ids = batch.column(0).to_pylist()
@@ -117,15 +130,11 @@ def read_keyed_state(
 def _checked_arrow_block(
     handle: KeyGroupsStateHandle, header: SnapshotHeader, kg: int, offset: int, block: bytes
 ) -> pa.RecordBatch:
-    """The ``arrow`` block of key group ``kg``, refused (``RestoreError`` naming the stream,
-    key group and offset) unless its buffers are consistent and every state id indexes the
-    header's states: offsets come from a ``_metadata``, which may be crafted."""
+    """The ``arrow`` block of key group ``kg``, refused (``CorruptStateError`` naming the
+    stream, key group and offset) unless its buffers are consistent and every state id
+    indexes the header's states: offsets come from a ``_metadata``, which may be crafted."""
     where = f"{handle.delegate.physical_id}, key group {kg} at offset {offset}"
-    try:
-        batch = decode_arrow_block(block)
-        batch.validate(full=True)
-    except (pa.ArrowException, ValueError) as exc:
-        raise RestoreError(f"Corrupt keyed state in {where}: {exc}") from None
+    batch = decode_arrow_block(block, where, len(header.states))
     ids = batch.column(0)
     bounds = pc.min_max(ids)
     low, high = bounds["min"].as_py(), bounds["max"].as_py()
@@ -143,7 +152,7 @@ def read_snapshot_headers(handles: Sequence[KeyedStateHandle]) -> list[SnapshotH
     for h in handles:
         if isinstance(h, KeyGroupsStateHandle):
             with h.delegate.open_input_stream() as stream:
-                out.append(read_header(stream))
+                out.append(read_header(stream, h.delegate.state_size))
     return out
 
 

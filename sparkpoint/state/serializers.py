@@ -120,6 +120,10 @@ class TypeSerializer(abc.ABC):
     def deserialize(self, data: Buffer) -> Any:
         """The value encoded in ``data`` (which must hold exactly one value)."""
         value, pos = self.read(data, 0)
+        if pos > len(data):
+            raise ValueError(
+                f"{type(self).__name__}: the value needs {pos} bytes, only {len(data)} are there"
+            )
         if pos != len(data):
             raise ValueError(
                 f"{type(self).__name__}: {len(data) - pos} trailing bytes after the value"

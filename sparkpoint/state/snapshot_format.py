@@ -53,10 +53,12 @@ from sparkpoint.checkpoint.handles import (
     KeyGroupsStateHandle,
     describe_stream,
 )
+from sparkpoint.checkpoint.json_nesting import check_json_nesting
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.checkpoint.streams import CheckpointStateOutputStream
 from sparkpoint.errors import CorruptStateError, RestoreError, UntrustedSnapshotError
 from sparkpoint.state import pickling
+from sparkpoint.state.arrow_checks import ArrowBlockError, read_checked_batch
 from sparkpoint.state.table import RegisteredStateMeta
 
 __all__ = [
@@ -238,8 +240,9 @@ def _read_exact(stream: BinaryIO, n: int, what: str) -> bytes:
     return bytes(data)
 
 
-def read_header(stream: BinaryIO) -> SnapshotHeader:
-    """Read and validate the header at the start of ``stream``."""
+def read_header(stream: BinaryIO, size: int | None = None) -> SnapshotHeader:
+    """Read and validate the header at the start of ``stream`` (of ``size`` bytes, when
+    known: a header may not declare more than the stream holds)."""
     head = _read_exact(stream, 10, "header")
     if head[:4] != MAGIC:
         raise RestoreError(
@@ -252,8 +255,15 @@ def read_header(stream: BinaryIO) -> SnapshotHeader:
             f"(this sparkpoint reads version {FORMAT_VERSION})"
         )
     body_len = _U32.unpack_from(head, 6)[0]
+    if size is not None and body_len > size - 10:
+        raise CorruptStateError(
+            f"Corrupt keyed state snapshot header: it declares {body_len} bytes of JSON, "
+            f"but the stream holds {size} bytes"
+        )
     try:
-        data = json.loads(_read_exact(stream, body_len, "JSON header"))
+        text = _read_exact(stream, body_len, "JSON header")
+        check_json_nesting(text)
+        data = json.loads(text)
     except ValueError as e:
         raise RestoreError(f"Corrupt keyed state snapshot header: {e}") from e
     try:
@@ -273,8 +283,12 @@ def read_header(stream: BinaryIO) -> SnapshotHeader:
         raise RestoreError(f"Corrupt keyed state snapshot header: {type(e).__name__}: {e}") from e
 
 
-def read_key_group(stream: BinaryIO, key_group: int, offset: int) -> bytes | None:
-    """The raw block of ``key_group`` at ``offset`` (``None`` when the group is empty)."""
+def read_key_group(
+    stream: BinaryIO, key_group: int, offset: int, stream_size: int | None = None
+) -> bytes | None:
+    """The raw block of ``key_group`` at ``offset`` (``None`` when the group is empty); a
+    block may not declare more bytes than the stream (of ``stream_size``, when known) holds
+    after it."""
     if offset < 0:
         return None
     stream.seek(offset)
@@ -283,6 +297,12 @@ def read_key_group(stream: BinaryIO, key_group: int, offset: int) -> bytes | Non
         raise RestoreError(
             f"Corrupt keyed state snapshot: expected key group {key_group} at "
             f"offset {offset}, found {kg}"
+        )
+    if stream_size is not None and size > stream_size - offset - _BLOCK.size:
+        raise CorruptStateError(
+            f"Corrupt keyed state snapshot: key group {key_group} at offset {offset} "
+            f"declares {size} bytes, but the {stream_size}-byte stream ends "
+            f"{max(0, stream_size - offset - _BLOCK.size)} bytes after its header"
         )
     if size == 0:
         return None
@@ -300,13 +320,14 @@ def open_key_groups(
         stream = handle.delegate.open_input_stream()
     except FileNotFoundError as e:
         raise RestoreError(f"Keyed state file is missing: {e}") from e
+    size = handle.delegate.state_size
     with stream:
-        header = read_header(stream)
+        header = read_header(stream, size)
         check_header(handle, header)
 
         def blocks() -> Iterator[tuple[int, bytes]]:
             for kg, offset in handle.group_range_offsets.items():
-                block = read_key_group(stream, kg, offset)
+                block = read_key_group(stream, kg, offset, size)
                 if block is not None:
                     yield kg, block
 
@@ -337,9 +358,30 @@ def check_header(handle: KeyGroupsStateHandle, header: SnapshotHeader) -> None:
             )
 
 
-def decode_arrow_block(block: bytes) -> pa.RecordBatch:
-    """The record batch of an ``arrow`` block."""
-    return pa.ipc.read_record_batch(pa.py_buffer(block), SCHEMA)
+def decode_arrow_block(
+    block: bytes | memoryview, where: str = "an arrow key-group block", n_states: int | None = None
+) -> pa.RecordBatch:
+    """The record batch of an ``arrow`` block, checked in full before and after decoding
+    (``arrow_checks``) and, given ``n_states``, every state id indexing the header's states;
+    ``CorruptStateError`` naming ``where`` otherwise."""
+    try:
+        batch = read_checked_batch(block, SCHEMA)
+    except ArrowBlockError as exc:
+        raise CorruptStateError(f"Corrupt keyed state in {where}: {exc}") from None
+    for i in (0, 1, 3):  # the schema's non-nullable columns (IPC does not enforce it)
+        if batch.column(i).null_count:
+            raise CorruptStateError(
+                f"Corrupt keyed state in {where}: null values in column {SCHEMA.field(i).name}"
+            )
+    if n_states is not None and batch.num_rows:
+        ids = batch.column(0).to_numpy()
+        top = int(ids.max())
+        if top >= n_states:
+            raise CorruptStateError(
+                f"Corrupt keyed state in {where}: state id {top}, but the header has "
+                f"{n_states} states"
+            )
+    return batch
 
 
 def arrow_state_runs(batch: pa.RecordBatch) -> Iterator[tuple[int, pa.Array, pa.Array, pa.Array]]:
@@ -353,40 +395,71 @@ def arrow_state_runs(batch: pa.RecordBatch) -> Iterator[tuple[int, pa.Array, pa.
         yield int(ids[lo]), keys.slice(lo, n), uks.slice(lo, n), vals.slice(lo, n)
 
 
-def decode_pickle_block(block: bytes) -> list[tuple[int, dict[Any, Any]]]:
+def decode_pickle_block(
+    block: bytes, where: str = "a pickle key-group block"
+) -> list[tuple[int, dict[Any, Any]]]:
     """The ``[(state_id, {key: stored})]`` of a ``pickle`` block."""
-    return pickling.loads(block, "a pickle key-group block")  # type: ignore[no-any-return]
+    return pickling.loads(block, where)  # type: ignore[no-any-return]
 
 
 def read_chain_block(
-    block: bytes | memoryview,
+    block: bytes | memoryview, where: str = "a pickle-chain key-group block"
 ) -> tuple[list[str | None], bytes | None, list[list[tuple[str, dict[Any, Any], list[Any]]]]]:
     """The base state names, the base ``pickle`` block (undecoded) and the decoded deltas of
     a ``pickle-chain`` block."""
     try:
-        what = "a pickle-chain key-group block"
-        base_names, base, deltas = pickling.loads(block, what)
-        return base_names, base, [pickling.loads(d, what) for d in deltas]
-    except UntrustedSnapshotError:
+        base_names, base, deltas = pickling.loads(block, where)
+        return base_names, base, [pickling.loads(d, where) for d in deltas]
+    except (UntrustedSnapshotError, CorruptStateError):
         raise
     except Exception as e:  # any decode failure means corrupt bytes
-        raise RestoreError(f"Corrupt pickle-chain key-group block: {e!r}") from e
+        raise CorruptStateError(f"Corrupt keyed state in {where}: {e!r}") from e
 
 
 def decode_object_block(
-    encoding: str, block: bytes | memoryview, state_names: Sequence[str | None]
+    encoding: str,
+    block: bytes | memoryview,
+    state_names: Sequence[str | None],
+    where: str | None = None,
 ) -> list[tuple[int, dict[Any, Any]]]:
     """The ``[(state_id, {key: stored})]`` of a ``pickle`` or ``pickle-chain`` block, the
-    state ids indexing ``state_names`` (the header's states, in order)."""
-    if encoding == "pickle":
-        return pickling.loads(block, "a pickle key-group block")  # type: ignore[no-any-return]
-    if encoding != "pickle-chain":
+    state ids indexing ``state_names`` (the header's states, in order); a block of another
+    shape raises ``CorruptStateError`` naming ``where``."""
+    where = f"the {encoding} key-group block" + (f" of {where}" if where else "")
+    if encoding not in OBJECT_ENCODINGS:
         raise RestoreError(f"Unknown key-group block encoding {encoding!r}")
-    base_names, base, deltas = read_chain_block(block)
+    try:
+        return _decode_object_block(encoding, block, state_names, where)
+    except (UntrustedSnapshotError, CorruptStateError):
+        raise
+    except (
+        TypeError,
+        ValueError,
+        KeyError,
+        IndexError,
+        AttributeError,
+        EOFError,
+        pickle.UnpicklingError,
+    ) as e:
+        raise CorruptStateError(f"Corrupt keyed state in {where}: {e!r}") from None
+
+
+def _decode_object_block(
+    encoding: str, block: bytes | memoryview, state_names: Sequence[str | None], where: str
+) -> list[tuple[int, dict[Any, Any]]]:
+    if encoding == "pickle":
+        decoded = pickling.loads(block, where)
+        for sid, objects in decoded:
+            if not (isinstance(sid, int) and 0 <= sid < len(state_names)):
+                raise ValueError(f"state id {sid!r} of {len(state_names)} states")
+            if not isinstance(objects, dict):
+                raise ValueError(f"a {type(objects).__name__} where a dict of entries belongs")
+        return decoded  # type: ignore[no-any-return]
+    base_names, base, deltas = read_chain_block(block, where)
     index = {name: i for i, name in enumerate(state_names) if name is not None}
     groups: dict[int, dict[Any, Any]] = {}
     if base is not None:
-        for local_id, objects in pickling.loads(base, "a pickle-chain key-group block"):
+        for local_id, objects in pickling.loads(base, where):
             sid = index.get(base_names[local_id])
             if sid is not None:
                 groups[sid] = objects

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sparkpoint.errors import RestoreError, UntrustedSnapshotError
+from sparkpoint.errors import RestoreError, StateDecodeError, UntrustedSnapshotError
 from sparkpoint.state.descriptors import StateDescriptor, StateKind
 from sparkpoint.state.serializers import Buffer, TypeSerializer, serializer_from_config
 
@@ -46,6 +46,36 @@ MISSING: Any = _Missing()
 
 _TS = struct.Struct(">q")
 _SINGLE = frozenset({StateKind.VALUE, StateKind.REDUCING, StateKind.AGGREGATING})
+# What a serializer raises for bytes it cannot read.
+_DECODE_ERRORS = (ValueError, struct.error, IndexError, OverflowError, TypeError, EOFError)
+
+
+class _Named:
+    """A decoder whose failures are ``StateDecodeError`` naming the state (picklable, so
+    meta infos still ship to Spark's workers)."""
+
+    __slots__ = ("decode", "state", "what")
+
+    def __init__(self, decode: Callable[[Any], Any], state: str, what: str) -> None:
+        self.decode, self.state, self.what = decode, state, what
+
+    def __call__(self, data: Any) -> Any:
+        try:
+            return self.decode(data)
+        except StateDecodeError:
+            raise
+        except _DECODE_ERRORS as e:
+            raise StateDecodeError(
+                f"State {self.state!r}: a {self.what} of {len(data)} bytes that its serializer "
+                f"cannot read ({type(e).__name__}: {e})"
+            ) from None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _Named, (self.decode, self.state, self.what)
+
+
+def _named(decode: Callable[[Any], Any], state: str, what: str) -> _Named:
+    return _Named(decode, state, what)
 
 
 class TtlValue(NamedTuple):
@@ -102,8 +132,11 @@ class RegisteredStateMeta:
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> RegisteredStateMeta:
-        """Inverse of ``to_json``."""
+        """Inverse of ``to_json``; ``ValueError`` for a record no release writes (a MAP
+        state without its map-key serializer, or one with it for another kind)."""
         uk = data.get("user_key_serializer")
+        if (uk is None) == (StateKind(data["kind"]) is StateKind.MAP):
+            raise ValueError(f"state {data['name']!r} of kind {data['kind']} with map keys {uk!r}")
         return RegisteredStateMeta(
             data["name"],
             StateKind(data["kind"]),
@@ -197,7 +230,20 @@ class RegisteredStateMeta:
         if not self.ttl and self.kind in _SINGLE:
             # plain values: the canonical bytes are exactly the serializer's bytes
             object.__setattr__(self, "encode_value", self.value_serializer.serialize)
-            object.__setattr__(self, "decode_value", self.value_serializer.deserialize)
+            object.__setattr__(
+                self, "decode_value", _named(self.value_serializer.deserialize, self.name, "value")
+            )
+        else:
+            object.__setattr__(self, "decode_value", _named(self._decode_value, self.name, "value"))
+        object.__setattr__(
+            self, "decode_key", _named(self.key_serializer.deserialize, self.name, "key")
+        )
+        if self.user_key_serializer is not None:
+            object.__setattr__(
+                self,
+                "decode_user_key",
+                _named(self.user_key_serializer.deserialize, self.name, "user key"),
+            )
 
     def encode_value(self, stored: Any) -> bytes:
         """Canonical bytes of a stored value (a list of stored elements for LIST)."""
@@ -210,7 +256,11 @@ class RegisteredStateMeta:
         return bytes(out)
 
     def decode_value(self, data: Buffer) -> Any:
-        """Stored value from canonical bytes (a list of stored elements for LIST)."""
+        """Stored value from canonical bytes (a list of stored elements for LIST);
+        ``StateDecodeError`` naming the state for bytes its serializer cannot read."""
+        return self._decode_value(data)  # replaced per instance in __post_init__
+
+    def _decode_value(self, data: Buffer) -> Any:
         view = memoryview(data)
         if self.kind is StateKind.LIST:
             elems = []

@@ -31,13 +31,14 @@ from sparkpoint.checkpoint.handles import (
     KeyedStateHandle,
     KeyGroupsSavepointStateHandle,
     KeyGroupsStateHandle,
+    describe_stream,
 )
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, OperatorState
 from sparkpoint.checkpoint.metadata.file_format import load_checkpoint_metadata
 from sparkpoint.checkpoint.storage import CompletedCheckpointStorageLocation, read_metadata_bytes
 from sparkpoint.checkpoint.trust import SnapshotTrust, default_trust
-from sparkpoint.errors import RestoreError
+from sparkpoint.errors import CorruptStateError, RestoreError
 from sparkpoint.runtime.operators.context import TIMERS_STATE
 from sparkpoint.state.backend import KeyedStateBackendParameters
 from sparkpoint.state.changelog_restore import rebuild_as_snapshot
@@ -219,7 +220,7 @@ def key_groups_metas(handles: Sequence[KeyGroupsStateHandle]) -> list[Registered
     out: list[RegisteredStateMeta] = []
     for h in handles:
         with h.delegate.open_input_stream() as stream:
-            out.extend(read_header(stream).states)
+            out.extend(read_header(stream, h.delegate.state_size).states)
     return out
 
 
@@ -316,17 +317,27 @@ def _read_key_groups(handle: KeyGroupsStateHandle, rng: KeyGroupRange) -> Iterat
     part = handle.get_intersection(rng)
     if part is None:
         return
+    stream = describe_stream(part.delegate)
     with open_key_groups(part) as (header, blocks):
         metas = header.states
         for kg, block in blocks:
             out: dict[str, tuple[RegisteredStateMeta, Columns]] = {}
+            where = f"{stream}, key group {kg}"
             if header.block_encoding in OBJECT_ENCODINGS:
-                for sid, objects in decode_object_block(
-                    header.block_encoding, block, [m.name for m in metas]
-                ):
-                    out[metas[sid].name] = (metas[sid], _object_columns(metas[sid], objects))
+                try:
+                    for sid, objects in decode_object_block(
+                        header.block_encoding, block, [m.name for m in metas], where
+                    ):
+                        out[metas[sid].name] = (metas[sid], _object_columns(metas[sid], objects))
+                except (AttributeError, TypeError, ValueError) as e:
+                    if isinstance(e, CorruptStateError):
+                        raise
+                    raise CorruptStateError(
+                        f"Corrupt keyed state in {where}: {type(e).__name__}: {e}"
+                    ) from None
             else:
-                for sid, keys, uks, vals in arrow_state_runs(decode_arrow_block(block)):
+                batch = decode_arrow_block(block, where, len(metas))
+                for sid, keys, uks, vals in arrow_state_runs(batch):
                     meta = metas[sid]
                     cols = (keys, uks if meta.kind is StateKind.MAP else None, vals)
                     out[meta.name] = _concat(out.get(meta.name), meta, cols)
@@ -374,6 +385,21 @@ def registry_metas(handle: IncrementalRemoteKeyedStateHandle) -> list[dict[str, 
 
 
 def _read_incremental(
+    handle: IncrementalRemoteKeyedStateHandle, rng: KeyGroupRange
+) -> Iterator[KeyGroupEntries]:
+    from sparkpoint.state.rocksdb.local_db import corrupt_checkpoint
+
+    try:
+        yield from _read_incremental_db(handle, rng)
+    except Exception as exc:
+        where = f"{handle.checkpoint_id} ({describe_stream(handle.meta_state_handle)})"
+        corrupt = corrupt_checkpoint(exc, where)
+        if corrupt is None:
+            raise
+        raise corrupt from None
+
+
+def _read_incremental_db(
     handle: IncrementalRemoteKeyedStateHandle, rng: KeyGroupRange
 ) -> Iterator[KeyGroupEntries]:
     import rocksdict

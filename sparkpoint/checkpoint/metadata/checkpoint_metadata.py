@@ -21,6 +21,8 @@ from sparkpoint.checkpoint.handles import (
     StateObject,
     discard_quietly,
 )
+from sparkpoint.checkpoint.json_nesting import check_json_nesting
+from sparkpoint.errors import MetadataFormatError
 
 if TYPE_CHECKING:
     from sparkpoint.checkpoint.properties import CheckpointProperties
@@ -179,8 +181,15 @@ class MasterState:
         return MasterState(name, version, text.encode("utf-8"))
 
     def to_json(self) -> Any:
-        """The JSON value stored by ``from_json``."""
-        return json.loads(self.data.decode("utf-8"))
+        """The JSON value stored by ``from_json``; ``MetadataFormatError`` naming the state
+        when the bytes are not UTF-8 JSON nested at most ``MAX_JSON_DEPTH`` deep."""
+        try:
+            check_json_nesting(self.data)
+            return json.loads(self.data.decode("utf-8"))
+        except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
+            raise MetadataFormatError(
+                f"Master state {self.name!r} ({len(self.data)} bytes) is not readable JSON: {e}"
+            ) from None
 
 
 @dataclass(frozen=True, slots=True)

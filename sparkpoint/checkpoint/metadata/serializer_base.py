@@ -342,11 +342,17 @@ class MetadataSerializerBase(MetadataSerializer):
                 )
             previous = offset
 
-    def _read_keyed_handle(self, r: PayloadReader, paths: SnapshotPaths) -> KeyedStateHandle | None:
+    def _read_keyed_handle(
+        self, r: PayloadReader, paths: SnapshotPaths, materialized: bool = False
+    ) -> KeyedStateHandle | None:
         at = r.offset
         tag = r.u8("keyed handle type")
         if tag == HandleType.NULL:
             return None
+        if materialized and tag == HandleType.CHANGELOG_KEYED:
+            # refused before it is read: changelog handles nested in each other would
+            # recurse once per level
+            raise r.fail("a changelog handle's materialization must be a snapshot", at)
         if tag in (HandleType.KEY_GROUPS, HandleType.SAVEPOINT_KEY_GROUPS):
             kgr = self._read_range(r)
             offsets = tuple(r.i64("key-group offset") for _ in range(len(kgr)))
@@ -399,7 +405,7 @@ class MetadataSerializerBase(MetadataSerializer):
         materialization_id = r.i64("materialization id")
         materialized = []
         for _ in range(r.count("number of materialized handles")):
-            handle = self._read_keyed_handle(r, paths)
+            handle = self._read_keyed_handle(r, paths, materialized=True)
             if handle is None or isinstance(handle, ChangelogStateBackendHandle):
                 raise r.fail("a changelog handle's materialization must be a snapshot", at)
             materialized.append(handle)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, MasterState
+from sparkpoint.errors import MetadataFormatError
 
 __all__ = ["MASTER_STATE_NAME", "JobMasterState"]
 
@@ -58,14 +59,19 @@ class JobMasterState:
         if found is None:
             return None
         data = found.to_json()
-        return JobMasterState(
-            job_id=data["job_id"],
-            job_name=data["job_name"],
-            epoch=int(data["epoch"]),
-            sources=data["sources"],
-            watermarks=data["watermarks"],
-            generators=data["generators"],
-            pending_sink_commits=tuple((op, c) for op, c in data["pending_sink_commits"]),
-            recovery=data.get("recovery", {}),
-            source_lag=data.get("source_lag", {}),
-        )
+        try:
+            return JobMasterState(
+                job_id=data["job_id"],
+                job_name=data["job_name"],
+                epoch=int(data["epoch"]),
+                sources=data["sources"],
+                watermarks=data["watermarks"],
+                generators=data["generators"],
+                pending_sink_commits=tuple((op, c) for op, c in data["pending_sink_commits"]),
+                recovery=data.get("recovery", {}),
+                source_lag=data.get("source_lag", {}),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as e:  # from a snapshot
+            raise MetadataFormatError(
+                f"Master state {MASTER_STATE_NAME!r} is malformed: {type(e).__name__}: {e}"
+            ) from None

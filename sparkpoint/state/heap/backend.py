@@ -39,7 +39,7 @@ from typing import Any
 
 from sparkpoint.checkpoint.handles import KeyedStateHandle
 from sparkpoint.checkpoint.streams import CheckpointStreamFactory
-from sparkpoint.errors import RestoreError
+from sparkpoint.errors import CorruptStateError, RestoreError
 from sparkpoint.state import pickling
 from sparkpoint.state.backend import KeyedStateBackendParameters, SnapshotType
 from sparkpoint.state.changelog import ChangeTracking, decode_entry, encode_entry
@@ -71,10 +71,12 @@ def _queue_deltas(
     tables: Mapping[str, HeapStateTable],
     deltas: Mapping[int, bytes],
     key_groups: Iterable[int],
+    loads: Callable[[bytes], Any] = pickle.loads,
 ) -> None:
-    """Queue the pickled deltas ``deltas[kg]`` of ``key_groups`` over their blocks."""
+    """Queue the pickled deltas ``deltas[kg]`` of ``key_groups`` over their blocks
+    (``loads``: ``pickle.loads`` for local files, ``pickling.loads`` for snapshot bytes)."""
     for kg in key_groups:
-        for name, updates, deleted in pickle.loads(deltas[kg]):
+        for name, updates, deleted in loads(deltas[kg]):
             table = tables.get(name)
             if table is not None:
                 pending.add_delta(kg, table, updates, deleted)
@@ -412,24 +414,29 @@ class HeapKeyedStateBackend(ChangeTracking, AbstractKeyedStateBackend):
     def apply_changes(self, entries: Sequence[bytes]) -> None:
         """Replace every key group an entry names by the entry's block (or by nothing)."""
         for n, raw in enumerate(entries):
-            data = pickling.loads(decode_entry(raw, "heap", f"#{n}"), f"changelog entry #{n}")
-            for meta_json in data["states"]:
-                meta = RegisteredStateMeta.from_json(meta_json)
-                if meta.name not in self._tables:
-                    self._tables[meta.name] = self._create_table(meta)
-            tables = self._heap_tables()
-            for kg, entry in data["groups"].items():
-                _forget_group(self._pending, tables, kg)
-                if entry is not None:
-                    block, block_names = entry
-                    self._pending.add(
-                        kg, block, [tables.get(m) if m else None for m in block_names]
-                    )
-            if data.get("deltas"):
-                deltas = pickling.loads(data["deltas"], f"changelog entry #{n}")
-                _queue_deltas(self._pending, tables, deltas, deltas)
+            try:
+                self._apply_entry(n, raw)
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+                raise CorruptStateError(f"Changelog entry #{n} is corrupt: {e!r}") from None
         self._states.clear()
         self._force_dirty = True
+
+    def _apply_entry(self, n: int, raw: bytes) -> None:
+        what = f"changelog entry #{n}"
+        data = pickling.loads(decode_entry(raw, "heap", f"#{n}"), what)
+        for meta_json in data["states"]:
+            meta = RegisteredStateMeta.from_json(meta_json)
+            if meta.name not in self._tables:
+                self._tables[meta.name] = self._create_table(meta)
+        tables = self._heap_tables()
+        for kg, entry in data["groups"].items():
+            _forget_group(self._pending, tables, kg)
+            if entry is not None:
+                block, block_names = entry
+                self._pending.add(kg, block, [tables.get(m) if m else None for m in block_names])
+        if data.get("deltas"):
+            deltas = pickling.loads(data["deltas"], what)
+            _queue_deltas(self._pending, tables, deltas, deltas, lambda b: pickling.loads(b, what))
 
     def _write_marker(self, marker: dict[str, Any]) -> None:
         write_marker(self._dir, marker)

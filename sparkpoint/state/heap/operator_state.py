@@ -24,9 +24,11 @@ from sparkpoint.checkpoint.handles import (
     OperatorStateDistributionMode,
     OperatorStateHandle,
     StateMetaInfo,
+    describe_stream,
 )
+from sparkpoint.checkpoint.json_nesting import check_json_nesting
 from sparkpoint.checkpoint.streams import CheckpointStreamFactory
-from sparkpoint.errors import RestoreError
+from sparkpoint.errors import CorruptStateError, RestoreError
 from sparkpoint.state.backend import OperatorStateBackend
 from sparkpoint.state.descriptors import MapStateDescriptor
 from sparkpoint.state.serializers import (
@@ -154,25 +156,42 @@ class DefaultOperatorStateBackend(OperatorStateBackend):
                 raise RestoreError(
                     f"Not a sparkpoint operator state stream (magic {magic!r}, version {version})"
                 )
-            infos = json.loads(stream.read(n))
-            for name, meta in handle.state_name_to_partition_offsets.items():
-                if name not in infos:
-                    raise RestoreError(f"Operator state {name!r} is not in its stream")
-                mode = Mode(infos[name]["mode"])
-                if mode is not Mode.BROADCAST or meta.distribution_mode is not Mode.BROADCAST:
-                    raise RestoreError(
-                        f"Operator state {name!r} is {mode.name} state; sparkpoint keeps "
-                        "only broadcast state"
-                    )
-                if name in self._restored:
-                    continue  # identical copies: keep the first
-                serializer = serializer_from_config(infos[name]["serializer"])
-                entries = []
-                for offset in meta.offsets:
-                    stream.seek(offset)
-                    (length,) = _LEN.unpack(stream.read(_LEN.size))
-                    entries.append(serializer.deserialize(stream.read(length)))
-                self._restored[name] = (serializer, entries)
+            where = describe_stream(handle.delegate)
+            size = handle.delegate.state_size
+            if n > size - _HEAD.size:
+                raise CorruptStateError(
+                    f"Corrupt operator state in {where}: its header declares {n} bytes of "
+                    f"JSON, but the stream holds {size} bytes"
+                )
+            try:
+                text = stream.read(n)
+                check_json_nesting(text)
+                infos = json.loads(text)
+                self._read_states(handle, stream, infos)
+            except (KeyError, TypeError, ValueError, IndexError, struct.error) as e:
+                raise CorruptStateError(f"Corrupt operator state in {where}: {e!r}") from None
+
+    def _read_states(self, handle: OperatorStateHandle, stream: Any, infos: Any) -> None:
+        for name, meta in handle.state_name_to_partition_offsets.items():
+            if name not in infos:
+                raise RestoreError(f"Operator state {name!r} is not in its stream")
+            mode = Mode(infos[name]["mode"])
+            if mode is not Mode.BROADCAST or meta.distribution_mode is not Mode.BROADCAST:
+                raise RestoreError(
+                    f"Operator state {name!r} is {mode.name} state; sparkpoint keeps "
+                    "only broadcast state"
+                )
+            if name in self._restored:
+                continue  # identical copies: keep the first
+            serializer = serializer_from_config(infos[name]["serializer"])
+            entries = []
+            for offset in meta.offsets:
+                stream.seek(offset)
+                (length,) = _LEN.unpack(stream.read(_LEN.size))
+                if length > handle.delegate.state_size - offset:
+                    raise ValueError(f"an entry of {length} bytes past the stream's end")
+                entries.append(serializer.deserialize(stream.read(length)))
+            self._restored[name] = (serializer, entries)
 
     def get_broadcast_state(self, name: Any) -> BroadcastState:
         """The broadcast state of a ``MapStateDescriptor`` (registered on first use, with

@@ -86,8 +86,19 @@ class PendingBlocks:
                     raise self._error(
                         f"The {self._origin} of key group {key_group} is corrupt: {e!r}"
                     ) from e
-                for state_id, objects in decoded:
-                    table = tables[state_id]
+                try:
+                    placed = []
+                    for sid, objects in decoded:
+                        if not (type(sid) is int and 0 <= sid < len(tables)):
+                            raise IndexError(f"state id {sid!r} of {len(tables)} states")
+                        if not isinstance(objects, dict):
+                            raise TypeError(f"entries of state {sid} that are not a dict")
+                        placed.append((tables[sid], objects))
+                except (IndexError, TypeError, ValueError) as e:
+                    raise self._error(
+                        f"The {self._origin} of key group {key_group} is corrupt: {e!r}"
+                    ) from None
+                for table, objects in placed:
                     if table is not None:
                         dict.__setitem__(table.groups, key_group, objects)
             for table, updates, deleted in deltas or ():

@@ -30,6 +30,7 @@ from sparkpoint.checkpoint.handles import (
     IncrementalRemoteKeyedStateHandle,
     KeyedStateHandle,
     StreamStateHandle,
+    describe_stream,
 )
 from sparkpoint.checkpoint.streams import CheckpointStreamFactory
 from sparkpoint.config import RocksDBOptions
@@ -51,6 +52,7 @@ from sparkpoint.state.rocksdb.local_db import (
     REGISTRY_END,
     REGISTRY_PREFIX,
     LocalRocksDB,
+    corrupt_checkpoint,
     data_prefix,
     prefix_upper_bound,
 )
@@ -280,7 +282,8 @@ class RocksDBKeyedStateBackend(ChangeTracking, AbstractKeyedStateBackend):
         """Write every entry's puts and deletes, in order, over the restored database."""
         local = self._local
         for n, raw in enumerate(entries):
-            for key, value in decode_kv_changes(decode_entry(raw, "rocksdb", f"#{n}")):
+            payload = decode_entry(raw, "rocksdb", f"#{n}")
+            for key, value in decode_kv_changes(payload, f"#{n}"):
                 if value is None:
                     local.delete(key)
                 else:
@@ -415,13 +418,20 @@ class RocksDBKeyedStateBackend(ChangeTracking, AbstractKeyedStateBackend):
             self.directory,
             self.transfer_threads,
         )
-        result = operation.restore(incremental)
-        if result is None:
-            return
-        # Adopt the database the restore put in place: its range, ledger and registry.
-        self._local.db.put(_RANGE_KEY, self._range_record())
-        self.bind_ledger(result.confirmed_files, result.checkpoint_id)
-        self._load_registry()
+        try:
+            result = operation.restore(incremental)
+            if result is None:
+                return
+            # Adopt the database the restore put in place: its range, ledger and registry.
+            self._local.db.put(_RANGE_KEY, self._range_record())
+            self.bind_ledger(result.confirmed_files, result.checkpoint_id)
+            self._load_registry()
+        except Exception as exc:
+            where = describe_stream(incremental[0].meta_state_handle)
+            corrupt = corrupt_checkpoint(exc, f"{incremental[0].checkpoint_id} ({where})")
+            if corrupt is None:
+                raise
+            raise corrupt from None
 
     @property
     def ledger(self) -> SstUploadLedger:

@@ -33,9 +33,10 @@ from sparkpoint.checkpoint.handles import (
     StreamStateHandle,
     discard_quietly,
 )
+from sparkpoint.checkpoint.json_nesting import check_json_nesting
 from sparkpoint.checkpoint.key_group_range import KeyGroupRange
 from sparkpoint.checkpoint.streams import CheckpointedStateScope, CheckpointStreamFactory
-from sparkpoint.errors import RestoreError
+from sparkpoint.errors import CorruptStateError, RestoreError
 from sparkpoint.state.rocksdb.ledger import SstUploadLedger
 
 __all__ = [
@@ -81,11 +82,19 @@ def read_incremental_meta(handle: IncrementalRemoteKeyedStateHandle) -> Incremen
             f"The meta stream {_describe(handle.meta_state_handle)} of RocksDB checkpoint "
             f"{handle.checkpoint_id} is not a sparkpoint RocksDB meta stream"
         )
-    body = json.loads(data[len(_META_MAGIC) :].decode("utf-8"))
-    start, end = body["key_group_range"]
-    return IncrementalMeta(
-        int(body["max_parallelism"]), KeyGroupRange.of(start, end), dict(body["states"])
-    )
+    try:
+        text = data[len(_META_MAGIC) :]
+        check_json_nesting(text)
+        body = json.loads(text.decode("utf-8"))
+        start, end = body["key_group_range"]
+        return IncrementalMeta(
+            int(body["max_parallelism"]), KeyGroupRange.of(start, end), dict(body["states"])
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise CorruptStateError(
+            f"The meta stream {_describe(handle.meta_state_handle)} of RocksDB checkpoint "
+            f"{handle.checkpoint_id} is corrupt: {e!r}"
+        ) from None
 
 
 def _upload_file(

@@ -34,13 +34,14 @@ from typing import Any, cast
 
 import rocksdict
 
-from sparkpoint.errors import StateLostError
+from sparkpoint.errors import CorruptStateError, StateLostError
 from sparkpoint.state.rocksdb.bulk_load import BulkLoader
 
 __all__ = [
     "REGISTRY_END",
     "REGISTRY_PREFIX",
     "LocalRocksDB",
+    "corrupt_checkpoint",
     "data_prefix",
     "key_group_bounds",
     "prefix_upper_bound",
@@ -63,6 +64,24 @@ _SCAN_MIN_KEYS = 64
 _MULTI_GET_KEYS = 1000
 _OPEN_RETRY_SECONDS = 10.0
 _LOG = logging.getLogger(__name__)
+
+
+def _corrupt(exc: Exception, path: str) -> Exception:
+    """What to raise for ``exc`` raised reading the database at ``path``: RocksDB's own
+    errors (plain ``Exception``: a corrupt block) as ``CorruptStateError``, others as
+    they are."""
+    if type(exc) is not Exception:
+        return exc
+    return CorruptStateError(f"Corrupt RocksDB state in {path}: {exc}")
+
+
+def corrupt_checkpoint(exc: BaseException, where: str) -> CorruptStateError | None:
+    """``CorruptStateError`` naming ``where`` for an error RocksDB raised reading restored
+    files (rocksdict raises plain ``Exception``: "Corruption: block checksum mismatch"...),
+    else None."""
+    if type(exc) is not Exception:
+        return None
+    return CorruptStateError(f"Corrupt RocksDB checkpoint {where}: {exc}")
 
 
 def data_prefix(key_group: int, state_id: int) -> bytes:
@@ -122,12 +141,13 @@ class LocalRocksDB:
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    def _open(self, path: str) -> rocksdict.Rdict:
+    def _open(self, path: str, restored: bool = False) -> rocksdict.Rdict:
         """Open ``path`` read-write, waiting briefly while another process still holds it.
 
         A database that cannot be opened for another reason (corrupt, half-deleted) is only
         a cache of checkpointed state: it is deleted and recreated empty, so its missing
-        epoch marker tells the runtime to restore.
+        epoch marker tells the runtime to restore. A ``restored`` one (the files of a
+        checkpoint) is not: it raises ``CorruptStateError`` and stays closed.
         """
         os.makedirs(path, exist_ok=True)
         opts = self._options_factory()
@@ -137,10 +157,16 @@ class LocalRocksDB:
             try:
                 return rocksdict.Rdict(path, opts, column_families={"default": opts})
             except Exception as exc:
-                locked = "lock" in str(exc).lower()
+                # "While lock file: .../LOCK: Resource temporarily unavailable", "lock hold by
+                # current process ...: .../LOCK: ..." (not the "block" of "block checksum")
+                locked = "/LOCK" in str(exc) or "lock file" in str(exc).lower()
                 if locked and time.monotonic() <= deadline:
                     time.sleep(0.1)
                     continue
+                if restored and not locked:
+                    raise CorruptStateError(
+                        f"The RocksDB checkpoint restored into {path} cannot be opened: {exc}"
+                    ) from None
                 if locked or recreated:
                     raise StateLostError(f"Cannot open the local RocksDB at {path}: {exc}") from exc
                 _LOG.warning("Local RocksDB at %s is unusable (%s); starting empty", path, exc)
@@ -169,7 +195,7 @@ class LocalRocksDB:
         shutil.rmtree(self.undo_path, ignore_errors=True)
         shutil.rmtree(self.path, ignore_errors=True)
         os.replace(directory, self.path)
-        self._db = self._open(self.path)
+        self._db = self._open(self.path, restored=True)
 
     def wipe(self) -> None:
         """Delete every entry (data, meta, undo) and start empty."""
@@ -192,7 +218,10 @@ class LocalRocksDB:
             return self._pending[key]
         value = self._reads.get(key, _UNREAD)
         if value is _UNREAD:
-            value = self._reads[key] = self.db.get(key)
+            try:
+                value = self._reads[key] = self.db.get(key)
+            except Exception as exc:
+                raise _corrupt(exc, self.path) from None
         return cast(bytes | None, value)
 
     def prefetch(self, keys: Iterable[bytes]) -> None:
@@ -206,6 +235,12 @@ class LocalRocksDB:
 
     def _read_committed(self, missing: list[bytes]) -> None:
         """Read the committed values of the sorted keys ``missing`` into the read cache."""
+        try:
+            self._read_committed_now(missing)
+        except Exception as exc:
+            raise _corrupt(exc, self.path) from None
+
+    def _read_committed_now(self, missing: list[bytes]) -> None:
         if not missing:
             return
         reads = self._reads

@@ -15,7 +15,8 @@ from typing import NamedTuple
 
 import rocksdict
 
-from sparkpoint.errors import SparkpointError
+from sparkpoint.checkpoint.json_nesting import check_json_nesting
+from sparkpoint.errors import CorruptStateError, SparkpointError
 from sparkpoint.state.rocksdb.local_db import REGISTRY_END, REGISTRY_PREFIX
 from sparkpoint.state.table import RegisteredStateMeta
 
@@ -37,10 +38,16 @@ def read_registry(db: rocksdict.Rdict) -> dict[str, RegisteredState]:
     read_opt = rocksdict.ReadOptions()
     read_opt.set_iterate_upper_bound(REGISTRY_END)
     out: dict[str, RegisteredState] = {}
-    for _key, raw in db.items(from_key=REGISTRY_PREFIX, read_opt=read_opt):
-        record = json.loads(bytes(raw).decode("utf-8"))
-        meta = RegisteredStateMeta.from_json(record["meta"])
-        out[meta.name] = RegisteredState(int(record["id"]), meta, record.get("layout"))
+    for key, raw in db.items(from_key=REGISTRY_PREFIX, read_opt=read_opt):
+        try:  # restored databases come from snapshots: a record may be anything
+            check_json_nesting(raw)
+            record = json.loads(bytes(raw).decode("utf-8"))
+            meta = RegisteredStateMeta.from_json(record["meta"])
+            out[meta.name] = RegisteredState(int(record["id"]), meta, record.get("layout"))
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptStateError(
+                f"Corrupt RocksDB state registry record {key!r}: {type(e).__name__}: {e}"
+            ) from None
     return out
 
 

@@ -106,7 +106,7 @@ class RocksDBStateTable(StateTable):
         prefixes = self._prefixes
         encode_key = self.meta.key_serializer.serialize
         serialize = self.meta.value_serializer.serialize
-        deserialize = self.meta.value_serializer.deserialize
+        deserialize = self.meta.decode_value  # the serializer's, its errors naming the state
         local = self._db
         last: list[Any] = [None, -1, b""]  # key object, key group, its RocksDB key
         prefetched = self._prefetched

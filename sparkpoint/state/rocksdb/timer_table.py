@@ -145,7 +145,7 @@ class RocksDBTimerTable(RocksDBStateTable):
         timestamp per domain (``None``: none left). One bounded scan per key group and
         domain, then one seek past it; each scanned range is deleted whole, after every
         scan."""
-        decode_key = self.meta.key_serializer.deserialize
+        decode_key = self.meta.decode_key
         unpack = _TS.unpack_from
         db = self._db
         hits: list[tuple[int, int, Any, int]] = []
