@@ -48,6 +48,7 @@ class PhaseTimer:
         self.calls: dict[str, int] = collections.defaultdict(int)
         self.spark_jobs: list[tuple[float, dict[int, float]]] = []
         self.job_calls: list[tuple[float, float]] = []  # wall-clock ms of each epoch job call
+        self.closure_bytes: list[int] = []  # size of each pickled closure
         self.lock = threading.Lock()
 
     def wrap(self, cls: Any, method: str, phase: str) -> None:
@@ -65,6 +66,8 @@ class PhaseTimer:
                     with self.lock:
                         self.seconds[phase] += time.perf_counter() - t0
                         self.calls[phase] += 1
+            if phase.startswith("pickling") and self.active:
+                self.closure_bytes.append(len(out[0]))
             if phase == "spark_job" and self.active:
                 per_stage: dict[int, float] = collections.defaultdict(float)
                 for report in out:
@@ -89,6 +92,10 @@ def instrument(timer: PhaseTimer) -> None:
     timer.wrap(SourceCoordinator, "plan_epoch", "plan_ranges (end offsets of 8 partitions)")
     timer.wrap(RequestQueue, "wait", "pacing_wait")
     timer.wrap(EpochRunner, "run", "spark_job")
+    # PySpark pickles every Python RDD's closure (the stage's function with the epoch's spec)
+    import pyspark.core.rdd as pyspark_rdd
+
+    timer.wrap(pyspark_rdd, "_prepare_for_python_RDD", "pickling closures (pyspark)")
     timer.wrap(TaskSpecs, "epoch_spec", "epoch_spec (the tasks' spec)")
     timer.wrap(EpochCheckpoints, "trigger", "checkpoint_trigger")
     timer.wrap(EpochCheckpoints, "epoch_accepted", "checkpoint_acks")
@@ -308,13 +315,17 @@ def empty_two_stage_jobs(spark: Any, source_tasks: int, keyed_tasks: int, runs: 
     return walls
 
 
-def baseline_jobs(event_dir: str, epoch_jobs: dict[str, Any], runs: int) -> dict[str, Any]:
-    """The empty two-stage job with the epoch jobs' task counts, in the same session (warmed
-    up by three runs): its wall time and its event-log breakdown."""
+def baseline_jobs(
+    event_dir: str, epoch_jobs: dict[str, Any], runs: int, source_tasks: int | None = None
+) -> dict[str, Any]:
+    """The empty two-stage job with the epoch jobs' task counts (or ``source_tasks`` in its
+    first stage), in the same session (warmed up by three runs): its wall time and its
+    event-log breakdown."""
     from pyspark.sql import SparkSession
 
     spark = SparkSession.getActiveSession()
-    source_tasks = int(epoch_jobs.get("stage0_tasks") or 4)
+    if source_tasks is None:
+        source_tasks = int(epoch_jobs.get("stage0_tasks") or 4)
     keyed_tasks = int(epoch_jobs.get("stage1_tasks") or 2)
     empty_two_stage_jobs(spark, source_tasks, keyed_tasks, 3)
     since = time.time() * 1000
@@ -336,6 +347,7 @@ _ROWS: list[tuple[str, Any, Any]] = [
     ("driver: checkpoint trigger", ("phase", "checkpoint_trigger"), None),
     ("driver: tasks' spec", ("phase", "epoch_spec"), None),
     ("driver: call -> Spark job submitted (RDDs, closures)", "driver_before_job_ms", None),
+    ("driver: of which pickling one closure (per call)", ("phase", "pickling"), None),
     ("spark: job submitted -> first stage", "until_first_stage_ms", "until_first_stage_ms"),
     (
         "source stage: scheduler delay (slowest task)",
@@ -557,6 +569,8 @@ def main() -> None:
             what="spark_job_stages",
             jobs=len(job_walls),
             job_wall_s_median=percentile(job_walls, 0.5),
+            closures_per_job=round(len(timer.closure_bytes) / max(1, len(job_walls)), 1),
+            closure_bytes_median=percentile([float(b) for b in timer.closure_bytes], 0.5),
             slowest_task_s_median_per_stage={
                 str(s): percentile(v, 0.5) for s, v in sorted(stages.items())
             },
@@ -588,6 +602,11 @@ def main() -> None:
         client = None
         baseline = baseline_jobs(event_dir, epoch_jobs, args.baseline_runs)
         emit(what="baseline_empty_two_stage", **baseline)
+        if baseline["source_tasks"] != 4:  # the source stage's shape at 2 tasks per core
+            emit(
+                what="baseline_empty_two_stage",
+                **baseline_jobs(event_dir, epoch_jobs, args.baseline_runs, 4),
+            )
         print_table(timer, len(timer.job_calls), epoch_jobs, baseline, workers, lat)
     finally:
         if client is not None:

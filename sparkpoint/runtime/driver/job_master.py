@@ -94,7 +94,9 @@ class JobMaster:
         self._accepted_run: int | None = None  # the run whose results the last epoch used
         self._start = StartState()
         self._sink_commits = SinkCommits({n.operator_id: n.sink for n in plan.sinks})
-        self._runner = EpochRunner(spark, plan, settings.tasks_per_core)
+        self._runner = EpochRunner(
+            spark, plan, settings.tasks_per_core, settings.max_records_per_split
+        )
         self._placement = KeyedPlacement(self._job_id, plan)
         self._changelog = ChangelogCheckpoints(
             plan,
