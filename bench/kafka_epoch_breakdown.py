@@ -455,6 +455,11 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--profile-out", default="")
     parser.add_argument("--baseline-runs", type=int, default=20)
+    parser.add_argument("--conf", action="append", default=[], help="sparkpoint key=value")
+    parser.add_argument("--checkpoint-interval-ms", type=int, default=1000)
+    parser.add_argument(
+        "--guarantee", choices=["EXACTLY_ONCE", "AT_LEAST_ONCE"], default="EXACTLY_ONCE"
+    )
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
@@ -485,6 +490,9 @@ def main() -> None:
             checkpoints=os.path.join(work, "checkpoints"),
             jar="",
             parallelism=2,
+            conf=args.conf,
+            checkpoint_interval_ms=args.checkpoint_interval_ms,
+            guarantee=args.guarantee,
         )
         event_dir = os.path.join(work, "events")
         os.makedirs(event_dir)
