@@ -93,7 +93,10 @@ class JobMaster:
         self._run_id = 0  # Spark jobs run so far (every run of every epoch)
         self._accepted_run: int | None = None  # the run whose results the last epoch used
         self._start = StartState()
-        self._sink_commits = SinkCommits({n.operator_id: n.sink for n in plan.sinks})
+        self._sink_commits = SinkCommits(
+            {n.operator_id: n.sink for n in plan.sinks},
+            committed=lambda epoch: self._progress.sink_committed(epoch),
+        )
         self._runner = EpochRunner(
             spark, plan, settings.tasks_per_core, settings.max_records_per_split
         )
@@ -230,6 +233,7 @@ class JobMaster:
             return False
         self._epoch += 1
         self._pacer.epoch_started()
+        self._progress.epoch_started(self._epoch)
         t0 = time.perf_counter()
         run = self._run_until_accepted(ranges, end_of_input, stop_request)
         completed = self._accept(run, ranges, time.perf_counter() - t0)
