@@ -66,8 +66,8 @@ class SparkpointOptions(OptionGroup):
         "subtasks runs several of them, one after the other, in one Spark task (each "
         "subtask keeps its own operators, state, timers and report; a keyed stage groups "
         "only subtasks placed on the same executor), so high parallelism does not cost one "
-        "Spark task and one shuffle block per subtask. A source stage whose ranges are all "
-        "below sparkpoint.epoch.max-records-per-split (sparse input) runs one task per "
+        "Spark task and one shuffle block per subtask. A source stage whose ranges together "
+        "hold fewer than sparkpoint.epoch.max-records-per-split records runs one task per "
         "core: at a low rate each task is mostly fixed cost, and a second wave of tasks "
         "would wait for the first.",
     )

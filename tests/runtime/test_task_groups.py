@@ -64,19 +64,19 @@ def _epoch(plan: Plan, records: list[int | None]) -> EpochSpec:
 
 
 def test_a_sparse_source_stage_runs_one_task_per_core() -> None:
-    """8 ranges on 2 cores: 4 tasks (2 per core) when a range is full or uncounted, 2 when
-    every range holds fewer records than a full one (sparse input: each task's fixed cost is
-    paid once per core, no second wave)."""
+    """8 ranges on 2 cores: 4 tasks (2 per core) when the ranges hold a full range's worth
+    or a range is uncounted, 2 when all of them together hold fewer records than a full one
+    (sparse input: each task's fixed cost is paid once per core, no second wave)."""
     plan = _source_plan()
     source = next(s for s in plan.stages if s.source is not None)
     cores = {"executor_127.0.0.1_driver": 2}
-    sparse = layout(plan, _epoch(plan, [125] * 8), {}, cores, 2, 1000)
+    sparse = layout(plan, _epoch(plan, [124] * 8), {}, cores, 2, 1000)
     assert sparse.task_groups[source.id] == ((0, 1, 2, 3), (4, 5, 6, 7))
-    full = layout(plan, _epoch(plan, [125] * 7 + [1000]), {}, cores, 2, 1000)
+    full = layout(plan, _epoch(plan, [125] * 8), {}, cores, 2, 1000)
     assert full.task_groups[source.id] == ((0, 1), (2, 3), (4, 5), (6, 7))
-    uncounted = layout(plan, _epoch(plan, [125] * 7 + [None]), {}, cores, 2, 1000)
+    uncounted = layout(plan, _epoch(plan, [1] * 7 + [None]), {}, cores, 2, 1000)
     assert len(uncounted.task_groups[source.id]) == 4
-    unbounded = layout(plan, _epoch(plan, [125] * 8), {}, cores, 2, None)
+    unbounded = layout(plan, _epoch(plan, [1] * 8), {}, cores, 2, None)
     assert len(unbounded.task_groups[source.id]) == 4
     keyed = next(s for s in plan.stages if s.keyed)
     assert sparse.task_groups[keyed.id] == ((0,), (1,))

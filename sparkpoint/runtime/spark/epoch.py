@@ -244,14 +244,16 @@ def _stage_fn(spec: EpochSpec, stage: Stage, num_partitions: int) -> Any:
 
 def sparse_source(spec: EpochSpec, stage: Stage, full_range: int | None) -> bool:
     """Whether a source stage reads little this epoch: every range counts its records and
-    none is full (``full_range`` records: ``sparkpoint.epoch.max-records-per-split``), the
-    epoch pacer's sparse input. Such a stage runs one Spark task per core: each task's fixed
-    cost (launch, the closure, the Python worker's hand-over) is then paid once per core, and
-    a second wave of tasks does not wait for the first."""
+    all of them together hold fewer than one full range (``full_range`` records:
+    ``sparkpoint.epoch.max-records-per-split``). Such a stage runs one Spark task per core:
+    each task's fixed cost (launch, the closure, the Python worker's hand-over) is then paid
+    once per core, and a second wave of tasks does not wait for the first. A larger epoch
+    keeps ``tasks_per_core`` (its tasks' work, not their fixed cost, decides its time)."""
     if full_range is None or stage.source is None:
         return False
     ranges = spec.source_ranges.get(stage.id, [])
-    return all(r.records is not None and r.records < full_range for r in ranges)
+    counted = [r.records for r in ranges if r.records is not None]
+    return len(counted) == len(ranges) and sum(counted) < full_range
 
 
 def layout(
