@@ -8,10 +8,29 @@ import threading
 import time
 from typing import Any
 
-from sparkpoint.runtime.task import gc_policy
+from sparkpoint.runtime.task.gc_policy import (
+    FULL_EVERY,
+    IDLE_BEFORE_FULL_S,
+    collect_after_task,
+    full_collections,
+)
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def _wait_for_passes(count: int) -> int:
+    deadline = time.monotonic() + 5
+    while full_collections() < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return full_collections()
 
 
 def test_the_full_collection_runs_between_tasks_not_inside_one() -> None:
+    """FULL_EVERY tasks back to back (one of them is due a full pass), the last one long:
+    no full pass runs until the worker is idle, then exactly one, in the background."""
     full_passes: list[tuple[str, bool]] = []  # (thread, whether a task body was running)
     in_task = threading.Event()
 
@@ -19,49 +38,23 @@ def test_the_full_collection_runs_between_tasks_not_inside_one() -> None:
         if phase == "start" and info["generation"] == 2:
             full_passes.append((threading.current_thread().name, in_task.is_set()))
 
-    class Cycle:
-        def __init__(self) -> None:
-            self.me = self
-
     gc.callbacks.append(observe)
     try:
-        gc_policy._tasks_since_full = 0
-        before = gc_policy._FULL.passes
-        for i in range(gc_policy.FULL_EVERY):
-            with gc_policy.collect_after_task():
+        before = full_collections()
+        for i in range(FULL_EVERY):
+            with collect_after_task():
                 in_task.set()
-                Cycle()  # garbage only a collection frees
-                if i == gc_policy.FULL_EVERY - 1:
-                    time.sleep(0.2)  # the last task is long: nothing full runs meanwhile
+                _Cycle()  # garbage only a collection frees
+                if i == FULL_EVERY - 1:
+                    time.sleep(0.3)
+                    assert full_collections() == before  # not while a task runs
                 in_task.clear()
         assert gc.isenabled()
-        assert not [p for p in full_passes if p[0] == "sparkpoint-gc"]  # not at the task's end
-        deadline = time.monotonic() + 5
-        while gc_policy._FULL.passes == before and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert gc_policy._FULL.passes == before + 1
+        assert _wait_for_passes(before + 1) == before + 1
         # One by the collector, none inside a task (Python may run automatic ones between).
         assert [p for p in full_passes if p[0] == "sparkpoint-gc"] == [("sparkpoint-gc", False)]
         assert not [p for p in full_passes if p[1]]
-        # The next task starts a new count: no further full pass after one task.
-        with gc_policy.collect_after_task():
-            pass
-        time.sleep(3 * gc_policy.IDLE_BEFORE_FULL_S)
-        assert gc_policy._FULL.passes == before + 1
+        time.sleep(3 * IDLE_BEFORE_FULL_S)
+        assert full_collections() == before + 1  # one per FULL_EVERY tasks, not per idle spell
     finally:
         gc.callbacks.remove(observe)
-
-
-def test_a_due_full_collection_waits_while_a_task_runs() -> None:
-    gc_policy._tasks_since_full = gc_policy.FULL_EVERY - 1
-    before = gc_policy._FULL.passes
-    with gc_policy.collect_after_task():
-        pass  # the full pass is due now
-    # Another task starts at once (as the next epoch's would) and runs for a while.
-    with gc_policy.collect_after_task():
-        time.sleep(0.3)
-        assert gc_policy._FULL.passes == before
-    deadline = time.monotonic() + 5
-    while gc_policy._FULL.passes == before and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert gc_policy._FULL.passes == before + 1

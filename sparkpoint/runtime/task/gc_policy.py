@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["FULL_EVERY", "IDLE_BEFORE_FULL_S", "collect_after_task"]
+__all__ = ["FULL_EVERY", "IDLE_BEFORE_FULL_S", "collect_after_task", "full_collections"]
 
 FULL_EVERY = 16
 IDLE_BEFORE_FULL_S = 0.05
@@ -38,7 +38,7 @@ class _FullCollector:
         self._last_end = 0.0
         self._due = False
         self._pid = -1
-        self.passes = 0  # full collections run (read by tests)
+        self.passes = 0  # full collections run
 
     def task_started(self) -> None:
         with self._cond:
@@ -73,6 +73,11 @@ class _FullCollector:
 
 _FULL = _FullCollector()
 _tasks_since_full = 0
+
+
+def full_collections() -> int:
+    """Full collections the background thread has run in this process."""
+    return _FULL.passes
 
 
 @contextmanager
