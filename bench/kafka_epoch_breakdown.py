@@ -47,6 +47,8 @@ class PhaseTimer:
         self.seconds: dict[str, float] = collections.defaultdict(float)
         self.calls: dict[str, int] = collections.defaultdict(int)
         self.spark_jobs: list[tuple[float, dict[int, float]]] = []
+        self.job_calls: list[tuple[float, float]] = []  # wall-clock ms of each epoch job call
+        self.closure_bytes: list[int] = []  # size of each pickled closure
         self.lock = threading.Lock()
 
     def wrap(self, cls: Any, method: str, phase: str) -> None:
@@ -56,6 +58,7 @@ class PhaseTimer:
         @functools.wraps(inner)
         def timed(*args: Any, **kwargs: Any) -> Any:
             t0 = time.perf_counter()
+            wall0 = time.time() * 1000
             try:
                 out = inner(*args, **kwargs)
             finally:
@@ -63,11 +66,14 @@ class PhaseTimer:
                     with self.lock:
                         self.seconds[phase] += time.perf_counter() - t0
                         self.calls[phase] += 1
+            if phase.startswith("pickling") and self.active:
+                self.closure_bytes.append(len(out[0]))
             if phase == "spark_job" and self.active:
                 per_stage: dict[int, float] = collections.defaultdict(float)
                 for report in out:
                     per_stage[report.stage] = max(per_stage[report.stage], report.seconds)
                 self.spark_jobs.append((time.perf_counter() - t0, dict(per_stage)))
+                self.job_calls.append((wall0, time.time() * 1000))
             return out
 
         setattr(cls, method, timed)
@@ -80,11 +86,18 @@ def instrument(timer: PhaseTimer) -> None:
     from sparkpoint.runtime.driver.job_requests import RequestQueue
     from sparkpoint.runtime.driver.sink_commits import SinkCommits
     from sparkpoint.runtime.driver.source_coordinator import SourceCoordinator
+    from sparkpoint.runtime.driver.task_specs import TaskSpecs
     from sparkpoint.runtime.spark.epoch import EpochRunner
 
     timer.wrap(SourceCoordinator, "plan_epoch", "plan_ranges (end offsets of 8 partitions)")
     timer.wrap(RequestQueue, "wait", "pacing_wait")
     timer.wrap(EpochRunner, "run", "spark_job")
+    # PySpark pickles every Python RDD's closure (the stage's function with the epoch's spec)
+    import pyspark.core.rdd as pyspark_rdd
+
+    timer.wrap(pyspark_rdd, "_prepare_for_python_RDD", "pickling closures (pyspark)")
+    timer.wrap(TaskSpecs, "epoch_spec", "epoch_spec (the tasks' spec)")
+    timer.wrap(EpochCheckpoints, "trigger", "checkpoint_trigger")
     timer.wrap(EpochCheckpoints, "epoch_accepted", "checkpoint_acks")
     timer.wrap(EpochCheckpoints, "epoch_ended", "checkpoint_complete_and_commit")
     timer.wrap(SinkCommits, "commit_up_to", "sink_commit_up_to (EndTxn + sweep)")
@@ -176,10 +189,35 @@ def driver_frames(path: str, top: int) -> dict[str, Any]:
     return {"samples": total, "innermost_frames": by_frame.most_common(top)}
 
 
-def spark_jobs(event_dir: str, since_ms: float, until_ms: float) -> dict[str, Any]:
-    """From Spark's event log: per epoch job in [since_ms, until_ms), the time from the
-    job's submission to its first stage, each stage's duration and its tasks' launch delay,
-    deserialization and run times, the gaps between stages and after the last; medians."""
+_TASK_METRICS = {
+    # name in the table: (how to read it from a SparkListenerTaskEnd event, in ms)
+    "scheduler_delay": lambda e, sub: e["Task Info"]["Launch Time"] - sub,
+    "deserialize": lambda e, sub: _m(e).get("Executor Deserialize Time", 0),
+    "run": lambda e, sub: _m(e).get("Executor Run Time", 0),
+    "result_serialize": lambda e, sub: _m(e).get("Result Serialization Time", 0),
+    "getting_result": lambda e, sub: _getting_result(e),
+    "shuffle_write": lambda e, sub: (
+        _m(e).get("Shuffle Write Metrics", {}).get("Shuffle Write Time", 0) / 1e6
+    ),
+    "shuffle_fetch_wait": lambda e, sub: (
+        _m(e).get("Shuffle Read Metrics", {}).get("Fetch Wait Time", 0)
+    ),
+    "jvm_gc": lambda e, sub: _m(e).get("JVM GC Time", 0),
+    "task": lambda e, sub: e["Task Info"]["Finish Time"] - e["Task Info"]["Launch Time"],
+}
+
+
+def _m(ev: dict[str, Any]) -> dict[str, Any]:
+    return ev.get("Task Metrics") or {}
+
+
+def _getting_result(ev: dict[str, Any]) -> float:
+    got = ev["Task Info"].get("Getting Result Time", 0)
+    return ev["Task Info"]["Finish Time"] - got if got else 0
+
+
+def read_event_log(event_dir: str) -> tuple[dict[int, Any], dict[int, Any], dict[int, Any]]:
+    """Jobs, stages and task-end events of Spark's (uncompressed) event log."""
     jobs: dict[int, dict[str, Any]] = {}
     stages: dict[int, dict[str, Any]] = {}
     tasks: dict[int, list[dict[str, Any]]] = collections.defaultdict(list)
@@ -203,9 +241,26 @@ def spark_jobs(event_dir: str, since_ms: float, until_ms: float) -> dict[str, An
                     stages[info["Stage ID"]] = info
                 elif kind == "SparkListenerTaskEnd":
                     tasks[ev["Stage ID"]].append(ev)
+    return jobs, stages, tasks
+
+
+def spark_jobs(
+    event_dir: str,
+    since_ms: float,
+    until_ms: float,
+    calls: list[tuple[float, float]] | None = None,
+) -> dict[str, Any]:
+    """From Spark's event log: per job started in [since_ms, until_ms), the time from the
+    job's submission to its first stage, each stage's duration and, per stage, the slowest
+    task's scheduler delay (stage submitted -> task launched: locality waits and a second
+    wave included), deserialization, run, result serialization, result fetch, shuffle
+    write and fetch wait; medians over the jobs. ``calls`` (wall-clock ms of the driver's
+    calls that each ran one job, start and end) adds the driver's side: from the call to the
+    job's submission, and from the job's end to the call's return."""
+    jobs, stages, tasks = read_event_log(event_dir)
     rows: dict[str, list[float]] = collections.defaultdict(list)
     counted = 0
-    for job in jobs.values():
+    for job in sorted(jobs.values(), key=lambda j: j["start"]):
         if "end" not in job or not since_ms <= job["start"] < until_ms:
             continue
         ran = sorted(
@@ -218,6 +273,11 @@ def spark_jobs(event_dir: str, since_ms: float, until_ms: float) -> dict[str, An
         rows["job_ms"].append(job["end"] - job["start"])
         rows["until_first_stage_ms"].append(ran[0]["Submission Time"] - job["start"])
         rows["after_last_stage_ms"].append(job["end"] - ran[-1]["Completion Time"])
+        for call_start, call_end in calls or ():
+            if call_start <= job["start"] <= call_end:
+                rows["driver_before_job_ms"].append(job["start"] - call_start)
+                rows["driver_after_job_ms"].append(call_end - job["end"])
+                break
         previous_end = None
         for i, st in enumerate(ran):
             sub, end = st["Submission Time"], st["Completion Time"]
@@ -229,18 +289,151 @@ def spark_jobs(event_dir: str, since_ms: float, until_ms: float) -> dict[str, An
             if not evs:
                 continue
             rows[f"stage{i}_tasks"].append(len(evs))
-            rows[f"stage{i}_max_launch_delay_ms"].append(
-                max(e["Task Info"]["Launch Time"] - sub for e in evs)
+            rows[f"stage{i}_last_task_end_to_stage_end_ms"].append(
+                end - max(e["Task Info"]["Finish Time"] for e in evs)
             )
-            metrics = [e.get("Task Metrics") or {} for e in evs]
-            rows[f"stage{i}_max_run_ms"].append(max(m.get("Executor Run Time", 0) for m in metrics))
-            rows[f"stage{i}_max_deserialize_ms"].append(
-                max(m.get("Executor Deserialize Time", 0) for m in metrics)
-            )
-            rows[f"stage{i}_max_task_ms"].append(
-                max(e["Task Info"]["Finish Time"] - e["Task Info"]["Launch Time"] for e in evs)
-            )
+            for name, read in _TASK_METRICS.items():
+                rows[f"stage{i}_max_{name}_ms"].append(max(read(e, sub) for e in evs))
     return {"jobs": counted, **{k: percentile(v, 0.5) for k, v in sorted(rows.items())}}
+
+
+def empty_two_stage_jobs(spark: Any, source_tasks: int, keyed_tasks: int, runs: int) -> list[float]:
+    """The baseline: an empty Python job of the epoch's shape (``source_tasks`` tasks, a
+    shuffle to ``keyed_tasks`` partitions, ``collect``), wall seconds per run."""
+    sc = spark.sparkContext
+    walls = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        (
+            sc.parallelize(range(source_tasks), source_tasks)
+            .map(lambda x: (x % keyed_tasks, x))
+            .partitionBy(keyed_tasks)
+            .mapPartitions(lambda it: [sum(1 for _ in it)])
+            .collect()
+        )
+        walls.append(time.perf_counter() - t0)
+    return walls
+
+
+def baseline_jobs(
+    event_dir: str, epoch_jobs: dict[str, Any], runs: int, source_tasks: int | None = None
+) -> dict[str, Any]:
+    """The empty two-stage job with the epoch jobs' task counts (or ``source_tasks`` in its
+    first stage), in the same session (warmed up by three runs): its wall time and its
+    event-log breakdown."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    if source_tasks is None:
+        source_tasks = int(epoch_jobs.get("stage0_tasks") or 4)
+    keyed_tasks = int(epoch_jobs.get("stage1_tasks") or 2)
+    empty_two_stage_jobs(spark, source_tasks, keyed_tasks, 3)
+    since = time.time() * 1000
+    walls = empty_two_stage_jobs(spark, source_tasks, keyed_tasks, runs)
+    time.sleep(1.0)  # let the event log catch up
+    logged = spark_jobs(event_dir, since, time.time() * 1000)
+    return {
+        "source_tasks": source_tasks,
+        "keyed_tasks": keyed_tasks,
+        "wall_ms_median": percentile([1000 * w for w in walls], 0.5),
+        **logged,
+    }
+
+
+# Rows of the table: (label, where the epoch's figure is, where the baseline's is). A figure
+# is a key of the event-log summary, or ("phase", name) for a driver phase's ms per call.
+_ROWS: list[tuple[str, Any, Any]] = [
+    ("driver: plan ranges (Kafka end offsets)", ("phase", "plan_ranges"), None),
+    ("driver: checkpoint trigger", ("phase", "checkpoint_trigger"), None),
+    ("driver: tasks' spec", ("phase", "epoch_spec"), None),
+    ("driver: call -> Spark job submitted (RDDs, closures)", "driver_before_job_ms", None),
+    ("driver: of which pickling one closure (per call)", ("phase", "pickling"), None),
+    ("spark: job submitted -> first stage", "until_first_stage_ms", "until_first_stage_ms"),
+    (
+        "source stage: scheduler delay (slowest task)",
+        "stage0_max_scheduler_delay_ms",
+        "stage0_max_scheduler_delay_ms",
+    ),
+    ("source stage: deserialize", "stage0_max_deserialize_ms", "stage0_max_deserialize_ms"),
+    ("source stage: run (read, parse, shuffle write)", "stage0_max_run_ms", "stage0_max_run_ms"),
+    ("source stage: shuffle write", "stage0_max_shuffle_write_ms", "stage0_max_shuffle_write_ms"),
+    ("source stage: whole stage", "stage0_ms", "stage0_ms"),
+    ("between stages", "gap_before_stage1_ms", "gap_before_stage1_ms"),
+    (
+        "keyed stage: scheduler delay (incl. locality wait)",
+        "stage1_max_scheduler_delay_ms",
+        "stage1_max_scheduler_delay_ms",
+    ),
+    ("keyed stage: deserialize", "stage1_max_deserialize_ms", "stage1_max_deserialize_ms"),
+    (
+        "keyed stage: shuffle fetch wait",
+        "stage1_max_shuffle_fetch_wait_ms",
+        "stage1_max_shuffle_fetch_wait_ms",
+    ),
+    (
+        "keyed stage: run (state, sink, snapshot, upload wait)",
+        "stage1_max_run_ms",
+        "stage1_max_run_ms",
+    ),
+    (
+        "keyed stage: result serialize / fetch",
+        "stage1_max_getting_result_ms",
+        "stage1_max_getting_result_ms",
+    ),
+    ("keyed stage: whole stage", "stage1_ms", "stage1_ms"),
+    ("spark: last stage -> job end", "after_last_stage_ms", "after_last_stage_ms"),
+    ("spark: whole job (event log)", "job_ms", "job_ms"),
+    ("driver: job end -> results in Python", "driver_after_job_ms", None),
+    ("driver: checkpoint acks", ("phase", "checkpoint_acks"), None),
+    ("driver: sink commit (EndTxn + sweep)", ("phase", "sink_commit_up_to"), None),
+    ("driver: pacing wait (per wait)", ("phase", "pacing_wait"), None),
+]
+
+
+def print_table(
+    timer: PhaseTimer,
+    jobs: int,
+    epoch_jobs: dict[str, Any],
+    baseline: dict[str, Any],
+    workers: dict[str, Any],
+    latencies: list[float],
+) -> None:
+    """The breakdown as a Markdown table on stderr (ms, medians per epoch), the worker's
+    sampled functions after it."""
+
+    def phase(name: str) -> float | None:
+        for key, secs in timer.seconds.items():
+            if key.startswith(name):
+                return round(1000 * secs / max(1, timer.calls[key]), 1)
+        return None
+
+    def figure(where: Any, summary: dict[str, Any]) -> str:
+        if where is None:
+            return ""
+        value = phase(where[1]) if isinstance(where, tuple) else summary.get(where)
+        return "" if value is None else f"{value:g}"
+
+    out = [
+        f"| per epoch, ms (medians of {jobs} epochs) | epoch | empty two-stage job |",
+        "|---|---|---|",
+    ]
+    for label, mine, base in _ROWS:
+        out.append(f"| {label} | {figure(mine, epoch_jobs)} | {figure(base, baseline)} |")
+    out.append(f"| wall time of the Spark job call | | {baseline.get('wall_ms_median')} |")
+    if latencies:
+        out.append(
+            f"| latency p50 / p99 | {percentile(latencies, 0.5)} / "
+            f"{percentile(latencies, 0.99)} | |"
+        )
+    print("\n".join(out), file=sys.stderr, flush=True)
+    if workers.get("functions_inclusive"):
+        per_epoch = 1000 / 50 / max(1, jobs)  # py-spy samples at 50 Hz
+        print(
+            "Python workers, ms per epoch summed over workers (sampled, inclusive):",
+            file=sys.stderr,
+        )
+        for frame, n in workers["functions_inclusive"]:
+            print(f"  {n * per_epoch:8.1f}  {frame}", file=sys.stderr)
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -261,6 +454,12 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--profile-out", default="")
+    parser.add_argument("--baseline-runs", type=int, default=20)
+    parser.add_argument("--conf", action="append", default=[], help="sparkpoint key=value")
+    parser.add_argument("--checkpoint-interval-ms", type=int, default=1000)
+    parser.add_argument(
+        "--guarantee", choices=["EXACTLY_ONCE", "AT_LEAST_ONCE"], default="EXACTLY_ONCE"
+    )
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
@@ -291,6 +490,9 @@ def main() -> None:
             checkpoints=os.path.join(work, "checkpoints"),
             jar="",
             parallelism=2,
+            conf=args.conf,
+            checkpoint_interval_ms=args.checkpoint_interval_ms,
+            guarantee=args.guarantee,
         )
         event_dir = os.path.join(work, "events")
         os.makedirs(event_dir)
@@ -375,12 +577,16 @@ def main() -> None:
             what="spark_job_stages",
             jobs=len(job_walls),
             job_wall_s_median=percentile(job_walls, 0.5),
+            closures_per_job=round(len(timer.closure_bytes) / max(1, len(job_walls)), 1),
+            closure_bytes_median=percentile([float(b) for b in timer.closure_bytes], 0.5),
             slowest_task_s_median_per_stage={
                 str(s): percentile(v, 0.5) for s, v in sorted(stages.items())
             },
         )
+        epoch_jobs: dict[str, Any] = {}
         try:
-            emit(what="spark_event_log", **spark_jobs(event_dir, since_ms, until_ms))
+            epoch_jobs = spark_jobs(event_dir, since_ms, until_ms, timer.job_calls)
+            emit(what="spark_event_log", **epoch_jobs)
         except (OSError, ValueError, KeyError) as exc:  # the other results stand
             emit(what="spark_event_log", error=repr(exc))
         emit(
@@ -393,11 +599,23 @@ def main() -> None:
             latency_ms_mean=round(statistics.fmean(lat), 1) if lat else None,
             samples=len(lat),
         )
+        workers: dict[str, Any] = {}
         if spy is not None and os.path.exists(profile):
-            emit(what="workers_py_spy", **worker_frames(profile, args.top))
+            workers = worker_frames(profile, args.top)
+            emit(what="workers_py_spy", **workers)
             emit(what="driver_py_spy", **driver_frames(profile, args.top))
         else:
             emit(what="py_spy", detail="not installed or no samples: pip install py-spy")
+        client.cancel().result(120)
+        client = None
+        baseline = baseline_jobs(event_dir, epoch_jobs, args.baseline_runs)
+        emit(what="baseline_empty_two_stage", **baseline)
+        if baseline["source_tasks"] != 4:  # the source stage's shape at 2 tasks per core
+            emit(
+                what="baseline_empty_two_stage",
+                **baseline_jobs(event_dir, epoch_jobs, args.baseline_runs, 4),
+            )
+        print_table(timer, len(timer.job_calls), epoch_jobs, baseline, workers, lat)
     finally:
         if client is not None:
             try:

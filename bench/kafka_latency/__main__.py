@@ -62,9 +62,12 @@ def engine_command(
     """The command line that runs ``engine``'s job on ``topics`` (input, output)."""
     common = ["--bootstrap", args.bootstrap, "--source", topics[0], "--sink", topics[1]]
     common += ["--checkpoints", os.path.join(work, "checkpoints")]
+    common += ["--checkpoint-interval-ms", str(args.checkpoint_interval_ms)]
+    common += ["--guarantee", args.guarantee]
     script = os.path.join(HERE, "datastream_job.py")
     if engine == "sparkpoint":
-        return [sys.executable, script, "--api", "sparkpoint", *common]
+        conf = [x for item in args.sparkpoint_conf for x in ("--conf", item)]
+        return [sys.executable, script, "--api", "sparkpoint", *conf, *common]
     if engine.startswith("pyflink"):
         from tests.fixtures.system import maven_artifacts
 
@@ -148,6 +151,8 @@ def _phases(
 ) -> list[dict[str, Any]]:
     """The engine's phases in order, each emitted as it ends; stops at the first error."""
     label, guarantee = ENGINES[engine]
+    if guarantee == "exactly-once":  # the engines whose sink takes --guarantee
+        guarantee = args.guarantee.lower().replace("_", "-")
     tag = {"engine": engine, "label": label, "guarantee": guarantee}
     results = [{**tag, "phase": "warmup", **warmup_phase(args, consumer, proc)}]
     emit(results[-1])
@@ -262,6 +267,25 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--pyflink-python", default="/tmp/pyflink-venv/bin/python")
     parser.add_argument(
         "--pyflink-conf", action="append", default=[], help="PyFlink key=value (repeatable)"
+    )
+    parser.add_argument(
+        "--sparkpoint-conf",
+        action="append",
+        default=[],
+        help="sparkpoint key=value (repeatable), e.g. sparkpoint.epoch.interval=0",
+    )
+    parser.add_argument(
+        "--checkpoint-interval-ms",
+        type=int,
+        default=1000,
+        help="sparkpoint's and PyFlink's checkpoint interval",
+    )
+    parser.add_argument(
+        "--guarantee",
+        choices=["EXACTLY_ONCE", "AT_LEAST_ONCE"],
+        default="EXACTLY_ONCE",
+        help="sparkpoint's and PyFlink's Kafka sink (AT_LEAST_ONCE: published at every "
+        "epoch end or flush, without waiting for the checkpoint)",
     )
     parser.add_argument(
         "--markdown", metavar="JSONL", help="print the table of a run's output ('-': stdin)"

@@ -83,11 +83,17 @@ def build(api: str, args: argparse.Namespace) -> Any:
             conf.set_string(key, value)
     if api == "sparkpoint":
         conf.set_string("sparkpoint.local-state.dir", os.path.abspath(args.checkpoints) + "-ls")
+        for item in args.conf:
+            key, _sep, value = item.partition("=")
+            conf.set_string(key, value)
     env = datastream.StreamExecutionEnvironment.get_execution_environment(conf)
     if args.jar:
         env.add_jars(f"file://{os.path.abspath(args.jar)}")
     env.set_parallelism(args.parallelism)
-    env.enable_checkpointing(1000, datastream.CheckpointingMode.EXACTLY_ONCE)
+    env.enable_checkpointing(
+        getattr(args, "checkpoint_interval_ms", 1000), datastream.CheckpointingMode.EXACTLY_ONCE
+    )
+    guarantee = getattr(kafka.DeliveryGuarantee, getattr(args, "guarantee", "EXACTLY_ONCE"))
     source = (
         kafka.KafkaSource.builder()
         .set_bootstrap_servers(args.bootstrap)
@@ -106,7 +112,7 @@ def build(api: str, args: argparse.Namespace) -> Any:
             .set_value_serialization_schema(common.SimpleStringSchema())
             .build()
         )
-        .set_delivery_guarantee(kafka.DeliveryGuarantee.EXACTLY_ONCE)
+        .set_delivery_guarantee(guarantee)
         .set_transactional_id_prefix(f"{api}-bench")
         # Below the broker's transaction.max.timeout.ms (15 min; Flink asks for 1 h).
         .set_property("transaction.timeout.ms", "600000")
@@ -135,7 +141,11 @@ def main() -> None:
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--pyflink-mode", choices=["thread", "process"], default="thread")
     parser.add_argument(
-        "--conf", action="append", default=[], help="PyFlink only: key=value (repeatable)"
+        "--conf", action="append", default=[], help="the engine's key=value (repeatable)"
+    )
+    parser.add_argument("--checkpoint-interval-ms", type=int, default=1000)
+    parser.add_argument(
+        "--guarantee", choices=["EXACTLY_ONCE", "AT_LEAST_ONCE"], default="EXACTLY_ONCE"
     )
     args = parser.parse_args()
     build(args.api, args).execute(f"kafka-latency-{args.api}")

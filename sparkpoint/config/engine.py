@@ -16,7 +16,29 @@ __all__ = ["SparkpointOptions"]
 
 
 class SparkpointOptions(OptionGroup):
-    """How the engine runs epochs on Spark and where executors keep working state."""
+    """How the engine runs epochs on Spark and where executors keep working state.
+
+    **Latency against throughput.** An epoch is one Spark job; an exactly-once record is
+    published when the checkpoint covering its epoch completes. A record's latency is the
+    wait for the next epoch to start (with sparse input half of `sparkpoint.epoch.interval`
+    on average, which is the checkpoint interval unless set), plus its epoch (one Spark job:
+    at a low rate mostly the fixed cost of two stages of Python tasks, ~0.4-0.6 s on a
+    loaded 2-core machine), plus the checkpoint's completion and commit (~0.05 s). The
+    settings that move it (figures of `bench/kafka_epoch_breakdown.py` and
+    `python -m bench.kafka_latency` at 1,000 records/s, docs/benchmarks.md):
+    `execution.checkpointing.interval` (the first term; below the epoch's duration epochs
+    run back to back and the epoch dominates: 200 ms gave p50 1.55 s against 1.29 s at
+    1 s, one loaded run each); `sparkpoint.epoch.interval` (epochs between checkpoints only
+    add Spark jobs under exactly-once; `AT_LEAST_ONCE` sinks publish at each epoch's end,
+    but 0, epochs back to back, was not faster in the one loaded run made: p50 1.72 s,
+    the extra Spark jobs competing for the 2 cores);
+    `sparkpoint.epoch.max-records-per-split` (bounds the epoch, hence the latency, under
+    heavy input, at the price of throughput: each epoch pays the fixed cost);
+    `sparkpoint.epoch.upload-wait` (a checkpoint whose uploads end within it completes with
+    its own epoch instead of the next: a longer wait lowers the tail latency when uploads
+    are slow, and slows epochs under heavy input); `sparkpoint.epoch.tasks-per-core` (more
+    tasks balance large epochs; sparse source stages run one per core anyway).
+    """
 
     TITLE = "sparkpoint engine"
 
@@ -66,7 +88,10 @@ class SparkpointOptions(OptionGroup):
         "subtasks runs several of them, one after the other, in one Spark task (each "
         "subtask keeps its own operators, state, timers and report; a keyed stage groups "
         "only subtasks placed on the same executor), so high parallelism does not cost one "
-        "Spark task and one shuffle block per subtask.",
+        "Spark task and one shuffle block per subtask. A source stage whose ranges together "
+        "hold fewer than sparkpoint.epoch.max-records-per-split records runs one task per "
+        "core: at a low rate each task is mostly fixed cost, and a second wave of tasks "
+        "would wait for the first.",
     )
     LOCAL_STATE_DIR: ConfigOption[str | None] = ConfigOption(
         "sparkpoint.local-state.dir",

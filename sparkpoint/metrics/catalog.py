@@ -97,6 +97,17 @@ SYSTEM_METRICS: tuple[SystemMetric, ...] = (
         "sparkpoint.lastEpochDuration", JOB, _G, "Duration of the latest epoch (ms).", flink=False
     ),
     SystemMetric(
+        "sparkpoint.lastCommitLatency",
+        JOB,
+        _G,
+        "Milliseconds from the start of the newest epoch the latest sink commit published "
+        "to that commit (-1 before the first): the end-to-end latency of a record that "
+        "arrived just before that epoch started; one that arrived just after the previous "
+        "committed epoch started waited up to the checkpoint interval more. Flink has no "
+        "metric for it (its `latency` markers skip the sink's commit).",
+        flink=False,
+    ),
+    SystemMetric(
         "sparkpoint.subtaskRestores",
         JOB,
         _C,

@@ -104,3 +104,34 @@ def test_faults_call_driver_and_task_callbacks() -> None:
     hooks.after_local_commit("count", 1, 4)
     assert seen == [("epoch", 4), ("count", 1, 4)]
     assert [e.epoch for e in faults.epochs_seen] == [4]
+
+
+def test_each_commit_names_the_newest_epoch_it_published_and_the_latency_follows() -> None:
+    """``sparkpoint.lastCommitLatency``: from the start of the newest epoch a commit
+    published to the commit; epochs without staged output are not named."""
+    import time
+    from types import SimpleNamespace
+
+    from sparkpoint.runtime.driver.progress import JobProgress
+
+    settings = SimpleNamespace(job_id="j", job_name="j", policy=None)
+    progress = JobProgress(settings, None, None, None)  # type: ignore[arg-type]
+    named: list[int] = []
+
+    def committed(epoch: int) -> None:
+        named.append(epoch)
+        progress.sink_committed(epoch)
+
+    commits = SinkCommits({"files": RecordingSink()}, committed=committed)
+    for epoch in (1, 2, 3):
+        progress.epoch_started(epoch)
+    commits.absorb(1, [SinkOutput("files", 0, ("a",), True)])
+    commits.absorb(2, [SinkOutput("files", 0, ("b",), True)])
+    assert progress.commit_latency_ms is None
+    time.sleep(0.05)
+    commits.commit_up_to(3)  # epoch 3 staged nothing: the commit published epoch 2's
+    assert named == [2]
+    latency = progress.commit_latency_ms
+    assert latency is not None and 50 <= latency < 5000
+    commits.commit_up_to(4)  # nothing staged: no commit named
+    assert named == [2] and progress.commit_latency_ms == latency

@@ -3,6 +3,10 @@ channel (pure bookkeeping, no Spark)."""
 
 from __future__ import annotations
 
+from sparkpoint.connectors.source import SplitRange
+from sparkpoint.runtime.graph import Node, NodeKind, Plan, build_plan
+from sparkpoint.runtime.protocol import EpochSpec, JobSpec
+from sparkpoint.runtime.spark.epoch import layout
 from sparkpoint.runtime.spark.task_groups import StageGroups, channel_partitions, group_subtasks
 
 
@@ -42,3 +46,37 @@ def test_channel_partitions_follow_the_consumers_groups() -> None:
     table, first = channel_partitions([(0, ((0, 2), (1, 3))), (4, ((0,), (1,), (2,)))], 7)
     assert table == (0, 1, 0, 1, 2, 3, 4)
     assert first == (0, 2)
+
+
+def _source_plan() -> Plan:
+    """numbers (source) -> key_by -> reduce (parallelism 2) -> sink."""
+    source = Node(1, NodeKind.SOURCE, "numbers", [])
+    keyed = Node(2, NodeKind.KEY_BY, "key_by", [source], key_selector=lambda x: x % 3)
+    totals = Node(3, NodeKind.REDUCE, "totals", [keyed], parallelism=2)
+    return build_plan([Node(4, NodeKind.SINK, "out", [totals])], 1, 128)
+
+
+def _epoch(plan: Plan, records: list[int | None]) -> EpochSpec:
+    job = JobSpec("job", "job", "app", None, False, None)  # type: ignore[arg-type]
+    source = next(s for s in plan.stages if s.source is not None)
+    ranges = [SplitRange(str(i), 0, n, {}, False, n) for i, n in enumerate(records)]
+    return EpochSpec(job, 1, 1, None, 0, False, {}, {}, {source.id: ranges}, 0)
+
+
+def test_a_sparse_source_stage_runs_one_task_per_core() -> None:
+    """8 ranges on 2 cores: 4 tasks (2 per core) when the ranges hold a full range's worth
+    or a range is uncounted, 2 when all of them together hold fewer records than a full one
+    (sparse input: each task's fixed cost is paid once per core, no second wave)."""
+    plan = _source_plan()
+    source = next(s for s in plan.stages if s.source is not None)
+    cores = {"executor_127.0.0.1_driver": 2}
+    sparse = layout(plan, _epoch(plan, [124] * 8), {}, cores, 2, 1000)
+    assert sparse.task_groups[source.id] == ((0, 1, 2, 3), (4, 5, 6, 7))
+    full = layout(plan, _epoch(plan, [125] * 8), {}, cores, 2, 1000)
+    assert full.task_groups[source.id] == ((0, 1), (2, 3), (4, 5), (6, 7))
+    uncounted = layout(plan, _epoch(plan, [1] * 7 + [None]), {}, cores, 2, 1000)
+    assert len(uncounted.task_groups[source.id]) == 4
+    unbounded = layout(plan, _epoch(plan, [1] * 8), {}, cores, 2, None)
+    assert len(unbounded.task_groups[source.id]) == 4
+    keyed = next(s for s in plan.stages if s.keyed)
+    assert sparse.task_groups[keyed.id] == ((0,), (1,))

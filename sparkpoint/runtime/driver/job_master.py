@@ -92,8 +92,13 @@ class JobMaster:
         self._run_id = 0  # Spark jobs run so far (every run of every epoch)
         self._accepted_run: int | None = None  # the run whose results the last epoch used
         self._start = StartState()
-        self._sink_commits = SinkCommits({n.operator_id: n.sink for n in plan.sinks})
-        self._runner = EpochRunner(spark, plan, settings.tasks_per_core)
+        self._sink_commits = SinkCommits(
+            {n.operator_id: n.sink for n in plan.sinks},
+            committed=lambda epoch: self._progress.sink_committed(epoch),
+        )
+        self._runner = EpochRunner(
+            spark, plan, settings.tasks_per_core, settings.max_records_per_split
+        )
         self._placement = KeyedPlacement(self._job_id, plan)
         self._changelog = ChangelogCheckpoints(
             plan,
@@ -232,6 +237,7 @@ class JobMaster:
             return False
         self._epoch += 1
         self._pacer.epoch_started()
+        self._progress.epoch_started(self._epoch)
         t0 = time.perf_counter()
         run = self._run_until_accepted(ranges, end_of_input, stop_request)
         completed = self._accept(run, ranges, time.perf_counter() - t0)

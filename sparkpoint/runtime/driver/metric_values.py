@@ -41,6 +41,11 @@ def _job_figures(progress: JobProgress) -> list[tuple[str, MetricKind, Any]]:
         ("uptime", g, uptime),
         ("sparkpoint.numEpochs", c, progress.epochs_run),
         ("sparkpoint.lastEpochDuration", g, int(epochs[-1].seconds * 1000) if epochs else 0),
+        (
+            "sparkpoint.lastCommitLatency",
+            g,
+            -1 if progress.commit_latency_ms is None else progress.commit_latency_ms,
+        ),
         ("sparkpoint.subtaskRestores", c, sum(len(e.subtask_restores) for e in epochs)),
         (
             "sparkpoint.tasksAwayFromExecutor",

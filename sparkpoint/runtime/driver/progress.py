@@ -8,6 +8,7 @@ import dataclasses
 import enum
 import logging
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -74,6 +75,8 @@ class JobProgress:
         # (operator id, subtask) -> why it restores alone in the next run
         self._restore_causes: dict[tuple[str, int], str] = {}
         self._lag: Mapping[str, Mapping[str, int]] = {}
+        self._epoch_starts: dict[int, float] = {}  # epoch -> when it started (monotonic s)
+        self._commit_latency_ms: int | None = None
         self._lock = threading.Lock()
         self._metrics = JobMetrics()
 
@@ -155,6 +158,27 @@ class JobProgress:
     def set_status(self, status: JobStatus) -> None:
         """The job moved to ``status``."""
         self._status = status
+
+    @property
+    def commit_latency_ms(self) -> int | None:
+        """Milliseconds from the start of the newest epoch the latest sink commit covered
+        to that commit (None before the first): the least time a committed record spent
+        between its source and its publication."""
+        return self._commit_latency_ms
+
+    def epoch_started(self, epoch: int) -> None:
+        """``epoch`` starts now: its ranges are planned, so its records are in the source."""
+        self._epoch_starts[epoch] = time.monotonic()
+        if len(self._epoch_starts) > 10_000:  # epochs never committed (no checkpoint yet)
+            del self._epoch_starts[min(self._epoch_starts)]
+
+    def sink_committed(self, epoch: int) -> None:
+        """A sink commit published the output staged up to ``epoch``."""
+        started = self._epoch_starts.get(epoch)
+        if started is not None:
+            self._commit_latency_ms = int((time.monotonic() - started) * 1000)
+        for e in [e for e in self._epoch_starts if e <= epoch]:
+            del self._epoch_starts[e]
 
     def epoch_accepted(self, records_in: int) -> None:
         """An epoch's run was accepted; its sources read ``records_in`` records."""

@@ -7,7 +7,7 @@ neither committed nor pending here: what failed runs and killed tasks left behin
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from sparkpoint.runtime.protocol import SinkOutput
@@ -18,9 +18,13 @@ __all__ = ["SinkCommits"]
 class SinkCommits:
     """Committables of transactional sinks per epoch; the one place that commits them."""
 
-    def __init__(self, sinks: Mapping[str, Any]) -> None:
+    def __init__(
+        self, sinks: Mapping[str, Any], committed: Callable[[int], None] | None = None
+    ) -> None:
         self.sinks = dict(sinks)
         self._pending: list[tuple[int, str, list[Any]]] = []
+        # Told the newest epoch whose staged output each commit published.
+        self._committed = committed
 
     def absorb(self, epoch: int, outputs: Iterable[SinkOutput]) -> None:
         """Take a finished epoch's sink output: transactional output waits for its commit,
@@ -40,8 +44,11 @@ class SinkCommits:
         due = self.pending_up_to(epoch)
         # Forgotten before the commit: if it fails, the restore redoes it from the
         # checkpoint's master state, and the failover must not abort it.
+        newest = max((e for e, _op, _c in self._pending if e <= epoch), default=None)
         self._pending = [p for p in self._pending if p[0] > epoch]
         self._apply(due, commit=True)
+        if newest is not None and self._committed is not None:
+            self._committed(newest)
         self._abort_lingering()
 
     def abort_all(self) -> None:

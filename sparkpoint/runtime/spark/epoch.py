@@ -1,7 +1,8 @@
 """Turns one run of an epoch into one Spark job of RDDs, and runs it.
 
 - Every stage runs as task groups (``task_groups``): each Spark task runs one or more of
-  the stage's subtasks, one after the other; at most ``tasks_per_core`` tasks per core.
+  the stage's subtasks, one after the other; at most ``tasks_per_core`` tasks per core
+  (one per core for a source stage of sparse input).
 - A source stage reads its split ranges in the partitions of an RDD of empty elements,
   one partition per task group.
 - Every exchange (``graph.Exchange``) is one shuffle (``partitionBy``) of the union of its
@@ -52,6 +53,7 @@ __all__ = [
     "job_group",
     "layout",
     "routing",
+    "sparse_source",
 ]
 
 _WATCH_INTERVAL_S = 0.25
@@ -242,19 +244,38 @@ def _stage_fn(spec: EpochSpec, stage: Stage, num_partitions: int) -> Any:
     return run
 
 
+def sparse_source(spec: EpochSpec, stage: Stage, full_range: int | None) -> bool:
+    """Whether a source stage reads little this epoch: every range counts its records and
+    all of them together hold fewer than one full range (``full_range`` records:
+    ``sparkpoint.epoch.max-records-per-split``). Such a stage runs one Spark task per core:
+    each task's fixed cost (launch, the closure, the Python worker's hand-over) is then paid
+    once per core, and a second wave of tasks does not wait for the first. A larger epoch
+    keeps ``tasks_per_core`` (its tasks' work, not their fixed cost, decides its time)."""
+    if full_range is None or stage.source is None:
+        return False
+    ranges = spec.source_ranges.get(stage.id, [])
+    counted = [r.records for r in ranges if r.records is not None]
+    return len(counted) == len(ranges) and sum(counted) < full_range
+
+
 def layout(
     plan: Plan,
     spec: EpochSpec,
     locations: Mapping[int, list[str]],
     cores: Mapping[str, int],
     tasks_per_core: int,
+    full_range: int | None = None,
 ) -> EpochSpec:
     """``spec`` with the run's task groups (``task_groups``): every stage's groups, and
-    the shuffle partition of every channel of every exchange."""
+    the shuffle partition of every channel of every exchange. A source stage of sparse
+    input (``sparse_source``) runs one task per core."""
     counts = stage_partitions(plan, spec)
     groups = {
         st.id: group_subtasks(
-            counts[st.id], locations.get(st.id) if st.keyed else None, cores, tasks_per_core
+            counts[st.id],
+            locations.get(st.id) if st.keyed else None,
+            cores,
+            1 if sparse_source(spec, st, full_range) else tasks_per_core,
         ).groups
         for st in plan.stages
     }
@@ -271,10 +292,13 @@ def layout(
 class EpochRunner:
     """Runs the epochs of one job on Spark (keeps the pinned RDDs between epochs)."""
 
-    def __init__(self, spark: Any, plan: Plan, tasks_per_core: int = 2) -> None:
+    def __init__(
+        self, spark: Any, plan: Plan, tasks_per_core: int = 2, full_range: int | None = None
+    ) -> None:
         self.plan = plan
         self.cluster = SparkCluster(spark)
         self.tasks_per_core = tasks_per_core
+        self.full_range = full_range  # records of a full source range (sparse_source)
 
     def run(
         self, spec: EpochSpec, locations: Mapping[int, list[str]], watch: set[str]
@@ -288,7 +312,7 @@ class EpochRunner:
         sc = self.cluster.sc
         plan = self.plan
         cores = {s.location: s.cores for s in self.cluster.live_executors().values()}
-        spec = layout(plan, spec, locations, cores, self.tasks_per_core)
+        spec = layout(plan, spec, locations, cores, self.tasks_per_core, self.full_range)
         counts = stage_partitions(plan, spec)
         groups = spec.task_groups
         rdds: dict[int, Any] = {}
