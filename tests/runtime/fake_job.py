@@ -24,6 +24,7 @@ class FakeProgress:
         self.restarts = 0
         self.checkpointing = False
         self.checkpoint_interval_ms = -1
+        self.commit_latency_ms: int | None = None
         self.metrics = JobMetrics()
 
     def epoch_reports(self) -> list[Any]:
