@@ -381,3 +381,9 @@ _BASIC_WRITERS: dict[str, Callable[[Any], str]] = {
     "SQL_TIME": _write_time,
     "SQL_TIMESTAMP": _write_timestamp,
 }
+
+
+# PyFlink's nested names: ``JsonRowDeserializationSchema.Builder`` and
+# ``JsonRowSerializationSchema.Builder`` are the builders ``builder()`` returns.
+JsonRowDeserializationSchema.Builder = JsonRowDeserializationSchemaBuilder  # type: ignore[attr-defined]
+JsonRowSerializationSchema.Builder = JsonRowSerializationSchemaBuilder  # type: ignore[attr-defined]
