@@ -131,52 +131,82 @@ def _type_name(s: Any) -> str:
 
 
 # -- writing: a row → the datum fastavro writes ------------------------------------------------
-def _to_datum(schema: _Schema, s: Any, value: Any, path: str) -> Any:
+def _writer(schema: _Schema, s: Any, path: str, done: dict[str, Any]) -> Callable[[Any], Any]:
+    """The function turning a value of schema ``s`` into fastavro's datum, compiled once per
+    schema (``done``: the records compiled so far, by name, for recursive types)."""
     s = schema.resolve(s)
     if isinstance(s, list):
-        if value is None:
-            if "null" not in s:
-                raise AvroRowError(f"{path}: null for a union without null {s!r}")
-            return None
+        nullable = "null" in s
         branches = [b for b in s if b != "null"]
         if len(branches) != 1:
-            raise AvroRowError(f"{path}: a union of several non-null types is not supported: {s}")
-        return _to_datum(schema, branches[0], value, path)
-    if value is None:
-        if _type_name(s) == "null":
-            return None
-        raise AvroRowError(f"{path}: null for the non-nullable type {_type_name(s)}")
+            raise ConfigurationError(
+                f"{path}: a union of several non-null types is not supported: {s}"
+            )
+        inner = _writer(schema, branches[0], path, done)
+
+        def union(value: Any) -> Any:
+            if value is None:
+                if not nullable:
+                    raise AvroRowError(f"{path}: null for a union without null {s!r}")
+                return None
+            return inner(value)
+
+        return union
     kind = _type_name(s)
-    logical = s.get("logicalType") if isinstance(s, dict) else None
+    if kind == "null":
+        return lambda value: None
+    write = _non_null_writer(schema, s, kind, path, done)
+
+    def non_null(value: Any) -> Any:
+        if value is None:
+            raise AvroRowError(f"{path}: null for the non-nullable type {kind}")
+        return write(value)
+
+    return non_null
+
+
+def _non_null_writer(
+    schema: _Schema, s: Any, kind: str, path: str, done: dict[str, Any]
+) -> Callable[[Any], Any]:
     if kind == "record":
-        fields = s["fields"]
-        if len(value) != len(fields):
-            raise AvroRowError(f"{path}: the row has {len(value)} fields, the record {len(fields)}")
-        return {
-            f["name"]: _to_datum(schema, f["type"], v, f"{path}.{f['name']}")
-            for f, v in zip(fields, value)
-        }
+        if s["name"] in done:  # a record inside itself: look it up when a value comes
+            return lambda value: done[s["name"]](value)
+        done[s["name"]] = None
+        names = [f["name"] for f in s["fields"]]
+        writers = [_writer(schema, f["type"], f"{path}.{f['name']}", done) for f in s["fields"]]
+        arity = len(writers)
+
+        def record(value: Any) -> dict[str, Any]:
+            if len(value) != arity:
+                raise AvroRowError(f"{path}: the row has {len(value)} fields, the record {arity}")
+            return {n: w(v) for n, w, v in zip(names, writers, value)}
+
+        done[s["name"]] = record
+        return record
     if kind == "array":
-        return [_to_datum(schema, s["items"], v, f"{path}[]") for v in value]
+        item = _writer(schema, s["items"], f"{path}[]", done)
+        return lambda value: [item(v) for v in value]
     if kind == "map":
-        return {str(k): _to_datum(schema, s["values"], v, f"{path}{{}}") for k, v in value.items()}
-    return _scalar_datum(s, kind, logical, value, path)
+        entry = _writer(schema, s["values"], f"{path}{{}}", done)
+        return lambda value: {str(k): entry(v) for k, v in value.items()}
+    return _scalar_writer(s, kind, path)
 
 
-def _scalar_datum(s: Any, kind: str, logical: Any, value: Any, path: str) -> Any:
+def _scalar_writer(s: Any, kind: str, path: str) -> Callable[[Any], Any]:
+    logical = s.get("logicalType") if isinstance(s, dict) else None
     if logical == "decimal":
-        return _decimal_bytes(s, value, path)
+        return lambda value: _decimal_bytes(s, value, path)
     if kind == "int" and logical == "date":
-        return _days(value, path)
+        return lambda value: _days(value, path)
     if kind == "int" and logical == "time-millis":
-        return _time_millis(value, path)
+        return lambda value: _time_millis(value, path)
     if kind == "long" and logical == "timestamp-millis":
-        return _timestamp_millis(value, path)
+        return lambda value: _timestamp_millis(value, path)
     if kind in ("bytes", "fixed"):
-        return bytes(value)
-    if kind == "string" or kind == "enum":
-        return str(value)
-    return value
+        return bytes
+    if kind in ("string", "enum"):
+        return str
+    return lambda value: value
 
 
 def _decimal_bytes(s: dict[str, Any], value: Any, path: str) -> bytes:
@@ -185,7 +215,7 @@ def _decimal_bytes(s: dict[str, Any], value: Any, path: str) -> bytes:
         rescaled = decimal.Decimal(value).quantize(
             decimal.Decimal(1).scaleb(-scale), context=decimal.Context(traps=[decimal.Inexact])
         )
-    except (decimal.InvalidOperation, TypeError, ValueError) as exc:
+    except (decimal.DecimalException, TypeError, ValueError) as exc:
         raise AvroRowError(f"{path}: {value!r} does not fit the decimal's scale {scale}") from exc
     unscaled = int(rescaled.scaleb(scale))
     # Java's BigInteger.toByteArray: the fewest bytes holding the value and its sign bit.
@@ -220,31 +250,25 @@ def _timestamp_millis(value: Any, path: str) -> int:
 
 
 # -- reading: fastavro's datum → a row ---------------------------------------------------------
-def _reader(schema: _Schema, s: Any) -> Callable[[Any], Any]:
+def _reader(schema: _Schema, s: Any, done: dict[str, Any]) -> Callable[[Any], Any]:
+    """The function turning fastavro's datum of schema ``s`` into a row value (``done``: the
+    records compiled so far, by name, for recursive types)."""
     s = schema.resolve(s)
     if isinstance(s, list):
         branches = [b for b in s if b != "null"]
         if len(branches) != 1:
             return lambda v: v
-        inner = _reader(schema, branches[0])
+        inner = _reader(schema, branches[0], done)
         return lambda v: None if v is None else inner(v)
     kind = _type_name(s)
     logical = s.get("logicalType") if isinstance(s, dict) else None
     if kind == "record":
-        names = [f["name"] for f in s["fields"]]
-        fields = [(f["name"], _reader(schema, f["type"])) for f in s["fields"]]
-
-        def record(v: dict[str, Any]) -> Row:
-            row = Row(*[read(v[name]) for name, read in fields])
-            row.set_field_names(names)
-            return row
-
-        return record
+        return _record_reader(schema, s, done)
     if kind == "array":
-        item = _reader(schema, s["items"])
+        item = _reader(schema, s["items"], done)
         return lambda v: [item(x) for x in v]
     if kind == "map":
-        value = _reader(schema, s["values"])
+        value = _reader(schema, s["values"], done)
         return lambda v: {k: value(x) for k, x in v.items()}
     if logical == "decimal":
         scale = int(s.get("scale", 0))
@@ -254,18 +278,35 @@ def _reader(schema: _Schema, s: Any) -> Callable[[Any], Any]:
     return lambda v: v
 
 
+def _record_reader(schema: _Schema, s: Any, done: dict[str, Any]) -> Callable[[Any], Any]:
+    if s["name"] in done:  # a record inside itself: look it up when a datum comes
+        return lambda v: done[s["name"]](v)
+    done[s["name"]] = None
+    names = [f["name"] for f in s["fields"]]
+    fields = [(f["name"], _reader(schema, f["type"], done)) for f in s["fields"]]
+
+    def record(v: dict[str, Any]) -> Row:
+        row = Row(*[read(v[name]) for name, read in fields])
+        row.set_field_names(names)
+        return row
+
+    done[s["name"]] = record
+    return record
+
+
 class AvroRowSerializationSchema(SerializationSchema):
     """``Row``s → Avro binary datums of a record schema (PyFlink's constructor)."""
 
     def __init__(self, record_class: str | None = None, avro_schema_string: str | None = None):
         self.avro_schema_string = avro_schema_string
         self._schema = _Schema(_parse(record_class, avro_schema_string))
+        self._write = _writer(self._schema, self._schema.source, self._schema.source["name"], {})
 
     def serialize(self, value: Any) -> bytes:
         """The Avro binary encoding of one row (a ``Row`` or tuple of the record's arity)."""
         schema = self._schema
         try:
-            datum = _to_datum(schema, schema.source, value, schema.source["name"])
+            datum = self._write(value)
             out = io.BytesIO()
             schema.fastavro.schemaless_writer(out, schema.parsed, datum)
         except (AvroRowError, TypeError, ValueError, OverflowError) as exc:
@@ -279,7 +320,7 @@ class AvroRowDeserializationSchema(DeserializationSchema):
     def __init__(self, record_class: str | None = None, avro_schema_string: str | None = None):
         self.avro_schema_string = avro_schema_string
         self._schema = _Schema(_parse(record_class, avro_schema_string))
-        self._read = _reader(self._schema, self._schema.source)
+        self._read = _reader(self._schema, self._schema.source, {})
 
     def deserialize(self, message: bytes) -> Row:
         """The row of one datum; bytes that are not a whole datum of the schema fail."""
