@@ -62,7 +62,7 @@ def _check_types(t: Any, where: str, nested: bool = False) -> None:
     if isinstance(t, RowTypeInfo):
         if nested:
             for name, ft in zip(t.get_field_names(), t.get_field_types()):
-                if not isinstance(ft, BasicTypeInfo):
+                if not isinstance(ft, BasicTypeInfo) or ft.type_name not in _PARSERS:
                     raise ConfigurationError(
                         f"Unsupported type information {ft!r} for field '{name}' of the "
                         f"nested row {where}: a nested row holds basic types only"
@@ -74,7 +74,7 @@ def _check_types(t: Any, where: str, nested: bool = False) -> None:
     if isinstance(t, PrimitiveArrayTypeInfo) and _basic(t.element) == "BYTE":
         return
     if isinstance(t, (BasicArrayTypeInfo, ListTypeInfo, PrimitiveArrayTypeInfo)):
-        if not isinstance(t.element, BasicTypeInfo):
+        if not isinstance(t.element, BasicTypeInfo) or t.element.type_name not in _PARSERS:
             raise ConfigurationError(
                 f"Unsupported type information {t!r} for field '{where}': array elements "
                 "must be basic types"
