@@ -6,6 +6,9 @@ the ``avro`` package (Apache Avro's Python library), the same schema and datums.
 sparkpoint's schemas against Python's ``csv`` module writing and reading the same fields
 (its quoting is not Jackson's, so it can read but not write Flink's bytes).
 
+The ``avro`` package is the comparison only (``pip install avro``); fastavro comes with the
+``avro`` extra.
+
     python bench/bench_row_formats.py              # 20,000 rows
     python bench/bench_row_formats.py --rows 1000  # a quick check that it runs
 """
