@@ -1,7 +1,7 @@
 """Avro rows for byte-oriented connectors (Kafka): PyFlink's ``AvroRowSerializationSchema`` and
 ``AvroRowDeserializationSchema`` (``pyflink.datastream.formats.avro``), from an Avro schema
 string, encoded by fastavro (the ``avro`` extra; bench/bench_row_formats.py measures it against
-the ``avro`` package: 7x its writes, 4.4x its reads).
+the ``avro`` package: 8.5x its writes, 4.8x its reads).
 
 The bytes are Avro's binary encoding of one datum without a header, as Flink's schemas write
 them. Rows map to records field by field in the schema's order; a union of null and one type
