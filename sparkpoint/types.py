@@ -105,6 +105,13 @@ class Row(tuple):  # type: ignore[type-arg]
         """The change kind (INSERT unless set)."""
         return self._row_kind
 
+    @staticmethod
+    def of_kind(row_kind: RowKind, *args: Any, **kwargs: Any) -> Row:
+        """A row of ``row_kind`` (PyFlink's ``Row.of_kind``)."""
+        row = Row(*args, **kwargs)
+        row.set_row_kind(row_kind)
+        return row
+
     def set_row_kind(self, row_kind: RowKind) -> None:
         """Set the change kind."""
         if not isinstance(row_kind, RowKind):

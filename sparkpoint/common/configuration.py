@@ -9,6 +9,7 @@ dict of Flink keys is accepted.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
 
@@ -69,6 +70,34 @@ class Configuration(Mapping[str, str]):
         return len(self._data)
 
     # ---- PyFlink API ----------------------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, map: Mapping[str, str]) -> Configuration:
+        """A configuration of the keys and values of ``map``."""
+        return cls(map)
+
+    @staticmethod
+    def parse_list_value(value: str) -> list[str]:
+        """A list value's items: a flow list ``[a, b]`` or ``a;b`` (Flink's two forms)."""
+        if not value:
+            return []
+        text = value.strip()
+        if text.startswith("[") and text.endswith("]"):
+            inner = text[1:-1].strip()
+            return [p.strip().strip("'\"") for p in inner.split(",")] if inner else []
+        return value.split(";")
+
+    def get_bytearray(self, key: str, default_value: bytearray) -> bytearray:
+        """The bytes set under ``key`` (stored base64, as Flink's string form of bytes)."""
+        text = self._data.get(key)
+        if text is None:
+            return default_value
+        return bytearray(base64.b64decode(text, validate=True))
+
+    def set_bytearray(self, key: str, value: bytearray) -> Configuration:
+        """Set ``key`` to bytes."""
+        self._data[key] = base64.b64encode(bytes(value)).decode("ascii")
+        return self
 
     def get_string(self, key: str, default_value: str | None = None) -> str | None:
         """The value of ``key``, or ``default_value`` when unset."""

@@ -7,7 +7,7 @@ import functools
 
 from sparkpoint.config import format_duration_ms, parse_duration_ms
 
-__all__ = ["Duration", "Time", "to_millis"]
+__all__ = ["Duration", "Instant", "Time", "to_millis"]
 
 
 def _whole(count: object, unit: str) -> int:
@@ -31,6 +31,15 @@ class Duration:
     @staticmethod
     def of_millis(millis: int) -> Duration:
         """A duration of ``millis`` milliseconds."""
+        return Duration(millis)
+
+    @staticmethod
+    def of_nanos(nanos: int) -> Duration:
+        """A duration of ``nanos`` nanoseconds: whole milliseconds only (sparkpoint's
+        durations have millisecond precision; a finer one is refused, not rounded)."""
+        millis, rest = divmod(_whole(nanos, "nanoseconds"), 1_000_000)
+        if rest:
+            raise ValueError(f"Duration has millisecond precision: {nanos} ns is not whole ms")
         return Duration(millis)
 
     @staticmethod
@@ -170,3 +179,33 @@ def to_millis(value: Duration | Time | datetime.timedelta | int, *, what: str = 
     raise TypeError(
         f"{what} must be a Duration, Time, timedelta or int milliseconds, got {value!r}"
     )
+
+
+class Instant:
+    """A point in time: seconds and nanoseconds since the epoch (``pyflink.common.Instant``)."""
+
+    def __init__(self, seconds: int, nanos: int) -> None:
+        self.seconds = seconds
+        self.nanos = nanos
+
+    def to_epoch_milli(self) -> int:
+        """Milliseconds since the epoch (Java's ``Instant.toEpochMilli``)."""
+        return self.seconds * 1000 + self.nanos // 1_000_000
+
+    @staticmethod
+    def of_epoch_milli(epoch_milli: int) -> Instant:
+        """The instant ``epoch_milli`` milliseconds after the epoch."""
+        seconds, millis = divmod(epoch_milli, 1000)
+        return Instant(seconds, millis * 1_000_000)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Instant) and (self.seconds, self.nanos) == (
+            other.seconds,
+            other.nanos,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.seconds, self.nanos))
+
+    def __repr__(self) -> str:
+        return f"Instant<{self.seconds}, {self.nanos}>"

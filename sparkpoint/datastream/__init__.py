@@ -3,6 +3,7 @@
 from sparkpoint.datastream.async_data_stream import AsyncDataStream
 from sparkpoint.datastream.async_functions import (
     AsyncFunction,
+    AsyncRetryPredicate,
     AsyncRetryStrategies,
     AsyncRetryStrategy,
 )
@@ -37,6 +38,7 @@ from sparkpoint.datastream.functions import (
     KeyedProcessFunction,
     KeySelector,
     MapFunction,
+    Partitioner,
     ProcessAllWindowFunction,
     ProcessFunction,
     ProcessWindowFunction,
@@ -47,6 +49,7 @@ from sparkpoint.datastream.functions import (
     WindowFunction,
 )
 from sparkpoint.datastream.output_tag import OutputTag
+from sparkpoint.datastream.slot_sharing_group import MemorySize, SlotSharingGroup
 from sparkpoint.datastream.state_backend import (
     CustomStateBackend,
     EmbeddedRocksDBStateBackend,
@@ -82,6 +85,7 @@ __all__ = [
     "AllWindowedStream",
     "AsyncDataStream",
     "AsyncFunction",
+    "AsyncRetryPredicate",
     "AsyncRetryStrategies",
     "AsyncRetryStrategy",
     "BroadcastConnectedStream",
@@ -115,9 +119,11 @@ __all__ = [
     "KeyedProcessFunction",
     "KeyedStream",
     "MapFunction",
+    "MemorySize",
     "MemoryStateBackend",
     "MergingWindowAssigner",
     "OutputTag",
+    "Partitioner",
     "PredefinedOptions",
     "ProcessAllWindowFunction",
     "ProcessFunction",
@@ -127,6 +133,7 @@ __all__ = [
     "RuntimeContext",
     "RuntimeExecutionMode",
     "SinkFunction",
+    "SlotSharingGroup",
     "SourceFunction",
     "StateBackend",
     "StreamExecutionEnvironment",

@@ -11,7 +11,7 @@ from typing import Any
 from sparkpoint.runtime.operators.async_wait import RetryPolicy
 from sparkpoint.state.functions import Function
 
-__all__ = ["AsyncFunction", "AsyncRetryStrategies", "AsyncRetryStrategy"]
+__all__ = ["AsyncFunction", "AsyncRetryPredicate", "AsyncRetryStrategies", "AsyncRetryStrategy"]
 
 
 class AsyncFunction(Function, abc.ABC):
@@ -26,11 +26,43 @@ class AsyncFunction(Function, abc.ABC):
         raise TimeoutError(f"Async function call has timed out (input {value!r}).")
 
 
+class AsyncRetryPredicate:
+    """Which results and exceptions are retried (PyFlink's ``AsyncRetryPredicate``)."""
+
+    def __init__(
+        self,
+        result_predicate: Callable[[list[Any]], bool] | None = None,
+        exception_predicate: Callable[[BaseException], bool] | None = None,
+    ) -> None:
+        self._result_predicate = result_predicate
+        self._exception_predicate = exception_predicate
+
+    def result_predicate(self) -> Callable[[list[Any]], bool] | None:
+        """The test of a result list that asks for a retry (None: results never do)."""
+        return self._result_predicate
+
+    def exception_predicate(self) -> Callable[[BaseException], bool] | None:
+        """The test of an exception that asks for a retry (None: exceptions never do)."""
+        return self._exception_predicate
+
+
 class AsyncRetryStrategy:
     """When and how often a request is tried again (PyFlink's ``AsyncRetryStrategy``)."""
 
     def __init__(self, policy: RetryPolicy) -> None:
         self.policy = policy
+
+    def can_retry(self, current_attempts: int) -> bool:
+        """Whether attempt ``current_attempts`` (1 for the first retry) may run."""
+        return current_attempts <= self.policy.max_attempts
+
+    def get_backoff_time_millis(self, current_attempts: int) -> int:
+        """The delay before retry ``current_attempts``."""
+        return int(self.policy.delay_ms(current_attempts))
+
+    def get_retry_predicate(self) -> AsyncRetryPredicate:
+        """The results and exceptions this strategy retries."""
+        return AsyncRetryPredicate(self.policy.result_predicate, self.policy.exception_predicate)
 
     @staticmethod
     def no_restart() -> AsyncRetryStrategy:

@@ -5,6 +5,7 @@ Each call adds a node to the environment's dataflow; nothing runs until ``execut
 
 from __future__ import annotations
 
+import enum
 import operator
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, overload
@@ -32,6 +33,7 @@ from sparkpoint.datastream.functions import (
     TypedKeySelector,
 )
 from sparkpoint.datastream.output_tag import OutputTag
+from sparkpoint.datastream.slot_sharing_group import SlotSharingGroup
 from sparkpoint.datastream.window import CountSlidingWindowAssigner, CountTumblingWindowAssigner
 from sparkpoint.datastream.windowed_stream import AllWindowedStream, WindowedStream
 from sparkpoint.errors import JavaFunctionError
@@ -114,7 +116,20 @@ class DataStream:
     def start_new_chain(self) -> DataStream:
         return self
 
-    def slot_sharing_group(self, slot_sharing_group: Any) -> DataStream:
+    def slot_sharing_group(self, slot_sharing_group: str | SlotSharingGroup) -> DataStream:
+        """Recorded on the operator (and its resources, for a ``SlotSharingGroup``); shown in
+        ``get_execution_plan``, without effect on how Spark runs it."""
+        _set_slot_sharing_group(self._node, slot_sharing_group)
+        return self
+
+    def set_description(self, description: str) -> DataStream:
+        """A longer description of the operator, shown in ``get_execution_plan``."""
+        self._node.description = _description(description)
+        return self
+
+    def cache(self) -> DataStream:
+        """Accepted without effect: Flink keeps a bounded stream's result for later jobs of the
+        environment; sparkpoint computes it again in each job."""
         return self
 
     def set_buffer_timeout(self, timeout_millis: int) -> DataStream:
@@ -361,6 +376,19 @@ class KeyedStream(DataStream):
 
     _is_keyed = True
 
+    class AccumulateType(enum.Enum):
+        """The rolling aggregations (PyFlink's ``KeyedStream.AccumulateType``)."""
+
+        MIN = 1
+        MAX = 2
+        MIN_BY = 3
+        MAX_BY = 4
+        SUM = 5
+
+    def cache(self) -> DataStream:
+        """Refused, as in PyFlink."""
+        raise TypeError("Cache for KeyedStream is not supported.")
+
     def _key_selector(self) -> Any:
         return self._node.key_selector
 
@@ -530,8 +558,31 @@ class DataStreamSink:
     def disable_chaining(self) -> DataStreamSink:
         return self
 
-    def slot_sharing_group(self, slot_sharing_group: Any) -> DataStreamSink:
+    def slot_sharing_group(self, slot_sharing_group: str | SlotSharingGroup) -> DataStreamSink:
+        """As ``DataStream.slot_sharing_group``: recorded, without effect."""
+        _set_slot_sharing_group(self._node, slot_sharing_group)
         return self
+
+    def set_description(self, description: str) -> DataStreamSink:
+        """A longer description of the sink, shown in ``get_execution_plan``."""
+        self._node.description = _description(description)
+        return self
+
+
+def _description(description: str) -> str:
+    if not isinstance(description, str):
+        raise TypeError(f"description must be a str, got {type(description).__name__}")
+    return description
+
+
+def _set_slot_sharing_group(node: Node, group: str | SlotSharingGroup) -> None:
+    if isinstance(group, SlotSharingGroup):
+        node.slot_sharing_group = group.get_name()
+        node.slot_resources = group.resources() or None
+    elif isinstance(group, str) and group:
+        node.slot_sharing_group = group
+    else:
+        raise TypeError(f"slot_sharing_group takes a name or a SlotSharingGroup, got {group!r}")
 
 
 class CloseableIterator:

@@ -18,6 +18,7 @@ from typing import Any
 
 from sparkpoint.datastream.async_functions import (
     AsyncFunction,
+    AsyncRetryPredicate,
     AsyncRetryStrategies,
     AsyncRetryStrategy,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "AggregateFunction",
     "AllWindowFunction",
     "AsyncFunction",
+    "AsyncRetryPredicate",
     "AsyncRetryStrategies",
     "AsyncRetryStrategy",
     "BaseBroadcastProcessFunction",

@@ -31,6 +31,7 @@ from sparkpoint.datastream.checkpointing_mode import CheckpointingMode
 from sparkpoint.datastream.data_stream import DataStream
 from sparkpoint.datastream.execution_mode import RuntimeExecutionMode
 from sparkpoint.datastream.functions import SourceFunction
+from sparkpoint.datastream.slot_sharing_group import SlotSharingGroup
 from sparkpoint.datastream.state_backend_loader import load_state_backend
 from sparkpoint.datastream.time_characteristic import TimeCharacteristic
 from sparkpoint.errors import JavaFunctionError
@@ -81,6 +82,7 @@ class StreamExecutionEnvironment:
         self._default_savepoint_dir: str | None = None
         self._faults: Any = None
         self._clock: Clock = SYSTEM_CLOCK
+        self._slot_sharing_groups: dict[str, SlotSharingGroup] = {}
         if configuration is not None:
             self.configure(configuration)
 
@@ -225,6 +227,19 @@ class StreamExecutionEnvironment:
     def get_checkpointing_mode(self) -> CheckpointingMode:
         return self._checkpoint_config.get_checkpointing_mode()
 
+    def get_checkpointing_consistency_mode(self) -> CheckpointingMode:
+        """The checkpointing mode (exactly-once or at-least-once), as
+        ``get_checkpoint_config().get_checkpointing_consistency_mode()``."""
+        return self._checkpoint_config.get_checkpointing_consistency_mode()
+
+    def is_unaligned_checkpoints_enabled(self) -> bool:
+        """Whether unaligned checkpoints are enabled (the checkpoint config's setting)."""
+        return self._checkpoint_config.is_unaligned_checkpoints_enabled()
+
+    def is_force_unaligned_checkpoints(self) -> bool:
+        """Whether unaligned checkpoints are forced (the checkpoint config's setting)."""
+        return self._checkpoint_config.is_force_unaligned_checkpoints()
+
     def set_state_backend(self, state_backend: Any) -> StreamExecutionEnvironment:
         """HashMapStateBackend, EmbeddedRocksDBStateBackend, or a legacy backend (whose
         checkpoint storage is then used unless the checkpoint config sets one)."""
@@ -336,6 +351,10 @@ class StreamExecutionEnvironment:
         self._chaining = False
         return self
 
+    def is_chaining_of_operators_with_different_max_parallelism_enabled(self) -> bool:
+        """Flink's default (True): sparkpoint chains as the plan decides either way."""
+        return True
+
     def is_chaining_enabled(self) -> bool:
         return self._chaining
 
@@ -368,6 +387,54 @@ class StreamExecutionEnvironment:
     def set_python_requirements(self, requirements_file_path: str, *a: Any) -> None:
         warnings.warn("install Python requirements on the Spark workers yourself", stacklevel=2)
 
+    def add_classpaths(self, *classpaths: str) -> None:
+        """Without effect, as ``add_jars``: Java classes come from Spark's classpath."""
+        warnings.warn(
+            "add_classpaths has no effect: sparkpoint runs on Spark's classpath", stacklevel=2
+        )
+
+    def add_python_archive(self, archive_path: str, target_dir: str | None = None) -> None:
+        """Without effect: ship an archive (a packed environment) with Spark's
+        ``--archives``/``spark.archives`` instead."""
+        warnings.warn(
+            "add_python_archive has no effect: give the archive to Spark (--archives "
+            f"{archive_path}{'#' + target_dir if target_dir else ''})",
+            stacklevel=2,
+        )
+
+    def set_python_executable(self, python_exec: str) -> None:
+        """Without effect: Spark's workers run ``spark.pyspark.python`` (or PYSPARK_PYTHON),
+        which must be set before the SparkSession starts."""
+        warnings.warn(
+            "set_python_executable has no effect: set spark.pyspark.python (or PYSPARK_PYTHON) "
+            f"to {python_exec!r} when starting Spark",
+            stacklevel=2,
+        )
+
+    def register_cached_file(self, file_path: str, name: str, executable: bool = False) -> None:
+        """Flink's distributed cache, through Spark's: the file is added with
+        ``SparkContext.addFile`` (a function finds it with ``SparkFiles.get`` by its base name;
+        ``name`` is not used)."""
+        self._get_spark().sparkContext.addFile(file_path)
+
+    def create_input(self, input_format: Any, type_info: Any = None) -> DataStream:
+        """Not supported: an ``InputFormat`` is a Java object; use ``from_source`` with a
+        ``FileSource`` or another source."""
+        raise NotImplementedError(
+            "create_input(InputFormat) needs a Java InputFormat, which sparkpoint cannot run: "
+            "use from_source(FileSource...) or another source"
+        )
+
+    def register_slot_sharing_group(
+        self, slot_sharing_group: SlotSharingGroup
+    ) -> StreamExecutionEnvironment:
+        """Register a slot sharing group's resource spec: operators in the group by name show
+        it in ``get_execution_plan``; recorded only (see docs/architecture.md, "Limitations")."""
+        if not isinstance(slot_sharing_group, SlotSharingGroup):
+            raise TypeError(f"expected a SlotSharingGroup, got {slot_sharing_group!r}")
+        self._slot_sharing_groups[slot_sharing_group.get_name()] = slot_sharing_group
+        return self
+
     def get_execution_plan(self) -> str:
         """The dataflow as JSON (nodes, ship strategies, parallelism)."""
         return self._plan().to_json(self.get_parallelism())
@@ -382,9 +449,30 @@ class StreamExecutionEnvironment:
         from sparkpoint.state.key_groups import compute_default_max_parallelism
 
         self._stamp_ingestion_time()
+        self._resolve_slot_sharing_groups()
         p = self.get_parallelism()
         maxp = self._max_parallelism or compute_default_max_parallelism(p)
         return build_plan(list(self._sinks), p, maxp)
+
+    def _resolve_slot_sharing_groups(self) -> None:
+        """Give every operator of a named group the group's resources: from the operators
+        that set them, else from ``register_slot_sharing_group``. Two different specs for one
+        name fail, as in Flink."""
+        specs = {name: g.resources() for name, g in self._slot_sharing_groups.items()}
+        from_operators: dict[str, dict[str, Any]] = {}
+        for n in self._nodes:
+            if n.slot_sharing_group is None or not n.slot_resources:
+                continue
+            seen = from_operators.setdefault(n.slot_sharing_group, n.slot_resources)
+            if seen != n.slot_resources:
+                raise ValueError(
+                    f"The slot sharing group {n.slot_sharing_group} has been configured with "
+                    f"two different resource spec: {seen} and {n.slot_resources}"
+                )
+        specs.update(from_operators)
+        for n in self._nodes:
+            if n.slot_sharing_group is not None and not n.slot_resources:
+                n.slot_resources = specs.get(n.slot_sharing_group) or None
 
     def _stamp_ingestion_time(self) -> None:
         """Under IngestionTime every source stamps its records with processing time, unless

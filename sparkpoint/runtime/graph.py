@@ -160,6 +160,11 @@ class Node:
     parallelism: int | None = None
     max_parallelism: int | None = None
     uid: str | None = None
+    description: str | None = None  # set_description: shown in the execution plan
+    # slot_sharing_group: the group's name and resource spec (recorded, not applied: see
+    # docs/architecture.md, "Limitations")
+    slot_sharing_group: str | None = None
+    slot_resources: dict[str, Any] | None = None
     # keyed_process made by a keyed map/flat_map/filter: how it calls ``function`` (None:
     # ``process_element`` of a KeyedProcessFunction).
     element_call: ElementCall | None = None
@@ -275,6 +280,12 @@ class Plan:
                 for side, inp in enumerate(n.inputs)
                 for producer, _part in _resolve(inp, None)
             ]
+            if n.description is not None:
+                entry["description"] = n.description
+            if n.slot_sharing_group is not None:
+                entry["slot_sharing_group"] = n.slot_sharing_group
+            if n.slot_resources:
+                entry["resources"] = n.slot_resources
             if preds:
                 entry["predecessors"] = preds
             out.append(entry)
