@@ -24,8 +24,8 @@ _DEBUG = "--debug"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The parser of every subcommand (``checkpoints``, ``savepoint``, ``demo``)."""
-    from sparkpoint.cli import checkpoints, history, savepoints
+    """The parser of every subcommand (``checkpoints``, ``savepoint``, ``run``, ``demo``)."""
+    from sparkpoint.cli import checkpoints, history, run, savepoints
     from sparkpoint.cli.trust_options import add_trust_arguments
 
     parser = argparse.ArgumentParser(
@@ -45,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = commands.add_parser("savepoint", help="work with savepoints")
     sp_commands = sp.add_subparsers(dest="action", metavar="ACTION", required=True)
     savepoints.add_arguments(sp_commands)
+
+    run.add_arguments(commands)
 
     # Listed for --help only: main() hands everything after "demo" to the demo's own parser.
     commands.add_parser(
