@@ -100,9 +100,8 @@ def bench_pex(venv: Path, work: Path, repeats: int, env: dict[str, str]):
     for i in range(repeats):
         output.unlink(missing_ok=True)
         # Resolved from the same virtualenv (no index): the same distributions as venv-pack's.
-        builds.append(
-            _timed([pex, "--venv-repository", str(venv), "sparkpoint", "-o", str(output)])
-        )
+        command = [pex, "--venv-repository", str(venv), "sparkpoint", "--exclude", "pyspark"]
+        builds.append(_timed([*command, "-o", str(output)]))
         # PEX unpacks itself into PEX_ROOT on its first run: a fresh one per executor.
         run_env = dict(env, PEX_ROOT=str(work / f"pex-root-{i}"))
         colds.append(_start(str(output), run_env))
@@ -121,6 +120,7 @@ def bench_pex(venv: Path, work: Path, repeats: int, env: dict[str, str]):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tools", default="venv-pack,pex", help="comma-separated")
     args = parser.parse_args()
     env = dict(os.environ, PYTHONPATH=_spark_python_path())
     env.pop("PYTHONHOME", None)
@@ -136,9 +136,11 @@ def main() -> None:
             }
             baseline["warm_start_s"] = baseline["cold_start_s"]
             print(json.dumps(baseline), flush=True)
-            for level in (1, 4):
+            tools = args.tools.split(",")
+            for level in (1, 4) if "venv-pack" in tools else ():
                 print(json.dumps(bench_venv_pack(venv, work, level, args.repeats, env)), flush=True)
-            print(json.dumps(bench_pex(venv, work, args.repeats, env)), flush=True)
+            if "pex" in tools:
+                print(json.dumps(bench_pex(venv, work, args.repeats, env)), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -30,6 +30,9 @@ EXCLUDED = (
     "lib/python*/site-packages/pyspark/*",
     "lib/python*/site-packages/pyspark-*.dist-info/*",
 )
+# gzip level 1: 8% larger than venv-pack's default 4, packed and unpacked twice as fast
+# (bench/bench_pack_env.py, docs/benchmarks.md).
+COMPRESS_LEVEL = 1
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,7 @@ def pack_environment(
             output=tmp,
             python_prefix=python_prefix,
             force=True,
+            compress_level=COMPRESS_LEVEL,
             filters=[("exclude", pattern) for pattern in EXCLUDED],
         )
         os.replace(tmp, archive)

@@ -38,7 +38,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
 PROJECT = Path(__file__).parent / "project"
 KEYS = 7
-LINES_PER_FILE = 300
+LINES_PER_FILE = 2000
 FIRST_FILES, LATER_FILES = 6, 2
 _TIMEOUT = 300
 
@@ -143,6 +143,7 @@ def test_the_python_of_the_workers_is_bare(deploy: dict[str, Any]) -> None:
         probe = subprocess.run(
             [str(deploy["bare"]), "-c", f"import {module}"],
             env={"PATH": os.environ["PATH"]},
+            cwd=deploy["work"],  # not this checkout
             capture_output=True,
             text=True,
         )
@@ -157,7 +158,8 @@ def test_run_detached_stop_with_savepoint_and_resume_on_bare_workers(
     expected_counts = _write_inputs(inputs, 0, FIRST_FILES)
     job = ["keyed_count.py", str(inputs), str(out), str(ckpt)]
     common = ["-d", "--pack-env", "--py-files", "counting.py", "--log-dir", str(tmp_path / "runs")]
-    small_epochs = ["-D", "sparkpoint.epoch.max-records-per-split=40"]
+    # Text splits are read by byte ranges of 64 bytes a record: ~16 epochs for the input.
+    small_epochs = ["-D", "sparkpoint.epoch.max-records-per-split=10"]
 
     start = time.monotonic()
     first = _run(deploy, project, *common, *small_epochs, *job, str(tmp_path / "stop-1"))
