@@ -58,13 +58,32 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "sparkpoint.runtime.spark",
         "sparkpoint.runtime.driver",
         "sparkpoint.runtime.dashboard",
+        "sparkpoint.runtime.rest",
     ),
     "runtime.task": (
         "sparkpoint.runtime.spark",
         "sparkpoint.runtime.driver",
         "sparkpoint.runtime.dashboard",
+        "sparkpoint.runtime.rest",
     ),
-    "runtime.spark": ("sparkpoint.runtime.driver", "sparkpoint.runtime.dashboard"),
+    "runtime.spark": (
+        "sparkpoint.runtime.driver",
+        "sparkpoint.runtime.dashboard",
+        "sparkpoint.runtime.rest",
+    ),
+    # The driver is served by the packages above it and imports none of them (issue 40:
+    # its settings imported the dashboard while the dashboard read the driver's progress).
+    "runtime.driver": ("sparkpoint.runtime.dashboard", "sparkpoint.runtime.rest"),
+    "runtime.dashboard": ("sparkpoint.runtime.rest",),
+    "runtime.serving": (
+        "pyspark",
+        "sparkpoint.runtime.operators",
+        "sparkpoint.runtime.task",
+        "sparkpoint.runtime.spark",
+        "sparkpoint.runtime.driver",
+        "sparkpoint.runtime.dashboard",
+        "sparkpoint.runtime.rest",
+    ),
 }
 ALLOWED = {"config": ("sparkpoint.errors", "sparkpoint.config")}
 

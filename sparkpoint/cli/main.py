@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from sparkpoint.cli.exit_codes import EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED
 from sparkpoint.cli.text import one_line, report
@@ -24,8 +24,14 @@ _DEBUG = "--debug"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The parser of every subcommand (``checkpoints``, ``savepoint``, ``run``, ``demo``)."""
-    from sparkpoint.cli import checkpoints, history, run, savepoints
+    """The parser of every subcommand (``checkpoints``, ``savepoint``, ``list``, ``stop``,
+    ``cancel``, ``run``, ``demo``)."""
+    return _build_parser()[0]
+
+
+def _build_parser() -> tuple[argparse.ArgumentParser, frozenset[str]]:
+    """The parser, and the names of the ``savepoint`` actions."""
+    from sparkpoint.cli import checkpoints, history, jobs, run, savepoints
     from sparkpoint.cli.trust_options import add_trust_arguments
 
     parser = argparse.ArgumentParser(
@@ -42,9 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
     checkpoints.add_arguments(chk_commands)
     history.add_arguments(chk_commands)
 
-    sp = commands.add_parser("savepoint", help="work with savepoints")
+    sp = commands.add_parser(
+        "savepoint", help="take a savepoint of a running job (JOB [DIR]) or work with one"
+    )
     sp_commands = sp.add_subparsers(dest="action", metavar="ACTION", required=True)
     savepoints.add_arguments(sp_commands)
+    jobs.add_savepoint_trigger(sp_commands)
+    savepoint_actions = frozenset(sp_commands.choices)
+    jobs.add_arguments(commands)
 
     run.add_arguments(commands)
 
@@ -54,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the fault-tolerant demo job on local Spark (sparkpoint demo --help)",
         add_help=False,
     )
-    return parser
+    return parser, savepoint_actions
 
 
 def _run_demo(argv: list[str]) -> int:
@@ -62,6 +73,17 @@ def _run_demo(argv: list[str]) -> int:
     from sparkpoint.demo import main as demo_main
 
     return int(demo_main(argv))
+
+
+def _savepoint_of_job(arguments: list[str], actions: Collection[str]) -> list[str]:
+    """``savepoint JOB [DIR]`` (Flink's ``flink savepoint``) as ``savepoint trigger JOB
+    [DIR]``; ``savepoint dump ...`` and the other ``actions`` stay as they are."""
+    if "savepoint" not in arguments:
+        return arguments
+    at = arguments.index("savepoint") + 1
+    if at < len(arguments) and not arguments[at].startswith("-") and arguments[at] not in actions:
+        return [*arguments[:at], "trigger", *arguments[at:]]
+    return arguments
 
 
 def _message(exc: BaseException) -> str:
@@ -73,7 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["demo"] or arguments[:2] == [_DEBUG, "demo"]:
         return _run_demo(arguments[arguments.index("demo") + 1 :])
-    args = build_parser().parse_args(arguments)
+    parser, savepoint_actions = _build_parser()
+    args = parser.parse_args(_savepoint_of_job(arguments, savepoint_actions))
     debug = bool(args.debug)
     try:
         from sparkpoint.cli.trust_options import apply_trust_arguments

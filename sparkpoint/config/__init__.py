@@ -50,6 +50,7 @@ from sparkpoint.config.parsers import (
     parse_memory_size,
     parse_string,
 )
+from sparkpoint.config.rest import RestOptions
 from sparkpoint.config.restart import INFINITE_ATTEMPTS, RestartStrategyOptions
 from sparkpoint.config.snapshot import SnapshotOptions
 from sparkpoint.config.state_backend import RocksDBOptions, StateBackendOptions
@@ -84,6 +85,7 @@ __all__ = [
     "OptionGroup",
     "OptionType",
     "PipelineOptions",
+    "RestOptions",
     "RestartStrategyOptions",
     "RocksDBOptions",
     "SnapshotOptions",

@@ -20,6 +20,7 @@ from sparkpoint.config.execution import (
 from sparkpoint.config.filesystem import FileSystemOptions
 from sparkpoint.config.metrics import MetricOptions
 from sparkpoint.config.option import ConfigOption, OptionGroup
+from sparkpoint.config.rest import RestOptions
 from sparkpoint.config.restart import RestartStrategyOptions
 from sparkpoint.config.snapshot import SnapshotOptions
 from sparkpoint.config.state_backend import RocksDBOptions, StateBackendOptions
@@ -48,6 +49,7 @@ OPTION_GROUPS: tuple[type[OptionGroup], ...] = (
     SparkpointOptions,
     SnapshotOptions,
     DashboardOptions,
+    RestOptions,
     MetricOptions,
     FileSystemOptions,
 )

@@ -44,6 +44,7 @@ from sparkpoint.runtime.driver.settings import (
     check_configuration,
 )
 from sparkpoint.runtime.graph import Node, NodeKind, build_plan
+from sparkpoint.runtime.rest.job_server import serve_job
 
 __all__ = ["RuntimeExecutionMode", "StreamExecutionEnvironment"]
 
@@ -459,11 +460,11 @@ class StreamExecutionEnvironment:
 
     def execute(self, job_name: str | None = None) -> JobExecutionResult:
         """Run the job to its end (bounded sources) and return its result."""
-        return run_job(self._create_master(job_name or "Flink Streaming Job"))
+        return run_job(self._create_master(job_name or "Flink Streaming Job"), serve_job)
 
     def execute_async(self, job_name: str | None = None) -> JobClient:
         """Start the job in the background; the client controls it."""
-        return JobClient(self._create_master(job_name or "Flink Streaming Job"))
+        return JobClient(self._create_master(job_name or "Flink Streaming Job"), serve_job)
 
     def close(self) -> None:
         """Forget the dataflow built so far."""

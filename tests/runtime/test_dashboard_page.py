@@ -13,9 +13,11 @@ import pytest
 from sparkpoint.checkpoint.stats import CheckpointStats, SubtaskStats
 from sparkpoint.errors import SparkpointError
 from sparkpoint.runtime.dashboard.page import HISTORY_ROWS, render_page
-from sparkpoint.runtime.dashboard.server import Dashboard, DashboardSettings
 from sparkpoint.runtime.dashboard.view import JobView, OperatorView, RateMeter
 from sparkpoint.runtime.driver.reports import FailoverEvent, SubtaskRestoreEvent
+from sparkpoint.runtime.driver.settings import ServerSettings
+from sparkpoint.runtime.rest.job_server import JobServer
+from tests.runtime.fake_job import FakeJob
 
 EVIL = "<script>alert(1)</script>"
 ATTR = '" onmouseover="x'
@@ -117,4 +119,5 @@ def test_a_port_in_use_is_a_clear_error() -> None:
         taken.listen()
         port = taken.getsockname()[1]
         with pytest.raises(SparkpointError, match=rf"127\.0\.0\.1:{port} \(sparkpoint\.dash"):
-            Dashboard(object(), DashboardSettings("127.0.0.1", port))
+            settings = ServerSettings("127.0.0.1", port, dashboard=True)
+            JobServer(FakeJob(settings), settings)

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from sparkpoint.runtime.dashboard.host_check import HostCheck, beyond_loopback
-from sparkpoint.runtime.dashboard.server import Dashboard, DashboardSettings
+from sparkpoint.runtime.driver.settings import ServerSettings
+from sparkpoint.runtime.rest.job_server import JobServer
+from sparkpoint.runtime.serving.host_check import HostCheck, beyond_loopback
 
 pytestmark = pytest.mark.spark
 
@@ -117,14 +118,15 @@ def test_a_client_that_goes_away_is_one_log_line(
 def test_binding_beyond_loopback_is_warned_once(
     running: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    progress = running.job_master.progress
+    master = running.job_master
     caplog.set_level(logging.INFO, logger="sparkpoint.job")
-    local = Dashboard(progress, DashboardSettings("127.0.0.1", 0))
+    local = JobServer(master, ServerSettings("127.0.0.1", 0, dashboard=True))
     local.stop()
     assert not [r for r in caplog.records if "beyond" in r.getMessage()]
-    wide = Dashboard(progress, DashboardSettings("0.0.0.0", 0))
+    wide = JobServer(master, ServerSettings("0.0.0.0", 0, dashboard=True))
     try:
-        port = int(wide.url.rsplit(":", 1)[1].strip("/"))
+        assert wide.dashboard_url is not None
+        port = int(wide.dashboard_url.rsplit(":", 1)[1].strip("/"))
         assert _get(port, f"192.0.2.7:{port}")[0] == 200  # an IP literal cannot be rebound
         assert _get(port, f"{socket.gethostname()}:{port}")[0] == 200
         assert _get(port, f"evil.example:{port}")[0] == 421

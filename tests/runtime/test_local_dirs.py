@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,6 +39,8 @@ def shared_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setattr(tempfile, "tempdir", str(d))
     monkeypatch.setattr(local_dirs, "_registered", set())
     monkeypatch.setattr(local_dirs, "_warned", set())
+    monkeypatch.setattr(local_dirs, "_roots", {})
+    monkeypatch.setattr(local_dirs, "_jobs", {})
     yield d
     shutil.rmtree(d, ignore_errors=True)
 
@@ -184,3 +189,121 @@ def test_an_application_directory_of_another_user_is_refused(shared_tmp: Path) -
     _as_nobody("mkdir", "-m", "777", str(state / "app-3"))
     with pytest.raises(PermissionError, match="owner uid 65534"):
         executor_root("app-3", str(shared_tmp / "base"))
+
+
+NOBODY = 65534
+
+
+def _fork_as_nobody(action: Any) -> int:
+    """Run ``action()`` in a forked child as user ``nobody``; its exit status: 0 when it
+    returned, 13 when it raised ``PermissionError``, 1 on any other error."""
+    pid = os.fork()
+    if pid == 0:  # the child: only os calls, then _exit
+        code = 1
+        try:
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            action()
+            code = 0
+        except PermissionError:
+            code = 13
+        finally:
+            os._exit(code)
+    _pid, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+@needs_root
+@pytest.mark.parametrize(
+    ("owner", "mode", "refusal"),
+    [
+        (NOBODY, 0o777, "owner uid 65534, mode drwxrwxrwx"),  # another user's, not sticky
+        (NOBODY, 0o1777, "owner uid 65534, mode drwxrwxrwt"),  # another user's, sticky
+        (0, 0o777, "owner uid 0, mode drwxrwxrwx"),  # root's but not sticky
+    ],
+)
+def test_a_state_directory_others_can_swap_entries_of_is_refused(
+    shared_tmp: Path, owner: int, mode: int, refusal: str
+) -> None:
+    """Issue 39's finding: ``nobody`` made ``sparkpoint-state`` first (or it is not sticky),
+    so it could rename root's 0700 application directory away and put its own in its place,
+    and root's next job directory landed in it. Such a directory is refused up front."""
+    base = shared_tmp / "base"
+    base.mkdir(mode=0o777)
+    base.chmod(0o1777)
+    state = base / "sparkpoint-state"
+    if owner == NOBODY:
+        assert _fork_as_nobody(lambda: (os.mkdir(state), os.chmod(state, mode))) == 0
+    else:
+        state.mkdir()
+        state.chmod(mode)
+    with pytest.raises(PermissionError, match=re.escape(refusal)) as refused:
+        executor_root("app-4", str(base))
+    assert "sticky when others may write to it (as /tmp: chmod 1777)" in str(refused.value)
+    assert os.listdir(state) == []  # root made nothing in it
+
+
+@needs_root
+def test_roots_application_directory_cannot_be_swapped_by_nobody(
+    shared_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In the shared directory root created (sticky), ``nobody`` cannot rename root's
+    application directory, and root's job directories stay in root's own."""
+    monkeypatch.setattr(local_dirs, "_roots", {})
+    monkeypatch.setattr(local_dirs, "_jobs", {})
+    base = shared_tmp / "base"
+    base.mkdir()
+    base.chmod(0o1777)
+    root = Path(executor_root("app-5", str(base)))
+    application = root.parent
+    first = Path(local_dirs.job_dir("app-5", str(base), "job-1"))
+    (first / "state").write_text("root's")
+
+    def swap() -> None:
+        os.rename(application, application.parent / "moved")
+        os.makedirs(root, mode=0o777)
+
+    assert _fork_as_nobody(swap) == 13  # sticky: nobody may not rename root's directory
+    assert application.stat().st_uid == 0 and root.stat().st_uid == 0
+    second = Path(local_dirs.job_dir("app-5", str(base), "job-2"))
+    (second / "state").write_text("root's too")
+    assert (root / "job-2" / "state").read_text() == "root's too"
+    assert sorted(p.name for p in application.parent.iterdir()) == ["app-5"]
+
+
+def test_a_job_directory_is_reached_through_its_held_handle(
+    shared_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A path swapped after the checks (here by this user, as only the directory's owner
+    can) does not redirect the job's state: it stays in the directory that was checked."""
+    monkeypatch.setattr(local_dirs, "_roots", {})
+    monkeypatch.setattr(local_dirs, "_jobs", {})
+    base = shared_tmp / "base"
+    root = Path(executor_root("app-6", str(base)))
+    job = local_dirs.job_dir("app-6", str(base), "job-1")
+    assert stat.S_IMODE((root / "job-1").stat().st_mode) == 0o700
+    application = root.parent
+    os.rename(application, application.parent / "checked")
+    (root).mkdir(parents=True)  # a new directory at the old path
+    Path(job, "op").mkdir()
+    (Path(job) / "op" / "value").write_text("kept")
+    assert (application.parent / "checked" / root.name / "job-1" / "op" / "value").exists()
+    assert not (root / "job-1").exists()
+    (root / "job-1").mkdir()  # removal, too, goes through the held handles
+    assert local_dirs.remove_job("app-6", str(base), "job-1") is True
+    assert not (application.parent / "checked" / root.name / "job-1").exists()
+    assert (root / "job-1").is_dir()
+
+
+def test_a_symlinked_job_directory_is_refused(
+    shared_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local_dirs, "_roots", {})
+    monkeypatch.setattr(local_dirs, "_jobs", {})
+    victim = _victim(shared_tmp)
+    root = Path(executor_root("app-7", str(shared_tmp / "base")))
+    (root / "job-1").symlink_to(victim)
+    with pytest.raises(PermissionError, match=r"job-1 is not a directory owned by uid .*symlink"):
+        local_dirs.job_dir("app-7", str(shared_tmp / "base"), "job-1")
+    assert local_dirs.remove_job("app-7", str(shared_tmp / "base"), "job-1") is False
+    assert _snapshot(victim) == {"precious.txt"}

@@ -82,6 +82,10 @@ def test_two_users_run_keyed_jobs_side_by_side(interpreter_for_nobody: None) -> 
         tmp, base = shared / "tmp", shared / "local-state"  # both shared by the two users
         tmp.mkdir(mode=0o1777)
         tmp.chmod(0o1777)
+        # a base shared by users: its sparkpoint-state made by root, sticky (as /tmp)
+        (base / "sparkpoint-state").mkdir(parents=True)
+        for directory in (base, base / "sparkpoint-state"):
+            directory.chmod(0o1777)
         subprocess.run(["runuser", "-u", "nobody", "--", "mkdir", str(shared / "home")])
         # nobody plants records naming a victim of root's: in the old shared owner directory
         # and in a pre-created owner directory under root's name

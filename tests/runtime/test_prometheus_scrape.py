@@ -122,9 +122,11 @@ def test_prometheus_reads_what_the_job_client_says(env: Any, tmp_path: Path) -> 
     try:
         assert paused.wait(240), f"the job never reached epoch {PAUSE_AT}"
         endpoint = f"http://127.0.0.1:{reporter_port}/metrics"
-        assert client.get_dashboard_url() == f"http://127.0.0.1:{reporter_port}/"
+        assert client.get_dashboard_url() is None  # the reporter's port is not a dashboard
         status, text = _get(endpoint)
         assert status == 200 and "flink_taskmanager_job_task_operator_parser_records{" in text
+        for path in ("/", "/api/job"):  # /metrics and nothing else
+            assert _get(f"http://127.0.0.1:{reporter_port}{path}")[0] == 404, path
         for method in ("POST", "PUT", "DELETE"):
             assert _get(endpoint, method)[0] == 405, method
         prometheus, api = _start_prometheus(tmp_path, reporter_port)

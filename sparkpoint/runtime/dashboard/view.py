@@ -10,15 +10,13 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sparkpoint.checkpoint.stats import CheckpointStats
 from sparkpoint.metrics.sample import MetricValue
 from sparkpoint.runtime.driver.metric_values import metric_values
+from sparkpoint.runtime.driver.progress import JobProgress
 from sparkpoint.runtime.driver.reports import EpochReport, FailoverEvent, SubtaskRestoreEvent
-
-if TYPE_CHECKING:  # the driver's settings import this package's server: no run-time import
-    from sparkpoint.runtime.driver.progress import JobProgress
 
 __all__ = ["JobView", "OperatorView", "RateMeter", "job_view"]
 

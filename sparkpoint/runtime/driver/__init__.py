@@ -1,5 +1,6 @@
 """The driver: the job master, its checkpoints, sink commits, recovery, reports and client.
 
-May import every other runtime package but ``dashboard``'s internals (the client starts
-the dashboard through its public entry).
+May import the runtime packages below it (``operators``, ``task``, ``spark``, ``serving``),
+never ``dashboard`` or ``rest``: what is served for a job is started by the function the API
+layer hands the job client (``JobClient(master, serve)``).
 """

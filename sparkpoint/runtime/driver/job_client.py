@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sparkpoint.common.job_status import JobStatus
 from sparkpoint.metrics.sample import MetricValue
-from sparkpoint.runtime.dashboard.server import start_dashboard
 from sparkpoint.runtime.driver.changelog_checkpoints import MaterializationStats
 from sparkpoint.runtime.driver.coordinator import CheckpointStats
 from sparkpoint.runtime.driver.job_info import report_started_job
@@ -18,7 +18,23 @@ from sparkpoint.runtime.driver.metric_values import metric_values, metrics_by_id
 from sparkpoint.runtime.driver.progress import JobProgress
 from sparkpoint.runtime.driver.reports import EpochReport, FailoverEvent, SubtaskRestoreEvent
 
-__all__ = ["JobClient", "JobExecutionResult", "run_job"]
+__all__ = ["JobClient", "JobExecutionResult", "JobServer", "ServeJob", "run_job"]
+
+
+class JobServer(Protocol):
+    """What the driver serves for a running job (dashboard, REST API, ``/metrics``); built
+    by the layer above (``runtime.rest.job_server``), so the driver imports none of it."""
+
+    @property
+    def dashboard_url(self) -> str | None:
+        """The dashboard's URL (None: no dashboard)."""
+
+    def stop(self) -> None:
+        """Stop serving (ports released)."""
+
+
+ServeJob = Callable[[JobMaster], "JobServer | None"]
+"""Starts what the driver serves for a job (None: nothing to serve)."""
 
 
 @dataclass(frozen=True)
@@ -64,11 +80,11 @@ class JobExecutionResult:
 class JobClient:
     """Controls a job started with ``execute_async`` (runs in a driver thread)."""
 
-    def __init__(self, master: JobMaster) -> None:
+    def __init__(self, master: JobMaster, serve: ServeJob | None = None) -> None:
         self._master = master
         self._progress = master.progress
         self._result: Future[JobExecutionResult] = Future()
-        self._dashboard = start_dashboard(self._progress, master.dashboard_settings)
+        self._server = serve(master) if serve is not None else None
         report_started_job(master.job_id, self._progress.job_name, self.get_dashboard_url())
         self._thread = threading.Thread(
             target=self._run, name=f"sparkpoint-{master.job_id}", daemon=True
@@ -80,21 +96,22 @@ class JobClient:
             out = self._master.run()
             result = result_of(self._progress, out)
         except BaseException as exc:
-            self._stop_dashboard()
+            self._stop_server()
             self._result.set_exception(exc)
         else:
-            self._stop_dashboard()
+            self._stop_server()
             self._result.set_result(result)
 
-    def _stop_dashboard(self) -> None:
-        dashboard, self._dashboard = self._dashboard, None
-        if dashboard is not None:
-            dashboard.stop()
+    def _stop_server(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.stop()
 
     def get_dashboard_url(self) -> str | None:
         """sparkpoint: the URL of the job's dashboard while the job runs
         (``sparkpoint.dashboard.enabled``), else None."""
-        return self._dashboard.url if self._dashboard is not None else None
+        server = self._server
+        return server.dashboard_url if server is not None else None
 
     @property
     def job_master(self) -> JobMaster:
@@ -170,17 +187,17 @@ class JobClient:
         return self._result.result(timeout)
 
 
-def run_job(master: JobMaster) -> JobExecutionResult:
-    """Run ``master``'s job to its end in this thread (serving its dashboard meanwhile)."""
-    dashboard = start_dashboard(master.progress, master.dashboard_settings)
+def run_job(master: JobMaster, serve: ServeJob | None = None) -> JobExecutionResult:
+    """Run ``master``'s job to its end in this thread (served by ``serve`` meanwhile)."""
+    server = serve(master) if serve is not None else None
     report_started_job(
-        master.job_id, master.progress.job_name, None if dashboard is None else dashboard.url
+        master.job_id, master.progress.job_name, None if server is None else server.dashboard_url
     )
     try:
         return result_of(master.progress, master.run())
     finally:
-        if dashboard is not None:
-            dashboard.stop()
+        if server is not None:
+            server.stop()
 
 
 def result_of(progress: JobProgress, out: dict[str, Any]) -> JobExecutionResult:

@@ -29,7 +29,6 @@ from sparkpoint.errors import (
     SparkpointError,
     StateLostError,
 )
-from sparkpoint.runtime.dashboard.server import DashboardSettings
 from sparkpoint.runtime.driver.changelog_checkpoints import ChangelogCheckpoints
 from sparkpoint.runtime.driver.epoch_checkpoints import EpochCheckpoints
 from sparkpoint.runtime.driver.epoch_pacing import EpochPacer
@@ -40,7 +39,7 @@ from sparkpoint.runtime.driver.master_state import JobMasterState
 from sparkpoint.runtime.driver.pending_checkpoint import PendingCheckpoint
 from sparkpoint.runtime.driver.progress import TERMINAL_STATUSES, JobProgress, JobStatus
 from sparkpoint.runtime.driver.reports import EpochStart
-from sparkpoint.runtime.driver.settings import JobSettings
+from sparkpoint.runtime.driver.settings import JobSettings, ServerSettings
 from sparkpoint.runtime.driver.sink_commits import SinkCommits
 from sparkpoint.runtime.driver.source_coordinator import SourceCoordinator
 from sparkpoint.runtime.driver.start_state import StartState
@@ -161,9 +160,14 @@ class JobMaster:
         return self._progress
 
     @property
-    def dashboard_settings(self) -> DashboardSettings | None:
-        """Where to serve the job's dashboard (None: no dashboard)."""
-        return self._s.dashboard
+    def server_settings(self) -> ServerSettings:
+        """What to serve for the job, and where (dashboard, REST API, ``/metrics``)."""
+        return self._s.server
+
+    @property
+    def job_name(self) -> str:
+        """The job's name."""
+        return self._s.job_name
 
     def split_enumerators(self) -> dict[str, SplitEnumerator]:
         """Source operator id -> its split enumerator (splits and positions)."""

@@ -5,14 +5,12 @@ counts and sizes, restarts, uptime) under Flink's names and sparkpoint's own."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sparkpoint.checkpoint.stats import CheckpointStats
 from sparkpoint.metrics.catalog import key_of
 from sparkpoint.metrics.sample import MetricKey, MetricKind, MetricValue
-
-if TYPE_CHECKING:  # the dashboard server imports this module: no run-time import of progress
-    from sparkpoint.runtime.driver.progress import JobProgress
+from sparkpoint.runtime.driver.progress import JobProgress
 
 __all__ = ["metric_values", "metrics_by_identifier"]
 

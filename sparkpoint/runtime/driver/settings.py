@@ -27,13 +27,13 @@ from sparkpoint.config import (
     MetricOptions,
     PipelineOptions,
     RestartStrategyOptions,
+    RestOptions,
     SparkpointOptions,
     StateBackendOptions,
     StateRecoveryOptions,
     validate,
 )
 from sparkpoint.errors import ConfigurationError
-from sparkpoint.runtime.dashboard.server import DashboardSettings
 from sparkpoint.runtime.driver.coordinator import CheckpointPolicy
 from sparkpoint.runtime.driver.reports import EpochStart
 from sparkpoint.runtime.protocol import TaskFaultHooks
@@ -43,6 +43,7 @@ __all__ = [
     "JobFaultHooks",
     "JobRequest",
     "JobSettings",
+    "ServerSettings",
     "build_job_settings",
     "check_configuration",
 ]
@@ -64,6 +65,26 @@ class JobFaultHooks(Protocol):
 
     def task_hooks(self) -> TaskFaultHooks | None:
         """The picklable part that runs inside tasks (None: nothing to do there)."""
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """What the driver serves for a job, and where: the job's server (dashboard, REST API)
+    on ``host``:``port``; ``/metrics`` alone on ``prometheus_port`` (None: not served
+    there) when the Prometheus reporter is on and the dashboard off."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    refresh_ms: int = 2000
+    dashboard: bool = False
+    rest: bool = False
+    jobs_dir: str | None = None  # where the REST endpoint's address and token file go
+    prometheus_port: int | None = None
+
+    @property
+    def job_server(self) -> bool:
+        """Whether the job's server runs (the dashboard or the REST API is on)."""
+        return self.dashboard or self.rest
 
 
 @dataclass
@@ -109,7 +130,7 @@ class JobSettings:
     job_parameters: dict[str, str] = field(default_factory=dict)
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     faults: JobFaultHooks | None = None  # fault injection (sparkpoint.testing)
-    dashboard: DashboardSettings | None = None  # serve the job's dashboard (None: don't)
+    server: ServerSettings = field(default_factory=ServerSettings)  # dashboard, REST, metrics
 
 
 @dataclass(frozen=True)
@@ -224,19 +245,24 @@ def build_job_settings(job_name: str, request: JobRequest) -> JobSettings:
     settings.epoch_interval_ms = _epoch_interval_ms(config, settings.policy)
     settings.idle_epoch_interval_ms = SparkpointOptions.IDLE_EPOCH_INTERVAL.read(config)
     settings.upload_wait_ms = SparkpointOptions.UPLOAD_WAIT.read(config)
-    settings.dashboard = _dashboard_settings(config)
+    settings.server = _server_settings(config)
     return settings
 
 
-def _dashboard_settings(config: Mapping[str, Any]) -> DashboardSettings | None:
-    """The dashboard's server, if the dashboard or the Prometheus reporter (``/metrics``
-    on the same server, ``MetricOptions``) is on: the dashboard's port wins."""
-    if DashboardOptions.ENABLED.read(config):
-        port = DashboardOptions.PORT.read(config)
-    elif MetricOptions.PROMETHEUS_FACTORY.read(config) is not None:
-        port = MetricOptions.PROMETHEUS_PORT.read(config)
-    else:
-        return None
-    return DashboardSettings(
-        DashboardOptions.HOST.read(config), port, DashboardOptions.REFRESH_INTERVAL.read(config)
+def _server_settings(config: Mapping[str, Any]) -> ServerSettings:
+    """What the driver serves: the dashboard and the REST API share one server (the
+    dashboard's address); ``/metrics`` is on it with the dashboard on, else alone on the
+    Prometheus reporter's port when the reporter is configured (``MetricOptions``)."""
+    dashboard = DashboardOptions.ENABLED.read(config)
+    prometheus = MetricOptions.PROMETHEUS_FACTORY.read(config) is not None
+    return ServerSettings(
+        host=DashboardOptions.HOST.read(config),
+        port=DashboardOptions.PORT.read(config),
+        refresh_ms=DashboardOptions.REFRESH_INTERVAL.read(config),
+        dashboard=dashboard,
+        rest=RestOptions.ENABLED.read(config),
+        jobs_dir=RestOptions.JOBS_DIR.read(config),
+        prometheus_port=(
+            MetricOptions.PROMETHEUS_PORT.read(config) if prometheus and not dashboard else None
+        ),
     )

@@ -184,7 +184,7 @@ def run_task(
 
     from sparkpoint.runtime.task.executor import current_executor
     from sparkpoint.runtime.task.gc_policy import collect_after_task
-    from sparkpoint.runtime.task.local_dirs import executor_root
+    from sparkpoint.runtime.task.local_dirs import job_dir
     from sparkpoint.runtime.task.stage_task import StageTask
     from sparkpoint.state.pickling import set_allow_pickle
 
@@ -197,7 +197,7 @@ def run_task(
             configure(dict(job.fs_options))
     tc = TaskContext.get()
     attempt = tc.attemptNumber() if tc is not None else 0
-    root = executor_root(job.application_id, job.local_state_dir)
+    local = job_dir(job.application_id, job.local_state_dir, job.job_id)
     executor = current_executor()
     groups = spec.task_groups.get(stage.id)
     group = groups[partition] if groups is not None else (partition,)
@@ -220,7 +220,7 @@ def run_task(
     out: list[tuple[int, int, Any]] = []
     with collect_after_task():
         for sub in group:
-            task = StageTask(spec, stage, sub, attempt, executor, root, num_partitions)
+            task = StageTask(spec, stage, sub, attempt, executor, local, num_partitions)
             out.extend(task.run(iter(inputs.pop(sub))))
     routes = job.routes.get(stage.id)
     if routes is None:

@@ -19,7 +19,15 @@ read only when it is a regular file of this user; and a root is removed only whe
 the exact form above and every directory from ``sparkpoint-state`` down is a real directory
 (no symlink) owned by this user. ``<base>/sparkpoint-state`` is created sticky and
 world-writable (as ``/tmp``), so users who share a base each keep their own 0700
-``<application>`` directories in it.
+``<application>`` directories in it; an existing one is used only when it is a real
+directory owned by root or this user, and sticky when others may write to it (else another
+user could rename this user's directories in it and put their own in their place).
+
+Each directory on the way is opened relative to the one above it (``O_DIRECTORY |
+O_NOFOLLOW``) and checked through its handle; the executor root's handle and each job
+directory's are held for the life of the process, and tasks reach a job's directory through
+its held handle (``/proc/self/fd/<fd>`` where the system has it), so a path swapped after
+the checks cannot redirect the job's state.
 """
 
 from __future__ import annotations
@@ -30,19 +38,32 @@ import os
 import shutil
 import stat
 import tempfile
+import threading
 import uuid
 from hashlib import sha1
 
 from sparkpoint.runtime.task.executor import current_executor, executor_jvm, process_alive
 
-__all__ = ["executor_root", "is_state_root", "owners_dir", "remove_job", "sweep_dead_roots"]
+__all__ = [
+    "executor_root",
+    "is_state_root",
+    "job_dir",
+    "owners_dir",
+    "remove_job",
+    "sweep_dead_roots",
+]
 
 _LOG = logging.getLogger("sparkpoint.task")
 _STATE = "sparkpoint-state"
 _OWNERS = "sparkpoint-local-state-owners"
 _MAX_RECORD = 4096  # bytes: a record is one short JSON object
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+_PROC_FD = os.path.isdir("/proc/self/fd")  # a path through a held directory handle
 _registered: set[str] = set()
 _warned: set[str] = set()
+_lock = threading.Lock()
+_roots: dict[str, int] = {}  # executor root path -> its held handle
+_jobs: dict[tuple[str, str], int] = {}  # (executor root, job id) -> the job directory's handle
 
 
 def _base(override: str | None) -> str:
@@ -81,49 +102,114 @@ def _mine(st: os.stat_result) -> bool:
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
 
 
-def _private_dir(path: str, mode: int = 0o700) -> None:
-    """Create ``path`` (parent must exist) or accept it if it is already a real directory of
-    this user; raise ``PermissionError`` naming it otherwise."""
+def _refusal(path: str, st: os.stat_result, expected: str) -> PermissionError:
+    kind = "symlink" if stat.S_ISLNK(st.st_mode) else "mode"
+    return PermissionError(
+        f"sparkpoint local state: {path} is not {expected} (owner uid {st.st_uid}, {kind} "
+        f"{stat.filemode(st.st_mode)}); refusing to keep state there"
+    )
+
+
+def _open_dir(name: str, dir_fd: int, path: str, expected: str) -> int:
+    """Open directory ``name`` in ``dir_fd`` without following a symlink; a symlink or a
+    file is refused (``PermissionError`` naming ``path``)."""
     try:
-        os.mkdir(path, mode)
+        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            raise exc from None
+        raise _refusal(path, st, expected) from None
+
+
+def _private_dir(dir_fd: int, name: str, path: str) -> int:
+    """Create directory ``name`` (mode 0700) in ``dir_fd`` or accept it if it is already a
+    real directory of this user; its open handle. ``PermissionError`` naming ``path``
+    otherwise."""
+    try:
+        os.mkdir(name, 0o700, dir_fd=dir_fd)
     except FileExistsError:
         pass
-    st = os.lstat(path)
+    expected = f"a directory owned by uid {os.geteuid()}"
+    fd = _open_dir(name, dir_fd, path, expected)
+    st = os.fstat(fd)
     if not _mine(st):
-        raise PermissionError(
-            f"sparkpoint local state: {path} is not a directory owned by uid {os.geteuid()} "
-            f"(owner uid {st.st_uid}, {'symlink' if stat.S_ISLNK(st.st_mode) else 'mode'} "
-            f"{stat.filemode(st.st_mode)}); refusing to keep state there"
-        )
+        os.close(fd)
+        raise _refusal(path, st, expected)
+    return fd
 
 
-def _shared_state_dir(path: str) -> None:
-    """``<base>/sparkpoint-state``: made sticky and world-writable when this user creates it,
-    so that other users sharing the base can add their own application directories."""
+def _shared_state_dir(base_fd: int, path: str) -> int:
+    """``<base>/sparkpoint-state``, open: made sticky and world-writable when this user
+    creates it, so that other users sharing the base can add their own application
+    directories; an existing one must be owned by root or this user, and sticky when
+    group or others may write to it."""
+    created = True
     try:
-        os.mkdir(path, 0o700)
+        os.mkdir(_STATE, 0o700, dir_fd=base_fd)
     except FileExistsError:
-        st = os.lstat(path)
-        if not stat.S_ISDIR(st.st_mode):
-            raise PermissionError(
-                f"sparkpoint local state: {path} is not a directory; refusing to keep state there"
-            ) from None
-        return
-    os.chmod(path, 0o1777)
+        created = False
+    expected = (
+        f"a directory owned by root or uid {os.geteuid()} that is sticky when others may "
+        f"write to it (as /tmp: chmod 1777)"
+    )
+    fd = _open_dir(_STATE, base_fd, path, expected)
+    st = os.fstat(fd)
+    if created and st.st_uid == os.geteuid():
+        os.fchmod(fd, 0o1777)
+        return fd
+    shared = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    if st.st_uid not in (0, os.geteuid()) or (shared and not st.st_mode & stat.S_ISVTX):
+        os.close(fd)
+        refusal = _refusal(path, st, expected)
+        raise PermissionError(
+            f"{refusal} A base shared by several users needs it made by root "
+            f"(mkdir -m 1777 {path}); else set sparkpoint.local-state.dir to a directory of "
+            "this user's own"
+        )
+    return fd
+
+
+def _alive(fd: int) -> bool:
+    """Whether the directory behind a held handle still exists (not removed)."""
+    try:
+        return os.fstat(fd).st_nlink > 0
+    except OSError:
+        return False
+
+
+def _through(fd: int, path: str) -> str:
+    """A path that reaches the directory of handle ``fd`` (``path`` where the system has
+    no ``/proc/self/fd``)."""
+    return f"/proc/self/fd/{fd}" if _PROC_FD else path
 
 
 def executor_root(application_id: str, override: str | None) -> str:
-    """This executor's local-state root (registered on first use, see the module doc)."""
+    """This executor's local-state root (registered on first use, see the module doc); its
+    handle is held (``job_dir`` opens job directories relative to it)."""
     executor = current_executor()
     base = _base(override)
     state = os.path.join(base, _STATE)
     application = os.path.join(state, _safe(application_id))
     root = os.path.join(application, _safe(executor.executor_id))
-    if root not in _registered:
+    with _lock:
+        held = _roots.get(root)
+        if held is not None and _alive(held):
+            return root
         os.makedirs(base, exist_ok=True)
-        _shared_state_dir(state)
-        _private_dir(application)
-        _private_dir(root)
+        fds = [os.open(base, os.O_RDONLY | os.O_DIRECTORY)]
+        try:
+            fds.append(_shared_state_dir(fds[-1], state))
+            fds.append(_private_dir(fds[-1], _safe(application_id), application))
+            root_fd = _private_dir(fds[-1], _safe(executor.executor_id), root)
+        finally:
+            for fd in reversed(fds):
+                os.close(fd)
+        if held is not None:
+            os.close(held)
+        _roots[root] = root_fd
+    if root not in _registered:
         _register(os.path.abspath(root))
         sweep_dead_roots()
         _registered.add(root)
@@ -265,14 +351,35 @@ def sweep_dead_roots() -> list[str]:
 
 
 def job_dir(application_id: str, override: str | None, job_id: str) -> str:
-    """This executor's local directory of ``job_id``."""
-    return os.path.join(executor_root(application_id, override), job_id)
+    """This executor's local directory of ``job_id``, created (mode 0700) and opened
+    relative to the executor root's held handle; the path returned goes through the job
+    directory's own held handle, so no path swapped later redirects it."""
+    root = executor_root(application_id, override)
+    name = _safe(job_id)
+    with _lock:
+        held = _jobs.get((root, job_id))
+        if held is None or not _alive(held):
+            if held is not None:
+                os.close(held)
+            held = _private_dir(_roots[root], name, os.path.join(root, name))
+            _jobs[(root, job_id)] = held
+        return _through(held, os.path.join(root, name))
 
 
 def remove_job(application_id: str, override: str | None, job_id: str) -> bool:
     """Delete this executor's local state of ``job_id``; returns whether there was any."""
-    path = job_dir(application_id, override, job_id)
-    existed = os.path.isdir(path) and not os.path.islink(path)
-    if existed:
-        shutil.rmtree(path, ignore_errors=True)
-    return existed
+    root = executor_root(application_id, override)
+    name = _safe(job_id)
+    with _lock:
+        held = _jobs.pop((root, job_id), None)
+        if held is not None:
+            os.close(held)
+        root_fd = _roots[root]
+        try:
+            st = os.stat(name, dir_fd=root_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        if not _mine(st):
+            return False
+        shutil.rmtree(name, dir_fd=root_fd, ignore_errors=True)  # fd-based: no symlinks
+        return True

@@ -63,7 +63,8 @@ def _global_watermark(marks: dict[str, int], end_of_input: bool, spec: EpochSpec
 
 
 class StageTask:
-    """Runs one partition of one stage for one epoch."""
+    """Runs one partition of one stage for one epoch; keyed state lives under ``job_dir``,
+    this executor's local directory of the job (``local_dirs.job_dir``)."""
 
     def __init__(
         self,
@@ -72,7 +73,7 @@ class StageTask:
         partition: int,
         attempt: int,
         executor: ExecutorIdentity,
-        local_root: str,
+        job_dir: str,
         num_partitions: int = 0,
     ) -> None:
         self.spec = spec
@@ -101,7 +102,7 @@ class StageTask:
             spec,
             stage,
             partition,
-            lambda op_id: os.path.join(local_root, job.job_id, op_id, str(partition)),
+            lambda op_id: os.path.join(job_dir, op_id, str(partition)),
             self.clock,
         )
 

@@ -1,5 +1,6 @@
-"""Which ``Host`` headers the dashboard answers: a defence against DNS rebinding, where a
-web page of another site resolves its own name to the dashboard's address and reads it.
+"""Which ``Host`` headers the driver's servers (dashboard, REST API, metrics) answer: a
+defence against DNS rebinding, where a web page of another site resolves its own name to
+the server's address and reads it.
 
 A request is answered when its Host names the bound address, ``localhost`` or a loopback
 address (``127.0.0.1``, ``[::1]``), with the bound port or none. Bound to a wildcard
@@ -50,7 +51,7 @@ def _split_host(header: str) -> tuple[str, int | None] | None:
 
 
 class HostCheck:
-    """The Host headers a dashboard bound to ``bound_host``:``port`` answers."""
+    """The Host headers a server bound to ``bound_host``:``port`` answers."""
 
     def __init__(self, bound_host: str, port: int) -> None:
         self.port = port
