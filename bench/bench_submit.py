@@ -4,7 +4,7 @@ own Python is bare, timed from the command's start to the job id it prints
 (``submit_to_job_id_s``: spark-submit, the driver, the SparkSession, the job's start) and to
 the job's first committed output (``submit_to_first_output_s``: executors started, the
 archive fetched and unpacked in each, the first epoch and its checkpoint); then the job is
-stopped with a savepoint. One JSON line per variant:
+cancelled (``sparkpoint cancel``). One JSON line per variant:
 
     python bench/bench_submit.py [--repeats 2]
 
@@ -43,6 +43,14 @@ def _committed(out: Path) -> bool:
     )
 
 
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "X"
+
+
 def _submit(venv: Path, cluster: StandaloneCluster, work: Path, extra: list[str]) -> dict:
     run = Path(tempfile.mkdtemp(dir=work))
     project = run / "project"
@@ -55,23 +63,26 @@ def _submit(venv: Path, cluster: StandaloneCluster, work: Path, extra: list[str]
         SPARK_HOME=spark_home(cluster.directory),
         SPARK_LOCAL_IP="127.0.0.1",
         SPARKPOINT_PACK_CACHE=str(packs_dir(venv)),
+        SPARKPOINT_JOBS_DIR=str(run / "jobs"),
     )
-    stop = run / "stop"
     command = [str(venv / "bin" / "sparkpoint"), "run", "--master", cluster.url, "-d"]
     command += ["--py-files", "counting.py", "--log-dir", str(run / "runs"), *extra]
-    command += ["keyed_count.py", str(inputs), str(run / "out"), str(run / "ckpt"), str(stop)]
+    command += ["keyed_count.py", str(inputs), str(run / "out"), str(run / "ckpt")]
     start = time.monotonic()
     done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True)
     job_id_s = time.monotonic() - start
-    if done.returncode != 0 or not re.search(r"JobID [0-9a-f]{32}", done.stdout):
+    found = re.search(r"JobID ([0-9a-f]{32})", done.stdout)
+    if done.returncode != 0 or found is None:
         raise RuntimeError(done.stdout + done.stderr)
     while not _committed(run / "out"):
         if time.monotonic() - start > 600:
             raise RuntimeError("no output within 600 s")
         time.sleep(0.05)
     first_output_s = time.monotonic() - start
-    stop.write_text(str(run / "savepoints"))
-    while not Path(f"{stop}.done").exists():
+    cancel = [str(venv / "bin" / "sparkpoint"), "cancel", found.group(1)]
+    subprocess.run(cancel, env=env, cwd=run, check=True, capture_output=True)
+    driver = int(re.search(r"driver pid (\d+)", done.stdout).group(1))  # type: ignore[union-attr]
+    while _state(driver) not in ("Z", "X"):
         time.sleep(0.1)
     return {"submit_to_job_id_s": job_id_s, "submit_to_first_output_s": first_output_s}
 

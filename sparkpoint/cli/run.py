@@ -10,7 +10,8 @@ from the packed environment (``--pack-env``: this virtualenv, packed with venv-p
 ``--archives X#environment``), the user's modules (``--py-files``). The job learns the
 restore path (``-s``), ``-n`` and every ``-D`` key through ``SPARKPOINT_CLIENT_CONFIGURATION``,
 which its ``StreamExecutionEnvironment.get_execution_environment()`` applies. ``-d``
-starts spark-submit in the background, waits for the driver to report the job it
+starts spark-submit in the background with the job's dashboard and REST API on (for
+``sparkpoint list/stop/cancel/savepoint``), waits for the driver to report the job it
 started (``SPARKPOINT_JOB_INFO_FILE``) and prints its id and dashboard URL.
 docs/deploying.md has the whole path from a project directory to a running job.
 """
@@ -45,6 +46,7 @@ _EXECUTOR_PYTHON = f"./{ENVIRONMENT}/bin/python"
 _RESTORE_PATH = "execution.state-recovery.path"
 _IGNORE_UNCLAIMED = "execution.state-recovery.ignore-unclaimed-state"
 _DASHBOARD = "sparkpoint.dashboard.enabled"
+_REST = "sparkpoint.rest.enabled"
 _POLL_S = 0.2
 
 
@@ -184,8 +186,9 @@ def _absolute(path: str) -> str:
 
 
 def client_configuration_of(args: argparse.Namespace) -> dict[str, str]:
-    """The Flink configuration the job gets: ``-D`` keys, ``-s``, ``-n``, and the dashboard
-    in detached mode (where its URL is how the job is watched), checked now."""
+    """The Flink configuration the job gets: ``-D`` keys, ``-s``, ``-n``, and in detached
+    mode the dashboard and the REST API (how the job is watched, and stopped with
+    ``sparkpoint stop``), checked now."""
     config = _pairs(args.dynamic, "-D")
     if args.savepoint:
         config[_RESTORE_PATH] = _absolute(args.savepoint)
@@ -193,6 +196,7 @@ def client_configuration_of(args: argparse.Namespace) -> dict[str, str]:
         config[_IGNORE_UNCLAIMED] = "true"
     if args.detached:
         config.setdefault(_DASHBOARD, "true")
+        config.setdefault(_REST, "true")
     from sparkpoint.runtime.driver.settings import check_configuration
 
     check_configuration(config)

@@ -66,6 +66,8 @@ def _cli_env(deploy: dict[str, Any]) -> dict[str, str]:
         SPARK_HOME=spark_home(deploy["cluster"].directory),
         SPARK_LOCAL_IP="127.0.0.1",
         SPARKPOINT_PACK_CACHE=str(packs_dir(deploy["venv"])),
+        # Where the driver writes its jobs' REST address and token, and the commands look.
+        SPARKPOINT_JOBS_DIR=str(deploy["work"] / "jobs"),
     )
     return env
 
@@ -102,11 +104,11 @@ def _committed(out: Path) -> list[str]:
     ]
 
 
-def _run(deploy: dict[str, Any], project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [str(deploy["venv"] / "bin" / "sparkpoint"), "run", "--master", deploy["cluster"].url]
+def _sparkpoint(deploy: dict[str, Any], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The ``sparkpoint`` command of the submitting virtualenv."""
     return subprocess.run(
-        [*command, *args],
-        cwd=project,
+        [str(deploy["venv"] / "bin" / "sparkpoint"), *args],
+        cwd=cwd,
         env=_cli_env(deploy),
         capture_output=True,
         text=True,
@@ -114,15 +116,17 @@ def _run(deploy: dict[str, Any], project: Path, *args: str) -> subprocess.Comple
     )
 
 
-def _stop(stop_file: Path, savepoints: Path) -> str:
-    """Stop the running job with a savepoint (through the job's stop file: see keyed_count.py)."""
-    stop_file.write_text(str(savepoints))
-    done = Path(f"{stop_file}.done")
-    deadline = time.monotonic() + _TIMEOUT
-    while not done.exists():
-        assert time.monotonic() < deadline, "the job did not stop with a savepoint"
-        time.sleep(0.2)
-    return done.read_text()
+def _run(deploy: dict[str, Any], project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return _sparkpoint(deploy, project, "run", "--master", deploy["cluster"].url, *args)
+
+
+def _ended(pid: int) -> bool:
+    """Whether process ``pid`` (not a child of ours) has exited."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
 
 
 def _wait_for(predicate: Any, what: str, log: str = "") -> float:
@@ -162,30 +166,46 @@ def test_run_detached_stop_with_savepoint_and_resume_on_bare_workers(
     small_epochs = ["-D", "sparkpoint.epoch.max-records-per-split=10"]
 
     start = time.monotonic()
-    first = _run(deploy, project, *common, *small_epochs, *job, str(tmp_path / "stop-1"))
+    first = _run(deploy, project, *common, *small_epochs, *job)
     submitted_s = time.monotonic() - start
     assert first.returncode == 0, first.stdout + first.stderr
-    job_id = re.search(r"Job has been submitted with JobID ([0-9a-f]{32})$", first.stdout, re.M)
-    assert job_id is not None, first.stdout
+    found = re.search(r"^Job has been submitted with JobID ([0-9a-f]{32})$", first.stdout, re.M)
+    assert found is not None, first.stdout
+    job_id = found.group(1)
     assert re.search(r"^Dashboard: http://127\.0\.0\.1:\d+/$", first.stdout, re.M), first.stdout
     assert "Environment " in first.stderr and ".tar.gz" in first.stderr, first.stderr
     first_output_s = _wait_for(lambda: _committed(out), "first committed output", _log_of(first))
+    listed = _sparkpoint(deploy, tmp_path, "list")
+    assert re.search(rf"^{job_id}\s+RUNNING\s", listed.stdout, re.M), listed.stdout + listed.stderr
 
-    savepoint = _stop(tmp_path / "stop-1", tmp_path / "savepoints")
-    assert os.path.isfile(os.path.join(savepoint, "_metadata")), savepoint
+    stopped = _sparkpoint(
+        deploy, tmp_path, "stop", "--savepoint-path", str(tmp_path / "savepoints"), job_id
+    )
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr + _log_of(first)
+    path = re.search(r"^Savepoint completed\. Path: (\S+)$", stopped.stdout, re.M)
+    assert path is not None, stopped.stdout
+    savepoint = path.group(1)
+    assert os.path.isfile(os.path.join(savepoint.removeprefix("file://"), "_metadata")), savepoint
+    driver = int(re.search(r"driver pid (\d+)", first.stdout).group(1))  # type: ignore[union-attr]
+    _wait_for(lambda: _ended(driver), "spark-submit's exit after the stop", _log_of(first))
     before = _committed(out)
     total = sum(expected_counts.values())
     assert 0 < len(before) < total, (len(before), total)  # stopped mid-way
 
     expected_counts.update(_write_inputs(inputs, FIRST_FILES, LATER_FILES))
     total = sum(expected_counts.values())
-    second = _run(deploy, project, *common, "-s", savepoint, *job, str(tmp_path / "stop-2"))
+    start = time.monotonic()
+    second = _run(deploy, project, *common, "-s", savepoint, *job)
+    resubmitted_s = time.monotonic() - start
     assert second.returncode == 0, second.stdout + second.stderr
     assert "unchanged, reused" in second.stderr, second.stderr  # packed once
-    second_id = re.search(r"JobID ([0-9a-f]{32})$", second.stdout, re.M)
-    assert second_id is not None and second_id.group(1) != job_id.group(1)
+    found = re.search(r"JobID ([0-9a-f]{32})$", second.stdout, re.M)
+    assert found is not None and found.group(1) != job_id
     _wait_for(lambda: len(_committed(out)) >= total, "all input counted", _log_of(second))
-    _stop(tmp_path / "stop-2", tmp_path / "savepoints")
+    cancelled = _sparkpoint(deploy, tmp_path, "cancel", found.group(1))
+    assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+    driver = int(re.search(r"driver pid (\d+)", second.stdout).group(1))  # type: ignore[union-attr]
+    _wait_for(lambda: _ended(driver), "spark-submit's exit after the cancel", _log_of(second))
 
     got = collections.Counter(_committed(out))
     expected = collections.Counter(
@@ -198,6 +218,7 @@ def test_run_detached_stop_with_savepoint_and_resume_on_bare_workers(
                 "measure": "sparkpoint run -d on 2 bare workers",
                 "submit_to_job_id_s": round(submitted_s, 1),
                 "job_id_to_first_committed_output_s": round(first_output_s, 1),
+                "resubmit_to_job_id_s": round(resubmitted_s, 1),
                 "archive_bytes": sum(
                     p.stat().st_size for p in packs_dir(deploy["venv"]).glob("*.tar.gz")
                 ),

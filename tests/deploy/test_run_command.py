@@ -86,6 +86,7 @@ def test_the_submission_carries_what_sparkpoint_needs(capsys: Any, tmp_path: Pat
         "execution.state-recovery.path": str(tmp_path / "sp"),
         "execution.state-recovery.ignore-unclaimed-state": "true",
         "sparkpoint.dashboard.enabled": "true",
+        "sparkpoint.rest.enabled": "true",
     }
 
 
@@ -103,7 +104,10 @@ def test_a_user_setting_wins_over_sparkpoints(capsys: Any, tmp_path: Path) -> No
     )
     assert "spark.locality.wait.process=30s" in command
     assert "spark.locality.wait.process=10s" not in command
-    assert json.loads(env[CLIENT_CONFIGURATION_ENV]) == {"sparkpoint.dashboard.enabled": "false"}
+    assert json.loads(env[CLIENT_CONFIGURATION_ENV]) == {
+        "sparkpoint.dashboard.enabled": "false",
+        "sparkpoint.rest.enabled": "true",
+    }
 
 
 @pytest.mark.parametrize(
