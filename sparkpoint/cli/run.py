@@ -211,8 +211,9 @@ def build_submission(args: argparse.Namespace, archive: str | None) -> Submissio
     if not job.is_file():
         raise ValueError(f"the job file {args.job!r} does not exist")
     spark_conf = _pairs(args.conf, "--conf")
-    archives = [f"{archive}#{ENVIRONMENT}"] if archive else list(args.archives)
-    if any(a.split(",")[-1].endswith(f"#{ENVIRONMENT}") for a in archives):
+    given = [a for value in args.archives for a in value.split(",") if a]
+    archives = [f"{archive}#{ENVIRONMENT}"] if archive else given
+    if any(a.endswith(f"#{ENVIRONMENT}") for a in archives):
         spark_conf.setdefault("spark.pyspark.python", _EXECUTOR_PYTHON)
     spark_conf.setdefault("spark.pyspark.driver.python", sys.executable)
     for key, value in SUBMITTED_CONF.items():

@@ -45,7 +45,7 @@ def test_the_submission_carries_what_sparkpoint_needs(capsys: Any, tmp_path: Pat
         "-n",
         "-d",
         "--archives",
-        "env.tar.gz#environment",
+        "extra.zip,env.tar.gz#environment",
         "--py-files",
         "a.py,b.zip",
         "-D",
@@ -74,7 +74,7 @@ def test_the_submission_carries_what_sparkpoint_needs(capsys: Any, tmp_path: Pat
         "spark.pyspark.python=./environment/bin/python",
         "spark.executor.memory=2g",
     }
-    assert command[command.index("--archives") + 1] == "env.tar.gz#environment"
+    assert command[command.index("--archives") + 1] == "extra.zip,env.tar.gz#environment"
     assert (
         command[command.index("--py-files") + 1]
         == f"{os.path.abspath('a.py')},{os.path.abspath('b.zip')}"
