@@ -25,13 +25,13 @@ _DEBUG = "--debug"
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every subcommand (``checkpoints``, ``savepoint``, ``list``, ``stop``,
-    ``cancel``, ``demo``)."""
+    ``cancel``, ``run``, ``demo``)."""
     return _build_parser()[0]
 
 
 def _build_parser() -> tuple[argparse.ArgumentParser, frozenset[str]]:
     """The parser, and the names of the ``savepoint`` actions."""
-    from sparkpoint.cli import checkpoints, history, jobs, savepoints
+    from sparkpoint.cli import checkpoints, history, jobs, run, savepoints
     from sparkpoint.cli.trust_options import add_trust_arguments
 
     parser = argparse.ArgumentParser(
@@ -56,6 +56,8 @@ def _build_parser() -> tuple[argparse.ArgumentParser, frozenset[str]]:
     jobs.add_savepoint_trigger(sp_commands)
     savepoint_actions = frozenset(sp_commands.choices)
     jobs.add_arguments(commands)
+
+    run.add_arguments(commands)
 
     # Listed for --help only: main() hands everything after "demo" to the demo's own parser.
     commands.add_parser(

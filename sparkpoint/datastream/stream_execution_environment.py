@@ -24,6 +24,7 @@ from sparkpoint.config import (
     apply_options,
     parse_int,
 )
+from sparkpoint.config.client import client_configuration
 from sparkpoint.connectors.collection import CollectionSource
 from sparkpoint.connectors.source import Source
 from sparkpoint.datastream.checkpoint_config import CheckpointConfig
@@ -93,8 +94,16 @@ class StreamExecutionEnvironment:
         spark: Any | None = None,
         master: str | None = None,
     ) -> StreamExecutionEnvironment:
-        """A local environment on ``local[*]`` Spark, or on the given session / master URL."""
-        return StreamExecutionEnvironment(configuration, spark, master)
+        """A local environment on ``local[*]`` Spark, or on the given session / master URL.
+
+        A job started by ``sparkpoint run`` gets the client's configuration on top of
+        ``configuration`` (its ``-s`` restore path, ``-D`` keys), as Flink's context
+        environment gets the ``flink run`` options."""
+        env = StreamExecutionEnvironment(configuration, spark, master)
+        submitted = client_configuration()
+        if submitted:
+            env.configure(submitted)
+        return env
 
     def _get_spark(self) -> Any:
         if self._spark is None:

@@ -12,6 +12,7 @@ from sparkpoint.common.job_status import JobStatus
 from sparkpoint.metrics.sample import MetricValue
 from sparkpoint.runtime.driver.changelog_checkpoints import MaterializationStats
 from sparkpoint.runtime.driver.coordinator import CheckpointStats
+from sparkpoint.runtime.driver.job_info import report_started_job
 from sparkpoint.runtime.driver.job_master import JobMaster
 from sparkpoint.runtime.driver.metric_values import metric_values, metrics_by_identifier
 from sparkpoint.runtime.driver.progress import JobProgress
@@ -88,6 +89,7 @@ class JobClient:
         self._progress = master.progress
         self._result: Future[JobExecutionResult] = Future()
         self._server = serve(master) if serve is not None else None
+        report_started_job(master.job_id, self._progress.job_name, self.get_dashboard_url())
         self._thread = threading.Thread(
             target=self._run, name=f"sparkpoint-{master.job_id}", daemon=True
         )
@@ -198,6 +200,9 @@ class JobClient:
 def run_job(master: JobMaster, serve: ServeJob | None = None) -> JobExecutionResult:
     """Run ``master``'s job to its end in this thread (served by ``serve`` meanwhile)."""
     server = serve(master) if serve is not None else None
+    report_started_job(
+        master.job_id, master.progress.job_name, None if server is None else server.dashboard_url
+    )
     try:
         return result_of(master.progress, master.run())
     finally:

@@ -1,0 +1,1 @@
+"""Submitting jobs as Spark users do: ``sparkpoint run``, packed environments, bare workers."""
