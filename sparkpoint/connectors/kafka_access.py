@@ -34,7 +34,7 @@ def needed_acl(request: str, code: int, resource: str) -> str:
     kind = _RESOURCES.get(code, "resource")
     if kind == "Cluster":
         if request == "WriteTxnMarkers":
-            return "ClusterAction (or, since Kafka 3.8, Alter) on the Cluster"
+            return "ClusterAction on the Cluster"
         if request in ("InitProducerId", "Produce"):
             return "IdempotentWrite on the Cluster (or Write on the transactional id)"
         return "Describe on the Cluster"
@@ -63,8 +63,8 @@ def denied(request: str, code: int, resource: str, name: str) -> KafkaAccessErro
     if code not in _RESOURCES:
         return None
     return KafkaAccessError(
-        f"Kafka refused {request} on {_RESOURCES[code]} {resource!r} ({name}): the job's "
-        f"principal needs the ACL {needed_acl(request, code, resource)}"
+        f"Kafka refused {request} for {resource!r} ({name}): the job's principal needs the "
+        f"ACL {needed_acl(request, code, resource)}"
     )
 
 

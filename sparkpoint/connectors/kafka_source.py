@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from sparkpoint.connectors.kafka_access import librdkafka_denied
 from sparkpoint.connectors.kafka_client_config import (
     check_librdkafka,
     check_properties,
@@ -325,7 +326,8 @@ class KafkaSource(Source):
                 err = m.error()
                 if err is not None:
                     if err.code() != KafkaError._PARTITION_EOF:
-                        raise KafkaException(err)
+                        refused = librdkafka_denied(err, "Fetch", topic)
+                        raise refused if refused is not None else KafkaException(err)
                     # The end of the log ends the range only if it is this partition's and
                     # at or past the range's end: an end of another partition (this reused
                     # consumer's earlier range) or before the range's end (a transaction

@@ -168,7 +168,8 @@ class TransactionAdmin:
         props = (
             {"bootstrap.servers": properties} if isinstance(properties, str) else dict(properties)
         )
-        key = repr(sorted(client_config(props).kafka_python.items()))
+        # The values themselves (a password's repr is redacted): one client per credentials.
+        key = repr(sorted((k, str(v)) for k, v in client_config(props).kafka_python.items()))
         admin = _SHARED.get(key)
         if admin is None:
             admin = _SHARED[key] = TransactionAdmin(props)
@@ -547,7 +548,10 @@ class TransactionAdmin:
         from kafka.protocol.metadata import MetadataRequest
 
         response = await self.admin._manager.send(
-            MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics])
+            MetadataRequest(
+                topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+                allow_auto_topic_creation=False,
+            )
         )
         out: dict[tuple[str, int], int] = {}
         for t in response.topics:
@@ -681,6 +685,11 @@ def _refused(exc: BaseException, request: str, resource: str) -> KafkaAccessErro
     if isinstance(exc, errors.AuthorizationError):
         return denied(request, type(exc).errno or -1, resource, type(exc).__name__)
     text = str(exc)
+    if "SaslAuthenticationFailed" in text or "Authentication failed" in text:
+        return KafkaAccessError(
+            f"Kafka refused the client's credentials ({text}): check sasl.jaas.config (or "
+            "sasl.username/sasl.password) and sasl.mechanism"
+        )
     if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
         return KafkaAccessError(
             f"TLS to Kafka failed: {text} (check ssl.truststore.* or ssl.ca.location, and "
@@ -708,6 +717,8 @@ class _BootstrapFailures(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         args = record.args if isinstance(record.args, tuple) else ()
         self.seen.extend(a for a in args if isinstance(a, BaseException))
+        if record.levelno >= logging.WARNING:
+            self.seen.append(RuntimeError(record.getMessage()))
 
     def refused(self) -> KafkaAccessError | None:
         """The first failure that was a refused login or certificate, as an error."""

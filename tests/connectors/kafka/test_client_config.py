@@ -366,11 +366,28 @@ def _b64(s: str) -> bytes:
 
 
 def test_refusals_name_the_missing_acl() -> None:
-    assert needed_acl("WriteTxnMarkers", 31, "t-0") == (
-        "ClusterAction (or, since Kafka 3.8, Alter) on the Cluster"
-    )
+    assert needed_acl("WriteTxnMarkers", 31, "t-0") == "ClusterAction on the Cluster"
     e = denied("EndTxn", 53, "job-7", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
     assert e is not None and "Write on TransactionalId 'job-7'" in str(e)
     e = denied("DescribeProducers", 29, "out", "TOPIC_AUTHORIZATION_FAILED")
     assert e is not None and "Read on Topic 'out'" in str(e)
     assert denied("EndTxn", 51, "job-7", "CONCURRENT_TRANSACTIONS") is None
+
+
+def test_a_refused_principal_in_a_tasks_error_ends_the_job() -> None:
+    """The job master reads a ``KafkaAccessError`` out of Spark's error text (a task's) or
+    the exception chain (the driver's): no restart can fix it."""
+    from sparkpoint.errors import KafkaAccessError
+    from sparkpoint.runtime.driver.failures import access_denied
+
+    line = "Kafka refused InitProducerId on TransactionalId 'j-1': needs Write on it"
+    spark_text = f'Traceback:\n  File "w.py", line 3\nsparkpoint.errors.KafkaAccessError: {line}\n'
+    assert access_denied(RuntimeError(spark_text)) == line
+    try:
+        try:
+            raise KafkaAccessError(line)
+        except KafkaAccessError as e:
+            raise RuntimeError("epoch 3 failed") from e
+    except RuntimeError as wrapped:
+        assert access_denied(wrapped) == line
+    assert access_denied(RuntimeError("ValueError: bad record")) is None
