@@ -296,7 +296,8 @@ class KafkaSink(Sink):
         ``test_transaction_version.py``), so this holds until a client upgrade changes it."""
         for txn in committed[:1]:
             now = admin.describe_or_none(txn.transactional_id)
-            if now is None or now.state != "CompleteCommit" or now.producer_id != txn.producer_id:
+            ended = ("PrepareCommit", "CompleteCommit")  # its markers may be on their way
+            if now is None or now.state not in ended or now.producer_id != txn.producer_id:
                 return  # reused or gone meanwhile: check at a later commit
             self._protocol_checked = True
             if now.producer_epoch != txn.producer_epoch:
