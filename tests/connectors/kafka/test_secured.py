@@ -187,7 +187,7 @@ def test_a_missing_acl_fails_the_job_at_once_naming_it(
     spark: Any, tmp_path: Any, secured_kafka_broker: SecuredKafkaBroker
 ) -> None:
     broker = secured_kafka_broker
-    name = "secured-noacl"
+    name = "noacl"  # not a prefix of the other test's ids, nor theirs of it
     source, sink = _topics(broker, name)
     acls = _acls(name)
     broker.grant(acls)
