@@ -21,6 +21,13 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from sparkpoint.connectors.kafka_access import librdkafka_denied
+from sparkpoint.connectors.kafka_client_config import (
+    check_librdkafka,
+    check_properties,
+    client_config,
+    redacted,
+)
 from sparkpoint.connectors.kafka_offsets import KafkaOffsetsInitializer, KafkaTopicPartition
 from sparkpoint.connectors.serialization_schemas import DeserializationSchema
 from sparkpoint.connectors.source import (
@@ -83,6 +90,9 @@ class KafkaSource(Source):
         """A builder for a ``KafkaSource``."""
         return KafkaSourceBuilder()
 
+    def __repr__(self) -> str:
+        return f"KafkaSource({redacted(self.properties)!r}, topics={self.topics!r})"
+
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_consumer"] = None
@@ -105,7 +115,8 @@ class KafkaSource(Source):
 
     # -- the driver's side --------------------------------------------------------------
     def _client_config(self, purpose: str) -> dict[str, Any]:
-        conf: dict[str, Any] = {k: v for k, v in self.properties.items() if "." in k}
+        translated = client_config(self.properties).librdkafka  # Java's names translated
+        conf: dict[str, Any] = {k: v for k, v in translated.items() if "." in k}
         conf.pop("partition.discovery.interval.ms", None)
         conf.pop("commit.offsets.on.checkpoint", None)
         conf.pop("client.id.prefix", None)
@@ -315,7 +326,8 @@ class KafkaSource(Source):
                 err = m.error()
                 if err is not None:
                     if err.code() != KafkaError._PARTITION_EOF:
-                        raise KafkaException(err)
+                        refused = librdkafka_denied(err, "Fetch", topic)
+                        raise refused if refused is not None else KafkaException(err)
                     # The end of the log ends the range only if it is this partition's and
                     # at or past the range's end: an end of another partition (this reused
                     # consumer's earlier range) or before the range's end (a transaction
@@ -395,7 +407,8 @@ class KafkaSourceBuilder:
             raise ConfigurationError(
                 "Property group.id is required when using committed offset for offsets initializer"
             )
-        return KafkaSource(
+        check_properties(self._props)
+        source = KafkaSource(
             self._props,
             self._topics,
             self._pattern,
@@ -406,6 +419,8 @@ class KafkaSourceBuilder:
             self._deserializer,
             self._client_id_prefix,
         )
+        check_librdkafka(source._client_config("check"), "consumer")
+        return source
 
     def _subscribe(self, mode: str, subscriber: str) -> None:
         if self._subscriber is not None:
@@ -477,7 +492,8 @@ class KafkaSourceBuilder:
         return self
 
     def set_property(self, key: str, value: str) -> KafkaSourceBuilder:
-        """A consumer property (librdkafka's names, which are Kafka's for the common ones)."""
+        """A consumer property: Kafka's Java client names as PyFlink takes them (security
+        ones translated, ``docs/kafka-source.md``) or librdkafka's."""
         self._props[key] = value
         return self
 

@@ -13,10 +13,11 @@ its restart strategy allows.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
-from sparkpoint.errors import MetadataFormatError, RestoreError
+from sparkpoint.errors import KafkaAccessError, MetadataFormatError, RestoreError
 
-__all__ = ["restore_failure", "short_error", "unloadable_task", "worker_crash"]
+__all__ = ["access_denied", "restore_failure", "short_error", "unloadable_task", "worker_crash"]
 
 _ERROR_LINE = re.compile(r"^([\w.]+(?:Error|Exception|Failure|Exit)\b.*)$", re.MULTILINE)
 _JVM_PREFIXES = ("org.", "java.", "scala.", "py4j.")
@@ -29,6 +30,17 @@ _RESTORE_FAILURE = re.compile(r"\bSubtaskRestoreError: (.+)$", re.MULTILINE)
 # Spark's message when a Python worker dies mid-task (a crash, a kill, or the restore
 # watchdog of runtime/task/restore_watchdog.py ending a worker that took too long).
 _WORKER_CRASHED = "Python worker exited unexpectedly (crashed)"
+_ACCESS_DENIED = re.compile(r"\bKafkaAccessError: (.+)$", re.MULTILINE)
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from (causes, else contexts), each once."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
 
 
 def short_error(exc: BaseException) -> str:
@@ -45,10 +57,7 @@ def short_error(exc: BaseException) -> str:
 def unloadable_task(exc: BaseException) -> str | None:
     """What to tell the user when ``exc`` (or an exception it was raised from) is a Python
     worker failing to load its task; None for every other failure."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in _chain(exc):
         text = str(current)
         if _VERSION_MISMATCH in text:
             line = short_error(current).rstrip(".")
@@ -68,7 +77,6 @@ def unloadable_task(exc: BaseException) -> str | None:
                     "ship them with spark.submit.pyFiles or SparkContext.addPyFile. A "
                     "restart runs the same tasks, so the job does not restart"
                 )
-        current = current.__cause__ or current.__context__
     return None
 
 
@@ -76,16 +84,12 @@ def restore_failure(exc: BaseException) -> str | None:
     """The message of a restore failure in ``exc`` or its causes: a subtask's
     (``SubtaskRestoreError``, raised in a task and carried in Spark's error text) or the
     driver's (``RestoreError``, or a snapshot refused as malformed or unsafe); None if none."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in _chain(exc):
         if isinstance(current, (RestoreError, MetadataFormatError)):
             return str(current)
         found = _RESTORE_FAILURE.findall(str(current))
         if found:
             return str(found[-1])[:1000]
-        current = current.__cause__ or current.__context__
     return None
 
 
@@ -93,15 +97,24 @@ def worker_crash(exc: BaseException) -> str | None:
     """What to report when ``exc`` (or an exception it was raised from) is a Python worker
     that died while running a task (Spark's "Python worker exited unexpectedly (crashed)");
     None for every other failure."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in _chain(exc):
         if _WORKER_CRASHED in str(current):
             return (
                 f"{_WORKER_CRASHED}: a Python worker died (a crash, a kill, or "
                 "sparkpoint.restart.restore-timeout) while running the first epoch after "
                 "the restore"
             )
-        current = current.__cause__ or current.__context__
+    return None
+
+
+def access_denied(exc: BaseException) -> str | None:
+    """The message of a ``KafkaAccessError`` in ``exc`` or its causes (the driver's, or a
+    task's carried in Spark's error text): a missing ACL or refused credentials, which no
+    restart can fix; None if none."""
+    for current in _chain(exc):
+        if isinstance(current, KafkaAccessError):
+            return str(current)
+        found = _ACCESS_DENIED.findall(str(current))
+        if found:
+            return str(found[-1])
     return None

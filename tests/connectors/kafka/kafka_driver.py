@@ -4,7 +4,9 @@ in itself: an executor JVM killed (``local-cluster`` master) and the driver kill
 Usage: ``kafka_driver.py <json>`` with bootstrap, source, sink, prefix, checkpoint dir, master,
 per_split, restore (a checkpoint path or null) and kill_epoch (null: none; else the executor
 of subtask 0 of ``sum`` is SIGKILLed 0.5 s into that epoch, whose sink stage stalls on the
-sums of records 2400-2407). Prints ``RESULT {...}`` when the job finishes.
+sums of records 2400-2407); optionally properties (the source's and sink's, e.g. security)
+and kill_record (the Python worker parsing that record is SIGKILLed once; the injector's
+directory is ``<dir>/inj``). Prints ``RESULT {...}`` when the job finishes.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ def main() -> None:
     job: dict[str, Any] = json.loads(sys.argv[1])
     os.environ["PYTHONPATH"] = os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])
     from sparkpoint.runtime.spark.session import get_spark_session
-    from sparkpoint.testing import EpochStart, Faults, kill_executor
+    from sparkpoint.testing import EpochStart, FailureInjector, Faults, kill_executor
     from tests.connectors.kafka.kafka_jobs import StallAt, kafka_sum_job, running_sum_at
 
     spark = get_spark_session(job["master"])
@@ -49,8 +51,19 @@ def main() -> None:
             threading.Thread(target=later, daemon=True).start()
 
         env.set_fault_injection(Faults().on_epoch_start(maybe_kill))
+    injector = None
+    if job.get("kill_record") is not None:  # the Python worker parsing it is SIGKILLed once
+        inj_dir = os.path.join(job["dir"], "inj")
+        injector = FailureInjector(inj_dir, int(job["kill_record"]), mode="kill")
     kafka_sum_job(
-        env, job["bootstrap"], job["source"], job["sink"], job["prefix"], sink_injector=stall
+        env,
+        job["bootstrap"],
+        job["source"],
+        job["sink"],
+        job["prefix"],
+        injector=injector,
+        sink_injector=stall,
+        properties=job.get("properties"),
     )
     result = env.execute(job["prefix"])
     out = {

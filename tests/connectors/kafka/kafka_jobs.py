@@ -117,13 +117,15 @@ def kafka_sum_job(
     sink_injector: FailureInjector | StallAt | None = None,
     guarantee: DeliveryGuarantee = DeliveryGuarantee.EXACTLY_ONCE,
     naming: TransactionNamingStrategy = TransactionNamingStrategy.INCREMENTING,
+    properties: dict[str, str] | None = None,
 ) -> KafkaSink:
     """Bounded KafkaSource → parse → key_by → reduce → KafkaSink (EXACTLY_ONCE unless told);
     ``injector`` fails in the source's stage (at a record), ``sink_injector`` in the sink's
     (at a sum). Returns the sink (the driver's: it counts the lingering transactions it
-    aborted)."""
+    aborted). ``properties`` go to both (security settings)."""
     source = (
         KafkaSource.builder()
+        .set_properties(properties or {})
         .set_bootstrap_servers(bootstrap)
         .set_topics(source_topic)
         .set_group_id(f"{prefix}-group")
@@ -132,9 +134,11 @@ def kafka_sum_job(
         .set_value_only_deserializer(SimpleStringSchema())
         .build()
     )
+    sink_builder = KafkaSink.builder()
+    for key, value in (properties or {}).items():
+        sink_builder.set_property(key, value)
     sink = (
-        KafkaSink.builder()
-        .set_bootstrap_servers(bootstrap)
+        sink_builder.set_bootstrap_servers(bootstrap)
         .set_record_serializer(
             KafkaRecordSerializationSchema.builder()
             .set_topic(sink_topic)
