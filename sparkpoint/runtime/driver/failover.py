@@ -16,7 +16,12 @@ from sparkpoint.clock import Clock
 from sparkpoint.errors import UnsafeStatePathError
 from sparkpoint.runtime.driver.changelog_checkpoints import ChangelogCheckpoints
 from sparkpoint.runtime.driver.epoch_checkpoints import EpochCheckpoints
-from sparkpoint.runtime.driver.failures import restore_failure, short_error, unloadable_task
+from sparkpoint.runtime.driver.failures import (
+    records_deleted,
+    restore_failure,
+    short_error,
+    unloadable_task,
+)
 from sparkpoint.runtime.driver.master_state import JobMasterState
 from sparkpoint.runtime.driver.progress import JobProgress
 from sparkpoint.runtime.driver.reports import FailoverEvent
@@ -105,6 +110,9 @@ class JobRestore:
         unloadable = unloadable_task(exc)
         if unloadable is not None:
             return f"Job {self._s.job_name!r} ({job_id}) cannot run: {unloadable}."
+        deleted = records_deleted(exc)
+        if deleted is not None:
+            return f"Job {self._s.job_name!r} ({job_id}) failed: {deleted}"
         failed_restore = self._failed_restore(exc)
         if failed_restore is not None:
             return failed_restore

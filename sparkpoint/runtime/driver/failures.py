@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import re
 
-from sparkpoint.errors import MetadataFormatError, RestoreError
+from sparkpoint.errors import MetadataFormatError, RecordsDeletedError, RestoreError
 
-__all__ = ["restore_failure", "short_error", "unloadable_task"]
+__all__ = ["records_deleted", "restore_failure", "short_error", "unloadable_task"]
 
 _ERROR_LINE = re.compile(r"^([\w.]+(?:Error|Exception|Failure|Exit)\b.*)$", re.MULTILINE)
 _JVM_PREFIXES = ("org.", "java.", "scala.", "py4j.")
@@ -26,6 +26,7 @@ _LOADING_THE_TASK = "in read_command"
 _LOAD_ERRORS = ("ModuleNotFoundError", "ImportError", "AttributeError")
 _VERSION_MISMATCH = "[PYTHON_VERSION_MISMATCH]"
 _RESTORE_FAILURE = re.compile(r"\bSubtaskRestoreError: (.+)$", re.MULTILINE)
+_RECORDS_DELETED = re.compile(r"\bRecordsDeletedError: (.+)$", re.MULTILINE)
 
 
 def short_error(exc: BaseException) -> str:
@@ -65,6 +66,23 @@ def unloadable_task(exc: BaseException) -> str | None:
                     "ship them with spark.submit.pyFiles or SparkContext.addPyFile. A "
                     "restart runs the same tasks, so the job does not restart"
                 )
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def records_deleted(exc: BaseException) -> str | None:
+    """The message of a ``RecordsDeletedError`` in ``exc`` or its causes (the driver's, or a
+    task's carried in Spark's error text): records a source had to read are gone, which no
+    restart fixes; None if there is none."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, RecordsDeletedError):
+            return str(current)
+        found = _RECORDS_DELETED.findall(str(current))
+        if found:
+            return str(found[-1])[:1000]
         current = current.__cause__ or current.__context__
     return None
 
