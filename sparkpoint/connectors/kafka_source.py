@@ -28,6 +28,7 @@ from sparkpoint.connectors.kafka_offsets import (
     KafkaOffsetsInitializer,
     KafkaTopicPartition,
 )
+from sparkpoint.connectors.kafka_readers import ClientLog, ReaderPool
 from sparkpoint.connectors.serialization_schemas import DeserializationSchema
 from sparkpoint.connectors.source import (
     Boundedness,
@@ -43,10 +44,9 @@ __all__ = ["KafkaSource", "KafkaSourceBuilder"]
 _LOG = logging.getLogger("sparkpoint.kafka")
 _BATCH = 10_000  # records per consume() call
 _STALL_SECONDS = 120.0  # a range that makes no progress for this long fails the task
-# The reading consumers of this Python worker, by configuration, idle between ranges: a
-# worker runs one task at a time, and a new consumer per range cost its connections,
-# metadata and threads every epoch (see docs/kafka-source.md).
-_READERS: dict[tuple[tuple[str, str], ...], Any] = {}
+# The reading consumers of this Python worker, by configuration, idle between ranges and
+# closed when idle for long (kafka_readers.py).
+READERS = ReaderPool()
 _READER_FETCH_WAIT_MS = 10
 # Whether a position below a partition's log start continues from the log start (counted)
 # instead of failing the job: sparkpoint's own property, never passed to librdkafka.
@@ -334,11 +334,13 @@ class KafkaSource(Source):
         # and fails the range instead (records deleted after the driver planned it).
         conf["auto.offset.reset"] = _RESET[self.starting.get_auto_offset_reset_strategy()]
         key = tuple(sorted((k, str(v)) for k, v in conf.items() if k != "group.id"))
-        consumer = _READERS.pop(key, None)
+        consumer = READERS.take(key)
         if consumer is None:
             from confluent_kafka import Consumer
 
-            consumer = Consumer(conf)
+            # librdkafka's log lines, at most one a minute per reader (a stopped broker
+            # makes many a second), through Python's logging.
+            consumer = Consumer({**conf, "logger": ClientLog()})
         try:
             yield from self._read_range(consumer, split_range)
         except BaseException:
@@ -347,10 +349,7 @@ class KafkaSource(Source):
         # Idle between ranges: no fetching, no prefetched records held (a closed generator
         # never gets here, and its consumer was closed above).
         consumer.unassign()
-        stale = _READERS.pop(key, None)
-        _READERS[key] = consumer
-        if stale is not None:
-            stale.close()
+        READERS.put(key, consumer)
 
     def _read_range(self, consumer: Any, split_range: SplitRange) -> Iterator[TimestampedBatch]:
         """Read ``split_range`` with ``consumer`` (assigned to its start here)."""
