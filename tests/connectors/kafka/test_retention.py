@@ -225,3 +225,22 @@ def test_reset_strategy_of_each_starting_offsets() -> None:
         (KafkaOffsetsInitializer.offsets(given, R.LATEST), R.LATEST),
     ]
     assert [i.get_auto_offset_reset_strategy() for i, _ in cases] == [r for _, r in cases]
+
+
+def test_records_deleted_is_found_in_a_task_failure() -> None:
+    """A task's ``RecordsDeletedError`` reaches the driver as text in Spark's error: found
+    there (the job fails at once), as is the driver's own; other failures are not."""
+    from sparkpoint.runtime.driver.failures import records_deleted
+
+    message = _message("t", "planned")
+    spark_error = RuntimeError(
+        "An error occurred while calling o12.collect.\n: org.apache.spark.SparkException: "
+        "Job aborted ...\nTraceback (most recent call last):\n  File ...\n"
+        f"sparkpoint.errors.RecordsDeletedError: {message}\n\tat org.apache..."
+    )
+    assert records_deleted(spark_error) == message
+    assert records_deleted(RecordsDeletedError(message)) == message
+    wrapped = RuntimeError("epoch failed")
+    wrapped.__cause__ = RecordsDeletedError(message)
+    assert records_deleted(wrapped) == message
+    assert records_deleted(RuntimeError(f"{message} The job restarts to skip them")) is None
