@@ -10,6 +10,7 @@ __all__ = [
     "ConfigurationError",
     "CorruptStateError",
     "JobExecutionError",
+    "KafkaAccessError",
     "MetadataFormatError",
     "RecordsDeletedError",
     "RestoreError",
@@ -52,6 +53,11 @@ class UnsafeStatePathError(MetadataFormatError):
 class SnapshotSignatureError(MetadataFormatError):
     """A signing key is configured and a ``_metadata`` is unsigned, or its HMAC does not
     match (tampered with, or signed with another key). The message names the file."""
+
+
+class KafkaAccessError(SparkpointError):
+    """Kafka refused the job's principal (a missing ACL, named) or its credentials or
+    certificates: no retry or restart can fix it, so the job fails at once."""
 
 
 class RestoreError(SparkpointError):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from sparkpoint.connectors.kafka_transactions import PartitionTransaction, TransactionAdmin
 
-__all__ = ["HangingTransaction", "complete_hanging", "find_hanging"]
+__all__ = ["HangingTransaction", "complete_hanging", "end_hanging", "find_hanging"]
 
 _ENDED = {"CompleteCommit": True, "CompleteAbort": False}
 
@@ -51,11 +51,18 @@ def complete_hanging(
     it open, and the coordinator still has that very transaction (same state and start
     time) after."""
     hanging = find_hanging(admin, topics, owns)
+    end_hanging(admin, hanging)
+    return hanging
+
+
+def end_hanging(admin: TransactionAdmin, hanging: Iterable[HangingTransaction]) -> None:
+    """Write each hanging transaction's marker, as its coordinator decided (needs
+    ClusterAction on the cluster: ``KafkaAccessError`` naming it otherwise)."""
+    hanging = list(hanging)
     for commit in (True, False):
         txns = [h.open for h in hanging if h.committed is commit]
         if txns:
             admin.write_markers(txns, commit)
-    return hanging
 
 
 def find_hanging(
@@ -95,5 +102,5 @@ def find_hanging(
     return [
         HangingTransaction(ids[t.producer_id], t, _ENDED[before[ids[t.producer_id]].state])
         for t in suspects
-        if after[ids[t.producer_id]] == before[ids[t.producer_id]]
+        if after.get(ids[t.producer_id]) == before[ids[t.producer_id]]
     ]

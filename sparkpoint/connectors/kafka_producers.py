@@ -20,7 +20,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["STATS", "DeliveryErrors", "ReadyProducer", "take_producer"]
+from sparkpoint.connectors.kafka_access import librdkafka_denied
+
+__all__ = ["STATS", "DeliveryErrors", "ReadyProducer", "init_producer", "take_producer"]
 
 _INIT_TIMEOUT_S = 60
 # Producers this process created ready ahead and took (read by the tests and benchmarks):
@@ -30,18 +32,24 @@ STATS = {"prepared": 0, "taken_ready": 0, "created": 0}
 
 
 class DeliveryErrors:
-    """Collects the first delivery error of a producer's records."""
+    """Collects the first delivery error of a producer's records (and its topic)."""
 
     def __init__(self) -> None:
         self.error: Any = None
+        self.topic = ""
 
-    def __call__(self, err: Any, _msg: Any) -> None:
+    def __call__(self, err: Any, msg: Any) -> None:
         if err is not None and self.error is None:
             self.error = err
+            self.topic = msg.topic() if msg is not None else ""
 
     def check(self) -> None:
-        """Raise the first delivery error, if there was one."""
+        """Raise the first delivery error, if there was one (``KafkaAccessError`` naming the
+        ACL when the principal may not write)."""
         if self.error is not None:
+            refused = librdkafka_denied(self.error, "Produce", self.topic)
+            if refused is not None:
+                raise refused
             raise RuntimeError(f"Kafka refused a record: {self.error}")
 
 
@@ -102,13 +110,26 @@ def _next_id(prefix: str) -> str:
 
 
 def _new_producer(prefix: str, config: dict[str, Any]) -> ReadyProducer:
-    from confluent_kafka import Producer
-
     tid = _next_id(prefix)
     errors = DeliveryErrors()
-    producer = Producer({**config, "transactional.id": tid, "on_delivery": errors})
-    producer.init_transactions(_INIT_TIMEOUT_S)
-    return ReadyProducer(tid, producer, errors)
+    return ReadyProducer(tid, init_producer(config, tid, errors), errors)
+
+
+def init_producer(config: dict[str, Any], transactional_id: str, errors: DeliveryErrors) -> Any:
+    """A transactional producer with ``transactional_id`` initialised (what an earlier
+    producer of the id left open is aborted); a refused principal raises
+    ``KafkaAccessError`` naming the ACL."""
+    from confluent_kafka import KafkaException, Producer
+
+    producer = Producer({**config, "transactional.id": transactional_id, "on_delivery": errors})
+    try:
+        producer.init_transactions(_INIT_TIMEOUT_S)
+    except KafkaException as e:
+        refused = librdkafka_denied(e, "InitProducerId", transactional_id)
+        if refused is not None:
+            raise refused from e
+        raise
+    return producer
 
 
 def take_producer(prefix: str, config: dict[str, Any]) -> ReadyProducer:

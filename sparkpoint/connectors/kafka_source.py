@@ -23,6 +23,13 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from sparkpoint.connectors.kafka_access import librdkafka_denied
+from sparkpoint.connectors.kafka_client_config import (
+    check_librdkafka,
+    check_properties,
+    client_config,
+    redacted,
+)
 from sparkpoint.connectors.kafka_offsets import (
     KafkaOffsetResetStrategy,
     KafkaOffsetsInitializer,
@@ -101,6 +108,9 @@ class KafkaSource(Source):
         """A builder for a ``KafkaSource``."""
         return KafkaSourceBuilder()
 
+    def __repr__(self) -> str:
+        return f"KafkaSource({redacted(self.properties)!r}, topics={self.topics!r})"
+
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_consumer"] = None
@@ -129,7 +139,8 @@ class KafkaSource(Source):
 
     # -- the driver's side --------------------------------------------------------------
     def _client_config(self, purpose: str) -> dict[str, Any]:
-        conf: dict[str, Any] = {k: v for k, v in self.properties.items() if "." in k}
+        translated = client_config(self.properties).librdkafka  # Java's names translated
+        conf: dict[str, Any] = {k: v for k, v in translated.items() if "." in k}
         conf.pop("partition.discovery.interval.ms", None)
         conf.pop("commit.offsets.on.checkpoint", None)
         conf.pop("client.id.prefix", None)
@@ -382,7 +393,8 @@ class KafkaSource(Source):
                     if err.code() == KafkaError._AUTO_OFFSET_RESET:
                         self._check_log_start(consumer, split_range)  # raises if below it
                     if err.code() != KafkaError._PARTITION_EOF:
-                        raise KafkaException(err)
+                        refused = librdkafka_denied(err, "Fetch", topic)
+                        raise refused if refused is not None else KafkaException(err)
                     # The end of the log ends the range only if it is this partition's and
                     # at or past the range's end: an end of another partition (this reused
                     # consumer's earlier range) or before the range's end (a transaction
@@ -495,7 +507,8 @@ class KafkaSourceBuilder:
             raise ConfigurationError(
                 "Property group.id is required when using committed offset for offsets initializer"
             )
-        return KafkaSource(
+        check_properties(self._props)
+        source = KafkaSource(
             self._props,
             self._topics,
             self._pattern,
@@ -506,6 +519,8 @@ class KafkaSourceBuilder:
             self._deserializer,
             self._client_id_prefix,
         )
+        check_librdkafka(source._client_config("check"), "consumer")
+        return source
 
     def _subscribe(self, mode: str, subscriber: str) -> None:
         if self._subscriber is not None:
@@ -584,7 +599,8 @@ class KafkaSourceBuilder:
         return self
 
     def set_property(self, key: str, value: str) -> KafkaSourceBuilder:
-        """A consumer property (librdkafka's names, which are Kafka's for the common ones)."""
+        """A consumer property: Kafka's Java client names as PyFlink takes them (security
+        ones translated, ``docs/kafka-source.md``) or librdkafka's."""
         self._props[key] = value
         return self
 

@@ -6,9 +6,12 @@ id and epoch (``DescribeTransactions``), and the driver ends it with an ``EndTxn
 the transaction coordinator. An open transaction is aborted by fencing its id (initialising a
 producer with it: a new producer epoch, no transaction then current) or by an ``EndTxn`` at
 its own producer id and epoch (``abort_ongoing``: the coordinator keeps them and its start
-time). kafka-python's admin client and protocol classes speak the requests librdkafka does not
-offer. A broker that is down or a coordinator still loading (a broker restarting) is waited
-for, up to ``wait_s``, as Flink's committer retries.
+time). kafka-python's admin client speaks the requests librdkafka does not offer, over its own
+connections with the job's TLS and SASL settings (``kafka_client_config``), with its protocol
+classes; errors are classified by its error classes. A broker that is down, a coordinator
+still loading or moving, a partition whose leader moved (metadata asked again) are waited for,
+up to ``wait_s``, as Flink's committer retries; a refused principal or credentials fail at
+once (``KafkaAccessError``, naming the ACL).
 
 A reused transactional id (POOLING) keeps its producer id and epoch from one transaction to
 the next, so those alone cannot tell a committed transaction from a newer one on its id; a
@@ -18,12 +21,15 @@ current one on its id (``SUPERSEDED`` otherwise).
 
 from __future__ import annotations
 
-import socket
-import struct
+import logging
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from sparkpoint.connectors.kafka_access import KafkaAccessError, denied
+from sparkpoint.connectors.kafka_client_config import client_config
 
 __all__ = [
     "BUSY_STATES",
@@ -42,16 +48,10 @@ _SHARED: dict[str, TransactionAdmin] = {}
 # EndTxn v2: the last version before KIP-890's epoch bump per transaction, so ending the same
 # transaction twice with the same epoch is a no-op (a commit redone after a restore).
 _END_TXN_VERSION = 2
-# Kafka's errors that mean "this transaction is no longer the producer's current one".
-_FENCED = {47: "INVALID_PRODUCER_EPOCH", 48: "INVALID_TXN_STATE", 90: "PRODUCER_FENCED"}
-# Errors of a coordinator that is busy, moving or loading its state: try again.
-_RETRIABLE = {
-    7: "REQUEST_TIMED_OUT",
-    14: "COORDINATOR_LOAD_IN_PROGRESS",
-    15: "COORDINATOR_NOT_AVAILABLE",
-    16: "NOT_COORDINATOR",
-    51: "CONCURRENT_TRANSACTIONS",
-}
+# Requests pipelined on one connection at most (kafka-python refuses more in flight).
+_IN_FLIGHT = 32
+# How long one bootstrap of the admin client may take before it is tried again.
+_BOOTSTRAP_MS = 15_000
 # ``end_all``'s answers for a transaction that a newer one on its id followed, so it had
 # ended: at the same producer id and epoch (ended by an EndTxn of its own epoch, as a
 # timeout or a fence would have bumped the epoch), or at another (a fence came between).
@@ -62,8 +62,12 @@ _WAIT_S = 180.0  # how long a broker may stay unreachable before a call fails
 _BACKOFF_S = 0.5
 
 
+_LOG = logging.getLogger("sparkpoint.kafka")
+_BOOTSTRAP_LOCK = threading.Lock()
+
+
 class _Retriable(Exception):
-    """A retriable error code in a response."""
+    """A retriable error in a response (a coordinator or leader to find again)."""
 
 
 @dataclass(frozen=True)
@@ -96,44 +100,199 @@ class OpenTransaction:
 
 class TransactionAdmin:
     """Describe, list, end and fence transactions of one Kafka cluster; list those open in
-    partitions and write their markers (``kafka_hanging``)."""
+    partitions and write their markers (``kafka_hanging``). ``properties`` are the sink's
+    (any of the connector's names, ``kafka_client_config``), or bootstrap servers alone."""
 
-    def __init__(self, bootstrap_servers: str, wait_s: float = _WAIT_S) -> None:
-        from kafka.admin import KafkaAdminClient
-
-        self.bootstrap_servers = bootstrap_servers
+    def __init__(self, properties: Mapping[str, str] | str, wait_s: float = _WAIT_S) -> None:
+        props = (
+            {"bootstrap.servers": properties} if isinstance(properties, str) else dict(properties)
+        )
+        self.properties = props
+        self.bootstrap_servers = props["bootstrap.servers"]
         self.wait_s = wait_s
-        self._correlation = 0
-        self._addresses: dict[int, tuple[str, int]] = {}  # broker id -> host and port
-        self.admin = self._retrying(lambda: KafkaAdminClient(bootstrap_servers=bootstrap_servers))
+        self._coordinators: dict[str, int] = {}  # transactional id -> its coordinator's id
+        self.admin = self._retrying(self._connect)
+
+    def _connect(self) -> Any:
+        """kafka-python's admin client, bootstrapped; a refused TLS handshake or login
+        during the bootstrap fails at once (kafka-python retries them until its timeout)."""
+        from kafka.admin import KafkaAdminClient
+        from kafka.errors import KafkaTimeoutError
+
+        kwargs = dict(client_config(self.properties).kafka_python)
+        kwargs.update(
+            client_id="sparkpoint-committer",
+            max_in_flight_requests_per_connection=_IN_FLIGHT,
+            bootstrap_timeout_ms=_BOOTSTRAP_MS,
+        )
+        with _BOOTSTRAP_LOCK, _BootstrapFailures() as failures:
+            try:
+                return KafkaAdminClient(**kwargs)
+            except KafkaTimeoutError as e:
+                refused = failures.refused()
+                if refused is not None:
+                    raise refused from e
+                raise
+            except Exception as e:
+                refused = _refused(e, "connecting", self.bootstrap_servers)
+                if refused is not None:
+                    raise refused from e
+                raise
 
     def _retrying(self, call: Callable[[], Any]) -> Any:
-        """``call()``, again after a broker or coordinator error that may pass, for up to
-        ``wait_s``."""
-        from kafka.errors import RetriableError
+        """``call()``, again after a broker, coordinator or leader error that may pass, for
+        up to ``wait_s``; a refused principal or credentials are not retried."""
+        from kafka.errors import KafkaError
 
         deadline = time.monotonic() + self.wait_s
         while True:
             try:
                 return call()
-            except (RetriableError, OSError, _Retriable):
+            except KafkaAccessError:
+                raise
+            except (KafkaError, OSError, _Retriable) as e:
+                refused = _refused(e, "a request", self.bootstrap_servers)
+                if refused is not None:
+                    raise refused from e
+                if isinstance(e, KafkaError) and not e.retriable:
+                    raise
                 if time.monotonic() > deadline:
                     raise
+                self._coordinators.clear()  # a coordinator may have moved: ask again
                 time.sleep(_BACKOFF_S)
 
     @staticmethod
-    def shared(bootstrap_servers: str) -> TransactionAdmin:
-        """This process's admin client for the cluster, created on first use (a new one
-        costs a connection and version probes: ~0.1 s)."""
-        admin = _SHARED.get(bootstrap_servers)
+    def shared(properties: Mapping[str, str] | str) -> TransactionAdmin:
+        """This process's admin client for the cluster and client settings, created on
+        first use (a new one costs a connection and version probes: ~0.1 s)."""
+        props = (
+            {"bootstrap.servers": properties} if isinstance(properties, str) else dict(properties)
+        )
+        # The values themselves (a password's repr is redacted): one client per credentials.
+        key = repr(sorted((k, str(v)) for k, v in client_config(props).kafka_python.items()))
+        admin = _SHARED.get(key)
         if admin is None:
-            admin = _SHARED[bootstrap_servers] = TransactionAdmin(bootstrap_servers)
+            admin = _SHARED[key] = TransactionAdmin(props)
         return admin
 
     def close(self) -> None:
         """Close the admin client's connections."""
         self.admin.close()
 
+    # -- requests, run on kafka-python's IO thread ------------------------------------------
+    def _run(self, coro: Callable[..., Any], *args: Any) -> Any:
+        return self.admin._manager.run(coro, *args)
+
+    async def _send_all(self, node_id: int, requests: Sequence[Any]) -> list[Any]:
+        """``requests`` to broker ``node_id`` over kafka-python's connection (with its TLS
+        and SASL), pipelined up to ``_IN_FLIGHT`` at a time; their responses, in order."""
+        manager = self.admin._manager
+        out: list[Any] = []
+        for i in range(0, len(requests), _IN_FLIGHT - 1):
+            futures = [manager.send(r, node_id=node_id) for r in requests[i : i + _IN_FLIGHT - 1]]
+            for future in futures:
+                out.append(await future)
+        return out
+
+    async def _find_coordinators(self, transactional_ids: Sequence[str]) -> dict[str, Any]:
+        """The coordinator (broker id) of each id, or the error class that answered for it;
+        cached until an error says one moved."""
+        import kafka.errors as errors
+        from kafka.protocol.metadata import FindCoordinatorRequest
+
+        out: dict[str, Any] = {
+            t: self._coordinators[t] for t in transactional_ids if t in self._coordinators
+        }
+        unknown = [t for t in transactional_ids if t not in out]
+        if not unknown:
+            return out
+        manager = self.admin._manager
+        if manager.broker_version_data.api_version(FindCoordinatorRequest) >= 4:
+            request = FindCoordinatorRequest(key_type=1, coordinator_keys=unknown, min_version=4)
+            response = await manager.send(request)
+            answers = [(c.key, c.error_code, c.node_id) for c in response.coordinators]
+        else:
+            answers = []
+            for tid in unknown:
+                r = await manager.send(FindCoordinatorRequest(key=tid, key_type=1, max_version=3))
+                answers.append((tid, r.error_code, r.node_id))
+        for tid, code, node_id in answers:
+            if code == 0:
+                out[tid] = self._coordinators[tid] = int(node_id)
+            else:
+                out[tid] = errors.for_code(code)
+        return out
+
+    async def _describe_async(self, transactional_ids: Sequence[str]) -> dict[str, Any]:
+        """``DescribeTransactions`` of each id at its coordinator: an ``OpenTransaction``
+        (with ``coordinator``) or the error class of that id alone."""
+        import kafka.errors as errors
+        from kafka.protocol.admin.transactions import DescribeTransactionsRequest
+
+        coordinators = await self._find_coordinators(list(dict.fromkeys(transactional_ids)))
+        by_node: dict[int, list[str]] = {}
+        out: dict[str, Any] = {}
+        for tid, c in coordinators.items():
+            if isinstance(c, int):
+                by_node.setdefault(c, []).append(tid)
+            else:
+                out[tid] = c
+        for node, tids in by_node.items():
+            [response] = await self._send_all(
+                node, [DescribeTransactionsRequest(transactional_ids=tids)]
+            )
+            for state in response.transaction_states:
+                error = errors.for_code(state.error_code)
+                if error is not errors.NoError:
+                    if error in (errors.NotCoordinatorError, errors.CoordinatorNotAvailableError):
+                        self._coordinators.pop(state.transactional_id, None)
+                    out[state.transactional_id] = error
+                    continue
+                out[state.transactional_id] = _Described(
+                    OpenTransaction(
+                        state.transactional_id,
+                        state.producer_id,
+                        state.producer_epoch,
+                        str(state.transaction_state),
+                        int(state.transaction_start_time_ms),
+                    ),
+                    node,
+                )
+        return out
+
+    def _describe_retrying(self, transactional_ids: Sequence[str]) -> dict[str, Any]:
+        """``_describe_async``, the ids with a retriable error asked again (up to
+        ``wait_s``); a refused one raises ``KafkaAccessError``."""
+        out: dict[str, Any] = {}
+        todo = list(dict.fromkeys(transactional_ids))
+        deadline = time.monotonic() + self.wait_s
+        while todo:
+            got = self._retrying(lambda ids=todo: self._run(self._describe_async, ids))  # type: ignore[misc]
+            again = []
+            for tid in todo:
+                d = got[tid]
+                if isinstance(d, _Described):
+                    out[tid] = d
+                    continue
+                refused = denied("DescribeTransactions", d.errno, tid, d.__name__)
+                if refused is not None:
+                    raise refused
+                if d.retriable:
+                    again.append(tid)
+                else:
+                    out[tid] = d
+            if again and time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"DescribeTransactions of {again[0]}: {got[again[0]].__name__} for "
+                    f"{self.wait_s:.0f} s"
+                )
+            if again:
+                self._coordinators.clear()
+                time.sleep(_BACKOFF_S)
+            todo = again
+        return out
+
+    # -- the public operations --------------------------------------------------------------
     def describe_or_none(self, transactional_id: str) -> OpenTransaction | None:
         """Like ``describe``; None when the coordinator does not know ``transactional_id``."""
         from kafka.errors import TransactionalIdNotFoundError
@@ -145,10 +304,30 @@ class TransactionAdmin:
 
     def describe(self, transactional_id: str) -> OpenTransaction:
         """The current producer id, epoch, state and start time of ``transactional_id``."""
-        d = self._retrying(lambda: self.admin.describe_transactions([transactional_id]))[
-            transactional_id
-        ]
-        return _described(transactional_id, d)
+        d = self._describe_retrying([transactional_id])[transactional_id]
+        if not isinstance(d, _Described):
+            raise d(f"DescribeTransactions failed for transactional id {transactional_id!r}")
+        return d.txn
+
+    def describe_all(self, transactional_ids: Sequence[str]) -> dict[str, OpenTransaction]:
+        """``describe`` of each id, in one request per coordinator; an id the coordinator
+        does not know (expired, never used) is left out, and fails none of the others."""
+        from kafka.errors import TransactionalIdNotFoundError
+
+        out: dict[str, OpenTransaction] = {}
+        for tid, d in self._describe_retrying(transactional_ids).items():
+            if isinstance(d, _Described):
+                out[tid] = d.txn
+            elif d is not TransactionalIdNotFoundError:
+                raise d(f"DescribeTransactions failed for transactional id {tid!r}")
+        return out
+
+    def transaction_version(self) -> int:
+        """The cluster's finalized ``transaction.version`` (KIP-890: 2 bumps the producer
+        epoch at every transaction's end for clients that speak it; 0 or 1 never)."""
+        features = self._retrying(self.admin.describe_features)
+        level = features.get("transaction.version", {}).get("finalized", (0, 0))
+        return int(level[1])
 
     def list_ongoing(self) -> list[str]:
         """Transactional ids with an ongoing transaction, on every broker."""
@@ -165,9 +344,10 @@ class TransactionAdmin:
         ``DescribeTransactions`` finds their coordinators, and each coordinator gets its
         ``EndTxn`` requests pipelined on one connection (no round trip per transaction).
         Returns, in the order of ``txns``, None for each one done, else the error's name
-        when it is no longer its producer's current transaction (fenced, timed out), or
-        ``SUPERSEDED``/``SUPERSEDED_AFTER_FENCE`` when it has a start time and the id's
-        current transaction began at another: that newer one is left alone (no EndTxn)."""
+        when it is no longer its producer's current transaction (fenced, timed out, its id
+        unknown), or ``SUPERSEDED``/``SUPERSEDED_AFTER_FENCE`` when it has a start time and
+        the id's current transaction began at another: that newer one is left alone (no
+        EndTxn). One transaction's error does not stop the others'."""
         out: list[str | None] = [None] * len(txns)
         # A transactional id named twice is ended in a later round, after the first.
         rounds: list[dict[str, int]] = []
@@ -186,96 +366,88 @@ class TransactionAdmin:
     def _end_round(self, txns: Sequence[OpenTransaction], commit: bool) -> dict[str, str | None]:
         """``end_all`` for transactions with distinct ids, retrying those whose
         coordinator is busy or moving (up to ``wait_s``)."""
+        import kafka.errors as errors
+
         out: dict[str, str | None] = {}
         todo = list(txns)
         deadline = time.monotonic() + self.wait_s
+        request = f"EndTxn({'commit' if commit else 'abort'})"
         while todo:
-            codes: dict[str, int] = self._retrying(
+            answers: dict[str, Any] = self._retrying(
                 lambda batch=todo: self._end_batch(batch, commit)  # type: ignore[misc]
             )
-            again = [t for t in todo if codes[t.transactional_id] in _RETRIABLE]
+            again = []
             for txn in todo:
-                code = codes[txn.transactional_id]
-                if code == 0:
-                    out[txn.transactional_id] = None
-                elif code in _SUPERSEDED_CODES:
-                    out[txn.transactional_id] = _SUPERSEDED_CODES[code]
-                elif code in _FENCED:
-                    out[txn.transactional_id] = _FENCED[code]
-                elif code not in _RETRIABLE:
+                tid = txn.transactional_id
+                answer = answers[tid]
+                if answer is None or isinstance(answer, str):
+                    out[tid] = answer  # done, or superseded
+                    continue
+                refused = denied("EndTxn", answer.errno, tid, answer.__name__)
+                if refused is not None:
+                    raise refused
+                if answer.retriable:
+                    again.append(txn)
+                elif answer is errors.TransactionalIdNotFoundError and not commit:
+                    out[tid] = None  # nothing of the id's is open
+                elif answer in _NOT_CURRENT or answer is errors.TransactionalIdNotFoundError:
+                    out[tid] = _kafka_name(answer)
+                else:
                     raise RuntimeError(
-                        f"EndTxn({'commit' if commit else 'abort'}) of {txn.transactional_id} "
-                        f"failed with Kafka error {code}"
+                        f"{request} of {tid} failed with Kafka error {_kafka_name(answer)}"
                     )
             if again:
                 if time.monotonic() > deadline:
                     first = again[0].transactional_id
                     raise RuntimeError(
-                        f"EndTxn of {first}: {_RETRIABLE[codes[first]]} for {self.wait_s:.0f} s"
+                        f"{request} of {first}: {_kafka_name(answers[first])} for "
+                        f"{self.wait_s:.0f} s"
                     )
+                self._coordinators.clear()
                 time.sleep(_BACKOFF_S)
             todo = again
         return out
 
-    def _end_batch(self, txns: Sequence[OpenTransaction], commit: bool) -> dict[str, int]:
+    def _end_batch(self, txns: Sequence[OpenTransaction], commit: bool) -> dict[str, Any]:
         """One ``EndTxn`` per transaction still current on its id, pipelined per coordinator;
-        the error code of each (by transactional id)."""
-        described = self.admin.describe_transactions([t.transactional_id for t in txns])
+        per transactional id: None (done), a ``SUPERSEDED*`` name, or an error class."""
+        return self._run(self._end_batch_async, list(txns), commit)  # type: ignore[no-any-return]
+
+    async def _end_batch_async(self, txns: list[OpenTransaction], commit: bool) -> dict[str, Any]:
+        import kafka.errors as errors
+        from kafka.protocol.producer.transaction import EndTxnRequest
+
+        described = await self._describe_async([t.transactional_id for t in txns])
         by_coordinator: dict[int, list[OpenTransaction]] = {}
-        codes: dict[str, int] = {}
+        out: dict[str, Any] = {}
         for txn in txns:
             d = described[txn.transactional_id]
-            superseded = _superseded(txn, _described(txn.transactional_id, d))
-            if superseded:
-                codes[txn.transactional_id] = superseded
+            if not isinstance(d, _Described):
+                out[txn.transactional_id] = d
                 continue
-            by_coordinator.setdefault(d.coordinator_id, []).append(txn)
+            superseded = _superseded(txn, d.txn)
+            if superseded:
+                out[txn.transactional_id] = _SUPERSEDED_CODES[superseded]
+                continue
+            by_coordinator.setdefault(d.coordinator, []).append(txn)
         for coordinator, own in by_coordinator.items():
-            codes.update(self._end_pipelined(coordinator, own, commit))
-        return codes
-
-    def _end_pipelined(
-        self, coordinator: int, txns: Sequence[OpenTransaction], commit: bool
-    ) -> dict[str, int]:
-        from kafka.protocol.producer.transaction import EndTxnRequest, EndTxnResponse
-
-        requests = [
-            EndTxnRequest(
-                transactional_id=txn.transactional_id,
-                producer_id=txn.producer_id,
-                producer_epoch=txn.producer_epoch,
-                committed=commit,
-            )
-            for txn in txns
-        ]
-        responses = self._pipelined(coordinator, requests, EndTxnResponse, _END_TXN_VERSION)
-        return {
-            txn.transactional_id: int(response.error_code)
-            for txn, response in zip(txns, responses, strict=True)
-        }
-
-    def _pipelined(
-        self, node_id: int, requests: Sequence[Any], response_type: Any, version: int
-    ) -> list[Any]:
-        """Send ``requests`` to broker ``node_id`` on one connection without waiting between
-        them; their responses, in order (a broker answers a connection's requests in
-        order)."""
-        frames = []
-        for request in requests:
-            self._correlation += 1
-            request.with_header(correlation_id=self._correlation, client_id="sparkpoint-committer")
-            frames.append(request.encode(version=version, header=True, framed=True))
-        try:
-            conn = socket.create_connection(self._address(node_id), timeout=30)
-        except OSError:
-            self._addresses.clear()  # the broker may have moved: ask the cluster again
-            raise
-        with conn:
-            conn.sendall(b"".join(frames))
-            return [
-                response_type.decode(_read_frame(conn), version=version, header=True)
-                for _ in requests
+            requests = [
+                EndTxnRequest(
+                    transactional_id=t.transactional_id,
+                    producer_id=t.producer_id,
+                    producer_epoch=t.producer_epoch,
+                    committed=commit,
+                    max_version=_END_TXN_VERSION,
+                )
+                for t in own
             ]
+            responses = await self._send_all(coordinator, requests)
+            for t, response in zip(own, responses, strict=True):
+                error = errors.for_code(response.error_code)
+                if error in (errors.NotCoordinatorError, errors.CoordinatorNotAvailableError):
+                    self._coordinators.pop(t.transactional_id, None)
+                out[t.transactional_id] = None if error is errors.NoError else error
+        return out
 
     def abort_ongoing(self, transactional_ids: Sequence[str]) -> list[str]:
         """Abort the ongoing transaction of each id with an ``EndTxn`` at its own producer id
@@ -291,18 +463,21 @@ class TransactionAdmin:
 
     def fence(self, transactional_id: str, producer_config: dict[str, Any]) -> None:
         """Abort whatever transaction ``transactional_id`` has open (a new producer epoch)."""
-        from confluent_kafka import Producer
+        from confluent_kafka import KafkaException, Producer
+
+        from sparkpoint.connectors.kafka_access import librdkafka_denied
 
         conf = dict(producer_config)
         conf["transactional.id"] = transactional_id
         producer = Producer(conf)
-        producer.init_transactions(60)
+        try:
+            producer.init_transactions(60)
+        except KafkaException as e:
+            refused = librdkafka_denied(e, "InitProducerId", transactional_id)
+            if refused is not None:
+                raise refused from e
+            raise
         producer.flush(10)
-
-    def describe_all(self, transactional_ids: Sequence[str]) -> dict[str, OpenTransaction]:
-        """``describe`` of each id, in one request per coordinator."""
-        described = self._retrying(lambda: self.admin.describe_transactions(transactional_ids))
-        return {tid: _described(tid, described[tid]) for tid in transactional_ids}
 
     def transactional_ids(self, producer_ids: Iterable[int]) -> dict[int, str]:
         """The transactional id each of ``producer_ids`` has now, where the coordinators know
@@ -316,52 +491,107 @@ class TransactionAdmin:
     def open_in_topics(self, topics: Iterable[str]) -> list[PartitionTransaction]:
         """The transactions open in the partitions of ``topics``, as the partitions' leaders
         see them (``DescribeProducers``): a partition's records after the first of an open
-        transaction are invisible to ``read_committed`` consumers until its marker."""
+        transaction are invisible to ``read_committed`` consumers until its marker. Leaders
+        are looked up afresh, and again for a partition whose leader moved meanwhile."""
         names = sorted(set(topics))
         if not names:
             return []
-        leaders = self._partition_leaders(names)
-        by_leader: dict[int, list[Any]] = {}
-        for tp, leader in leaders.items():
-            by_leader.setdefault(leader, []).append(tp)
-        states: dict[Any, Any] = {}
-        for leader, partitions in by_leader.items():  # to each leader, no second lookup
+        return self._retrying(lambda: self._run(self._open_in_topics_async, names))  # type: ignore[no-any-return]
 
-            def describe(ps: list[Any] = partitions, broker: int = leader) -> Any:
-                return self.admin.describe_producers(ps, broker_id=broker)
+    async def _open_in_topics_async(self, names: list[str]) -> list[PartitionTransaction]:
+        import kafka.errors as errors
+        from kafka.protocol.admin.transactions import DescribeProducersRequest
 
-            states.update(self._retrying(describe))
-        return [
-            PartitionTransaction(
-                tp.topic,
-                tp.partition,
-                leaders[tp],
-                p.producer_id,
-                p.producer_epoch,
-                p.coordinator_epoch,
-                p.current_transaction_start_offset,
+        leaders = await self._leaders(names)
+        by_leader: dict[int, dict[str, list[int]]] = {}
+        for (topic, partition), leader in leaders.items():
+            by_leader.setdefault(leader, {}).setdefault(topic, []).append(partition)
+        out: list[PartitionTransaction] = []
+        for leader, parts in by_leader.items():
+            topic_type = DescribeProducersRequest.TopicRequest
+            request = DescribeProducersRequest(
+                topics=[topic_type(name=t, partition_indexes=ps) for t, ps in parts.items()]
             )
-            for tp, state in states.items()
-            for p in state.active_producers
-            if p.current_transaction_start_offset >= 0
-        ]
+            [response] = await self._send_all(leader, [request])
+            for topic in response.topics:
+                for p in topic.partitions:
+                    error = errors.for_code(p.error_code)
+                    if error is not errors.NoError:
+                        refused = denied(
+                            "DescribeProducers", p.error_code, topic.name, error.__name__
+                        )
+                        if refused is not None:
+                            raise refused
+                        if error.retriable:  # e.g. the leader moved: metadata again
+                            self.admin._manager.cluster.request_update()
+                            where = f"{topic.name}-{p.partition_index}"
+                            raise _Retriable(f"DescribeProducers of {where}: {error.__name__}")
+                        raise error(f"DescribeProducers of {topic.name}-{p.partition_index}")
+                    out.extend(
+                        PartitionTransaction(
+                            topic.name,
+                            p.partition_index,
+                            leader,
+                            a.producer_id,
+                            a.producer_epoch,
+                            a.coordinator_epoch,
+                            a.current_txn_start_offset,
+                        )
+                        for a in p.active_producers
+                        if a.current_txn_start_offset >= 0
+                    )
+        return out
+
+    async def _leaders(self, topics: list[str]) -> dict[tuple[str, int], int]:
+        """Each partition's leader now (a ``Metadata`` request; none cached)."""
+        import kafka.errors as errors
+        from kafka.protocol.metadata import MetadataRequest
+
+        response = await self.admin._manager.send(
+            MetadataRequest(
+                topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+                allow_auto_topic_creation=False,
+            )
+        )
+        out: dict[tuple[str, int], int] = {}
+        for t in response.topics:
+            error = errors.for_code(t.error_code)
+            if error is not errors.NoError:
+                refused = denied("Metadata", t.error_code, t.name, error.__name__)
+                if refused is not None:
+                    raise refused
+                if error is errors.UnknownTopicOrPartitionError:
+                    continue  # deleted, or not made yet: nothing of ours is open there
+                raise _Retriable(f"Metadata of {t.name}: {error.__name__}")
+            for p in t.partitions:
+                if p.leader_id < 0:
+                    raise _Retriable(f"{t.name}-{p.partition_index} has no leader")
+                out[(t.name, p.partition_index)] = int(p.leader_id)
+        return out
 
     def write_markers(self, txns: Sequence[PartitionTransaction], commit: bool) -> None:
         """Write a COMMIT (or ABORT) marker for each open transaction of ``txns`` in its
-        partition (``WriteTxnMarkers`` to the partition's leader, what a coordinator sends;
-        Kafka's admin ``abortTransaction`` does the same for an abort)."""
-        from kafka.protocol.producer.transaction import (
-            WriteTxnMarkersRequest,
-            WriteTxnMarkersResponse,
-        )
+        partition (``WriteTxnMarkers`` to the partition's leader now, what a coordinator
+        sends; Kafka's admin ``abortTransaction`` does the same for an abort). It needs
+        ClusterAction on the cluster (``KafkaAccessError`` naming it otherwise)."""
+        if txns:
+            self._retrying(lambda: self._run(self._write_markers_async, list(txns), commit))
+
+    async def _write_markers_async(self, txns: list[PartitionTransaction], commit: bool) -> None:
+        import kafka.errors as errors
+        from kafka.protocol.producer.transaction import WriteTxnMarkersRequest
 
         marker, topic = (
             WriteTxnMarkersRequest.WritableTxnMarker,
             WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic,
         )
+        leaders = await self._leaders(sorted({t.topic for t in txns}))
         by_leader: dict[int, list[PartitionTransaction]] = {}
         for txn in txns:
-            by_leader.setdefault(txn.leader, []).append(txn)
+            leader = leaders.get((txn.topic, txn.partition))
+            if leader is None:
+                continue  # the topic is gone: nothing to end
+            by_leader.setdefault(leader, []).append(txn)
         for leader, own in by_leader.items():
             requests = [
                 WriteTxnMarkersRequest(
@@ -373,11 +603,12 @@ class TransactionAdmin:
                             topics=[topic(name=t.topic, partition_indexes=[t.partition])],
                             coordinator_epoch=t.coordinator_epoch,
                         )
-                    ]
+                    ],
+                    max_version=1,
                 )
                 for t in own
             ]
-            responses = self._pipelined(leader, requests, WriteTxnMarkersResponse, 1)
+            responses = await self._send_all(leader, requests)
             for t, response in zip(own, responses, strict=True):
                 codes = [
                     p.error_code
@@ -386,34 +617,116 @@ class TransactionAdmin:
                     for p in tr.partitions
                     if p.error_code
                 ]
-                if codes:
-                    raise RuntimeError(
-                        f"WriteTxnMarkers({'commit' if commit else 'abort'}) for producer "
-                        f"{t.producer_id} in {t.topic}-{t.partition} failed with Kafka error "
-                        f"{codes[0]}"
-                    )
-
-    def _partition_leaders(self, topics: Sequence[str]) -> dict[Any, int]:
-        from kafka import TopicPartition
-
-        described = self._retrying(lambda: self.admin.describe_topics(list(topics)))
-        return {
-            TopicPartition(t["name"], p["partition_index"]): int(p["leader_id"])
-            for t in described
-            if t["error_code"] == 0
-            for p in t["partitions"]
-        }
-
-    def _address(self, node_id: int) -> tuple[str, int]:
-        if node_id not in self._addresses:
-            for broker in self.admin.describe_cluster()["brokers"]:
-                self._addresses[int(broker["broker_id"])] = (
-                    str(broker["host"]),
-                    int(broker["port"]),
+                if not codes:
+                    continue
+                error = errors.for_code(codes[0])
+                where = f"{t.topic}-{t.partition}"
+                refused = denied("WriteTxnMarkers", codes[0], where, error.__name__)
+                if refused is not None:
+                    raise refused
+                if error.retriable:
+                    self.admin._manager.cluster.request_update()
+                    raise _Retriable(f"WriteTxnMarkers in {where}: {error.__name__}")
+                raise RuntimeError(
+                    f"WriteTxnMarkers({'commit' if commit else 'abort'}) for producer "
+                    f"{t.producer_id} in {where} failed with Kafka error {_kafka_name(error)}"
                 )
-        if node_id not in self._addresses:
-            raise RuntimeError(f"Kafka broker {node_id} is not in the cluster's metadata")
-        return self._addresses[node_id]
+
+
+@dataclass(frozen=True)
+class _Described:
+    """A transaction as described, and the coordinator (broker id) that answered."""
+
+    txn: OpenTransaction
+    coordinator: int
+
+
+# Errors that mean "this transaction is no longer the producer's current one".
+def _not_current() -> tuple[Any, ...]:
+    import kafka.errors as errors
+
+    return (
+        errors.InvalidProducerEpochError,
+        errors.InvalidTxnStateError,
+        errors.ProducerFencedError,
+    )
+
+
+class _NotCurrent:
+    """``x in _NOT_CURRENT``: whether error class ``x`` says the transaction is not its
+    producer's current one any more (kafka is imported on first use)."""
+
+    def __contains__(self, error: Any) -> bool:
+        return error in _not_current()
+
+
+_NOT_CURRENT = _NotCurrent()
+
+
+def _kafka_name(error: Any) -> str:
+    """Kafka's name of an error class (``INVALID_PRODUCER_EPOCH``...)."""
+    import re
+
+    name = getattr(error, "__name__", str(error))
+    base = name[:-5] if name.endswith("Error") else name
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", base).upper()
+
+
+def _refused(exc: BaseException, request: str, resource: str) -> KafkaAccessError | None:
+    """A ``KafkaAccessError`` for kafka-python's authentication, authorization or TLS
+    verification failures (as raised, or as the cause of a failed connection)."""
+    import kafka.errors as errors
+
+    if isinstance(exc, errors.SaslAuthenticationFailedError):
+        return KafkaAccessError(
+            f"Kafka refused the client's credentials ({exc}): check sasl.jaas.config (or "
+            "sasl.username/sasl.password) and sasl.mechanism"
+        )
+    if isinstance(exc, errors.AuthorizationError):
+        return denied(request, type(exc).errno or -1, resource, type(exc).__name__)
+    text = str(exc)
+    if "SaslAuthenticationFailed" in text or "Authentication failed" in text:
+        return KafkaAccessError(
+            f"Kafka refused the client's credentials ({text}): check sasl.jaas.config (or "
+            "sasl.username/sasl.password) and sasl.mechanism"
+        )
+    if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
+        return KafkaAccessError(
+            f"TLS to Kafka failed: {text} (check ssl.truststore.* or ssl.ca.location, and "
+            "ssl.endpoint.identification.algorithm)"
+        )
+    return None
+
+
+class _BootstrapFailures(logging.Handler):
+    """The connection failures kafka-python logs (and retries) while it bootstraps, so a
+    refused login or certificate ends the wait with its cause."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.seen: list[BaseException] = []
+        self._logger = logging.getLogger("kafka.net.manager")
+
+    def __enter__(self) -> _BootstrapFailures:
+        self._logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._logger.removeHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        args = record.args if isinstance(record.args, tuple) else ()
+        self.seen.extend(a for a in args if isinstance(a, BaseException))
+        if record.levelno >= logging.WARNING:
+            self.seen.append(RuntimeError(record.getMessage()))
+
+    def refused(self) -> KafkaAccessError | None:
+        """The first failure that was a refused login or certificate, as an error."""
+        for exc in self.seen:
+            refused = _refused(exc, "connecting", "")
+            if refused is not None:
+                return refused
+        return None
 
 
 def _described(transactional_id: str, d: Any) -> OpenTransaction:
@@ -435,18 +748,3 @@ def _superseded(txn: OpenTransaction, now: OpenTransaction) -> int:
     if (now.producer_id, now.producer_epoch) == (txn.producer_id, txn.producer_epoch):
         return -1
     return -2
-
-
-def _read_frame(conn: socket.socket) -> bytes:
-    size = struct.unpack(">i", _read_exact(conn, 4))[0]
-    return _read_exact(conn, size)
-
-
-def _read_exact(conn: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = conn.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("the Kafka broker closed the connection")
-        buf += chunk
-    return bytes(buf)

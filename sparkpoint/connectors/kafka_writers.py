@@ -20,7 +20,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkpoint.connectors.kafka_producers import DeliveryErrors, take_producer
+from sparkpoint.connectors.kafka_producers import DeliveryErrors, init_producer, take_producer
 from sparkpoint.connectors.kafka_transactions import BUSY_STATES, OpenTransaction, TransactionAdmin
 from sparkpoint.connectors.sink import SinkWriter
 
@@ -113,6 +113,7 @@ class TransactionalWriter(SinkWriter):
         subtask: int,
         epoch: int,
         naming: TransactionNamingStrategy,
+        properties: dict[str, str],
     ) -> None:
         self.config = config
         self.serializer = serializer
@@ -120,7 +121,7 @@ class TransactionalWriter(SinkWriter):
         self.subtask = subtask
         self.epoch = epoch
         self.naming = naming
-        self.admin = TransactionAdmin.shared(config["bootstrap.servers"])
+        self.admin = TransactionAdmin.shared(properties)
         self.txn: _Pooled | None = None
         self.transactional_id = ""
 
@@ -176,11 +177,8 @@ class TransactionalWriter(SinkWriter):
         return pooled
 
     def _new_producer(self, tid: str) -> _Pooled:
-        from confluent_kafka import Producer
-
         errors = DeliveryErrors()
-        producer = Producer({**self.config, "transactional.id": tid, "on_delivery": errors})
-        producer.init_transactions(60)  # fences what an earlier producer of the id left open
+        producer = init_producer(self.config, tid, errors)  # fences what an earlier one left
         producer.begin_transaction()
         POOL_STATS["created"] += 1
         return _Pooled(producer, errors)

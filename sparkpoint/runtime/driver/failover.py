@@ -17,6 +17,7 @@ from sparkpoint.errors import UnsafeStatePathError
 from sparkpoint.runtime.driver.changelog_checkpoints import ChangelogCheckpoints
 from sparkpoint.runtime.driver.epoch_checkpoints import EpochCheckpoints
 from sparkpoint.runtime.driver.failures import (
+    access_denied,
     records_deleted,
     restore_failure,
     short_error,
@@ -110,6 +111,9 @@ class JobRestore:
         unloadable = unloadable_task(exc)
         if unloadable is not None:
             return f"Job {self._s.job_name!r} ({job_id}) cannot run: {unloadable}."
+        denied = access_denied(exc)
+        if denied is not None:  # a missing ACL or refused credentials: a restart cannot help
+            return f"Job {self._s.job_name!r} ({job_id}) cannot run: {denied}"
         deleted = records_deleted(exc)
         if deleted is not None:
             return f"Job {self._s.job_name!r} ({job_id}) failed: {deleted}"

@@ -14,9 +14,14 @@ from __future__ import annotations
 
 import re
 
-from sparkpoint.errors import MetadataFormatError, RecordsDeletedError, RestoreError
+from sparkpoint.errors import (
+    KafkaAccessError,
+    MetadataFormatError,
+    RecordsDeletedError,
+    RestoreError,
+)
 
-__all__ = ["records_deleted", "restore_failure", "short_error", "unloadable_task"]
+__all__ = ["access_denied", "records_deleted", "restore_failure", "short_error", "unloadable_task"]
 
 _ERROR_LINE = re.compile(r"^([\w.]+(?:Error|Exception|Failure|Exit)\b.*)$", re.MULTILINE)
 _JVM_PREFIXES = ("org.", "java.", "scala.", "py4j.")
@@ -27,6 +32,7 @@ _LOAD_ERRORS = ("ModuleNotFoundError", "ImportError", "AttributeError")
 _VERSION_MISMATCH = "[PYTHON_VERSION_MISMATCH]"
 _RESTORE_FAILURE = re.compile(r"\bSubtaskRestoreError: (.+)$", re.MULTILINE)
 _RECORDS_DELETED = re.compile(r"\bRecordsDeletedError: (.+)$", re.MULTILINE)
+_ACCESS_DENIED = re.compile(r"\bKafkaAccessError: (.+)$", re.MULTILINE)
 
 
 def short_error(exc: BaseException) -> str:
@@ -100,5 +106,22 @@ def restore_failure(exc: BaseException) -> str | None:
         found = _RESTORE_FAILURE.findall(str(current))
         if found:
             return str(found[-1])[:1000]
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def access_denied(exc: BaseException) -> str | None:
+    """The message of a ``KafkaAccessError`` in ``exc`` or its causes (the driver's, or a
+    task's carried in Spark's error text): a missing ACL or refused credentials, which no
+    restart can fix; None if none."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, KafkaAccessError):
+            return str(current)
+        found = _ACCESS_DENIED.findall(str(current))
+        if found:
+            return str(found[-1])
         current = current.__cause__ or current.__context__
     return None
