@@ -51,6 +51,7 @@ __all__ = ["KafkaSource", "KafkaSourceBuilder"]
 _LOG = logging.getLogger("sparkpoint.kafka")
 _BATCH = 10_000  # records per consume() call
 _STALL_SECONDS = 120.0  # a range that makes no progress for this long fails the task
+_WATERMARK_RETRY_SECONDS = 30.0  # retriable errors of a watermark query, asked again this long
 # The reading consumers of this Python worker, by configuration, idle between ranges and
 # closed when idle for long (kafka_readers.py).
 READERS = ReaderPool()
@@ -211,7 +212,7 @@ class KafkaSource(Source):
         if split.end is not None and split.position >= split.end:
             return SplitRange(split.split_id, split.position, split.position, split.info, True)
         tp = TopicPartition(split.info["topic"], split.info["partition"])
-        lo, high = self._metadata_consumer().get_watermark_offsets(tp, timeout=30, cached=False)
+        lo, high = _watermarks(self._metadata_consumer(), tp)
         end = high if split.end is None else min(high, split.end)
         self._ends[split.split_id] = end
         start = split.position
@@ -609,6 +610,34 @@ class KafkaSourceBuilder:
         for key, value in props.items():
             self.set_property(key, value)
         return self
+
+
+def _watermarks(consumer: Any, tp: Any) -> tuple[int, int]:
+    """The partition's log start and end, asked of its leader; a retriable error (a leader
+    that moved: ``NOT_LEADER_FOR_PARTITION`` until librdkafka's metadata catches up) is
+    asked again, for up to ``_WATERMARK_RETRY_SECONDS``."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    transient = {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError._TRANSPORT,
+        KafkaError._TIMED_OUT,
+        KafkaError._UNKNOWN_PARTITION,  # metadata not yet refreshed after a move
+    }
+    deadline = time.monotonic() + _WATERMARK_RETRY_SECONDS
+    while True:
+        try:
+            lo, high = consumer.get_watermark_offsets(tp, timeout=30, cached=False)
+            return int(lo), int(high)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            code = error.code() if isinstance(error, KafkaError) else None
+            if code not in transient or time.monotonic() > deadline:
+                raise
+            _LOG.info("Kafka partition %s-%d: %s; asking again", tp.topic, tp.partition, error)
+            time.sleep(0.5)
 
 
 class _FirstOffset:
