@@ -12,6 +12,7 @@ __all__ = [
     "JobExecutionError",
     "KafkaAccessError",
     "MetadataFormatError",
+    "RecordsDeletedError",
     "RestoreError",
     "SnapshotSignatureError",
     "SparkpointError",
@@ -87,6 +88,12 @@ class SubtaskRestoreError(RestoreError):
     The job master counts these per snapshot and fails the job after
     ``sparkpoint.restart.restore-attempts`` of them, whatever the restart strategy allows.
     """
+
+
+class RecordsDeletedError(SparkpointError):
+    """A source's position points below what its input still holds: Kafka's retention (or a
+    DeleteRecords) removed records the job had not read. No restart brings them back, so the
+    job fails at once; the message names the partition, the position and the log start."""
 
 
 class StateLostError(SparkpointError):

@@ -99,6 +99,19 @@ class KafkaOffsetsInitializer:
         a partition not given or out of range."""
         return KafkaOffsetsInitializer("offsets", offset_reset_strategy, offsets=offsets)
 
+    def get_auto_offset_reset_strategy(self) -> KafkaOffsetResetStrategy:
+        """Where a reader whose offset is out of the partition's range goes, as Flink's
+        ``OffsetsInitializer.getAutoOffsetResetStrategy``: earliest for ``earliest()``,
+        latest for ``latest()`` and ``timestamp()``, the given strategy for
+        ``committed_offsets()`` and ``offsets()``. ``KafkaSource`` sets its readers'
+        ``auto.offset.reset`` from the starting offsets' strategy (never below a partition's
+        log start, which it handles itself: see ``docs/kafka-source.md``)."""
+        if self.kind == "earliest":
+            return KafkaOffsetResetStrategy.EARLIEST
+        if self.kind in ("latest", "timestamp"):
+            return KafkaOffsetResetStrategy.LATEST
+        return self.reset
+
     def resolve(self, consumer: Any, partitions: list[KafkaTopicPartition]) -> dict[str, int]:
         """The offset of each partition (keyed ``topic-partition``), asked of the brokers
         through ``consumer`` (a confluent-kafka ``Consumer``)."""

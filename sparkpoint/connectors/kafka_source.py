@@ -9,7 +9,9 @@ the subscription first. Partitions (and topics matching a pattern) that appear w
 unbounded source runs are found every ``partition.discovery.interval.ms`` and read from their
 earliest offset. With a group id, a completed checkpoint's offsets are committed to the
 consumer group (``commit.offsets.on.checkpoint``), for monitoring only: restores never read
-them.
+them. A position below a partition's log start (records deleted by retention before the job
+read them) fails the job, or with ``sparkpoint.skip-deleted-records`` continues from the log
+start, counting the offsets skipped.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from sparkpoint.connectors.kafka_access import librdkafka_denied
@@ -28,7 +30,12 @@ from sparkpoint.connectors.kafka_client_config import (
     client_config,
     redacted,
 )
-from sparkpoint.connectors.kafka_offsets import KafkaOffsetsInitializer, KafkaTopicPartition
+from sparkpoint.connectors.kafka_offsets import (
+    KafkaOffsetResetStrategy,
+    KafkaOffsetsInitializer,
+    KafkaTopicPartition,
+)
+from sparkpoint.connectors.kafka_readers import ClientLog, ReaderPool
 from sparkpoint.connectors.serialization_schemas import DeserializationSchema
 from sparkpoint.connectors.source import (
     Boundedness,
@@ -37,18 +44,27 @@ from sparkpoint.connectors.source import (
     SplitRange,
     TimestampedBatch,
 )
-from sparkpoint.errors import ConfigurationError, RestoreError
+from sparkpoint.errors import ConfigurationError, RecordsDeletedError, RestoreError
 
 __all__ = ["KafkaSource", "KafkaSourceBuilder"]
 
 _LOG = logging.getLogger("sparkpoint.kafka")
 _BATCH = 10_000  # records per consume() call
 _STALL_SECONDS = 120.0  # a range that makes no progress for this long fails the task
-# The reading consumers of this Python worker, by configuration, idle between ranges: a
-# worker runs one task at a time, and a new consumer per range cost its connections,
-# metadata and threads every epoch (see docs/kafka-source.md).
-_READERS: dict[tuple[tuple[str, str], ...], Any] = {}
+_WATERMARK_RETRY_SECONDS = 30.0  # retriable errors of a watermark query, asked again this long
+# The reading consumers of this Python worker, by configuration, idle between ranges and
+# closed when idle for long (kafka_readers.py).
+READERS = ReaderPool()
 _READER_FETCH_WAIT_MS = 10
+# Whether a position below a partition's log start continues from the log start (counted)
+# instead of failing the job: sparkpoint's own property, never passed to librdkafka.
+SKIP_DELETED_RECORDS = "sparkpoint.skip-deleted-records"
+# librdkafka's auto.offset.reset for each of Kafka's reset strategies (NONE: an error event).
+_RESET = {
+    KafkaOffsetResetStrategy.EARLIEST: "earliest",
+    KafkaOffsetResetStrategy.LATEST: "latest",
+    KafkaOffsetResetStrategy.NONE: "error",
+}
 
 
 class KafkaSource(Source):
@@ -81,9 +97,12 @@ class KafkaSource(Source):
         self.commit_offsets_on_checkpoint = "group.id" in self.properties and _flag(
             self.properties, "commit.offsets.on.checkpoint", True
         )
+        self.skip_deleted_records = _flag(self.properties, SKIP_DELETED_RECORDS, False)
         self._consumer: Any = None  # the driver's metadata consumer; never pickled
         self._discovered_at = 0.0
         self._ends: dict[str, int] = {}  # split id -> end offset next_range last saw (driver)
+        # split id -> offsets skipped below the log start in accepted epochs (driver)
+        self._skipped: dict[str, int] = {}
 
     @staticmethod
     def builder() -> KafkaSourceBuilder:
@@ -97,6 +116,7 @@ class KafkaSource(Source):
         state = dict(self.__dict__)
         state["_consumer"] = None
         state["_ends"] = {}
+        state["_skipped"] = {}
         return state
 
     def get_boundedness(self) -> str:
@@ -113,6 +133,11 @@ class KafkaSource(Source):
         end = self._ends.get(split.split_id)
         return None if end is None else max(0, end - split.position)
 
+    def split_skipped(self, split: SourceSplit) -> int | None:
+        """Offsets of ``split`` skipped because they were deleted before the job read them
+        (only with ``sparkpoint.skip-deleted-records``), in the epochs accepted so far."""
+        return self._skipped.get(split.split_id, 0)
+
     # -- the driver's side --------------------------------------------------------------
     def _client_config(self, purpose: str) -> dict[str, Any]:
         translated = client_config(self.properties).librdkafka  # Java's names translated
@@ -120,6 +145,7 @@ class KafkaSource(Source):
         conf.pop("partition.discovery.interval.ms", None)
         conf.pop("commit.offsets.on.checkpoint", None)
         conf.pop("client.id.prefix", None)
+        conf.pop(SKIP_DELETED_RECORDS, None)
         conf.setdefault("group.id", f"sparkpoint-{uuid.uuid4().hex[:8]}")
         prefix = self.client_id_prefix or self.properties.get("group.id", "sparkpoint-kafka")
         conf["client.id"] = f"{prefix}-{purpose}"
@@ -186,15 +212,49 @@ class KafkaSource(Source):
         if split.end is not None and split.position >= split.end:
             return SplitRange(split.split_id, split.position, split.position, split.info, True)
         tp = TopicPartition(split.info["topic"], split.info["partition"])
-        _lo, high = self._metadata_consumer().get_watermark_offsets(tp, timeout=30, cached=False)
+        lo, high = _watermarks(self._metadata_consumer(), tp)
         end = high if split.end is None else min(high, split.end)
         self._ends[split.split_id] = end
-        hi = min(split.position + max_records, end)
-        if hi <= split.position:
+        start = split.position
+        if start < lo:
+            # Deleted before the job read them: fail, or (opted in) start at the log start;
+            # ``advance`` counts the offsets skipped once the epoch is accepted.
+            if not self.skip_deleted_records:
+                raise RecordsDeletedError(
+                    _deleted_message(
+                        repr(KafkaTopicPartition(tp.topic, tp.partition)),
+                        start,
+                        lo,
+                        "restored or planned",
+                    )
+                )
+            start = min(lo, end)
+            if split.end is not None and start >= split.end:
+                return SplitRange(split.split_id, split.end, split.end, split.info, True, 0)
+        hi = min(start + max_records, end)
+        if hi <= start:
             return None
         last = split.end is not None and hi >= split.end
-        # Offsets count records (transaction markers too, so at most ``hi - position``).
-        return SplitRange(split.split_id, split.position, hi, split.info, last, hi - split.position)
+        # Offsets count records (transaction markers too, so at most ``hi - start``).
+        return SplitRange(split.split_id, start, hi, split.info, last, hi - start)
+
+    def advance(self, split: SourceSplit, split_range: SplitRange) -> None:
+        """Move ``split`` past ``split_range``; offsets between its position and a range
+        that starts later (deleted before they were read, skipped by choice) are counted,
+        never as read."""
+        skipped = split_range.start - split.position
+        if skipped > 0:
+            self._skipped[split.split_id] = self._skipped.get(split.split_id, 0) + skipped
+            _LOG.warning(
+                "Kafka partition %s: offsets [%d, %d) were deleted before the job read them; "
+                "skipped (%s = true), %d so far",
+                split.split_id,
+                split.position,
+                split_range.start,
+                SKIP_DELETED_RECORDS,
+                self._skipped[split.split_id],
+            )
+        super().advance(split, split_range)
 
     def notify_checkpoint_complete(self, checkpoint_id: int, splits: list[dict[str, Any]]) -> None:
         """Commit the checkpoint's offsets to the consumer group (with a group id and
@@ -281,12 +341,18 @@ class KafkaSource(Source):
         # waits 500 ms by default) would hold back the next range's first fetch on the same
         # connection.
         conf.setdefault("fetch.wait.max.ms", _READER_FETCH_WAIT_MS)
+        # As Flink's KafkaSourceBuilder: an offset out of the partition's range resets as
+        # the starting offsets say. Below the log start ``_read_range`` notices the reset
+        # and fails the range instead (records deleted after the driver planned it).
+        conf["auto.offset.reset"] = _RESET[self.starting.get_auto_offset_reset_strategy()]
         key = tuple(sorted((k, str(v)) for k, v in conf.items() if k != "group.id"))
-        consumer = _READERS.pop(key, None)
+        consumer = READERS.take(key)
         if consumer is None:
             from confluent_kafka import Consumer
 
-            consumer = Consumer(conf)
+            # librdkafka's log lines, at most one a minute per reader (a stopped broker
+            # makes many a second), through Python's logging.
+            consumer = Consumer({**conf, "logger": ClientLog()})
         try:
             yield from self._read_range(consumer, split_range)
         except BaseException:
@@ -295,10 +361,7 @@ class KafkaSource(Source):
         # Idle between ranges: no fetching, no prefetched records held (a closed generator
         # never gets here, and its consumer was closed above).
         consumer.unassign()
-        stale = _READERS.pop(key, None)
-        _READERS[key] = consumer
-        if stale is not None:
-            stale.close()
+        READERS.put(key, consumer)
 
     def _read_range(self, consumer: Any, split_range: SplitRange) -> Iterator[TimestampedBatch]:
         """Read ``split_range`` with ``consumer`` (assigned to its start here)."""
@@ -315,6 +378,9 @@ class KafkaSource(Source):
         deserialize = self.deserializer.deserialize_batch
         progress = time.monotonic()
         next_offset = split_range.start
+        first = _FirstOffset(
+            split_range.start, lambda: self._check_log_start(consumer, split_range)
+        )
         while True:
             # Ask for no more than the range holds: consume() returns once it has them,
             # instead of waiting out its timeout while the partition grows past the range.
@@ -325,6 +391,8 @@ class KafkaSource(Source):
             for m in messages:
                 err = m.error()
                 if err is not None:
+                    if err.code() == KafkaError._AUTO_OFFSET_RESET:
+                        self._check_log_start(consumer, split_range)  # raises if below it
                     if err.code() != KafkaError._PARTITION_EOF:
                         refused = librdkafka_denied(err, "Fetch", topic)
                         raise refused if refused is not None else KafkaException(err)
@@ -333,11 +401,15 @@ class KafkaSource(Source):
                     # consumer's earlier range) or before the range's end (a transaction
                     # still open on the input) must not end it early, since the split's
                     # position moves to the range's end when the epoch succeeds.
-                    if (m.topic(), m.partition()) == (topic, partition) and m.offset() >= end:
+                    if (m.topic(), m.partition()) != (topic, partition):
+                        continue
+                    first.seen(m.offset())
+                    if m.offset() >= end:
                         done = True
                         break
                     continue
                 offset = m.offset()
+                first.seen(offset)
                 if offset < next_offset:
                     continue  # never emit a record twice, nor one before the range
                 if offset >= end:
@@ -355,6 +427,8 @@ class KafkaSource(Source):
                 return
             # Transaction markers and aborted records take offsets that yield no record.
             position = consumer.position([TopicPartition(topic, partition)])[0].offset
+            if position > split_range.start:
+                first.seen(position)
             if position >= end:
                 return
             next_offset = max(next_offset, position)
@@ -363,6 +437,25 @@ class KafkaSource(Source):
                     f"Kafka partition {topic}-{partition}: no record at offsets "
                     f"[{position}, {end}) for {_STALL_SECONDS:.0f} s"
                 )
+
+    def _check_log_start(self, consumer: Any, split_range: SplitRange) -> None:
+        """Fail the range if its partition's log start is now past the range's start: its
+        first records were deleted after the driver planned it, and the consumer reset
+        past them."""
+        from confluent_kafka import TopicPartition
+
+        topic, partition = split_range.info["topic"], split_range.info["partition"]
+        lo, _hi = consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=30, cached=False
+        )
+        if lo <= split_range.start:
+            return
+        message = _deleted_message(f"{topic}-{partition}", split_range.start, lo, "planned")
+        if not self.skip_deleted_records:
+            raise RecordsDeletedError(message)
+        # Opted in: the epoch fails and the job restarts from its latest checkpoint, whose
+        # position the driver then moves to the log start, counting what it skips.
+        raise RuntimeError(f"{message} The job restarts to skip them, counted.")
 
 
 class KafkaSourceBuilder:
@@ -400,6 +493,14 @@ class KafkaSourceBuilder:
                     "Property group.id is required when offset commit is enabled "
                     "(commit.offsets.on.checkpoint = true)"
                 )
+        _flag(self._props, SKIP_DELETED_RECORDS, False)
+        reset = self._props.get("auto.offset.reset")
+        if reset is not None:
+            _LOG.warning(
+                "Property auto.offset.reset = %s is overridden by the starting offsets' "
+                "reset strategy, as in Flink",
+                reset,
+            )
         uses_committed = any(
             i is not None and i.kind == "committed" for i in (self._starting, self._stopping)
         )
@@ -486,6 +587,13 @@ class KafkaSourceBuilder:
         self._deserializer = deserialization_schema
         return self
 
+    def set_skip_deleted_records(self, skip: bool = True) -> KafkaSourceBuilder:
+        """Where a position is below its partition's log start (records deleted before the
+        job read them): continue from the log start, counting the skipped offsets in the
+        source's ``sparkpoint.numRecordsSkipped`` metric, instead of failing the job (the
+        default). The property ``sparkpoint.skip-deleted-records``."""
+        return self.set_property(SKIP_DELETED_RECORDS, "true" if skip else "false")
+
     def set_client_id_prefix(self, prefix: str) -> KafkaSourceBuilder:
         """The prefix of the consumers' ``client.id``."""
         self._client_id_prefix = prefix
@@ -502,6 +610,65 @@ class KafkaSourceBuilder:
         for key, value in props.items():
             self.set_property(key, value)
         return self
+
+
+def _watermarks(consumer: Any, tp: Any) -> tuple[int, int]:
+    """The partition's log start and end, asked of its leader; a retriable error (a leader
+    that moved: ``NOT_LEADER_FOR_PARTITION`` until librdkafka's metadata catches up) is
+    asked again, for up to ``_WATERMARK_RETRY_SECONDS``."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    transient = {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError._TRANSPORT,
+        KafkaError._TIMED_OUT,
+        KafkaError._UNKNOWN_PARTITION,  # metadata not yet refreshed after a move
+    }
+    deadline = time.monotonic() + _WATERMARK_RETRY_SECONDS
+    while True:
+        try:
+            lo, high = consumer.get_watermark_offsets(tp, timeout=30, cached=False)
+            return int(lo), int(high)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            code = error.code() if isinstance(error, KafkaError) else None
+            if code not in transient or time.monotonic() > deadline:
+                raise
+            _LOG.info("Kafka partition %s-%d: %s; asking again", tp.topic, tp.partition, error)
+            time.sleep(0.5)
+
+
+class _FirstOffset:
+    """The first offset a reader's consumer reaches in a range, checked once: past the
+    range's start it is transaction markers, compaction, or a reset past records deleted
+    since the driver planned the range (``KafkaSource._check_log_start`` tells which)."""
+
+    def __init__(self, start: int, check: Callable[[], None]) -> None:
+        self._start = start
+        self._check = check
+        self._checked = False
+
+    def seen(self, offset: int) -> None:
+        """The consumer reached ``offset`` (a record, the end of the log, or its position
+        once past the start)."""
+        if self._checked or offset < 0:
+            return
+        self._checked = True
+        if offset > self._start:
+            self._check()
+
+
+def _deleted_message(partition: str, position: int, log_start: int, what: str) -> str:
+    return (
+        f"Kafka partition {partition}: the {what} position {position} is below the "
+        f"partition's log start {log_start}; the records at offsets [{position}, {log_start}) "
+        "were deleted (retention or DeleteRecords) before the job read them. Restore from a "
+        f"newer checkpoint, or set the source's property {SKIP_DELETED_RECORDS}=true "
+        "(KafkaSourceBuilder.set_skip_deleted_records) to continue from the log start, "
+        "counting the skipped offsets in the source's sparkpoint.numRecordsSkipped metric."
+    )
 
 
 def _without_nulls(

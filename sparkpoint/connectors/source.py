@@ -125,6 +125,12 @@ class Source(abc.ABC):
         ``next_range`` on the driver (Kafka's consumer lag); None: the source cannot tell."""
         return None
 
+    def split_skipped(self, split: SourceSplit) -> int | None:
+        """Records of ``split`` skipped unread because its input no longer held them (Kafka
+        with ``sparkpoint.skip-deleted-records``), in the epochs accepted so far; None: the
+        source never skips."""
+        return None
+
     def check_restored_splits(self, splits: Any, where: str, field: str) -> None:
         """Refuse restored splits (``splits``: a checkpoint's enumerator snapshot, the
         ``field`` of the ``_metadata`` at ``where``) that this source would not have made,
@@ -191,6 +197,15 @@ class SplitEnumerator:
             lag = self.source.split_lag(split)
             if lag is not None:
                 out[split_id] = lag
+        return out
+
+    def skipped(self) -> dict[str, int]:
+        """Split id -> records skipped unread (sources that can skip: Kafka, opted in)."""
+        out: dict[str, int] = {}
+        for split_id, split in self.splits.items():
+            skipped = self.source.split_skipped(split)
+            if skipped is not None:
+                out[split_id] = skipped
         return out
 
     def snapshot_state(self) -> list[dict[str, Any]]:

@@ -72,6 +72,15 @@ SYSTEM_METRICS: tuple[SystemMetric, ...] = (
         "`split.<split id>.pendingRecords`.",
     ),
     SystemMetric(
+        "sparkpoint.numRecordsSkipped",
+        OPERATOR,
+        _C,
+        "Records a source skipped unread because its input no longer held them (Kafka with "
+        "`sparkpoint.skip-deleted-records`: offsets below the log start), under subtask 0; "
+        "per split as `split.<split id>.numRecordsSkipped`. Never counted in numRecordsIn.",
+        flink=False,
+    ),
+    SystemMetric(
         "lastCheckpointDuration", JOB, _G, "Duration of the latest completed checkpoint (ms)."
     ),
     SystemMetric(

@@ -33,6 +33,8 @@ _NOT_KEYS = {
     "sparkpoint.checkpoint-stats",
     "sparkpoint.key-hash",
     "sparkpoint.kafka",
+    "sparkpoint.kafka.client",
+    "sparkpoint.skip-deleted-records",  # a KafkaSource property, not a job option
 }  # logger and master-state names
 
 

@@ -42,6 +42,9 @@ class FakeProgress:
     def consumer_lag(self) -> dict[str, dict[str, int]]:
         return {}
 
+    def records_skipped(self) -> dict[str, dict[str, int]]:
+        return {}
+
 
 @dataclass
 class FakeJob:

@@ -19,6 +19,7 @@ from sparkpoint.runtime.driver.changelog_checkpoints import ChangelogCheckpoints
 from sparkpoint.runtime.driver.epoch_checkpoints import EpochCheckpoints
 from sparkpoint.runtime.driver.failures import (
     access_denied,
+    records_deleted,
     restore_failure,
     short_error,
     unloadable_task,
@@ -151,6 +152,9 @@ class JobRestore:
         denied = access_denied(exc)
         if denied is not None:  # a missing ACL or refused credentials: a restart cannot help
             return f"Job {self._s.job_name!r} ({job_id}) cannot run: {denied}"
+        deleted = records_deleted(exc)
+        if deleted is not None:
+            return f"Job {self._s.job_name!r} ({job_id}) failed: {deleted}"
         failed_restore = self._failed_restore(exc)
         if failed_restore is not None:
             return failed_restore

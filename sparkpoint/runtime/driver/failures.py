@@ -15,9 +15,21 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from sparkpoint.errors import KafkaAccessError, MetadataFormatError, RestoreError
+from sparkpoint.errors import (
+    KafkaAccessError,
+    MetadataFormatError,
+    RecordsDeletedError,
+    RestoreError,
+)
 
-__all__ = ["access_denied", "restore_failure", "short_error", "unloadable_task", "worker_crash"]
+__all__ = [
+    "access_denied",
+    "records_deleted",
+    "restore_failure",
+    "short_error",
+    "unloadable_task",
+    "worker_crash",
+]
 
 _ERROR_LINE = re.compile(r"^([\w.]+(?:Error|Exception|Failure|Exit)\b.*)$", re.MULTILINE)
 _JVM_PREFIXES = ("org.", "java.", "scala.", "py4j.")
@@ -30,6 +42,7 @@ _RESTORE_FAILURE = re.compile(r"\bSubtaskRestoreError: (.+)$", re.MULTILINE)
 # Spark's message when a Python worker dies mid-task (a crash, a kill, or the restore
 # watchdog of runtime/task/restore_watchdog.py ending a worker that took too long).
 _WORKER_CRASHED = "Python worker exited unexpectedly (crashed)"
+_RECORDS_DELETED = re.compile(r"\bRecordsDeletedError: (.+)$", re.MULTILINE)
 _ACCESS_DENIED = re.compile(r"\bKafkaAccessError: (.+)$", re.MULTILINE)
 
 
@@ -41,6 +54,20 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         seen.add(id(current))
         yield current
         current = current.__cause__ or current.__context__
+
+
+def _carried(
+    exc: BaseException, types: tuple[type[BaseException], ...], in_text: re.Pattern[str]
+) -> str | None:
+    """The message of the first exception of ``types`` in ``exc``'s chain, or the last one
+    ``in_text`` finds in a chain member's text (a task's error carried by Spark)."""
+    for current in _chain(exc):
+        if isinstance(current, types):
+            return str(current)
+        found = in_text.findall(str(current))
+        if found:
+            return str(found[-1])[:1000]
+    return None
 
 
 def short_error(exc: BaseException) -> str:
@@ -80,17 +107,18 @@ def unloadable_task(exc: BaseException) -> str | None:
     return None
 
 
+def records_deleted(exc: BaseException) -> str | None:
+    """The message of a ``RecordsDeletedError`` in ``exc`` or its causes (the driver's, or a
+    task's carried in Spark's error text): records a source had to read are gone, which no
+    restart fixes; None if there is none."""
+    return _carried(exc, (RecordsDeletedError,), _RECORDS_DELETED)
+
+
 def restore_failure(exc: BaseException) -> str | None:
     """The message of a restore failure in ``exc`` or its causes: a subtask's
     (``SubtaskRestoreError``, raised in a task and carried in Spark's error text) or the
     driver's (``RestoreError``, or a snapshot refused as malformed or unsafe); None if none."""
-    for current in _chain(exc):
-        if isinstance(current, (RestoreError, MetadataFormatError)):
-            return str(current)
-        found = _RESTORE_FAILURE.findall(str(current))
-        if found:
-            return str(found[-1])[:1000]
-    return None
+    return _carried(exc, (RestoreError, MetadataFormatError), _RESTORE_FAILURE)
 
 
 def worker_crash(exc: BaseException) -> str | None:
@@ -111,10 +139,4 @@ def access_denied(exc: BaseException) -> str | None:
     """The message of a ``KafkaAccessError`` in ``exc`` or its causes (the driver's, or a
     task's carried in Spark's error text): a missing ACL or refused credentials, which no
     restart can fix; None if none."""
-    for current in _chain(exc):
-        if isinstance(current, KafkaAccessError):
-            return str(current)
-        found = _ACCESS_DENIED.findall(str(current))
-        if found:
-            return str(found[-1])
-    return None
+    return _carried(exc, (KafkaAccessError,), _ACCESS_DENIED)

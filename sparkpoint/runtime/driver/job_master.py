@@ -386,6 +386,7 @@ class JobMaster:
             checkpoint_id=run.pending.checkpoint_id if run.pending is not None else None,
             uploads=uploads,
             lag=self._sources.lag(),
+            skipped=self._sources.skipped(),
         )
         return self._checkpoints.epoch_ended(self._epoch, run.pending, run.stop_request)
 

@@ -103,6 +103,32 @@ def _source_lag(progress: JobProgress, names: Mapping[str, str]) -> list[MetricV
     return out
 
 
+def _records_skipped(progress: JobProgress, names: Mapping[str, str]) -> list[MetricValue]:
+    """``sparkpoint.numRecordsSkipped`` of each source that skipped records its input no
+    longer held (Kafka, opted in): per split (``split.<id>.numRecordsSkipped``) and their
+    sum, under subtask 0 as ``pendingRecords``."""
+    out: list[MetricValue] = []
+    for op, splits in progress.records_skipped().items():
+        keyed = [
+            (MetricKey((("split", str(s)),), "numRecordsSkipped"), n) for s, n in splits.items()
+        ]
+        keyed.append((key_of("sparkpoint.numRecordsSkipped"), sum(splits.values())))
+        out += [
+            MetricValue(
+                progress.job_id,
+                progress.job_name,
+                op,
+                names.get(op, op),
+                0,
+                key,
+                MetricKind.COUNTER,
+                n,
+            )
+            for key, n in keyed
+        ]
+    return out
+
+
 def metric_values(progress: JobProgress) -> list[MetricValue]:
     """Every metric of the job now: job metrics first, then per operator subtask."""
     job_id, job_name = progress.job_id, progress.job_name
@@ -115,6 +141,7 @@ def metric_values(progress: JobProgress) -> list[MetricValue]:
     out += operators
     out += _state_sizes(progress, names)
     out += _source_lag(progress, names)
+    out += _records_skipped(progress, names)
     return out
 
 

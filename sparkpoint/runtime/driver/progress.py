@@ -77,6 +77,7 @@ class JobProgress:
         self._lag: Mapping[str, Mapping[str, int]] = {}
         self._epoch_starts: dict[int, float] = {}  # epoch -> when it started (monotonic s)
         self._commit_latency_ms: int | None = None
+        self._skipped: Mapping[str, Mapping[str, int]] = {}
         self._lock = threading.Lock()
         self._metrics = JobMetrics()
 
@@ -131,6 +132,12 @@ class JobProgress:
         latest epoch (Kafka's consumer lag per partition; empty before the first epoch)."""
         with self._lock:
             return {op: dict(by_split) for op, by_split in self._lag.items()}
+
+    def records_skipped(self) -> dict[str, dict[str, int]]:
+        """Source operator id -> split id -> records skipped unread so far, because the
+        input no longer held them (Kafka with ``sparkpoint.skip-deleted-records``)."""
+        with self._lock:
+            return {op: dict(by_split) for op, by_split in self._skipped.items()}
 
     def failovers(self) -> list[FailoverEvent]:
         """The whole-job failovers so far."""
@@ -213,11 +220,13 @@ class JobProgress:
         checkpoint_id: int | None,
         uploads: tuple[int, int],
         lag: Mapping[str, Mapping[str, int]] | None = None,
+        skipped: Mapping[str, Mapping[str, int]] | None = None,
     ) -> EpochReport:
         """Record (and log) the report of a finished epoch. ``keyed`` are the keyed tasks'
         reports, ``on_preferred`` how many ran where placed, ``uploads`` the asynchronous
         uploads still running and completed in the epoch, ``lag`` every source split's
-        records not yet read after it (source operator id -> split id -> records)."""
+        records not yet read after it (source operator id -> split id -> records),
+        ``skipped`` the records sources skipped unread so far (the same keys)."""
         restores = tuple(
             SubtaskRestoreEvent(
                 epoch,
@@ -255,6 +264,7 @@ class JobProgress:
         with self._lock:
             self._reports.append(report)
             self._lag = report.consumer_lag
+            self._skipped = {op: dict(by_split) for op, by_split in (skipped or {}).items()}
         _LOG.info("Job %s %s", self._job_id, report.describe())
         return report
 

@@ -73,6 +73,12 @@ class SourceCoordinator:
         out = {op_id: enum.lag() for op_id, enum in self._enumerators.items()}
         return {op_id: lag for op_id, lag in out.items() if lag}
 
+    def skipped(self) -> dict[str, dict[str, int]]:
+        """Source operator id -> split id -> records skipped unread (sources that can skip;
+        the others are left out)."""
+        out = {op_id: enum.skipped() for op_id, enum in self._enumerators.items()}
+        return {op_id: skipped for op_id, skipped in out.items() if skipped}
+
     def snapshot_state(self) -> dict[str, list[dict[str, Any]]]:
         """Every enumerator's position (stored in a checkpoint's master state)."""
         return {op: e.snapshot_state() for op, e in self._enumerators.items()}

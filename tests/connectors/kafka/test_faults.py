@@ -81,7 +81,8 @@ def test_python_worker_killed(
         assert result.restarts == 0
     check_exact(kafka_broker, sink, name, N)
     aborted = kafka_sink.lingering_aborted
-    assert all(t.startswith(name + "-") for t in aborted)
+    # Only the job's own transactions were aborted (whether any were depends on the case).
+    assert [t for t in aborted if not t.startswith(name + "-")] == []
     if (stage, times) == ("sink", 4):
         # The other subtask's sink task had finished epoch 3 when Spark gave up on the
         # job: its transaction, in no checkpoint, was left open, and the restore aborted it.
@@ -151,10 +152,11 @@ def test_at_least_once_under_a_restore(
     restored = positions.at_epoch[failover.epoch + 1][1][0]  # the same on every partition
     # Record x is offset x // 4 of partition x % 4.
     before = {_line(x) for x in range(N) if x // 4 < restored}
+    assert len(before) == 4 * restored > 0
     assert all(got[line] == 1 for line in before)
     replayed = {_line(x) for x in range(N) if restored <= x // 4 < 750}
     assert {line for line, n in got.items() if n > 1} <= replayed
-    assert open_transactions(kafka_broker, name) == []
+    assert open_transactions(kafka_broker, name, {sink: 2}) == []
 
 
 def _line(x: int) -> str:

@@ -19,6 +19,7 @@ import pytest
 
 from tests.connectors.kafka.kafka_driver import sum_job_env
 from tests.connectors.kafka.kafka_jobs import (
+    PARTITIONS,
     check_exact,
     checkpoint_positions,
     create_topics,
@@ -105,10 +106,11 @@ def test_driver_killed_and_restarted_from_latest_checkpoint(
             assert time.monotonic() < deadline, "no three checkpoints in time"
             time.sleep(0.1)
         os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        assert proc.wait() == -signal.SIGKILL  # the fault fired: the driver died of it
     latest = latest_checkpoint(ckpt)
     positions = checkpoint_positions(ckpt, int(latest.rsplit("-", 1)[1]))
-    # Whole epochs of 50 records per partition, and not the end of the input.
+    # Whole epochs of 50 records per partition (every partition), not the end of the input.
+    assert len(positions) == PARTITIONS
     assert all(p % 50 == 0 for p in positions) and sum(positions) < N
     resumed = {**job, "restore": latest, "per_split": RESUMED_PER_SPLIT}
     env = sum_job_env(spark, resumed)
@@ -117,7 +119,7 @@ def test_driver_killed_and_restarted_from_latest_checkpoint(
     # The new driver read on from the checkpoint's offsets: 1000 - position per partition.
     assert result.epochs >= -(-(1000 - min(positions)) // RESUMED_PER_SPLIT)
     check_exact(kafka_broker, job["sink"], job["prefix"], N)
-    assert open_transactions(kafka_broker, job["prefix"]) == []
+    assert open_transactions(kafka_broker, job["prefix"], {job["sink"]: 2}) == []
 
 
 def _completed(ckpt: str) -> int:

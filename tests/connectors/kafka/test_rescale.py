@@ -10,11 +10,11 @@ import os
 from typing import Any
 
 from sparkpoint.checkpoint.metadata.file_format import load_checkpoint_metadata
-from sparkpoint.connectors.kafka_transactions import TransactionAdmin
 from sparkpoint.runtime.driver.master_state import JobMasterState
 from tests.connectors.kafka.kafka_jobs import expected_output, kafka_sum_job, read_committed
 from tests.connectors.kafka.source_jobs import produce, run_epochs, source_env
 from tests.fixtures.kafka import KafkaBroker
+from tests.fixtures.kafka_tools import open_transactions
 
 PARTITIONS = 8
 KEYS = 8  # as kafka_jobs: record x is "<x % 8>,<x>", so each key lives in one partition
@@ -43,11 +43,7 @@ def _check_exact(broker: KafkaBroker, sink: str, prefix: str) -> None:
     got = collections.Counter(read_committed(broker.bootstrap_servers, sink))
     assert sum(got.values()) == N
     assert got == expected_output(N)
-    admin = TransactionAdmin(broker.bootstrap_servers)
-    try:
-        assert [t for t in admin.list_ongoing() if t.startswith(prefix + "-")] == []
-    finally:
-        admin.close()
+    assert open_transactions(broker.bootstrap_servers, prefix, {sink: 2}) == []
 
 
 def test_rescale_2_3_1_through_savepoints(

@@ -24,6 +24,7 @@ from sparkpoint.datastream.connectors.kafka import (
 )
 from tests.connectors.kafka.kafka_jobs import read_committed
 from tests.fixtures.kafka import KafkaBroker
+from tests.fixtures.kafka_tools import open_transactional_ids
 
 
 def _sink(broker: KafkaBroker, topic: str, guarantee: DeliveryGuarantee) -> KafkaSink:
@@ -44,11 +45,8 @@ def _sink(broker: KafkaBroker, topic: str, guarantee: DeliveryGuarantee) -> Kafk
 
 
 def _ongoing(broker: KafkaBroker, prefix: str) -> list[str]:
-    admin = TransactionAdmin(broker.bootstrap_servers)
-    try:
-        return [t for t in admin.list_ongoing() if t.startswith(prefix + "-")]
-    finally:
-        admin.close()
+    """By Kafka's own tools, not the code under test."""
+    return open_transactional_ids(broker.bootstrap_servers, prefix)
 
 
 def test_exactly_once_commit_abort_lingering_and_recommit(kafka_broker: KafkaBroker) -> None:
