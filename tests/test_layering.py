@@ -65,6 +65,17 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "sparkpoint.runtime.dashboard",
     ),
     "runtime.spark": ("sparkpoint.runtime.driver", "sparkpoint.runtime.dashboard"),
+    # the Flink savepoint importer: pure Python (the state processor's Spark-free core only)
+    "state_processor.flink": (
+        "pyspark",
+        "sparkpoint.runtime",
+        "sparkpoint.datastream",
+        "sparkpoint.connectors",
+        "sparkpoint.cli",
+        "sparkpoint.state_processor.reader",
+        "sparkpoint.state_processor.writer",
+        "sparkpoint.state_processor.spark_support",
+    ),
 }
 ALLOWED = {"config": ("sparkpoint.errors", "sparkpoint.config")}
 

@@ -68,7 +68,7 @@ LIST = "org.apache.flink.api.common.typeutils.base.ListSerializerSnapshot"
 
 def composite(class_name: str, nested: list[bytes], outer: bytes = b"", version: int = 1) -> bytes:
     out = utf(class_name) + struct.pack(">i", version)
-    out += struct.pack(">ii", 911108, 1 if class_name != ROW else 3) + outer
+    out += struct.pack(">ii", 911108, 1 if class_name != ROW else 4) + outer
     out += struct.pack(">iii", 1333245, 1, len(nested)) + b"".join(nested)
     return out
 
@@ -78,7 +78,7 @@ def proxied(snapshot: bytes) -> bytes:
 
 
 def row_of_bytes_key() -> bytes:
-    return composite(ROW, [simple_snapshot(BYTES)], outer=b"\x00", version=3)
+    return composite(ROW, [simple_snapshot(BYTES)], outer=b"\x01", version=3)
 
 
 def state_meta(name: str, state_type: str, value_snapshot: bytes) -> bytes:
@@ -104,7 +104,7 @@ def keyed_stream(
         offsets[kg] = len(out)
         full = bytearray(bytes([kg]) + key)
         full[0] |= 0x80  # the last (only) entry of the state in this key group
-        out += struct.pack(">ih", kg, 0)
+        out += struct.pack(">h", 0)  # the state id; no key group number (it is in the key)
         out += struct.pack(">i", len(full)) + full + struct.pack(">i", len(value)) + value
         out += struct.pack(">H", 0xFFFF)
     return bytes(out), offsets
@@ -117,4 +117,5 @@ def pickled_row_key(pickle_bytes: bytes) -> bytes:
 
 
 def list_value(elements: list[bytes]) -> bytes:
+    """RocksDB's list format of PyFlink elements (each already coder-encoded)."""
     return b",".join(struct.pack(">i", len(e)) + e for e in elements)

@@ -39,7 +39,7 @@ def recorded() -> dict:
 
 
 BACKENDS = ["hashmap", "rocksdb"]
-METADATA_VERSION = 5  # what Flink 2.3 writes for savepoints
+METADATA_VERSION = 6  # what Flink 2.3 writes for savepoints
 
 
 def savepoint(backend: str) -> str:
@@ -93,12 +93,31 @@ def test_reads_pyflink_state_as_python_objects(backend: str) -> None:
 def test_import_writes_a_sparkpoint_savepoint_with_the_same_state(
     backend: str, tmp_path: Path
 ) -> None:
-    from sparkpoint.state.savepoint_format import read_keyed_state
+    from sparkpoint.state.key_groups import KeyGroupAssigner
+    from sparkpoint.state.savepoint_format import read_savepoint_state
+    from sparkpoint.state.serializers import PickleSerializer
+    from sparkpoint.state.table import RegisteredStateMeta
 
     target = import_flink_savepoint(savepoint(backend), str(tmp_path / "sp"), STATES)
+    metas = {
+        d.name: RegisteredStateMeta.from_descriptor(d, PickleSerializer())
+        for d in STATES["counter"]
+    }
     got: dict[object, dict[str, object]] = {}
-    for row in read_keyed_state(target, "counter"):
-        got.setdefault(row["key"], {})[row["state"]] = row["value"]
+    rows = read_savepoint_state(target, "counter").to_pylist()
+    assert {r["subtask"] for r in rows} == {0, 1}  # Flink's parallelism, 2
+    for r in rows:
+        meta = metas[r["state_name"]]
+        key = meta.decode_key(r["key"])
+        # re-placed by sparkpoint's rule for untyped keys (Flink hashed the pickle bytes)
+        assert r["key_group"] == KeyGroupAssigner(None).key_group(key, 128)
+        assert r["subtask"] == r["key_group"] * 2 // 128
+        states = got.setdefault(key, {})
+        if r["user_key"] is None:
+            states[r["state_name"]] = meta.decode_value(r["value"])
+        else:
+            entries = states.setdefault(r["state_name"], {})
+            entries[meta.decode_user_key(r["user_key"])] = meta.decode_value(r["value"])  # type: ignore[index]
     assert got == expected_state()
 
 
@@ -235,3 +254,46 @@ def test_refuses_a_state_no_descriptor_names(tmp_path: Path) -> None:
     meta = read_metadata_file(savepoint("hashmap"))
     with pytest.raises(UnsupportedFlinkStateError, match="state 'items', which no descriptor"):
         read_pyflink_keyed_state(meta, "counter", STATES["counter"][:2], "sp")
+
+
+# -- the command line --------------------------------------------------------------------------
+
+STATES_SPEC = "tests.state_processor.flink_savepoints.keyed_counts_states:STATES"
+
+
+def test_cli_import_flink(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from sparkpoint.cli.main import main
+    from sparkpoint.state.savepoint_format import read_savepoint_state
+
+    target = str(tmp_path / "sp")
+    code = main(
+        ["savepoint", "import-flink", savepoint("rocksdb"), target, "--states", STATES_SPEC]
+    )
+    assert code == 0
+    assert capsys.readouterr().out == f"Imported counter -> {target}\n"
+    rows = read_savepoint_state(target, "counter").to_pylist()
+    expected = expected_state()
+    # one row per key and VALUE state, one per map entry
+    n_items = sum(len(s["items"]) for s in expected.values())  # type: ignore[arg-type]
+    assert len(rows) == 2 * len(expected) + n_items
+
+
+def test_cli_import_flink_refusal_names_the_problem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sparkpoint.cli.exit_codes import EXIT_ERROR
+    from sparkpoint.cli.main import main
+
+    code = main(
+        [
+            "savepoint",
+            "import-flink",
+            savepoint("hashmap"),
+            str(tmp_path / "sp"),
+            "--states",
+            "tests.state_processor.flink_savepoints.keyed_counts_states",
+        ]
+    )
+    assert code == EXIT_ERROR
+    assert "give module:attribute" in capsys.readouterr().err
+    assert not (tmp_path / "sp").exists()

@@ -4,9 +4,9 @@ The stream (Flink's ``FullSnapshotAsyncWriter``, the same for the hashmap and Ro
 backends in canonical format) starts with ``KeyedBackendSerializationProxy``: its version,
 whether key groups are Snappy-compressed, the key serializer snapshot and the state meta
 infos (name, state type, options, serializer snapshots). Then per key group with state, at
-the offset ``_metadata`` records: the key group as an int, then (compressed when so
-flagged) the first state's id as a short and entries as length-prefixed key and value
-bytes. The last entry of a state has the top bit of its key's first byte set; a short
+the offset ``_metadata`` records (and compressed when so flagged): the first state's id
+as a short, then entries as length-prefixed key and value bytes (the key group is the
+first byte or two of each key). The last entry of a state has the top bit of its key's first byte set; a short
 follows it: the next state's id, or ``END_OF_KEY_GROUP_MARK`` (0xFFFF).
 
 Keys are RocksDB's composite layout: the key group in 1 or 2 bytes, the serialized key,
@@ -131,9 +131,6 @@ def _entries(
             )
         end = present[j + 1][0] if j + 1 < len(present) else len(data)
         inp = DataInput(data, what, offset, end)
-        stored = inp.i32()
-        if stored != kg:
-            raise inp.fail(f"key group {stored} where _metadata places key group {kg}")
         if header.compressed:
             block = DataInput(_snappy_framed(bytes(inp.take(inp.remaining)), what, kg), what)
         else:

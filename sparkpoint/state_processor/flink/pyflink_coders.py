@@ -1,15 +1,16 @@
 """Decoding the bytes PyFlink's coders wrote into state, by the descriptor's type information.
 
 In process mode (PyFlink's default) Python state reaches the Java backend as byte arrays
-its coders made: a LONG as 8 big-endian bytes, an INT as 4, a STRING as an int length and
-UTF-8, a pickled value (``Types.PICKLED_BYTE_ARRAY()`` or no type) as an int length and the
-pickle, a tuple as its fields one after the other. Pickles are code: they are loaded under
+its coders made, nested (as a real PyFlink 2.3 savepoint shows): a LONG as 8 big-endian
+bytes, an INT as 4, a STRING as an int length and its UTF-8 bytes, a pickled value
+(``Types.PICKLED_BYTE_ARRAY()`` or no type) as an int length and the pickle. Pickles are code: they are loaded under
 the importer's pickle policy (``sparkpoint.state.pickling``), plain data only unless the
 user opts in.
 """
 
 from __future__ import annotations
 
+import pickle
 import struct
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -46,42 +47,41 @@ def pickle_policy(allow: bool):  # type: ignore[no-untyped-def]
         pickling.set_allow_pickle(before)
 
 
-def _pickled(what: str) -> Reader:
+def _pickled(what: str, nested: bool) -> Reader:
     def read(inp: DataInput) -> Any:
-        data = inp.sized_bytes(what)
+        data = inp.sized_bytes(what) if nested else bytes(inp.take(inp.remaining))
         try:
             return pickling.loads(data, what)
-        except (pickling.pickle.UnpicklingError, EOFError, ValueError) as e:  # type: ignore[attr-defined]
+        except (pickle.UnpicklingError, EOFError, ValueError) as e:
             raise FlinkFormatError(f"{inp.what}: {what} is not a valid pickle: {e}") from e
 
     return read
 
 
-def coder_of(info: ti.TypeInformation, what: str) -> Reader:
-    """A reader of the bytes PyFlink's coder for ``info`` writes."""
+def coder_of(info: ti.TypeInformation, what: str, nested: bool) -> Reader:
+    """A reader of the bytes PyFlink's coder for ``info`` writes (``nested``: inside a map
+    entry, where variable-length values carry their length)."""
     if isinstance(info, ti.PickledBytesTypeInfo):
-        return _pickled(what)
+        return _pickled(what, nested)
     if isinstance(info, ti.BasicTypeInfo):
         fixed = _FIXED.get(info.type_name)
         if fixed is not None:
             return fixed
         if info.type_name == "STRING":
-            return lambda inp: _utf8(inp, what)
+            return lambda inp: _utf8(inp, what, nested)
     if isinstance(info, ti.PrimitiveArrayTypeInfo) and isinstance(info.element, ti.BasicTypeInfo):
         if info.element.type_name == "BYTE":
-            return lambda inp: inp.sized_bytes(what)
-    if isinstance(info, ti.TupleTypeInfo):
-        fields = [coder_of(t, what) for t in info.get_field_types()]
-        return lambda inp: tuple(f(inp) for f in fields)
+            return lambda inp: inp.sized_bytes(what) if nested else bytes(inp.take(inp.remaining))
     raise UnsupportedFlinkStateError(
-        f"{what}: values of type {info!r} are not imported (the PyFlink coder of that type is "
-        "not decoded here); supported: LONG, INT, SHORT, BYTE, BOOLEAN, FLOAT, DOUBLE, "
-        "STRING, PRIMITIVE_ARRAY(BYTE), TUPLE of those, and pickled values"
+        f"{what}: values of type {info!r} are not imported (the bytes PyFlink's coder of that "
+        "type writes were not checked against a real savepoint); supported: LONG, INT, "
+        "SHORT, BYTE, BOOLEAN, FLOAT, DOUBLE, STRING, PRIMITIVE_ARRAY(BYTE) and pickled "
+        "values (PICKLED_BYTE_ARRAY, or no type)"
     )
 
 
-def _utf8(inp: DataInput, what: str) -> str:
-    data = inp.sized_bytes(what)
+def _utf8(inp: DataInput, what: str, nested: bool) -> str:
+    data = inp.sized_bytes(what) if nested else bytes(inp.take(inp.remaining))
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
