@@ -6,8 +6,8 @@ whether key groups are Snappy-compressed, the key serializer snapshot and the st
 infos (name, state type, options, serializer snapshots). Then per key group with state, at
 the offset ``_metadata`` records (and compressed when so flagged): the first state's id
 as a short, then entries as length-prefixed key and value bytes (the key group is the
-first byte or two of each key). The last entry of a state has the top bit of its key's first byte set; a short
-follows it: the next state's id, or ``END_OF_KEY_GROUP_MARK`` (0xFFFF).
+first byte or two of each key). The last entry of a state has the top bit of its key's
+first byte set; a short follows it: the next state's id, or ``END_OF_KEY_GROUP_MARK`` (0xFFFF).
 
 Keys are RocksDB's composite layout: the key group in 1 or 2 bytes, the serialized key,
 the namespace, and for map state the user key; the lengths of key and namespace follow
