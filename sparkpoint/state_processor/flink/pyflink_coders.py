@@ -4,8 +4,8 @@ In process mode (PyFlink's default) Python state reaches the Java backend as byt
 its coders made, nested (as a real PyFlink 2.3 savepoint shows): a LONG as 8 big-endian
 bytes, an INT as 4, a STRING as an int length and its UTF-8 bytes, a pickled value
 (``Types.PICKLED_BYTE_ARRAY()`` or no type) as an int length and the pickle. Pickles are
-code: they are loaded under the importer's pickle policy (``sparkpoint.state.pickling``), plain data only unless the
-user opts in.
+code: they are loaded under the importer's pickle policy (``sparkpoint.state.pickling``),
+plain data only unless the user opts in.
 """
 
 from __future__ import annotations
