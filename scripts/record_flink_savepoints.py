@@ -33,7 +33,7 @@ import record_pyflink_goldens as goldens  # noqa: E402 - the venv helpers
 
 FIXTURES = ROOT / "tests" / "state_processor" / "flink_savepoints"
 LOCK = "/tmp/sparkpoint-heavy.lock"
-BACKENDS = ("hashmap", "rocksdb")
+BACKENDS = ("hashmap", "rocksdb", "hashmap+snappy")  # +snappy: compressed key groups
 KEYS = ("alice", "bob", "carol", "dave", "erin")
 ITEMS = ("apple", "pear", "fig", "plum")
 
@@ -67,7 +67,7 @@ def run(venv: Path, args: list[str], stdout_path: Path, cwd: Path, timeout: floa
 
 def record_keyed_counts(venv: Path, backend: str, timeout: float) -> dict[str, object]:
     program = FIXTURES / "keyed_counts.py"
-    dest = FIXTURES / "keyed_counts" / backend
+    dest = FIXTURES / "keyed_counts" / backend.replace("+", "-")
     with tempfile.TemporaryDirectory(prefix="flink-savepoint-") as tmp:
         work = Path(tmp)
         lines = first_half_lines()

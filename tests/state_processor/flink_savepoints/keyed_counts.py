@@ -1,6 +1,6 @@
 """Keyed counts with Value and Map state: a PyFlink program (issue 42's first acceptance program).
 
-    keyed_counts.py first <lines-file> <stdout-file> <records> <backend> <savepoint-dir>
+    keyed_counts.py first <lines-file> <stdout-file> <records> <backend>[+snappy] <savepoint-dir>
         reads <lines-file> (``key,item,amount``) with a continuously monitored file source,
         so the job stays up after the last line; once <records> lines are in <stdout-file>
         (this process's own standard output) it stops with a canonical savepoint.
@@ -77,7 +77,10 @@ def first(lines_file, stdout_file, records, backend, savepoint_dir):
     from pyflink.datastream.connectors.file_system import FileSource, StreamFormat
 
     conf = Configuration()
+    backend, _, compression = backend.partition("+")  # "hashmap+snappy": compressed key groups
     conf.set_string("state.backend.type", backend)
+    if compression:
+        conf.set_string("execution.checkpointing.snapshot-compression", "true")
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(2)
     source = (
