@@ -297,3 +297,39 @@ def test_cli_import_flink_refusal_names_the_problem(
     assert code == EXIT_ERROR
     assert "give module:attribute" in capsys.readouterr().err
     assert not (tmp_path / "sp").exists()
+
+
+def test_refuses_native_format_keyed_state(tmp_path: Path) -> None:
+    stream, offsets = fb.keyed_stream(
+        [fb.state_meta("python-state-count", "LIST", fb.simple_snapshot(fb.BYTES))],
+        [(5, fb.pickled_row_key(pickle.dumps("k")), fb.list_value([struct.pack(">q", 3)]))],
+    )
+    (tmp_path / "state").write_bytes(stream)
+    savepoint_handle = fb.savepoint_handle("state", offsets, len(stream))
+    # KEY_GROUPS_HANDLE_V2 (12): a checkpoint's or native savepoint's handle, with an id
+    native = b"\x0c" + savepoint_handle[1:] + fb.utf("handle-id")
+    ops = [fb.operator("counter", [fb.subtask(native)])]
+    (tmp_path / "_metadata").write_bytes(fb.metadata(6, ops))
+    meta = read_metadata_file(str(tmp_path))
+    with pytest.raises(UnsupportedFlinkStateError, match="not in the canonical savepoint format"):
+        read_pyflink_keyed_state(meta, "counter", [STATES["counter"][0]], "sp")
+
+
+@pytest.mark.parametrize("backend", ["hashmap"])
+def test_corrupt_bytes_are_refused_as_such(backend: str, tmp_path: Path) -> None:
+    """Every byte of the real _metadata (state inline) flipped in turn: the reader reports a
+    format, unsupported or untrusted-pickle error, or reads a (different) state; never
+    another exception, and never unbounded allocation."""
+    data = (Path(savepoint(backend)) / "_metadata").read_bytes()
+    end = data.index(b"\xac\xed\x00\x05")
+    outcomes = {"refused": 0, "read": 0}
+    for pos in range(8, end, 11):
+        bad = bytearray(data)
+        bad[pos] ^= 0xFF
+        try:
+            meta = read_metadata(bytes(bad), "bad", str(tmp_path))
+            read_pyflink_keyed_state(meta, "counter", STATES["counter"], "bad")
+            outcomes["read"] += 1
+        except (FlinkFormatError, UnsupportedFlinkStateError, UntrustedSnapshotError):
+            outcomes["refused"] += 1
+    assert outcomes["refused"] > 300 and sum(outcomes.values()) == len(range(8, end, 11))

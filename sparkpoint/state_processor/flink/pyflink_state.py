@@ -12,6 +12,7 @@ to decode them.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -98,6 +99,12 @@ def read_pyflink_keyed_state(
                     f"{what}: operator {uid!r} has raw keyed state, which is not imported"
                 )
             where = f"{what}: operator {uid!r} subtask {sub.index}"
+            if not handle.savepoint:
+                raise UnsupportedFlinkStateError(
+                    f"{where}: the keyed state is not in the canonical savepoint format (a "
+                    "checkpoint, or a native-format savepoint); take a canonical savepoint "
+                    "(the default: flink stop --savepointPath ..., without --type native)"
+                )
             header, entries = read_keyed_state_stream(handle, op.max_parallelism, where)
             plans = _plans(header, wanted, where)
             key_read = value_decoder(header.key_serializer)
@@ -129,8 +136,8 @@ def _python_key(read: Any, snap: SerializerSnapshot, data: bytes, where: str) ->
     if snap.nested[0].kind == "bytes":
         try:
             return pickling.loads(field, f"{where}: a pickled key")
-        except pickling.UntrustedSnapshotError:  # type: ignore[attr-defined]
-            raise
+        except (pickle.UnpicklingError, EOFError, ValueError) as e:
+            raise FlinkFormatError(f"{where}: a key is not a valid pickle: {e}") from e
     return field
 
 
