@@ -49,13 +49,13 @@ class DataInput:
         return self.end - self.pos
 
     def take(self, n: int) -> memoryview:
-        if n < 0:
-            raise self.fail(f"negative length {n}")
-        if n > self.remaining:
-            raise self.fail(f"truncated: {n} bytes needed, {self.remaining} left")
-        out = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return out
+        pos = self.pos
+        if n < 0 or n > self.end - pos:
+            if n < 0:
+                raise self.fail(f"negative length {n}")
+            raise self.fail(f"truncated: {n} bytes needed, {self.end - pos} left")
+        self.pos = pos + n
+        return self.data[pos : pos + n]
 
     def byte(self) -> int:
         return self.take(1)[0]
@@ -97,7 +97,9 @@ class DataInput:
 
     def sized_bytes(self, what: str) -> bytes:
         """An int length then that many bytes."""
-        n = self.i32()
-        if n < 0 or n > self.remaining:
-            raise self.fail(f"{what}: length {n} with {self.remaining} bytes left")
-        return bytes(self.take(n))
+        n = int(_INT.unpack(self.take(4))[0])
+        pos = self.pos
+        if n < 0 or n > self.end - pos:
+            raise self.fail(f"{what}: length {n} with {self.end - pos} bytes left")
+        self.pos = pos + n
+        return bytes(self.data[pos : pos + n])

@@ -16,8 +16,9 @@ each as a variable-length int when both are variable-sized.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from sparkpoint.state_processor.flink.binary import DataInput
 from sparkpoint.state_processor.flink.errors import FlinkFormatError, UnsupportedFlinkStateError
@@ -25,6 +26,7 @@ from sparkpoint.state_processor.flink.metadata import KeyGroupsHandle
 from sparkpoint.state_processor.flink.serializers import (
     SerializerSnapshot,
     read_serializer_snapshot,
+    value_decoder,
 )
 
 __all__ = ["KeyedStateStream", "StateEntry", "StateMetaInfo", "read_keyed_state_stream"]
@@ -141,6 +143,7 @@ def _entries(
 def _key_group_entries(
     inp: DataInput, kg: int, header: KeyedStateStream, prefix_bytes: int
 ) -> Iterator[tuple[int, StateEntry]]:
+    parts = _key_parts(header)
     state_id = inp.i16()
     while True:
         if not 0 <= state_id < len(header.states):
@@ -152,10 +155,7 @@ def _key_group_entries(
         last = bool(key[0] & FIRST_BIT_IN_BYTE_MASK)
         key[0] &= ~FIRST_BIT_IN_BYTE_MASK & 0xFF
         meta = header.states[state_id]
-        yield (
-            state_id,
-            _split(bytes(key), value, kg, meta, header.key_serializer, inp, prefix_bytes),
-        )
+        yield state_id, _split(bytes(key), value, kg, meta, parts[state_id], inp, prefix_bytes)
         if last:
             nxt = inp.i16() & 0xFFFF
             if nxt == END_OF_KEY_GROUP_MARK:
@@ -165,45 +165,57 @@ def _key_group_entries(
             state_id = nxt
 
 
+_Parts = list[tuple[Callable[[DataInput], Any], Callable[[DataInput], Any], bool] | None]
+
+
+def _key_parts(header: KeyedStateStream) -> _Parts:
+    """Per state: the key and namespace readers and whether their lengths follow them."""
+    key_read = value_decoder(header.key_serializer)
+    out: _Parts = []
+    for meta in header.states:
+        ns = meta.serializers.get("NAMESPACE_SERIALIZER")
+        if meta.backend_type == "PRIORITY_QUEUE" or ns is None:
+            out.append(None)
+            continue
+        ambiguous = header.key_serializer.fixed_length < 0 and ns.fixed_length < 0
+        out.append((key_read, value_decoder(ns), ambiguous))
+    return out
+
+
 def _split(
     key: bytes,
     value: bytes,
     kg: int,
     meta: StateMetaInfo,
-    key_snap: SerializerSnapshot,
+    part: tuple[Callable[[DataInput], Any], Callable[[DataInput], Any], bool] | None,
     at: DataInput,
     prefix_bytes: int,
 ) -> StateEntry:
     """Cut a composite key into key group, key, namespace and user key."""
-    from sparkpoint.state_processor.flink.serializers import value_decoder
-
-    inp = DataInput(key, f"{at.what}: a key of state {meta.name!r}")
+    inp = DataInput(key, at.what)
     stored = int.from_bytes(inp.take(prefix_bytes), "big")
     if stored != kg:
-        raise at.fail(
-            f"a key of state {meta.name!r} names key group {stored} inside key group {kg}"
-        )
+        raise at.fail(f"a key of state {meta.name!r} names key group {stored} in key group {kg}")
     if meta.backend_type == "PRIORITY_QUEUE":
         # Timers: the whole element (timestamp, key, namespace) is the key; no value.
         return StateEntry(kg, bytes(inp.take(inp.remaining)), b"", None, value)
-    ns_snap = meta.serializers.get("NAMESPACE_SERIALIZER")
-    if ns_snap is None:
+    if part is None:
         raise UnsupportedFlinkStateError(
             f"{at.what}: state {meta.name!r} has no namespace serializer"
         )
-    ambiguous = key_snap.fixed_length < 0 and ns_snap.fixed_length < 0
+    key_read, ns_read, ambiguous = part
     start = inp.pos
-    value_decoder(key_snap)(inp)
-    key_bytes = bytes(key[start : inp.pos])
+    key_read(inp)
+    key_bytes = key[start : inp.pos]
     if ambiguous:
         _skip_length(inp, len(key_bytes))
     start = inp.pos
-    value_decoder(ns_snap)(inp)
-    ns_bytes = bytes(key[start : inp.pos])
+    ns_read(inp)
+    ns_bytes = key[start : inp.pos]
     if ambiguous:
         _skip_length(inp, len(ns_bytes))
-    user_key = bytes(inp.take(inp.remaining)) if meta.state_type == "MAP" else None
-    if inp.remaining:
+    user_key = key[inp.pos :] if meta.state_type == "MAP" else None
+    if user_key is None and inp.remaining:
         raise at.fail(f"a key of state {meta.name!r} has {inp.remaining} unread bytes")
     return StateEntry(kg, key_bytes, ns_bytes, user_key, value)
 
