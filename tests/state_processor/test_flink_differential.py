@@ -18,7 +18,7 @@ import pytest
 from sparkpoint.state_processor.flink import import_flink_savepoint
 from tests.differential.runner import run_program
 from tests.state_processor.flink_savepoints.keyed_counts_states import STATES
-from tests.state_processor.test_flink_import import HERE, recorded, savepoint
+from tests.state_processor.test_flink_import import BACKENDS, HERE, recorded, savepoint
 
 _PREFIX = re.compile(r"^\d+> ")
 
@@ -27,7 +27,7 @@ def _records(lines: list[str]) -> list[str]:
     return sorted(_PREFIX.sub("", line) for line in lines if " count=" in line)
 
 
-@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_resumes_a_pyflink_savepoint_as_pyflink_does(
     spark: Any, backend: str, tmp_path: Path
 ) -> None:

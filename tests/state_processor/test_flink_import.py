@@ -25,6 +25,7 @@ from sparkpoint.state_processor.flink import (
     read_metadata_file,
     read_pyflink_keyed_state,
 )
+from sparkpoint.state_processor.flink.keyed_state import read_keyed_state_stream
 from sparkpoint.state_processor.flink.metadata import read_metadata
 from sparkpoint.state_processor.flink.operator_ids import murmur3_x64_128, operator_id_of_uid
 from tests.state_processor import flink_bytes as fb
@@ -38,12 +39,12 @@ def recorded() -> dict:
     return json.loads((HERE / "recorded.json").read_text())
 
 
-BACKENDS = ["hashmap", "rocksdb"]
+BACKENDS = ["hashmap", "rocksdb", "hashmap+snappy"]  # +snappy: Snappy-compressed key groups
 METADATA_VERSION = 6  # what Flink 2.3 writes for savepoints
 
 
 def savepoint(backend: str) -> str:
-    return str(HERE / "keyed_counts" / backend / "savepoint")
+    return str(HERE / "keyed_counts" / backend.replace("+", "-") / "savepoint")
 
 
 def expected_state() -> dict[str, dict[str, object]]:
@@ -78,6 +79,8 @@ def test_reads_the_metadata(backend: str) -> None:
     assert (op.parallelism, op.max_parallelism) == (2, 128)
     handles = [s.managed_keyed_state for s in op.subtasks if s.managed_keyed_state]
     assert handles and all(h.savepoint for h in handles)
+    header, _ = read_keyed_state_stream(handles[0], 128, "test")
+    assert header.compressed == backend.endswith("+snappy")
     # the two subtasks own key groups 0..63 and 64..127
     assert sorted((h.start_key_group, len(h.offsets)) for h in handles) == [(0, 64), (64, 64)]
 
