@@ -336,3 +336,36 @@ def test_corrupt_bytes_are_refused_as_such(backend: str, tmp_path: Path) -> None
         except (FlinkFormatError, UnsupportedFlinkStateError, UntrustedSnapshotError):
             outcomes["refused"] += 1
     assert outcomes["refused"] > 300 and sum(outcomes.values()) == len(range(8, end, 11))
+
+
+def test_list_state_elements_in_order(tmp_path: Path) -> None:
+    """RocksDB's list layout (the one the real savepoints hold, here with three elements):
+    each element's bytes after its length, joined by ','."""
+    from sparkpoint.common import Types
+    from sparkpoint.datastream.state import ListStateDescriptor
+
+    elements = [pickle.dumps(x) for x in ("a", ("b", 2), None)]
+    stream, offsets = fb.keyed_stream(
+        [fb.state_meta("python-state-buffer", "LIST", fb.simple_snapshot(fb.BYTES))],
+        [
+            (
+                9,
+                fb.pickled_row_key(pickle.dumps(42)),
+                fb.list_value([struct.pack(">i", len(e)) + e for e in elements]),
+            )
+        ],
+    )
+    (tmp_path / "state").write_bytes(stream)
+    handle = fb.savepoint_handle("state", offsets, len(stream))
+    ops = [fb.operator("buffer", [fb.subtask(handle)])]
+    (tmp_path / "_metadata").write_bytes(fb.metadata(6, ops))
+    meta = read_metadata_file(str(tmp_path))
+    desc = ListStateDescriptor("buffer", Types.PICKLED_BYTE_ARRAY())
+    state = read_pyflink_keyed_state(meta, "buffer", [desc], "sp")
+    assert state.values == {42: {"buffer": ["a", ("b", 2), None]}}
+    # a VALUE descriptor for a list of three is refused, naming the key and the count
+    from sparkpoint.datastream.state import ValueStateDescriptor
+
+    value = ValueStateDescriptor("buffer", Types.PICKLED_BYTE_ARRAY())
+    with pytest.raises(FlinkFormatError, match="key 42 holds 3 elements, a VALUE state holds one"):
+        read_pyflink_keyed_state(meta, "buffer", [value], "sp")
