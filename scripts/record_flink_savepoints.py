@@ -34,6 +34,7 @@ import record_pyflink_goldens as goldens  # noqa: E402 - the venv helpers
 FIXTURES = ROOT / "tests" / "state_processor" / "flink_savepoints"
 LOCK = "/tmp/sparkpoint-heavy.lock"
 BACKENDS = ("hashmap", "rocksdb", "hashmap+snappy")  # +snappy: compressed key groups
+PROGRAMS = ("keyed_counts", "keyed_lists")
 KEYS = ("alice", "bob", "carol", "dave", "erin")
 ITEMS = ("apple", "pear", "fig", "plum")
 
@@ -65,9 +66,9 @@ def run(venv: Path, args: list[str], stdout_path: Path, cwd: Path, timeout: floa
     return stdout_path.read_text()
 
 
-def record_keyed_counts(venv: Path, backend: str, timeout: float) -> dict[str, object]:
-    program = FIXTURES / "keyed_counts.py"
-    dest = FIXTURES / "keyed_counts" / backend.replace("+", "-")
+def record_program(venv: Path, name: str, backend: str, timeout: float) -> dict[str, object]:
+    program = FIXTURES / f"{name}.py"
+    dest = FIXTURES / name / backend.replace("+", "-")
     with tempfile.TemporaryDirectory(prefix="flink-savepoint-") as tmp:
         work = Path(tmp)
         lines = first_half_lines()
@@ -117,6 +118,7 @@ def main() -> None:
     parser.add_argument("--pyflink-version", default=goldens.DEFAULT_VERSION)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
     parser.add_argument("--backend", choices=BACKENDS, action="append")
+    parser.add_argument("--program", choices=PROGRAMS, action="append")
     opts = parser.parse_args()
     goldens.ensure_venv(opts.venv, opts.pyflink_version)
     record_file = FIXTURES / "recorded.json"
@@ -137,10 +139,12 @@ def main() -> None:
     lock = open(LOCK, "a")  # held until the process ends
     print(f"waiting for {LOCK}", flush=True)
     fcntl.flock(lock, fcntl.LOCK_EX)
-    for backend in opts.backend or BACKENDS:
-        result = record_keyed_counts(opts.venv, backend, opts.timeout)
-        programs[f"keyed_counts/{backend}"] = result
-        print(f"recorded keyed_counts/{backend}: {len(result['second_half'])} lines", flush=True)  # type: ignore[arg-type]
+    for name in opts.program or PROGRAMS:
+        for backend in opts.backend or BACKENDS:
+            result = record_program(opts.venv, name, backend, opts.timeout)
+            programs[f"{name}/{backend}"] = result
+            lines = len(result["second_half"])  # type: ignore[arg-type]
+            print(f"recorded {name}/{backend}: {lines} lines", flush=True)
     record_file.write_text(json.dumps(recorded, indent=2) + "\n")
 
 
