@@ -36,3 +36,17 @@ def test_resumes_a_pyflink_savepoint_as_pyflink_does(
     expected = _records(recorded()["programs"][f"keyed_counts/{backend}"]["second_half"])
     assert len(expected) == 10  # SECOND_HALF's ten records, each printed once
     assert _records(printed.splitlines()) == expected
+
+
+def test_resumes_list_reducing_aggregating_state_under_a_typed_key(
+    spark: Any, tmp_path: Path
+) -> None:
+    from tests.state_processor.flink_savepoints.keyed_lists_states import KEY_TYPES
+    from tests.state_processor.flink_savepoints.keyed_lists_states import STATES as LISTS
+
+    source = str(HERE / "keyed_lists" / "hashmap" / "savepoint")
+    target = import_flink_savepoint(source, str(tmp_path / "imported"), LISTS, key_types=KEY_TYPES)
+    printed = run_program(HERE / "keyed_lists.py", ("second", target))
+    expected = _records(recorded()["programs"]["keyed_lists/hashmap"]["second_half"])
+    assert len(expected) == 10
+    assert _records(printed.splitlines()) == expected

@@ -369,3 +369,44 @@ def test_list_state_elements_in_order(tmp_path: Path) -> None:
     value = ValueStateDescriptor("buffer", Types.PICKLED_BYTE_ARRAY())
     with pytest.raises(FlinkFormatError, match="key 42 holds 3 elements, a VALUE state holds one"):
         read_pyflink_keyed_state(meta, "buffer", [value], "sp")
+
+
+# -- List, Reducing and Aggregating state under a typed key (keyed_lists.py) -----------------
+
+
+def expected_lists_state() -> dict[str, dict[str, object]]:
+    """keyed_lists.py's state after the first half, from its input."""
+    state: dict[str, dict[str, object]] = {}
+    for line in recorded()["programs"]["keyed_lists/hashmap"]["input"]:
+        key, item, amount = line.split(",")
+        s = state.setdefault(key, {"seen": [], "sum": 0, "mean": (0, 0)})
+        s["seen"].append(item)  # type: ignore[attr-defined]
+        s["sum"] += int(amount)  # type: ignore[operator]
+        total, n = s["mean"]  # type: ignore[misc]
+        s["mean"] = (total + int(amount), n + 1)
+    return state
+
+
+def test_reads_list_reducing_aggregating_state_under_a_typed_key(tmp_path: Path) -> None:
+    from sparkpoint.common import Types
+    from sparkpoint.state.key_groups import KeyGroupAssigner
+    from sparkpoint.state.savepoint_format import read_savepoint_state
+    from sparkpoint.state.serializers import PickleSerializer
+    from tests.state_processor.flink_savepoints.keyed_lists_states import (
+        KEY_TYPES,
+    )
+    from tests.state_processor.flink_savepoints.keyed_lists_states import (
+        STATES as LIST_STATES,
+    )
+
+    sp = str(HERE / "keyed_lists" / "hashmap" / "savepoint")
+    state = read_pyflink_keyed_state(read_metadata_file(sp), "counter", LIST_STATES["counter"], "t")
+    assert state.values == expected_lists_state()
+    target = import_flink_savepoint(sp, str(tmp_path / "sp"), LIST_STATES, key_types=KEY_TYPES)
+    rows = read_savepoint_state(target, "counter").to_pylist()
+    typed = KeyGroupAssigner(Types.STRING())
+
+    for r in rows:  # placed by the typed key's rule
+        key = PickleSerializer().deserialize(r["key"])
+        assert r["key_group"] == typed.key_group(key, 128)
+    assert {PickleSerializer().deserialize(r["key"]) for r in rows} == set(expected_lists_state())

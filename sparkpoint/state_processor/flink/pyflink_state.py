@@ -175,18 +175,29 @@ class _StatePlan:
                     raise inp.fail("bytes after a map value")
             states.setdefault(self.name, {})[uk] = v
             return
+        if self.kind is StateKind.LIST:
+            # A stored element holds every value one append sent (Beam's bag appends):
+            # the coder's values one after another.
+            states[self.name] = [
+                v for e in _list_elements(value, self.where) for v in self._values(e)
+            ]
+            return
         elements = [
             decode_element(self.value, e, self.where) for e in _list_elements(value, self.where)
         ]
-        if self.kind is StateKind.LIST:
-            states[self.name] = elements
-            return
         if len(elements) != 1:
             raise FlinkFormatError(
                 f"{self.where}: key {key!r} holds {len(elements)} elements, a "
                 f"{self.kind.value} state holds one"
             )
         states[self.name] = elements[0]
+
+    def _values(self, element: bytes) -> list[Any]:
+        inp = DataInput(element, f"{self.where}: a list element")
+        out = []
+        while inp.remaining:
+            out.append(self.value(inp))
+        return out
 
 
 def _byte_array(data: bytes, where: str) -> bytes:
