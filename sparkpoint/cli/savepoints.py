@@ -87,28 +87,34 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_descriptors(spec: str) -> dict[str, list[Any]]:
-    """The ``uid -> state descriptors`` mapping named ``module:attribute`` (the module is
-    imported from the current directory or the Python path: the user's own code)."""
+def _load_attribute(option: str, spec: str, what: str) -> dict[str, Any]:
+    """The dict named ``module:attribute`` (the module is imported from the current
+    directory or the Python path: the user's own code)."""
     import importlib
     import sys
 
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(
-            f"--states {spec!r}: give module:attribute, e.g. my_job:STATES, naming a dict of "
-            "operator uid -> list of state descriptors"
+            f"{option} {spec!r}: give module:attribute, e.g. my_job:STATES, naming a dict of "
+            f"operator uid -> {what}"
         )
     if "" not in sys.path:
         sys.path.insert(0, "")
     value = getattr(importlib.import_module(module_name), attr, None)
-    if not isinstance(value, dict) or not all(
-        isinstance(k, str) and isinstance(v, (list, tuple)) for k, v in value.items()
-    ):
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         raise ValueError(
-            f"--states {spec!r}: {attr} must be a dict of operator uid -> list of state "
-            f"descriptors, got {type(value).__name__}"
+            f"{option} {spec!r}: {attr} must be a dict of operator uid -> {what}, got "
+            f"{type(value).__name__}"
         )
+    return value
+
+
+def load_descriptors(spec: str) -> dict[str, list[Any]]:
+    """The ``uid -> state descriptors`` mapping named ``module:attribute``."""
+    value = _load_attribute("--states", spec, "list of state descriptors")
+    if not all(isinstance(v, (list, tuple)) for v in value.values()):
+        raise ValueError(f"--states {spec!r}: every value must be a list of state descriptors")
     return {k: list(v) for k, v in value.items()}
 
 
@@ -116,8 +122,17 @@ def _cmd_import_flink(args: argparse.Namespace) -> int:
     from sparkpoint.state_processor.flink import import_flink_savepoint
 
     states = load_descriptors(args.states)
+    key_types = (
+        None
+        if args.key_types is None
+        else _load_attribute("--key-types", args.key_types, "the key_by key_type")
+    )
     path = import_flink_savepoint(
-        args.flink_savepoint, args.savepoint, states, allow_pickle=args.allow_pickle
+        args.flink_savepoint,
+        args.savepoint,
+        states,
+        key_types=key_types,
+        allow_pickle=args.allow_pickle,
     )
     print(f"Imported {', '.join(map(printable, states))} -> {printable(path)}")
     return 0
@@ -136,6 +151,12 @@ def add_arguments(actions: Any) -> None:
         required=True,
         help="module:attribute naming a dict of operator uid -> the state descriptors the "
         "operator's function registers",
+    )
+    p.add_argument(
+        "--key-types",
+        default=None,
+        help="module:attribute naming a dict of operator uid -> the key_type its key_by "
+        "declares (omit for untyped keys)",
     )
     p.add_argument(
         "--allow-pickle",

@@ -410,3 +410,22 @@ def test_reads_list_reducing_aggregating_state_under_a_typed_key(tmp_path: Path)
         key = PickleSerializer().deserialize(r["key"])
         assert r["key_group"] == typed.key_group(key, 128)
     assert {PickleSerializer().deserialize(r["key"]) for r in rows} == set(expected_lists_state())
+
+
+def test_cli_import_flink_with_key_types(tmp_path: Path) -> None:
+    from sparkpoint.cli.main import main
+    from sparkpoint.common import Types
+    from sparkpoint.state.key_groups import KeyGroupAssigner
+    from sparkpoint.state.savepoint_format import read_savepoint_state
+    from sparkpoint.state.serializers import PickleSerializer
+
+    module = "tests.state_processor.flink_savepoints.keyed_lists_states"
+    target = str(tmp_path / "sp")
+    source = str(HERE / "keyed_lists" / "hashmap" / "savepoint")
+    args = ["--states", f"{module}:STATES", "--key-types", f"{module}:KEY_TYPES"]
+    assert main(["savepoint", "import-flink", source, target, *args]) == 0
+    rows = read_savepoint_state(target, "counter").to_pylist()
+    assert len(rows) == 3 * 5  # three states of five keys
+    for r in rows:
+        key = PickleSerializer().deserialize(r["key"])
+        assert r["key_group"] == KeyGroupAssigner(Types.STRING()).key_group(key, 128)
