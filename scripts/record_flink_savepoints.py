@@ -33,7 +33,8 @@ import record_pyflink_goldens as goldens  # noqa: E402 - the venv helpers
 
 FIXTURES = ROOT / "tests" / "state_processor" / "flink_savepoints"
 LOCK = "/tmp/sparkpoint-heavy.lock"
-BACKENDS = ("hashmap", "rocksdb", "hashmap+snappy")  # +snappy: compressed key groups
+# +snappy: compressed key groups; +thread: PyFlink's thread mode
+BACKENDS = ("hashmap", "rocksdb", "hashmap+snappy", "hashmap+thread")
 PROGRAMS = ("keyed_counts", "keyed_lists")
 KEYS = ("alice", "bob", "carol", "dave", "erin")
 ITEMS = ("apple", "pear", "fig", "plum")
@@ -99,7 +100,8 @@ def record_program(venv: Path, name: str, backend: str, timeout: float) -> dict[
         shutil.copytree(savepoint, dest / "savepoint")
         second = run(
             venv,
-            [str(program), "second", str(dest / "savepoint")],
+            [str(program), "second", str(dest / "savepoint")]
+            + (["thread"] if backend.endswith("+thread") else []),
             work / "second.out",
             work,
             timeout,

@@ -4,7 +4,7 @@
         reads <lines-file> (``key,item,amount``) with a continuously monitored file source,
         so the job stays up after the last line; once <records> lines are in <stdout-file>
         (this process's own standard output) it stops with a canonical savepoint.
-    keyed_counts.py second <savepoint>
+    keyed_counts.py second <savepoint> [thread]
         resumes the counter from <savepoint> over SECOND_HALF (a bounded collection).
 
 The counter's uid is ``counter``; the second half's source is new (its uid is not in the
@@ -77,10 +77,13 @@ def first(lines_file, stdout_file, records, backend, savepoint_dir):
     from pyflink.datastream.connectors.file_system import FileSource, StreamFormat
 
     conf = Configuration()
-    backend, _, compression = backend.partition("+")  # "hashmap+snappy": compressed key groups
+    # "hashmap+snappy": compressed key groups; "hashmap+thread": PyFlink's thread mode
+    backend, _, variant = backend.partition("+")
     conf.set_string("state.backend.type", backend)
-    if compression:
+    if variant == "snappy":
         conf.set_string("execution.checkpointing.snapshot-compression", "true")
+    if variant == "thread":
+        conf.set_string("python.execution-mode", "thread")
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(2)
     source = (
@@ -112,8 +115,10 @@ def first(lines_file, stdout_file, records, backend, savepoint_dir):
     print(f"SAVEPOINT {path}", flush=True)
 
 
-def second(savepoint):
+def second(savepoint, mode="process"):
     conf = Configuration()
+    if mode != "process":  # process is the default
+        conf.set_string("python.execution-mode", mode)
     conf.set_string("execution.savepoint.path", savepoint)
     conf.set_string("execution.savepoint.ignore-unclaimed-state", "true")
     env = StreamExecutionEnvironment.get_execution_environment(conf)
@@ -129,4 +134,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "first":
         first(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6])
     else:
-        second(sys.argv[2])
+        second(*sys.argv[2:])
