@@ -39,7 +39,8 @@ def recorded() -> dict:
     return json.loads((HERE / "recorded.json").read_text())
 
 
-BACKENDS = ["hashmap", "rocksdb", "hashmap+snappy"]  # +snappy: Snappy-compressed key groups
+# +snappy: Snappy-compressed key groups; +thread: PyFlink's thread mode (Java-typed state)
+BACKENDS = ["hashmap", "rocksdb", "hashmap+snappy", "hashmap+thread"]
 METADATA_VERSION = 6  # what Flink 2.3 writes for savepoints
 
 
@@ -81,6 +82,9 @@ def test_reads_the_metadata(backend: str) -> None:
     assert handles and all(h.savepoint for h in handles)
     header, _ = read_keyed_state_stream(handles[0], 128, "test")
     assert header.compressed == backend.endswith("+snappy")
+    names = {s.name for s in header.states if s.backend_type == "KEY_VALUE"}
+    prefix = "" if backend.endswith("+thread") else "python-state-"
+    assert names == {prefix + n for n in ("count", "total", "items")}
     # the two subtasks own key groups 0..63 and 64..127
     assert sorted((h.start_key_group, len(h.offsets)) for h in handles) == [(0, 64), (64, 64)]
 

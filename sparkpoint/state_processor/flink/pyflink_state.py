@@ -200,6 +200,76 @@ class _StatePlan:
         return out
 
 
+class _ThreadModePlan:
+    """PyFlink's thread mode keeps Python state as Java state of the state's own name and
+    Java type: the values are in Flink's serializers (a LONG as a long, a STRING as Flink's
+    string, a pickled value as a byte array holding the pickle), as a real savepoint shows."""
+
+    def __init__(self, desc: StateDescriptor, meta: StateMetaInfo, where: str) -> None:
+        self.name = desc.name
+        self.kind = desc.kind
+        self.where = f"{where}, state {desc.name!r}"
+        snap = meta.serializers.get("VALUE_SERIALIZER")
+        ns = meta.serializers.get("NAMESPACE_SERIALIZER")
+        if snap is None or ns is None or ns.kind != "void":
+            raise UnsupportedFlinkStateError(
+                f"{self.where}: serializers {sorted(meta.serializers)}; only state outside "
+                "windows with a value serializer is imported"
+            )
+        if isinstance(desc, MapStateDescriptor):
+            if snap.kind != "map":
+                raise UnsupportedFlinkStateError(f"{self.where}: a MAP of {snap.describe()}")
+            key_snap, value_snap = snap.nested
+            self.user_key = self._reader(key_snap, desc.key_type_info)
+            self.value = self._reader(value_snap, desc.value_type_info)
+        elif isinstance(desc, ListStateDescriptor):
+            if snap.kind != "list":
+                raise UnsupportedFlinkStateError(f"{self.where}: a LIST of {snap.describe()}")
+            self.value = self._reader(snap.nested[0], desc.elem_type_info)
+        else:
+            self.value = self._reader(snap, desc.type_info)
+
+    def _reader(self, snap: SerializerSnapshot, info: Any) -> Any:
+        from sparkpoint.state import typeinfo as ti
+
+        read = value_decoder(snap)
+        if isinstance(info, ti.PickledBytesTypeInfo):
+            if snap.kind != "bytes":
+                raise UnsupportedFlinkStateError(
+                    f"{self.where}: pickled values in a {snap.describe()} serializer"
+                )
+            what = f"{self.where}: a pickled value"
+
+            def unpickle(inp: DataInput) -> Any:
+                try:
+                    return pickling.loads(read(inp), what)
+                except (pickle.UnpicklingError, EOFError, ValueError) as e:
+                    raise FlinkFormatError(f"{what} is not a valid pickle: {e}") from e
+
+            return unpickle
+        return read
+
+    def add(self, states: dict[str, Any], user_key: bytes | None, value: bytes, key: Any) -> None:
+        if self.kind is StateKind.MAP:
+            assert user_key is not None
+            uk = decode_element(self.user_key, user_key, self.where)
+            inp = DataInput(value, f"{self.where}: a map value")
+            v = None if inp.boolean() else self.value(inp)
+            if inp.remaining:
+                raise inp.fail("bytes after a map value")
+            states.setdefault(self.name, {})[uk] = v
+        elif self.kind is StateKind.LIST:
+            inp = DataInput(value, f"{self.where}: a list")
+            out = [self.value(inp)]
+            while inp.remaining:
+                if inp.byte() != LIST_DELIMITER:
+                    raise inp.fail("list elements not separated by the delimiter")
+                out.append(self.value(inp))
+            states[self.name] = out
+        else:
+            states[self.name] = decode_element(self.value, value, self.where)
+
+
 def _byte_array(data: bytes, where: str) -> bytes:
     inp = DataInput(data, f"{where}: a byte array")
     out = inp.sized_bytes("a byte array")
@@ -223,20 +293,15 @@ def _list_elements(data: bytes, where: str) -> list[bytes]:
 
 def _plans(
     header: KeyedStateStream, wanted: Mapping[str, StateDescriptor], where: str
-) -> list[_StatePlan | None]:
-    plans: list[_StatePlan | None] = []
+) -> list[_StatePlan | _ThreadModePlan | None]:
+    plans: list[_StatePlan | _ThreadModePlan | None] = []
     found = set()
     for meta in header.states:
         if meta.backend_type == "PRIORITY_QUEUE":
             plans.append(None)  # PyFlink registers its timer services always; refused if used
             continue
-        if not meta.name.startswith(PYTHON_STATE_PREFIX):
-            raise UnsupportedFlinkStateError(
-                f"{where}: state {meta.name!r} is not PyFlink process-mode state "
-                f"({PYTHON_STATE_PREFIX}<name>); Java operators' and thread-mode state are "
-                "not imported"
-            )
-        name = meta.name[len(PYTHON_STATE_PREFIX) :]
+        thread_mode = not meta.name.startswith(PYTHON_STATE_PREFIX)
+        name = meta.name if thread_mode else meta.name[len(PYTHON_STATE_PREFIX) :]
         desc = wanted.get(name)
         if desc is None:
             raise UnsupportedFlinkStateError(
@@ -244,12 +309,22 @@ def _plans(
                 f"names (given: {sorted(wanted)}); pass its descriptor so it is not lost"
             )
         flink_type = meta.state_type
-        expected = "MAP" if desc.kind is StateKind.MAP else "LIST"
+        if thread_mode:
+            expected = desc.kind.value
+            if expected not in ("VALUE", "LIST", "MAP"):
+                raise UnsupportedFlinkStateError(
+                    f"{where}: state {name!r} is thread-mode (Java) {flink_type} state; only "
+                    "VALUE, LIST and MAP state of PyFlink's thread mode are imported"
+                )
+        else:
+            expected = "MAP" if desc.kind is StateKind.MAP else "LIST"
         if flink_type != expected:
             raise UnsupportedFlinkStateError(
                 f"{where}: state {name!r} is a Flink {flink_type} state; the descriptor "
                 f"{desc!r} needs {expected} (PyFlink keeps {desc.kind.value} state so)"
             )
-        plans.append(_StatePlan(desc, meta, where))
+        plans.append(
+            _ThreadModePlan(desc, meta, where) if thread_mode else _StatePlan(desc, meta, where)
+        )
         found.add(name)
     return plans
