@@ -84,6 +84,17 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "sparkpoint.runtime.dashboard",
         "sparkpoint.runtime.rest",
     ),
+    # the Flink savepoint importer: pure Python (the state processor's Spark-free core only)
+    "state_processor.flink": (
+        "pyspark",
+        "sparkpoint.runtime",
+        "sparkpoint.datastream",
+        "sparkpoint.connectors",
+        "sparkpoint.cli",
+        "sparkpoint.state_processor.reader",
+        "sparkpoint.state_processor.writer",
+        "sparkpoint.state_processor.spark_support",
+    ),
 }
 ALLOWED = {"config": ("sparkpoint.errors", "sparkpoint.config")}
 

@@ -1,4 +1,6 @@
 """``sparkpoint savepoint dump``: the keyed state of a savepoint as Parquet, one file per operator.
+``sparkpoint savepoint import-flink``: a sparkpoint savepoint from a PyFlink job's Flink
+savepoint (``sparkpoint.state_processor.flink``).
 
 Rows follow ``sparkpoint.state.savepoint_format.SAVEPOINT_TABLE_SCHEMA`` (operator, subtask,
 state name and kind, key group, serialized key / user key / value, TTL timestamp), so Spark
@@ -85,8 +87,84 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_attribute(option: str, spec: str, what: str) -> dict[str, Any]:
+    """The dict named ``module:attribute`` (the module is imported from the current
+    directory or the Python path: the user's own code)."""
+    import importlib
+    import sys
+
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(
+            f"{option} {spec!r}: give module:attribute, e.g. my_job:STATES, naming a dict of "
+            f"operator uid -> {what}"
+        )
+    if "" not in sys.path:
+        sys.path.insert(0, "")
+    value = getattr(importlib.import_module(module_name), attr, None)
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise ValueError(
+            f"{option} {spec!r}: {attr} must be a dict of operator uid -> {what}, got "
+            f"{type(value).__name__}"
+        )
+    return value
+
+
+def load_descriptors(spec: str) -> dict[str, list[Any]]:
+    """The ``uid -> state descriptors`` mapping named ``module:attribute``."""
+    value = _load_attribute("--states", spec, "list of state descriptors")
+    if not all(isinstance(v, (list, tuple)) for v in value.values()):
+        raise ValueError(f"--states {spec!r}: every value must be a list of state descriptors")
+    return {k: list(v) for k, v in value.items()}
+
+
+def _cmd_import_flink(args: argparse.Namespace) -> int:
+    from sparkpoint.state_processor.flink import import_flink_savepoint
+
+    states = load_descriptors(args.states)
+    key_types = (
+        None
+        if args.key_types is None
+        else _load_attribute("--key-types", args.key_types, "the key_by key_type")
+    )
+    path = import_flink_savepoint(
+        args.flink_savepoint,
+        args.savepoint,
+        states,
+        key_types=key_types,
+        allow_pickle=args.allow_pickle,
+    )
+    print(f"Imported {', '.join(map(printable, states))} -> {printable(path)}")
+    return 0
+
+
 def add_arguments(actions: Any) -> None:
-    """Register ``dump`` on the ``savepoint`` subparsers."""
+    """Register ``dump`` and ``import-flink`` on the ``savepoint`` subparsers."""
+    p = actions.add_parser(
+        "import-flink",
+        help="write a sparkpoint savepoint from a PyFlink job's Flink savepoint",
+    )
+    p.add_argument("flink_savepoint", help="the Flink savepoint directory (canonical format)")
+    p.add_argument("savepoint", help="the new sparkpoint savepoint directory")
+    p.add_argument(
+        "--states",
+        required=True,
+        help="module:attribute naming a dict of operator uid -> the state descriptors the "
+        "operator's function registers",
+    )
+    p.add_argument(
+        "--key-types",
+        default=None,
+        help="module:attribute naming a dict of operator uid -> the key_type its key_by "
+        "declares (omit for untyped keys)",
+    )
+    p.add_argument(
+        "--allow-pickle",
+        action="store_true",
+        help="load pickled keys and values that name classes or functions (runs their code); "
+        "without it only plain-data pickles load",
+    )
+    p.set_defaults(handler=_cmd_import_flink)
     p = actions.add_parser("dump", help="write a savepoint's keyed state to Parquet")
     p.add_argument("pointer", help="savepoint/checkpoint directory or its _metadata file")
     p.add_argument("--output", "-o", required=True, help="directory (or URI) for the files")

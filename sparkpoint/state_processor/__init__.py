@@ -7,9 +7,11 @@ groups straight from storage. ``SavepointWriter`` writes a new savepoint from Da
 (``OperatorTransformation.bootstrap_with(df).key_by(column).transform(*states)``) or
 transforms an existing one; executors write the key-group streams, the driver
 ``_metadata``. Sits beside ``runtime/``: it may use PySpark, and nothing below it imports
-it. See ``docs/state-processor.md``.
+it. See ``docs/state-processor.md``. ``import_flink_savepoint`` (``flink/``) writes a
+savepoint from a PyFlink job's Flink savepoint (``docs/flink-migration.md``).
 """
 
+from sparkpoint.state_processor.flink import import_flink_savepoint
 from sparkpoint.state_processor.reader import SavepointReader
 from sparkpoint.state_processor.snapshot_reading import OperatorInfo
 from sparkpoint.state_processor.state_info import StateInfo
@@ -26,4 +28,5 @@ __all__ = [
     "SavepointWriter",
     "StateBootstrapTransformation",
     "StateInfo",
+    "import_flink_savepoint",
 ]
