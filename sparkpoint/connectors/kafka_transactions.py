@@ -186,10 +186,20 @@ class TransactionAdmin:
     async def _send_all(self, node_id: int, requests: Sequence[Any]) -> list[Any]:
         """``requests`` to broker ``node_id`` over kafka-python's connection (with its TLS
         and SASL), pipelined up to ``_IN_FLIGHT`` at a time; their responses, in order."""
+        from kafka.errors import UnknownBrokerIdError
+
         manager = self.admin._manager
         out: list[Any] = []
         for i in range(0, len(requests), _IN_FLIGHT - 1):
-            futures = [manager.send(r, node_id=node_id) for r in requests[i : i + _IN_FLIGHT - 1]]
+            try:
+                futures = [
+                    manager.send(r, node_id=node_id) for r in requests[i : i + _IN_FLIGHT - 1]
+                ]
+            except UnknownBrokerIdError as e:
+                # A coordinator or leader on a broker the client's metadata lost (it was down
+                # at the last refresh): metadata again, and the caller asks again.
+                manager.cluster.request_update()
+                raise _Retriable(f"broker {node_id} is not in the client's metadata") from e
             for future in futures:
                 out.append(await future)
         return out
