@@ -83,47 +83,46 @@ def _source_lag(progress: JobProgress, names: Mapping[str, str]) -> list[MetricV
     offset after the latest epoch): per split (``split.<id>.pendingRecords``) and their sum.
     A split has no fixed subtask here (each epoch reads it in a task of its own), so both
     are reported under subtask 0."""
-    out: list[MetricValue] = []
-    for op, splits in progress.consumer_lag().items():
-        keyed = [(MetricKey((("split", str(s)),), "pendingRecords"), n) for s, n in splits.items()]
-        keyed.append((key_of("pendingRecords"), sum(splits.values())))
-        out += [
-            MetricValue(
-                progress.job_id,
-                progress.job_name,
-                op,
-                names.get(op, op),
-                0,
-                key,
-                MetricKind.GAUGE,
-                behind,
-            )
-            for key, behind in keyed
-        ]
-    return out
+    return _per_split(
+        progress,
+        names,
+        progress.consumer_lag(),
+        "pendingRecords",
+        "pendingRecords",
+        MetricKind.GAUGE,
+    )
 
 
 def _records_skipped(progress: JobProgress, names: Mapping[str, str]) -> list[MetricValue]:
     """``sparkpoint.numRecordsSkipped`` of each source that skipped records its input no
     longer held (Kafka, opted in): per split (``split.<id>.numRecordsSkipped``) and their
     sum, under subtask 0 as ``pendingRecords``."""
+    return _per_split(
+        progress,
+        names,
+        progress.records_skipped(),
+        "numRecordsSkipped",
+        "sparkpoint.numRecordsSkipped",
+        MetricKind.COUNTER,
+    )
+
+
+def _per_split(
+    progress: JobProgress,
+    names: Mapping[str, str],
+    by_operator: Mapping[str, Mapping[str, int]],
+    split_name: str,
+    total_name: str,
+    kind: MetricKind,
+) -> list[MetricValue]:
+    """Each operator's figures per split (``split.<id>.<split_name>``) and their sum
+    (``total_name``), under subtask 0."""
     out: list[MetricValue] = []
-    for op, splits in progress.records_skipped().items():
-        keyed = [
-            (MetricKey((("split", str(s)),), "numRecordsSkipped"), n) for s, n in splits.items()
-        ]
-        keyed.append((key_of("sparkpoint.numRecordsSkipped"), sum(splits.values())))
+    for op, splits in by_operator.items():
+        keyed = [(MetricKey((("split", str(s)),), split_name), n) for s, n in splits.items()]
+        keyed.append((key_of(total_name), sum(splits.values())))
         out += [
-            MetricValue(
-                progress.job_id,
-                progress.job_name,
-                op,
-                names.get(op, op),
-                0,
-                key,
-                MetricKind.COUNTER,
-                n,
-            )
+            MetricValue(progress.job_id, progress.job_name, op, names.get(op, op), 0, key, kind, n)
             for key, n in keyed
         ]
     return out
