@@ -2,8 +2,9 @@
 
 Markers follow from what a test uses, so ``pytest -m "not spark"`` runs the pure-Python
 suite: a test that requests the ``spark`` fixture (directly or through ``env``) or is marked
-``cluster`` is marked ``spark``; one that requests ``s3_server`` is marked ``s3``. Tests that
-start Spark in a subprocess carry the marker themselves.
+``cluster``, or that requests a Kafka broker (``kafka_broker``, ``kafka_cluster``,
+``secured_kafka_broker``: a JVM too) is marked ``spark``; one that requests ``s3_server``
+is marked ``s3``. Tests that start Spark in a subprocess carry the marker themselves.
 """
 
 from __future__ import annotations
@@ -67,11 +68,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(_ram_base, ignore_errors=True)
 
 
+# Fixtures that start a Kafka broker JVM: their tests are kept out of ``-m "not spark"``.
+_BROKERS = {"kafka_broker", "kafka_cluster", "secured_kafka_broker"}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Add the ``spark`` and ``s3`` markers by fixture use (see the module docstring)."""
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
-        if "spark" in fixtures or item.get_closest_marker("cluster") is not None:
+        if (
+            "spark" in fixtures
+            or fixtures & _BROKERS
+            or item.get_closest_marker("cluster") is not None
+        ):
             item.add_marker(pytest.mark.spark)
         if "s3_server" in fixtures:
             item.add_marker(pytest.mark.s3)
