@@ -62,6 +62,7 @@ def test_pool_closes_idle_readers() -> None:
     assert pool.take((("k", "a"),)) is None
 
 
+@pytest.mark.spark  # starts a broker JVM of its own (it stops it for good)
 def test_readers_of_a_stopped_broker_are_closed_and_quiet(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
