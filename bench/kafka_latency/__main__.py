@@ -72,7 +72,7 @@ def engine_command(
     common += ["--checkpoint-interval-ms", str(args.checkpoint_interval_ms)]
     common += ["--guarantee", args.guarantee]
     properties = getattr(args, "properties", {})
-    if properties and engine.startswith("spark"):
+    if properties and engine in ("spark", "spark-rtm"):
         raise ValueError(f"{engine} takes no Kafka security settings in this benchmark")
     common += [x for k, v in properties.items() for x in ("--property", f"{k}={v}")]
     script = os.path.join(HERE, "datastream_job.py")
