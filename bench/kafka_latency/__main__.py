@@ -17,6 +17,13 @@ Latency is a ``read_committed`` consumer's receive time minus the producer's sta
 record (records stamped in the phase after its first ``--settle`` seconds); CPU is the
 engine's process tree's (``/proc``), per million records of the phase. One JSON line per
 engine and phase, then a ``table`` line. The baseline is the other engines in the same run.
+
+``--protocols PLAINTEXT SASL_SSL`` runs the engines against a PLAINTEXT broker, then against
+a SASL_SSL one (``tests.fixtures.kafka_secured``: SCRAM-SHA-512, TLS, ACLs enforced, the job
+as a principal with only the ACLs it needs, configured by Java's property names), and ends
+with a ``protocol_cost`` line: each engine's ``max`` throughput over both and their ratio.
+``--max-only`` stops each engine after its ``max`` phase. Spark's jobs take no security
+settings here: over SASL_SSL they are not run.
 """
 
 from __future__ import annotations
@@ -64,6 +71,10 @@ def engine_command(
     common += ["--checkpoints", os.path.join(work, "checkpoints")]
     common += ["--checkpoint-interval-ms", str(args.checkpoint_interval_ms)]
     common += ["--guarantee", args.guarantee]
+    properties = getattr(args, "properties", {})
+    if properties and engine in ("spark", "spark-rtm"):
+        raise ValueError(f"{engine} takes no Kafka security settings in this benchmark")
+    common += [x for k, v in properties.items() for x in ("--property", f"{k}={v}")]
     script = os.path.join(HERE, "datastream_job.py")
     if engine == "sparkpoint":
         conf = [x for item in args.sparkpoint_conf for x in ("--conf", item)]
@@ -154,13 +165,15 @@ def _phases(
     if guarantee == "exactly-once":  # the engines whose sink takes --guarantee
         guarantee = args.guarantee.lower().replace("_", "-")
     tag = {"engine": engine, "label": label, "guarantee": guarantee}
+    if args.protocol != "PLAINTEXT":
+        tag["protocol"] = args.protocol
     results = [{**tag, "phase": "warmup", **warmup_phase(args, consumer, proc)}]
     emit(results[-1])
     if "error" in results[-1]:
         return results
     results.append({**tag, "phase": "max", **max_phase(args, topic, consumer, proc)})
     emit(results[-1])
-    if "error" in results[-1]:
+    if "error" in results[-1] or args.max_only:
         return results
     # Every record written so far: a paced phase starts once they are all out.
     expected = args.warmup + sum(r["records"] for r in results[-1]["rounds"])
@@ -188,11 +201,13 @@ def run_engine(engine: str, args: argparse.Namespace, broker: Any, work: str) ->
     topics = (f"{engine}-in", f"{engine}-out")
     for topic in topics:
         broker.create_topic(topic, args.partitions)
-    write_backlog(args.bootstrap, topics[0], args.warmup, args.keys)
-    engine_work = os.path.join(work, engine)
+    if args.protocol != "PLAINTEXT":
+        broker.grant(job_acls(engine, topics))
+    write_backlog(args.client, topics[0], args.warmup, args.keys)
+    engine_work = os.path.join(work, args.protocol, engine)
     os.makedirs(engine_work)
-    consumer = LatencyConsumer(args.bootstrap, topics[1])
-    log_path = os.path.join(work, f"{engine}.log")
+    consumer = LatencyConsumer(args.client, topics[1])
+    log_path = os.path.join(work, f"{engine}-{args.protocol}.log")
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH", "")) if p)
     flink_logs = os.path.join(engine_work, "flink-log")
@@ -203,7 +218,10 @@ def run_engine(engine: str, args: argparse.Namespace, broker: Any, work: str) ->
         try:
             command = engine_command(engine, args, topics, engine_work)
         except BaseException as exc:  # a missing jar or interpreter: this engine only
-            results.append({"engine": engine, "phase": "warmup", "error": repr(exc)[:300]})
+            row = {"engine": engine, "phase": "warmup", "error": repr(exc)[:300]}
+            if args.protocol != "PLAINTEXT":
+                row["protocol"] = args.protocol
+            results.append(row)
             emit(results[-1])
             consumer.stop()
             return results
@@ -228,6 +246,58 @@ def run_engine(engine: str, args: argparse.Namespace, broker: Any, work: str) ->
                 tail = f.read()[-2000:].decode(errors="replace")
             emit({"engine": engine, "log_tail": tail})
     return results
+
+
+def job_acls(engine: str, topics: tuple[str, str]) -> list[tuple[str, str, str, str]]:
+    """What the job's principal may do on a secured broker: read the input and its group,
+    write the output transactionally (docs/kafka-source.md, docs/kafka-sink.md)."""
+    api = "sparkpoint" if engine == "sparkpoint" else "pyflink"
+    return [
+        ("TOPIC", topics[0], "LITERAL", "READ"),
+        ("TOPIC", topics[0], "LITERAL", "DESCRIBE"),
+        ("GROUP", f"{api}-bench", "LITERAL", "READ"),
+        ("TOPIC", topics[1], "LITERAL", "WRITE"),
+        ("TOPIC", topics[1], "LITERAL", "DESCRIBE"),
+        ("TOPIC", topics[1], "LITERAL", "READ"),  # DescribeProducers: the hanging check
+        ("TRANSACTIONAL_ID", f"{api}-bench", "PREFIXED", "WRITE"),
+        ("TRANSACTIONAL_ID", f"{api}-bench", "PREFIXED", "DESCRIBE"),
+    ]
+
+
+def protocol_cost(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each engine's ``max`` records/s per protocol and SASL_SSL's over PLAINTEXT's."""
+    by_engine: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row.get("phase") == "max" and "records_per_s" in row:
+            protocol = row.get("protocol", "PLAINTEXT")
+            by_engine.setdefault(row["engine"], {})[protocol] = row["records_per_s"]
+    for figures in by_engine.values():
+        if figures.get("PLAINTEXT") and "SASL_SSL" in figures:
+            figures["ratio"] = round(figures["SASL_SSL"] / figures["PLAINTEXT"], 3)
+    return by_engine
+
+
+def _start_broker(protocol: str, args: argparse.Namespace) -> Any:
+    """A started broker for ``protocol``; sets ``args``' client settings for it: ``client``
+    (librdkafka's, the load side's, as the admin) and ``properties`` (the job's, Java's
+    names, as the job's principal)."""
+    if protocol == "SASL_SSL":
+        from tests.fixtures.kafka_secured import JOB, SecuredKafkaBroker
+
+        broker: Any = SecuredKafkaBroker()
+        broker.start()
+        args.client = broker.client_config()
+        args.properties = broker.java_properties(JOB, store="jks")
+    else:
+        from tests.fixtures.kafka import KafkaBroker
+
+        broker = KafkaBroker()
+        broker.start()
+        args.client = {"bootstrap.servers": broker.bootstrap_servers}
+        args.properties = {}
+    args.protocol = protocol
+    args.bootstrap = broker.bootstrap_servers
+    return broker
 
 
 def _commit() -> str:
@@ -288,6 +358,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "epoch end or flush, without waiting for the checkpoint)",
     )
     parser.add_argument(
+        "--protocols",
+        nargs="+",
+        choices=["PLAINTEXT", "SASL_SSL"],
+        default=["PLAINTEXT"],
+        help="one broker after the other, each engine against each",
+    )
+    parser.add_argument("--max-only", action="store_true", help="only the warmup and max phases")
+    parser.add_argument(
         "--markdown", metavar="JSONL", help="print the table of a run's output ('-': stdin)"
     )
     return parser.parse_args(argv)
@@ -301,25 +379,26 @@ def main() -> None:
         with open(args.markdown) if args.markdown != "-" else sys.stdin as f:
             print(table(read_json_lines(f)))
         return
-    from tests.fixtures.kafka import KafkaBroker
-
     # A SIGTERM (from `timeout`) unwinds through the finally blocks below, which stop the
     # engine's process tree (a session of its own) and the broker.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     work = tempfile.mkdtemp(prefix="kafka-latency-")
-    broker = KafkaBroker()
     t0 = time.time()
+    start = {"run": "start", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    emit({**start, "commit": _commit(), "argv": argv, "args": vars(args)})
+    rows: list[dict[str, Any]] = []
     try:
-        broker.start()
-        args.bootstrap = broker.bootstrap_servers
-        start = {"run": "start", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-        emit({**start, "commit": _commit(), "argv": argv, "args": vars(args)})
-        rows = []
-        for engine in args.engines:
-            rows += run_engine(engine, args, broker, work)
+        for protocol in args.protocols:
+            broker = _start_broker(protocol, args)
+            try:
+                for engine in args.engines:
+                    rows += run_engine(engine, args, broker, work)
+            finally:
+                broker.stop()
+        if len(args.protocols) > 1:
+            emit({"protocol_cost": protocol_cost(rows)})
         emit({"table": rows, "seconds": round(time.time() - t0)})
     finally:
-        broker.stop()
         if os.environ.get("KAFKA_LATENCY_KEEP") is None:
             shutil.rmtree(work, ignore_errors=True)
         else:

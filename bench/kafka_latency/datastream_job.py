@@ -94,16 +94,18 @@ def build(api: str, args: argparse.Namespace) -> Any:
         getattr(args, "checkpoint_interval_ms", 1000), datastream.CheckpointingMode.EXACTLY_ONCE
     )
     guarantee = getattr(kafka.DeliveryGuarantee, getattr(args, "guarantee", "EXACTLY_ONCE"))
-    source = (
+    # Kafka client properties by Java's names (security.protocol, sasl.jaas.config, ...),
+    # the same for the source and the sink, as a PyFlink program sets them.
+    properties = dict(item.partition("=")[::2] for item in getattr(args, "property", []))
+    source_builder = (
         kafka.KafkaSource.builder()
         .set_bootstrap_servers(args.bootstrap)
         .set_topics(args.source)
         .set_group_id(f"{api}-bench")
         .set_starting_offsets(kafka.KafkaOffsetsInitializer.earliest())
         .set_value_only_deserializer(common.SimpleStringSchema())
-        .build()
     )
-    sink = (
+    sink_builder = (
         kafka.KafkaSink.builder()
         .set_bootstrap_servers(args.bootstrap)
         .set_record_serializer(
@@ -116,8 +118,11 @@ def build(api: str, args: argparse.Namespace) -> Any:
         .set_transactional_id_prefix(f"{api}-bench")
         # Below the broker's transaction.max.timeout.ms (15 min; Flink asks for 1 h).
         .set_property("transaction.timeout.ms", "600000")
-        .build()
     )
+    for key, value in properties.items():
+        source_builder.set_property(key, value)
+        sink_builder.set_property(key, value)
+    source, sink = source_builder.build(), sink_builder.build()
     (
         env.from_source(source, common.WatermarkStrategy.no_watermarks(), "kafka")
         .uid("source")
@@ -144,6 +149,12 @@ def main() -> None:
         "--conf", action="append", default=[], help="the engine's key=value (repeatable)"
     )
     parser.add_argument("--checkpoint-interval-ms", type=int, default=1000)
+    parser.add_argument(
+        "--property",
+        action="append",
+        default=[],
+        help="a Kafka client key=value for the source and the sink (repeatable)",
+    )
     parser.add_argument(
         "--guarantee", choices=["EXACTLY_ONCE", "AT_LEAST_ONCE"], default="EXACTLY_ONCE"
     )

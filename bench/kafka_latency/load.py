@@ -20,12 +20,12 @@ _CONSUMER_GROUP = "kafka-latency-bench"
 _MP = mp.get_context("spawn")
 
 
-def _producer(bootstrap: str) -> Any:
+def _producer(client: dict[str, str]) -> Any:
     from confluent_kafka import Producer
 
     return Producer(
         {
-            "bootstrap.servers": bootstrap,
+            **client,
             "linger.ms": 5,
             "batch.num.messages": 10_000,
             "queue.buffering.max.messages": 1_000_000,
@@ -34,10 +34,11 @@ def _producer(bootstrap: str) -> Any:
     )
 
 
-def write_backlog(bootstrap: str, topic: str, n: int, keys: int, seed: int = 1) -> float:
-    """Write ``n`` records over ``keys`` random keys as fast as one producer can; seconds."""
+def write_backlog(client: dict[str, str], topic: str, n: int, keys: int, seed: int = 1) -> float:
+    """Write ``n`` records over ``keys`` random keys as fast as one producer can; seconds.
+    ``client`` is librdkafka's configuration (``bootstrap.servers``, security settings)."""
     rnd = random.Random(seed)
-    producer = _producer(bootstrap)
+    producer = _producer(client)
     t0 = time.time()
     ms = int(t0 * 1000)
     for i in range(n):
@@ -56,11 +57,13 @@ def write_backlog(bootstrap: str, topic: str, n: int, keys: int, seed: int = 1) 
     return time.time() - t0
 
 
-def _paced(bootstrap: str, topic: str, rate: int, seconds: float, keys: int, done: Any) -> None:
+def _paced(
+    client: dict[str, str], topic: str, rate: int, seconds: float, keys: int, done: Any
+) -> None:
     """Produce ``rate`` records a second for ``seconds`` in 5 ms ticks, each record stamped
     with its send time; ``done`` receives the count (a tick late is caught up, not dropped)."""
     rnd = random.Random(rate)
-    producer = _producer(bootstrap)
+    producer = _producer(client)
     tick = 0.005
     t0 = time.time()
     sent = 0
@@ -86,12 +89,14 @@ class PacedProducer:
     """``rate`` records/s into ``topic`` for ``seconds``, in a process; ``join()`` gives the
     number sent."""
 
-    def __init__(self, bootstrap: str, topic: str, rate: int, seconds: float, keys: int) -> None:
+    def __init__(
+        self, client: dict[str, str], topic: str, rate: int, seconds: float, keys: int
+    ) -> None:
         self.start = time.time()
         recv, send = _MP.Pipe(duplex=False)
         self._recv = recv
         self._proc = _MP.Process(
-            target=_paced, args=(bootstrap, topic, rate, seconds, keys, send), daemon=True
+            target=_paced, args=(client, topic, rate, seconds, keys, send), daemon=True
         )
         self._proc.start()
 
@@ -102,14 +107,14 @@ class PacedProducer:
         return sent
 
 
-def _consume(bootstrap: str, topic: str, count: Any, conn: Any) -> None:
+def _consume(client: dict[str, str], topic: str, count: Any, conn: Any) -> None:
     """Read ``topic`` read_committed from its start; keep (receive ms, producer ms) of every
     record; answer ``("window", lo, hi)`` with the latencies of records stamped in [lo, hi)."""
     from confluent_kafka import Consumer
 
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **client,
             "group.id": f"{_CONSUMER_GROUP}-{topic}",
             "isolation.level": "read_committed",
             "auto.offset.reset": "earliest",
@@ -146,11 +151,11 @@ class LatencyConsumer:
     """A read_committed consumer of the engine's output topic, in a process: ``count`` of the
     records read so far, ``latencies_ms(lo, hi)`` of those the producer stamped in [lo, hi)."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, client: dict[str, str], topic: str) -> None:
         self._count = _MP.Value("q", 0, lock=False)
         self._conn, child = _MP.Pipe()
         self._proc = _MP.Process(
-            target=_consume, args=(bootstrap, topic, self._count, child), daemon=True
+            target=_consume, args=(client, topic, self._count, child), daemon=True
         )
         self._proc.start()
 

@@ -63,7 +63,7 @@ def _backlog_round(
     base = consumer.count
     cpu0 = tree_cpu_seconds(proc.pid)
     t0 = time.time()
-    write_s = write_backlog(args.bootstrap, topic, size, args.keys, seed=seed)
+    write_s = write_backlog(args.client, topic, size, args.keys, seed=seed)
     left = max(1.0, args.drain_seconds - (time.time() - t0))
     drained = consumer.wait_for(base + size, left, _alive(proc))
     t1 = time.time()
@@ -131,7 +131,7 @@ def paced_phase(
     the earlier phases wrote, all of it out before this one started)."""
     before = consumer.count
     cpu0 = tree_cpu_seconds(proc.pid)
-    producer = PacedProducer(args.bootstrap, topic, rate, args.seconds, args.keys)
+    producer = PacedProducer(args.client, topic, rate, args.seconds, args.keys)
     sent = producer.join()
     t_end = time.time()
     caught_up = consumer.wait_for(expected + sent, args.catch_up_seconds, _alive(proc))

@@ -59,7 +59,8 @@ def table(records: Iterable[dict[str, Any]]) -> str:
             start = rec
         if "engine" not in rec or "phase" not in rec:
             continue
-        e = engines.setdefault(rec["engine"], {})
+        # One row per engine and broker protocol (``--protocols``; PLAINTEXT untagged).
+        e = engines.setdefault(f"{rec['engine']} {rec.get('protocol', '')}", {})
         e[rec["phase"]] = rec
         if rec["phase"] == "sustained":
             rate = rec["rate"]
@@ -70,6 +71,8 @@ def table(records: Iterable[dict[str, Any]]) -> str:
     for phases in engines.values():
         first = next(iter(phases.values()))
         label, guarantee = first.get("label", first["engine"]), first.get("guarantee", "?")
+        if "protocol" in first:
+            label = f"{label} over {first['protocol']}"
         warm = phases.get("warmup", {})
         if "error" in warm:
             cells = [f"not measured: {warm['error']}", "", ""]

@@ -144,3 +144,29 @@ def test_pyflink_settings_take_overrides_and_refuse_a_bare_key() -> None:
     assert settings["python.fn-execution.bundle.size"] == "1000"
     with pytest.raises(SystemExit, match=re.escape("key=value, got 'python.state.cache-size'")):
         pyflink_settings("thread", ["python.state.cache-size"])
+
+
+def test_protocol_rows_and_cost() -> None:
+    from bench.kafka_latency.__main__ import protocol_cost
+
+    plain = {"engine": "sparkpoint", "label": "sparkpoint", "guarantee": "exactly-once"}
+    secured = {**plain, "protocol": "SASL_SSL"}
+    max_row = {"out": 100, "records": 100, "seconds": 1.0, "cpu_s_per_M": 1.0}
+    rows = [
+        {**plain, "phase": "warmup"},
+        {**plain, "phase": "max", **max_row, "records_per_s": 10_000},
+        {**secured, "phase": "warmup"},
+        {**secured, "phase": "max", **max_row, "records_per_s": 8_000},
+        {"engine": "pyflink", "phase": "max", "error": "no output"},
+    ]
+    assert protocol_cost(rows) == {
+        "sparkpoint": {"PLAINTEXT": 10_000, "SASL_SSL": 8_000, "ratio": 0.8}
+    }
+    lines = table(rows).splitlines()
+    assert [line.split(" | ")[0] for line in lines[2:]] == [
+        "| sparkpoint",
+        "| sparkpoint over SASL_SSL",
+        "| pyflink",
+    ]
+    assert lines[2].split(" | ")[2].startswith("10,000 (100 in 1.0 s;")
+    assert lines[3].split(" | ")[2].startswith("8,000 (100 in 1.0 s;")

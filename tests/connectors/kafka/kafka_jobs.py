@@ -164,12 +164,16 @@ def kafka_sum_job(
     return sink
 
 
-def read_committed(bootstrap: str, topic: str, timeout: float = 60.0) -> list[str]:
-    """Everything a ``read_committed`` consumer reads of ``topic``, up to its end."""
+def read_committed(
+    bootstrap: str, topic: str, timeout: float = 60.0, client: dict[str, str] | None = None
+) -> list[str]:
+    """Everything a ``read_committed`` consumer reads of ``topic``, up to its end (``client``:
+    librdkafka's security settings, e.g. a secured broker's ``client_config()``)."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
         {
+            **(client or {}),
             "bootstrap.servers": bootstrap,
             "group.id": "checker",
             "isolation.level": "read_committed",

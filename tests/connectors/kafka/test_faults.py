@@ -30,6 +30,7 @@ from tests.connectors.kafka.kafka_jobs import (
     record_restored_positions,
     running_sum_at,
 )
+from tests.fixtures import kafka_tools
 from tests.fixtures.kafka import KafkaBroker
 
 N = 4000  # 1000 records per partition
@@ -40,13 +41,37 @@ _POOLING = TransactionNamingStrategy.POOLING
 _INCREMENTING = TransactionNamingStrategy.INCREMENTING
 
 
+def _uncommitted_writers(broker: KafkaBroker, prefix: str, sink: str) -> list[str]:
+    """The job's transactional ids whose producer wrote to ``sink`` (its partitions keep
+    the producer's state) and whose last transaction was not committed, by Kafka's own
+    tools: with INCREMENTING (an id per transaction), the transactions that were aborted."""
+    wrote = {
+        p.producer_id
+        for partition in range(2)
+        for p in kafka_tools.describe_producers(broker.bootstrap_servers, sink, partition)
+    }
+    return sorted(
+        t.transactional_id
+        for t in kafka_tools.list_transactions(broker.bootstrap_servers)
+        if t.transactional_id.startswith(prefix + "-")
+        and t.producer_id in wrote
+        and t.state != "CompleteCommit"
+    )
+
+
 @pytest.mark.parametrize(
-    ("stage", "times", "naming"),
+    ("stage", "times", "naming", "lingering"),
     [
-        ("sink", 1, _INCREMENTING),
-        ("sink", 4, _INCREMENTING),
-        ("sink", 4, _POOLING),
-        ("source", 4, _INCREMENTING),
+        # The sink task is killed formatting its first batch of epoch 3, before it began a
+        # transaction (a writer begins one with its first records): nothing to abort.
+        ("sink", 1, _INCREMENTING, False),
+        # The other subtask's sink task had finished epoch 3 when Spark gave up on the job:
+        # its transaction, in no checkpoint, was left open, and the restore's sweep aborted it.
+        ("sink", 4, _INCREMENTING, True),
+        ("sink", 4, _POOLING, True),
+        # A source-stage task of epoch 3 fails before its shuffle is written: no sink task
+        # of epoch 3 ran, so no transaction of it exists to linger.
+        ("source", 4, _INCREMENTING, False),
     ],
     ids=["sink-spark-retry", "sink-job-restore", "sink-job-restore-pooling", "source-job-restore"],
 )
@@ -57,6 +82,7 @@ def test_python_worker_killed(
     stage: str,
     times: int,
     naming: TransactionNamingStrategy,
+    lingering: bool,
 ) -> None:
     """The worker parsing record 2401 (source stage) or formatting its running sum for the
     sink (sink stage) is SIGKILLed ``times`` times: once, Spark's retry runs the task again;
@@ -81,12 +107,13 @@ def test_python_worker_killed(
         assert result.restarts == 0
     check_exact(kafka_broker, sink, name, N)
     aborted = kafka_sink.lingering_aborted
-    # Only the job's own transactions were aborted (whether any were depends on the case).
+    # Only the job's own transactions were aborted, and whether any were is the case's.
     assert [t for t in aborted if not t.startswith(name + "-")] == []
-    if (stage, times) == ("sink", 4):
-        # The other subtask's sink task had finished epoch 3 when Spark gave up on the
-        # job: its transaction, in no checkpoint, was left open, and the restore aborted it.
-        assert aborted, "no lingering transaction was aborted"
+    assert bool(aborted) is lingering, f"lingering transactions aborted: {aborted}"
+    if naming is _INCREMENTING:
+        # By Kafka's own tools: the ids that wrote and were not committed are exactly those
+        # the sweep aborted (a POOLING id is reused after its abort, and then committed).
+        assert _uncommitted_writers(kafka_broker, name, sink) == sorted(aborted)
 
 
 def test_broker_killed_and_restarted_mid_job(
