@@ -6,7 +6,8 @@ ranges (see docs/kafka-source.md). An idle reader still holds its connections, a
 librdkafka reconnects forever to a broker that went away, logging every refused connection
 (many per second on a stopped broker). So a reader unused for ``IDLE_SECONDS`` is closed by a
 daemon thread, and every reader's librdkafka log goes through ``ClientLog``: at most one line
-per reader per ``LOG_INTERVAL_SECONDS``, with the count of lines held back.
+per reader per ``LOG_INTERVAL_SECONDS``, with the count of lines held back. The sink's pooled
+producers (``kafka_producers``, ``kafka_writers``) log through it too.
 """
 
 from __future__ import annotations
