@@ -32,15 +32,24 @@ N = 400
 # covers a reader's whole life after the stop, and a client logging every 30 s (librdkafka
 # suppresses an identical error for 30 s) shows two lines within a minute.
 WINDOW_S = 80.0
+# Python's default level (WARNING, as a job logs without a logging setup) with a format
+# that tells processes apart; every line a Kafka client's ``ClientLog`` passes is shown
+# whatever its level (the strictest view), and the job's parser says where it runs.
 SITECUSTOMIZE = (
     "import logging, sys\n"
-    "logging.basicConfig(stream=sys.stderr, level=logging.INFO,\n"
+    "logging.basicConfig(stream=sys.stderr, level=logging.WARNING,\n"
     "    format='PYLOG %(created).3f %(process)d %(name)s %(levelname)s %(message)s')\n"
     "logging.getLogger('sparkpoint.kafka.client').setLevel(logging.DEBUG)\n"
+    "logging.getLogger('broker_gone_driver').setLevel(logging.INFO)\n"
 )
 _PYLOG = re.compile(r"PYLOG (\d+\.\d+) (\d+) (\S+) (\w+) (.*)")
 _CLIENT = re.compile(r"^\S+ \[([^\]]+)\]")  # ClientLog's "<facility> [<client name>] ..."
 _RDKAFKA = re.compile(r"%\d\|(\d+\.\d+)\|[A-Z_]+\|([^|]+)\|")  # librdkafka's own stderr
+
+
+def _about(line: str, port: int) -> bool:
+    """Whether ``line`` names the broker's address (its port, not a longer number)."""
+    return re.search(rf"(127\.0\.0\.1|localhost):{port}(?!\d)", line) is not None
 
 
 def _client_lines(log: str, after: float, port: int) -> dict[str, list[float]]:
@@ -48,10 +57,9 @@ def _client_lines(log: str, after: float, port: int) -> dict[str, list[float]]:
     seconds) by each Kafka client: a ``ClientLog`` by process and client name, another
     Python logger by process and logger, librdkafka's own stderr by client name (its
     lines carry no process id: two processes' clients of one name count as one)."""
-    about = (f"127.0.0.1:{port}", f"localhost:{port}")
     clients: dict[str, list[float]] = collections.defaultdict(list)
     for line in log.splitlines():
-        if not any(a in line for a in about):
+        if not _about(line, port):
             continue
         py = _PYLOG.search(line)
         raw = _RDKAFKA.search(line)
@@ -76,10 +84,9 @@ def _client_lines(log: str, after: float, port: int) -> dict[str, list[float]]:
 def _other_lines(log: str, after_line: int, port: int) -> list[str]:
     """The lines about the broker that are no Kafka client's (failures' messages, stack
     traces), from line ``after_line`` on: printed, not limited."""
-    about = f"127.0.0.1:{port}"
     out = []
     for line in log.splitlines()[after_line:]:
-        if about in line and _PYLOG.search(line) is None and _RDKAFKA.search(line) is None:
+        if _about(line, port) and _PYLOG.search(line) is None and _RDKAFKA.search(line) is None:
             out.append(line)
     return out
 
