@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkpoint.connectors.kafka_access import librdkafka_denied
+from sparkpoint.connectors.kafka_readers import ClientLog
 
 __all__ = ["STATS", "DeliveryErrors", "ReadyProducer", "init_producer", "take_producer"]
 
@@ -121,7 +122,10 @@ def init_producer(config: dict[str, Any], transactional_id: str, errors: Deliver
     ``KafkaAccessError`` naming the ACL."""
     from confluent_kafka import KafkaException, Producer
 
-    producer = Producer({**config, "transactional.id": transactional_id, "on_delivery": errors})
+    # A pooled producer outlives its epoch: once its broker went away, librdkafka's log of
+    # it reaches the logs at most once a minute (``ClientLog``).
+    conf = {**config, "transactional.id": transactional_id, "on_delivery": errors}
+    producer = Producer({**conf, "logger": ClientLog()})
     try:
         producer.init_transactions(_INIT_TIMEOUT_S)
     except KafkaException as e:

@@ -6,7 +6,8 @@ ranges (see docs/kafka-source.md). An idle reader still holds its connections, a
 librdkafka reconnects forever to a broker that went away, logging every refused connection
 (many per second on a stopped broker). So a reader unused for ``IDLE_SECONDS`` is closed by a
 daemon thread, and every reader's librdkafka log goes through ``ClientLog``: at most one line
-per reader per ``LOG_INTERVAL_SECONDS``, with the count of lines held back.
+per reader per ``LOG_INTERVAL_SECONDS``, with the count of lines held back. The sink's pooled
+producers (``kafka_producers``, ``kafka_writers``) log through it too.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["IDLE_SECONDS", "LOG_INTERVAL_SECONDS", "ClientLog", "ReaderPool"]
+__all__ = [
+    "IDLE_SECONDS",
+    "KAFKA_PYTHON_LOGGERS",
+    "LOG_INTERVAL_SECONDS",
+    "ClientLog",
+    "ReaderPool",
+    "throttle_kafka_python",
+]
 
 _LOG = logging.getLogger("sparkpoint.kafka.client")
 IDLE_SECONDS = 60.0
@@ -52,6 +60,44 @@ class ClientLog:
         if held:
             fmt += f" ({held} more lines of this client not shown)"
         _LOG.log(level, fmt, *args)
+
+
+# kafka-python's loggers that log a lost broker (tens of lines a minute each, seen).
+KAFKA_PYTHON_LOGGERS = (
+    "kafka.cluster",
+    "kafka.conn",
+    "kafka.client_async",
+    "kafka.net.connection",
+    "kafka.net.manager",
+    "kafka.net.transport",
+)
+
+
+class _Throttle(logging.Filter):
+    """Passes at most one record per ``interval`` seconds of the logger it is on."""
+
+    def __init__(self, interval: float) -> None:
+        super().__init__()
+        self._interval = interval
+        self._last: float | None = None
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            if self._last is not None and now - self._last < self._interval:
+                return False
+            self._last = now
+        return True
+
+
+def throttle_kafka_python(interval: float = LOG_INTERVAL_SECONDS) -> None:
+    """At most one line per ``interval`` from each of kafka-python's loggers in this
+    process (idempotent): its clients log every reconnect to a broker that went away."""
+    for name in KAFKA_PYTHON_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _Throttle) for f in logger.filters):
+            logger.addFilter(_Throttle(interval))
 
 
 class ReaderPool:

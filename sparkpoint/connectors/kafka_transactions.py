@@ -30,6 +30,7 @@ from typing import Any
 
 from sparkpoint.connectors.kafka_access import KafkaAccessError, denied
 from sparkpoint.connectors.kafka_client_config import client_config
+from sparkpoint.connectors.kafka_readers import throttle_kafka_python
 
 __all__ = [
     "BUSY_STATES",
@@ -119,6 +120,7 @@ class TransactionAdmin:
         from kafka.admin import KafkaAdminClient
         from kafka.errors import KafkaTimeoutError
 
+        throttle_kafka_python()  # a broker gone for good: a line a minute per logger
         kwargs = dict(client_config(self.properties).kafka_python)
         kwargs.update(
             client_id="sparkpoint-committer",
@@ -718,11 +720,16 @@ class _BootstrapFailures(logging.Handler):
         self._logger = logging.getLogger("kafka.net.manager")
 
     def __enter__(self) -> _BootstrapFailures:
-        self._logger.addHandler(self)
+        # Ahead of the logger's filters (``throttle_kafka_python``): it sees every record.
+        self._logger.filters.insert(0, self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._logger.removeHandler(self)
+        self._logger.removeFilter(self)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.emit(record)
+        return True
 
     def emit(self, record: logging.LogRecord) -> None:
         args = record.args if isinstance(record.args, tuple) else ()

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkpoint.connectors.kafka_producers import DeliveryErrors, init_producer, take_producer
+from sparkpoint.connectors.kafka_readers import ClientLog
 from sparkpoint.connectors.kafka_transactions import BUSY_STATES, OpenTransaction, TransactionAdmin
 from sparkpoint.connectors.sink import SinkWriter
 
@@ -89,7 +90,9 @@ class PlainWriter(SinkWriter):
             from confluent_kafka import Producer
 
             errors = DeliveryErrors()
-            _PRODUCERS[key] = (Producer({**config, "on_delivery": errors}), errors)
+            # Pooled for the worker's life: at most one log line a minute (``ClientLog``).
+            producer = Producer({**config, "on_delivery": errors, "logger": ClientLog()})
+            _PRODUCERS[key] = (producer, errors)
         self.producer, self.errors = _PRODUCERS[key]
 
     def write(self, values: list[Any]) -> None:

@@ -118,7 +118,8 @@ class DataStream:
 
     def slot_sharing_group(self, slot_sharing_group: str | SlotSharingGroup) -> DataStream:
         """Recorded on the operator (and its resources, for a ``SlotSharingGroup``); shown in
-        ``get_execution_plan``, without effect on how Spark runs it."""
+        ``get_execution_plan``; its CPU cores become the stage's CPUs per Spark task where
+        Spark has stage-level scheduling (docs/architecture.md, "Limitations")."""
         _set_slot_sharing_group(self._node, slot_sharing_group)
         return self
 
@@ -559,7 +560,7 @@ class DataStreamSink:
         return self
 
     def slot_sharing_group(self, slot_sharing_group: str | SlotSharingGroup) -> DataStreamSink:
-        """As ``DataStream.slot_sharing_group``: recorded, without effect."""
+        """As ``DataStream.slot_sharing_group``."""
         _set_slot_sharing_group(self._node, slot_sharing_group)
         return self
 

@@ -2,9 +2,9 @@
 resources each slot of the group needs) and ``MemorySize``.
 
 sparkpoint has no slots: an operator's group and its resources are recorded on the operator
-(``get_execution_plan`` shows them) and change nothing in how the job runs. The Spark
-concept they correspond to, stage-level scheduling's ``ResourceProfile`` (executor cores and
-memory per stage, on YARN and Kubernetes with dynamic allocation), is not applied: see
+(``get_execution_plan`` shows them), and its stage's Spark tasks ask for the group's CPU
+cores through stage-level scheduling's ``ResourceProfile`` where Spark's master has it
+(``runtime/spark/resource_profiles.py``); elsewhere they are accepted without effect. See
 docs/architecture.md, "Limitations".
 """
 

@@ -438,7 +438,8 @@ class StreamExecutionEnvironment:
         self, slot_sharing_group: SlotSharingGroup
     ) -> StreamExecutionEnvironment:
         """Register a slot sharing group's resource spec: operators in the group by name show
-        it in ``get_execution_plan``; recorded only (see docs/architecture.md, "Limitations")."""
+        it in ``get_execution_plan`` and ask Spark for its CPU cores per task where Spark can
+        (see docs/architecture.md, "Limitations")."""
         if not isinstance(slot_sharing_group, SlotSharingGroup):
             raise TypeError(f"expected a SlotSharingGroup, got {slot_sharing_group!r}")
         self._slot_sharing_groups[slot_sharing_group.get_name()] = slot_sharing_group

@@ -161,8 +161,8 @@ class Node:
     max_parallelism: int | None = None
     uid: str | None = None
     description: str | None = None  # set_description: shown in the execution plan
-    # slot_sharing_group: the group's name and resource spec (recorded, not applied: see
-    # docs/architecture.md, "Limitations")
+    # slot_sharing_group: the group's name and resource spec (its CPU cores become the
+    # stage's task CPUs where Spark can: runtime/spark/resource_profiles.py)
     slot_sharing_group: str | None = None
     slot_resources: dict[str, Any] | None = None
     # keyed_process made by a keyed map/flat_map/filter: how it calls ``function`` (None:

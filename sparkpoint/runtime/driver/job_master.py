@@ -223,7 +223,8 @@ class JobMaster:
             except _StoppedWithSavepoint:
                 return
             except Exception as exc:
-                self._failover_until_restored(exc)
+                if self._failover_until_restored(exc):
+                    return
                 continue
             if finished:
                 self._terminate(JobStatus.FINISHED, commit=True)
@@ -424,13 +425,20 @@ class JobMaster:
         self._start = start
         self._specs.plan_restored()
 
-    def _failover_until_restored(self, exc: BaseException) -> None:
+    def _failover_until_restored(self, exc: BaseException) -> bool:
         """Fail over; a failure while restoring (a sink's redone commit, say) is one more
-        failure the restart strategy judges, not the end of the job."""
+        failure the restart strategy judges, not the end of the job. A cancel requested
+        meanwhile ends the job (a restore that keeps failing, its Kafka broker gone, would
+        hold it back for good); whether it did."""
         while True:
+            cancel = self._requests.take_cancel()
+            if cancel is not None:
+                cancel.future.set_result(None)
+                self._terminate(JobStatus.CANCELED)
+                return True
             try:
                 self._failover(exc)
-                return
+                return False
             except JobExecutionError:
                 raise
             except Exception as again:

@@ -58,6 +58,16 @@ class RequestQueue:
         with self._arrived:
             return self._items.popleft() if self._items else None
 
+    def take_cancel(self) -> ClientRequest | None:
+        """The queued cancel request, if any (the others stay queued): a job that cannot
+        restore is still cancelled."""
+        with self._arrived:
+            for request in self._items:
+                if request.kind == RequestKind.CANCEL:
+                    self._items.remove(request)
+                    return request
+        return None
+
     def wait(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for a request (the job master between epochs); whether
         one is queued."""

@@ -41,6 +41,7 @@ from sparkpoint.runtime.protocol import (
     TaskReport,
 )
 from sparkpoint.runtime.spark.cluster import SparkCluster
+from sparkpoint.runtime.spark.resource_profiles import stage_profiles
 from sparkpoint.runtime.spark.task_groups import channel_partitions, group_subtasks
 from sparkpoint.runtime.task.records import KIND_REPORT
 from sparkpoint.state.backend import SnapshotType
@@ -299,6 +300,16 @@ class EpochRunner:
         self.cluster = SparkCluster(spark)
         self.tasks_per_core = tasks_per_core
         self.full_range = full_range  # records of a full source range (sparse_source)
+        # Stage-level scheduling of the stages whose slot sharing groups have resources.
+        self.profiles = self._profiles(plan)
+
+    def _profiles(self, plan: Plan) -> dict[int, Any]:
+        if not any(n.slot_resources for st in plan.stages for n in st.members):
+            return {}
+        cores = [s.cores for s in self.cluster.live_executors().values()]
+        return stage_profiles(
+            plan.stages, final_stage_ids(plan), self.cluster.sc, max(cores) if cores else None
+        )
 
     def run(
         self, spec: EpochSpec, locations: Mapping[int, list[str]], watch: set[str]
@@ -377,6 +388,8 @@ class EpochRunner:
                     )
                     own = pinned.zip(own)
                 rdd = RDD(own, sc, NoOpSerializer()).mapPartitionsWithIndex(fn)
+            if st.id in self.profiles:
+                rdd = rdd.withResources(self.profiles[st.id])
             rdds[st.id] = rdd
             return rdd
 

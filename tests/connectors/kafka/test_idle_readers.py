@@ -98,3 +98,27 @@ def test_readers_of_a_stopped_broker_are_closed_and_quiet(
     # connection closed by peer"), the rest were held back.
     lines = [r.getMessage() for r in caplog.records if r.name == "sparkpoint.kafka.client"]
     assert len(lines) == 1 and f"127.0.0.1:{port}" in lines[0], lines
+
+
+def test_kafka_python_loggers_pass_one_line_a_minute_and_bootstrap_sees_all(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """kafka-python logs every reconnect to a lost broker (76 lines in 80 s from one logger,
+    seen): each of its loggers passes one line a minute, while the bootstrap's failure
+    collector (a refused login ends the wait with its cause) still sees every record."""
+    from sparkpoint.connectors.kafka_readers import throttle_kafka_python
+    from sparkpoint.connectors.kafka_transactions import _BootstrapFailures
+
+    throttle_kafka_python()
+    throttle_kafka_python()  # idempotent: one filter per logger
+    manager = logging.getLogger("kafka.net.manager")
+    assert sum(type(f).__name__ == "_Throttle" for f in manager.filters) == 1
+    with caplog.at_level(logging.WARNING, logger="kafka"), _BootstrapFailures() as failures:
+        for i in range(5):
+            manager.error("Bootstrap attempt to bootstrap-0 failed: refused %d", i)
+            logging.getLogger("kafka.cluster").warning("no metadata %d", i)
+    lines = [r.getMessage() for r in caplog.records]
+    # One line per logger (this process's earlier lines may already have used the minute).
+    assert len([m for m in lines if m.startswith("Bootstrap")]) <= 1
+    assert len([m for m in lines if m.startswith("no metadata")]) <= 1
+    assert len(failures.seen) == 5
