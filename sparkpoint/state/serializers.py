@@ -372,7 +372,7 @@ class InstantSerializer(TypeSerializer):
 
 class PickleSerializer(TypeSerializer):
     """Any picklable value, varint-length-prefixed (untyped state only). Reads go through
-    ``pickling.loads`` (``sparkpoint.snapshot.allow-pickle``).
+    ``pickling.loads_value`` (``sparkpoint.snapshot.allow-pickle``).
 
     ``serialize(v)`` equals what ``write`` appends, as for every serializer, so the bytes are
     the same whether a value stands alone or inside a list, map or row.
@@ -386,7 +386,7 @@ class PickleSerializer(TypeSerializer):
     def read(self, buf: Buffer, pos: int) -> tuple[Any, int]:
         n, pos = read_varint(buf, pos)
         end = pos + n
-        return pickling.loads(buf[pos:end]), end
+        return pickling.loads_value(buf[pos:end]), end
 
     def serialize(self, value: Any) -> bytes:
         data = pickle.dumps(value, protocol=5)
@@ -395,7 +395,7 @@ class PickleSerializer(TypeSerializer):
     def deserialize(self, data: Buffer) -> Any:
         n = data[0]
         if n < 0x80 and len(data) == n + 1:  # one-byte length: the common case
-            return pickling.loads(data[1:])
+            return pickling.loads_value(data[1:])
         return super().deserialize(data)
 
     def snapshot_config(self) -> Any:
