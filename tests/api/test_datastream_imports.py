@@ -4,15 +4,14 @@ resolves names lazily through a module ``__getattr__``.
 
 One fresh interpreter serves every module: it loads the third-party packages the modules
 import (top-level packages only: they take no part in sparkpoint's import cycles), then forks
-a child a module, which imports just that module; the children share a bytecode cache. A
-fresh subprocess a module took 37 s of CPU (57 s on a loaded machine) for the 34 modules;
-this takes 11 s (21 s).
+a child a module, which imports just that module. A fresh subprocess a module took 37 s of
+CPU for the 34 modules (57 s on a loaded machine); this takes 9 s with the suite's bytecode
+cache (conftest).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import pkgutil
 import subprocess
 import sys
@@ -84,17 +83,13 @@ for line in sys.stdin:
 
 
 @pytest.fixture(scope="module")
-def import_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen[str]]:
-    """The forking interpreter of ``SERVER``; its children share a bytecode cache in a temp
-    dir, so each compiles only what no child compiled before."""
-    env = dict(os.environ, PYTHONPYCACHEPREFIX=str(tmp_path_factory.mktemp("pycache")))
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
+def import_server() -> Iterator[subprocess.Popen[str]]:
+    """The forking interpreter of ``SERVER`` (with the suite's bytecode cache: conftest)."""
     server = subprocess.Popen(
         [sys.executable, "-c", SERVER, *MODULES],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-        env=env,
     )
     assert server.stdout is not None
     assert json.loads(server.stdout.readline()) is None, "the import server did not start"
