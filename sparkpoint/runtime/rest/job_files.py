@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkpoint.errors import SparkpointError
+from sparkpoint.private_files import read_own_json
 
 __all__ = [
     "JOBS_DIR_ENV",
@@ -98,23 +99,14 @@ def remove_job_file(path: Path) -> None:
 
 def _read(directory_fd: int, name: str) -> JobFile | None:
     """The job file ``name`` if it is a regular file of this user holding a job, else None."""
+    data = read_own_json(directory_fd, name, _MAX_FILE)
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=directory_fd)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
-            return None
-        data = json.loads(os.read(fd, _MAX_FILE))
         job_id, job_name, url, token = (data[k] for k in ("job_id", "job_name", "url", "token"))
-        if not all(isinstance(v, str) for v in (job_id, job_name, url, token)):
-            return None
-        return JobFile(job_id, job_name, url, token, path=name)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError):
         return None
-    finally:
-        os.close(fd)
+    if not all(isinstance(v, str) for v in (job_id, job_name, url, token)):
+        return None
+    return JobFile(job_id, job_name, url, token, path=name)
 
 
 def read_job_files(directory: Path) -> list[JobFile]:

@@ -42,6 +42,7 @@ import threading
 import uuid
 from hashlib import sha1
 
+from sparkpoint.private_files import read_own_json
 from sparkpoint.runtime.task.executor import current_executor, executor_jvm, process_alive
 
 __all__ = [
@@ -267,20 +268,11 @@ def _register(root: str) -> None:
 
 def _read_record(directory_fd: int, name: str) -> tuple[str, int, int] | None:
     """(root, pid, start) of a record that is a regular file of this user, else None."""
+    owner = read_own_json(directory_fd, name, _MAX_RECORD)
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=directory_fd)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
-            return None
-        owner = json.loads(os.read(fd, _MAX_RECORD))
         return str(owner["root"]), int(owner["pid"]), int(owner["start"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError, ValueError):
         return None
-    finally:
-        os.close(fd)
 
 
 def _remove_root(root: str) -> bool:
