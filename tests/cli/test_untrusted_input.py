@@ -575,13 +575,13 @@ def _mutations(whole: bytes, count: int, seed: int) -> Iterator[tuple[str, bytes
 def test_random_mutations_never_hang_crash_or_print_more_than_a_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, base: Path
 ) -> None:
-    """150 checksum-valid mutations of a real chk-3 payload: each is read, or refused with
+    """60 checksum-valid mutations of a real chk-3 payload: each is read, or refused with
     one line (exit 2 for inspect and dump; exit 0 and one skip report for the others).
     About half only change inline state bytes, which the payload does not check."""
     metadata = chk(base, 3) / "_metadata"
     whole = metadata.read_bytes()
     outcomes = {"read": 0, "refused": 0}
-    for name, data in _mutations(whole, 150, seed=29):
+    for name, data in _mutations(whole, 60, seed=29):
         metadata.write_bytes(data)
         code, out, err = run(capsys, "checkpoints", "inspect", str(chk(base, 3)))
         assert code in (0, EXIT_ERROR), (name, err)
@@ -603,8 +603,8 @@ def test_random_mutations_never_hang_crash_or_print_more_than_a_line(
         code, out, err = run(capsys, "checkpoints", "latest", str(base))
         assert code == 0 and out in (f"{chk(base, 2)}\n", f"{chk(base, 3)}\n"), (name, err)
     # the mutations reach past the frame: some are refused, some still parse
-    assert outcomes["refused"] >= 50 and outcomes["read"] >= 10, outcomes
-    assert sum(outcomes.values()) == 150
+    assert outcomes["refused"] >= 20 and outcomes["read"] >= 4, outcomes
+    assert sum(outcomes.values()) == 60
 
 
 def test_random_mutations_of_a_savepoint_never_crash_the_dump(
