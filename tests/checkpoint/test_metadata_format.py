@@ -559,7 +559,7 @@ def _metadata(draw: st.DrawFn) -> CheckpointMetadata:
     return CheckpointMetadata(draw(st.integers(0, 2**62)), tuple(operators), tuple(masters), props)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_metadata())
 def test_property_round_trip(md: CheckpointMetadata) -> None:
     data = store_checkpoint_metadata(md)
