@@ -41,7 +41,7 @@ from sparkpoint.state.snapshot_format import read_header
 from sparkpoint.state.typeinfo import Types
 
 FULL, INCREMENTAL = SnapshotType.FULL_CHECKPOINT, SnapshotType.CHECKPOINT
-KEYS = range(3000)
+KEYS = range(600)
 
 
 def _updates(epoch: int) -> dict[int, int | None]:
