@@ -2,18 +2,13 @@
 partition has no marker (what a broker restarted between a commit's ``PrepareCommit`` and its
 markers leaves, ``kafka_hanging``). The state is made on purpose: with the broker's partition
 verification off for a moment, records of an ended transaction's producer id and epoch are
-appended without the coordinator (a raw ``Produce``), so the partition has an open
-transaction the coordinator has ended. The sink's sweep ends it as the coordinator decided
+appended without the coordinator (a raw ``Produce``, ``hanging_state``), so the partition has
+an open transaction the coordinator has ended. The sink's sweep ends it as the coordinator decided
 (POOLING's only reported); a live transaction and another application's are left alone."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import socket
-import struct
-import time
-from collections.abc import Iterator
 from typing import Any
 
 from sparkpoint.common import SimpleStringSchema
@@ -25,114 +20,17 @@ from sparkpoint.datastream.connectors.kafka import (
     KafkaSink,
     TransactionNamingStrategy,
 )
+from tests.connectors.kafka.hanging_state import append_without_coordinator, transaction
 from tests.connectors.kafka.kafka_jobs import read_committed
 from tests.fixtures.kafka import KafkaBroker
 
-_VERIFICATION = "transaction.partition.verification.enable"
-_INVALID_TXN_STATE = 48
 
-
-@contextlib.contextmanager
-def _verification_off(bootstrap: str) -> Iterator[None]:
-    """The broker's transaction verification off (it refuses records of a producer whose
-    transaction the coordinator has not opened on the partition); on again after."""
-    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-
-    def put(value: str) -> None:
-        resource = ConfigResource(ConfigResourceType.BROKER, "1", configs={_VERIFICATION: value})
-        assert admin.alter_configs([resource]) == {"broker": {"1": "OK"}}
-
-    put("false")
-    try:
-        yield
-    finally:
-        put("true")
-        admin.close()
-
-
-def _transaction(bootstrap: str, tid: str, topic: str, values: list[bytes], commit: bool) -> Any:
-    """A transaction of ``values`` on ``tid``, committed or aborted; its producer."""
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "log_level": 0})
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    for v in values:
-        producer.produce(topic, v, partition=0)
-    assert producer.flush(30) == 0
-    if commit:
-        producer.commit_transaction(30)
-    else:
-        producer.abort_transaction(30)
-    return producer
+def _transaction(bootstrap: str, tid: str, topic: str, values: list[bytes], commit: bool) -> None:
+    transaction({"bootstrap.servers": bootstrap}, tid, topic, values, commit)
 
 
 def _append_without_coordinator(bootstrap: str, tid: str, topic: str, values: list[bytes]) -> None:
-    """Records of ``tid``'s producer id and epoch in partition 0 of ``topic``, in a
-    transaction its coordinator does not know (a raw ``Produce``, verification off)."""
-    from kafka import TopicPartition
-    from kafka.admin import KafkaAdminClient
-    from kafka.protocol.producer.produce import ProduceRequest
-    from kafka.record.memory_records import MemoryRecordsBuilder
-
-    admin = TransactionAdmin(bootstrap)
-    d = admin.describe(tid)
-    admin.close()
-    kadmin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    tp = TopicPartition(topic, 0)
-    (state,) = [
-        p
-        for p in kadmin.describe_producers([tp])[tp].active_producers
-        if p.producer_id == d.producer_id
-    ]
-    kadmin.close()
-    records = MemoryRecordsBuilder(
-        magic=2,
-        compression_type=0,
-        batch_size=1 << 20,
-        transactional=True,
-        producer_id=d.producer_id,
-        producer_epoch=d.producer_epoch,
-        base_sequence=state.last_sequence + 1,
-    )
-    for v in values:
-        records.append(int(time.time() * 1000), None, v)
-    records.close()
-    data = ProduceRequest.TopicProduceData
-    request = ProduceRequest(
-        transactional_id=tid,
-        acks=-1,
-        timeout_ms=30_000,
-        topic_data=[
-            data(
-                name=topic,
-                partition_data=[data.PartitionProduceData(index=0, records=records.buffer())],
-            )
-        ],
-    )
-    host, port = bootstrap.rsplit(":", 1)
-    with _verification_off(bootstrap):
-        # The config reaches the broker through its metadata log: refused until it has.
-        deadline = time.monotonic() + 30
-        while (code := _produce(host, int(port), request)) == _INVALID_TXN_STATE:
-            assert time.monotonic() < deadline, "the broker kept verifying transactions"
-            time.sleep(0.2)
-    assert code == 0
-
-
-def _produce(host: str, port: int, request: Any) -> int:
-    from kafka.protocol.producer.produce import ProduceResponse
-
-    request.with_header(correlation_id=1, client_id="sparkpoint-test")
-    with socket.create_connection((host, port)) as conn:
-        conn.sendall(request.encode(version=9, header=True, framed=True))
-        (size,) = struct.unpack(">i", conn.recv(4, socket.MSG_WAITALL))
-        frame = conn.recv(size, socket.MSG_WAITALL)
-    response = ProduceResponse.decode(frame, version=9, header=True)
-    ((code,),) = [[p.error_code for p in t.partition_responses] for t in response.responses]
-    return int(code)
+    append_without_coordinator({"bootstrap.servers": bootstrap}, tid, topic, values)
 
 
 def _sink(
