@@ -32,9 +32,7 @@ from tests.connectors.kafka.kafka_jobs import (
     kafka_sum_job,
     latest_checkpoint,
 )
-from tests.fixtures.kafka_secured import JOB, SecuredKafkaBroker, secured_kafka_broker
-
-__all__ = ["secured_kafka_broker"]
+from tests.fixtures.kafka_secured import JOB, SecuredKafkaBroker
 
 pytestmark = pytest.mark.spark  # a broker JVM, Spark, and a driver subprocess
 

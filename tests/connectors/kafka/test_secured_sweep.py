@@ -25,9 +25,7 @@ from sparkpoint.datastream.connectors.kafka import (
 )
 from tests.connectors.kafka.hanging_state import append_without_coordinator, transaction
 from tests.connectors.kafka.kafka_jobs import read_committed
-from tests.fixtures.kafka_secured import ADMIN, JOB, SecuredKafkaBroker, secured_kafka_broker
-
-__all__ = ["secured_kafka_broker"]
+from tests.fixtures.kafka_secured import ADMIN, JOB, SecuredKafkaBroker
 
 pytestmark = pytest.mark.spark  # a broker JVM (and Kafka's own tools)
 
