@@ -59,6 +59,10 @@ def env(spark: Any, tmp_path: Any) -> Any:
 
     conf = Configuration()
     conf.set_string("sparkpoint.local-state.dir", str(tmp_path / "local-state"))
+    # SPARKPOINT_TEST_EPOCH_MODE=long-running runs these tests in that epoch mode.
+    mode = os.environ.get("SPARKPOINT_TEST_EPOCH_MODE")
+    if mode:
+        conf.set_string("sparkpoint.epoch.mode", mode)
     e = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
     e.set_parallelism(2)
     return e
