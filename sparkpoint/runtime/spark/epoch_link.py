@@ -33,6 +33,8 @@ __all__ = [
     "Hello",
     "LinkClosed",
     "LinkSocket",
+    "decode_order",
+    "encode_order",
     "new_secret",
     "read_hello",
     "send_hello",
@@ -41,6 +43,7 @@ __all__ = [
 HELLO, ORDER, DATA, REPORTS, FAILED, STOP = 1, 2, 3, 4, 5, 6
 _KINDS = frozenset((HELLO, ORDER, DATA, REPORTS, FAILED, STOP))
 _HEADER = struct.Struct("!BqiiiQ")
+_LENGTH = struct.Struct("!Q")
 _SECRET_BYTES = 32
 _MAX_HELLO = 4096
 MAX_FRAME = 1 << 31  # 2 GiB: one run's rows for one task group
@@ -161,3 +164,19 @@ def read_hello(link: LinkSocket, secret: bytes) -> Hello:
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise LinkClosed(f"a malformed hello: {exc}") from None
+
+
+def encode_order(spec: bytes, work: bytes) -> bytes:
+    """An ORDER payload: the run's pickled spec (the same for every task), then the task's
+    pickled work items."""
+    return _LENGTH.pack(len(spec)) + spec + work
+
+
+def decode_order(payload: bytes) -> tuple[memoryview, memoryview]:
+    """The pickled spec and work items of an ORDER payload."""
+    view = memoryview(payload)
+    (size,) = _LENGTH.unpack_from(view)
+    end = _LENGTH.size + size
+    if end > len(view):
+        raise LinkClosed("a truncated order")
+    return view[_LENGTH.size : end], view[end:]

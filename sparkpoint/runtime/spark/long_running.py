@@ -55,6 +55,7 @@ from sparkpoint.runtime.spark.epoch_link import (
     Hello,
     LinkClosed,
     LinkSocket,
+    encode_order,
     new_secret,
     read_hello,
 )
@@ -342,9 +343,10 @@ class LongRunningRunner:
             self._dest = dest
         from pyspark import cloudpickle  # the spec holds the job's functions, as a closure
 
+        spec_bytes = cloudpickle.dumps(spec, 5)  # once per run: the same for every task
         try:
             for index, items in work.items():
-                order = cloudpickle.dumps((spec, items), 5)
+                order = encode_order(spec_bytes, pickle.dumps(items, 5))
                 slots[index].link.send(ORDER, spec.run, 0, 0, 0, order)
         except LinkClosed as exc:
             self._lost(spec, f"could not send the orders: {exc}")

@@ -32,6 +32,7 @@ from sparkpoint.runtime.spark.epoch_link import (
     Hello,
     LinkClosed,
     LinkSocket,
+    decode_order,
     send_hello,
 )
 from sparkpoint.runtime.task.records import KIND_REPORT
@@ -163,7 +164,8 @@ def run_long_task(
             if order is None:
                 break
             runs += 1
-            spec, work = pickle.loads(order.payload)
+            spec_bytes, work_bytes = decode_order(order.payload)
+            spec, work = pickle.loads(spec_bytes), pickle.loads(work_bytes)
             try:
                 if not _run_order(link, inbox, stages, spec, work, order.run, attempt):
                     break
