@@ -9,14 +9,18 @@ Both epoch modes run a group through here: a Spark task per group and epoch
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
+from sparkpoint.connectors.source import Source, SplitRange, TimestampedBatch
 from sparkpoint.runtime.graph import Stage
 from sparkpoint.runtime.protocol import EpochSpec
 
 __all__ = ["by_subtask", "route_rows", "run_group"]
 
 Row = tuple[int, int, Any]
+_READ_AHEAD_THREADS = 4
 
 
 def by_subtask(rows: Iterable[Row], offset: int, subtasks: tuple[int, ...]) -> dict[int, list[Row]]:
@@ -62,11 +66,42 @@ def run_group(
         inputs = dict(by_subtask(rows, stage.channel_offset, group))
     out: list[Row] = []
     restoring = any(sub in subtasks for subtasks in spec.restore.values() for sub in group)
-    with collect_after_task(), restore_watchdog(job.restore_timeout_s if restoring else None):
+    with (
+        collect_after_task(),
+        restore_watchdog(job.restore_timeout_s if restoring else None),
+        _read_ahead(spec, stage, group) as ahead,
+    ):
         for sub in group:
-            task = StageTask(spec, stage, sub, attempt, executor, local, num_partitions)
+            task = StageTask(
+                spec, stage, sub, attempt, executor, local, num_partitions, ahead.get(sub)
+            )
             out.extend(task.run(iter(inputs.pop(sub))))
     return out
+
+
+@contextmanager
+def _read_ahead(
+    spec: EpochSpec, stage: Stage, group: tuple[int, ...]
+) -> Iterator[dict[int, Future[list[TimestampedBatch]]]]:
+    """For a source whose ranges may be read at once (``Source.concurrent_reads``), the
+    ranges of the group's later subtasks read in threads while the first is processed (a
+    range's read is mostly waiting on the source's round trips)."""
+    node = stage.source
+    if node is None or len(group) < 2 or not getattr(node.source, "concurrent_reads", False):
+        yield {}
+        return
+    ranges = spec.source_ranges.get(stage.id, [])
+    source = node.source
+    later = [sub for sub in group[1:] if sub < len(ranges)]
+    with ThreadPoolExecutor(
+        max_workers=min(len(later), _READ_AHEAD_THREADS) or 1,
+        thread_name_prefix="sparkpoint-read-ahead",
+    ) as pool:
+        yield {sub: pool.submit(_read_all, source, ranges[sub]) for sub in later}
+
+
+def _read_all(source: Source, split_range: SplitRange) -> list[TimestampedBatch]:
+    return list(source.read_batches(split_range))
 
 
 def route_rows(spec: EpochSpec, stage: Stage, out: list[Row]) -> list[list[Row]] | None:
