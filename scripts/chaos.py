@@ -123,7 +123,9 @@ def check(out: str, keys: int) -> bool:
     )
 
 
-def run_round(spark: Any, work: str, rng: random.Random, index: int) -> dict[str, Any]:
+def run_round(
+    spark: Any, work: str, rng: random.Random, index: int, epoch_mode: str = "job"
+) -> dict[str, Any]:
     from sparkpoint.common import Configuration, RestartStrategies
     from sparkpoint.datastream import (
         EmbeddedRocksDBStateBackend,
@@ -168,6 +170,7 @@ def run_round(spark: Any, work: str, rng: random.Random, index: int) -> dict[str
     planned["executor-kill"] += len(kill_epochs)
 
     conf = Configuration()
+    conf.set_string("sparkpoint.epoch.mode", epoch_mode)
     conf.set_string("sparkpoint.epoch.max-records-per-split", str(RECORDS_PER_SPLIT))
     env = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
     env.set_parallelism(2)
@@ -243,6 +246,9 @@ def main() -> int:
     parser.add_argument("--faults", type=int, default=100)
     parser.add_argument("--seed", type=int, default=20261123)
     parser.add_argument(
+        "--epoch-mode", choices=["job", "long-running"], default="job", help="sparkpoint.epoch.mode"
+    )
+    parser.add_argument(
         "--standalone", action="store_true", help="a standalone cluster of three isolated workers"
     )
     args = parser.parse_args()
@@ -270,7 +276,7 @@ def main() -> int:
         index = 0
         while time.monotonic() - started < args.minutes * 60 or sum(totals.values()) < args.faults:
             index += 1
-            summary = run_round(spark, work, rng, index)
+            summary = run_round(spark, work, rng, index, args.epoch_mode)
             print(json.dumps(summary), flush=True)
             totals.update(summary["faults"])
             recoveries.update(

@@ -136,6 +136,11 @@ def build(api: str, args: argparse.Namespace) -> Any:
 
 
 def main() -> None:
+    if os.environ.get("KAFKA_LATENCY_LOG_EPOCHS"):  # every epoch's line in the engine's log
+        import logging
+
+        logging.basicConfig(level=logging.WARNING)
+        logging.getLogger("sparkpoint.job").setLevel(logging.INFO)
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--api", choices=["pyflink", "sparkpoint"], required=True)
     parser.add_argument("--bootstrap", required=True)

@@ -9,6 +9,7 @@ from sparkpoint.config.option import (
     ConfigOption,
     OptionGroup,
     duration_type,
+    enum_type,
     int_type,
 )
 
@@ -92,6 +93,20 @@ class SparkpointOptions(OptionGroup):
         "hold fewer than sparkpoint.epoch.max-records-per-split records runs one task per "
         "core: at a low rate each task is mostly fixed cost, and a second wave of tasks "
         "would wait for the first.",
+    )
+    EPOCH_MODE = ConfigOption(
+        "sparkpoint.epoch.mode",
+        enum_type("job", "long-running"),
+        "job",
+        "How epochs run on Spark. job: one Spark job per epoch (every task launched, its "
+        "closure shipped, rows shuffled through Spark, per epoch). long-running: one Spark "
+        "job of long-lived tasks, one per task slot of every executor, runs epoch after "
+        "epoch; the driver sends each task its orders and relays rows between them, so an "
+        "epoch costs what its own work costs (lower latency at low rates). It needs every "
+        "task slot of the cluster while the job runs (another job in the same Spark "
+        "application waits), and does not run stages with slot sharing group resources. "
+        "A failed task, a lost Python worker or executor relaunches the tasks and runs the "
+        "epoch again; the epoch fails over once it failed spark.task.maxFailures times.",
     )
     LOCAL_STATE_DIR: ConfigOption[str | None] = ConfigOption(
         "sparkpoint.local-state.dir",

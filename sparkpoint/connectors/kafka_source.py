@@ -70,6 +70,8 @@ _RESET = {
 class KafkaSource(Source):
     """Reads Kafka topics; build one with ``KafkaSource.builder()``."""
 
+    concurrent_reads = True  # each range takes its own pooled consumer
+
     def __init__(
         self,
         properties: dict[str, str],

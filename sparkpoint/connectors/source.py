@@ -86,6 +86,10 @@ class SplitRange:
 class Source(abc.ABC):
     """A source: configuration (picklable, shipped to tasks) plus its split logic."""
 
+    #: Whether ``read_batches`` may run for several ranges at once in one process (threads):
+    #: a task running several ranges then reads the later ones while the first is processed.
+    concurrent_reads: bool = False
+
     @abc.abstractmethod
     def get_boundedness(self) -> str:
         """``Boundedness.BOUNDED`` or ``Boundedness.CONTINUOUS_UNBOUNDED``."""

@@ -56,9 +56,11 @@ def env(spark: Any, tmp_path: Any) -> Any:
     """A fresh environment on the shared session, local state under ``tmp_path``."""
     from sparkpoint.common import Configuration
     from sparkpoint.datastream import StreamExecutionEnvironment
+    from tests.epoch_mode import apply_test_epoch_mode
 
     conf = Configuration()
     conf.set_string("sparkpoint.local-state.dir", str(tmp_path / "local-state"))
+    apply_test_epoch_mode(conf)
     e = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
     e.set_parallelism(2)
     return e

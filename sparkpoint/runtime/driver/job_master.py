@@ -49,6 +49,7 @@ from sparkpoint.runtime.driver.task_specs import TaskSpecs
 from sparkpoint.runtime.graph import Plan
 from sparkpoint.runtime.protocol import TaskReport
 from sparkpoint.runtime.spark.epoch import EpochRunner, ExecutorsLost
+from sparkpoint.runtime.spark.long_running import LongRunningRunner
 from sparkpoint.runtime.task.executor import DRIVER_EXECUTOR_ID
 
 __all__ = ["JobMaster"]
@@ -96,7 +97,8 @@ class JobMaster:
             {n.operator_id: n.sink for n in plan.sinks},
             committed=lambda epoch: self._progress.sink_committed(epoch),
         )
-        self._runner = EpochRunner(
+        runner = LongRunningRunner if settings.epoch_mode == "long-running" else EpochRunner
+        self._runner: EpochRunner | LongRunningRunner = runner(
             spark, plan, settings.tasks_per_core, settings.max_records_per_split
         )
         self._placement = KeyedPlacement(self._job_id, plan)

@@ -112,6 +112,7 @@ class JobSettings:
     restore_timeout_ms: int = RestartStrategyOptions.RESTORE_TIMEOUT.default  # 0: none
     max_records_per_split: int = SparkpointOptions.MAX_RECORDS_PER_SPLIT.default
     tasks_per_core: int = SparkpointOptions.TASKS_PER_CORE.default  # task groups
+    epoch_mode: str = SparkpointOptions.EPOCH_MODE.default  # job | long-running
     changelog: bool = SparkpointOptions.CHANGELOG_ENABLED.default  # per-subtask recovery
     changelog_checkpoints: bool = StateBackendOptions.CHANGELOG_ENABLED.default
     materialize_interval_ms: int = StateBackendOptions.PERIODIC_MATERIALIZE_INTERVAL.default
@@ -243,6 +244,7 @@ def build_job_settings(job_name: str, request: JobRequest) -> JobSettings:
         restore_timeout_ms=RestartStrategyOptions.RESTORE_TIMEOUT.read(config),
         max_records_per_split=SparkpointOptions.MAX_RECORDS_PER_SPLIT.read(config),
         tasks_per_core=SparkpointOptions.TASKS_PER_CORE.read(config),
+        epoch_mode=SparkpointOptions.EPOCH_MODE.read(config),
         changelog=SparkpointOptions.CHANGELOG_ENABLED.read(config),
         changelog_checkpoints=_changelog_checkpoints(config),
         materialize_interval_ms=StateBackendOptions.PERIODIC_MATERIALIZE_INTERVAL.read(config),

@@ -44,6 +44,7 @@ from sparkpoint.runtime.spark.cluster import SparkCluster
 from sparkpoint.runtime.spark.resource_profiles import stage_profiles
 from sparkpoint.runtime.spark.task_groups import channel_partitions, group_subtasks
 from sparkpoint.runtime.task.records import KIND_REPORT
+from sparkpoint.runtime.task.task_group import route_rows, run_group
 from sparkpoint.state.backend import SnapshotType
 
 __all__ = [
@@ -167,16 +168,6 @@ def _packed_input(frames: Iterator[bytes], pinned: bool) -> Iterator[tuple[int, 
                     yield from rows
 
 
-def _by_subtask(
-    rows: Iterator[tuple[int, int, Any]], offset: int, subtasks: tuple[int, ...]
-) -> dict[int, list[tuple[int, int, Any]]]:
-    """A task group's input rows split by subtask (rows name their channel)."""
-    per: dict[int, list[tuple[int, int, Any]]] = {sub: [] for sub in subtasks}
-    for row in rows:
-        per[row[0] - offset].append(row)
-    return per
-
-
 def run_task(
     spec: EpochSpec, stage: Stage, partition: int, items: Iterator[Any], num_partitions: int
 ) -> Iterator[Any]:
@@ -185,56 +176,25 @@ def run_task(
     next exchange (every partition gets exactly one, so pinned consumers can zip)."""
     from pyspark import TaskContext
 
-    from sparkpoint.runtime.task.executor import current_executor
-    from sparkpoint.runtime.task.gc_policy import collect_after_task
-    from sparkpoint.runtime.task.local_dirs import job_dir
-    from sparkpoint.runtime.task.restore_watchdog import restore_watchdog
-    from sparkpoint.runtime.task.stage_task import StageTask
-    from sparkpoint.state.pickling import set_allow_pickle
-
-    job = spec.job
-    set_allow_pickle(job.allow_pickle)
-    if job.fs_options:
-        from sparkpoint.fs.registry import configure, get_options
-
-        if dict(get_options()) != dict(job.fs_options):
-            configure(dict(job.fs_options))
     tc = TaskContext.get()
     attempt = tc.attemptNumber() if tc is not None else 0
-    local = job_dir(job.application_id, job.local_state_dir, job.job_id)
-    executor = current_executor()
     groups = spec.task_groups.get(stage.id)
     group = groups[partition] if groups is not None else (partition,)
-    inputs: dict[int, Any]
+    rows: Iterator[tuple[int, int, Any]] | None
     if stage.source is not None:
         for _ in items:  # the empty element: drain it so Spark can reuse the worker
             pass
-        inputs = {sub: () for sub in group}
+        rows = None
+    elif len(stage.exchanges) > 1:
+        rows = _packed_input(items, stage.keyed)
+    elif stage.keyed:
+        rows = _keyed_input(items)
     else:
-        if len(stage.exchanges) > 1:
-            rows = _packed_input(items, stage.keyed)
-        elif stage.keyed:
-            rows = _keyed_input(items)
-        else:
-            rows = _shuffled_input(items)
-        if len(group) == 1:
-            inputs = {group[0]: rows}
-        else:
-            inputs = dict(_by_subtask(rows, stage.channel_offset, group))
-    out: list[tuple[int, int, Any]] = []
-    restoring = any(sub in subtasks for subtasks in spec.restore.values() for sub in group)
-    with collect_after_task(), restore_watchdog(job.restore_timeout_s if restoring else None):
-        for sub in group:
-            task = StageTask(spec, stage, sub, attempt, executor, local, num_partitions)
-            out.extend(task.run(iter(inputs.pop(sub))))
-    routes = job.routes.get(stage.id)
-    if routes is None:
+        rows = _shuffled_input(items)
+    out = run_group(spec, stage, group, rows, attempt, num_partitions)
+    by_partition = route_rows(spec, stage, out)
+    if by_partition is None:
         return iter(out)
-    table = spec.shuffle_partitions.get(stage.id)
-    count = routes.channels if table is None else max(table) + 1
-    by_partition: list[list[tuple[int, int, Any]]] = [[] for _ in range(count)]
-    for row in out:
-        by_partition[row[0] if table is None else table[row[0]]].append(row)
     return iter(list(enumerate(by_partition)))
 
 

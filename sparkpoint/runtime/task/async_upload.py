@@ -196,6 +196,7 @@ class SubtaskUploads:
                     self.subtask,
                     checkpoint_id,
                     exc,
+                    exc_info=True,
                 )
                 try:
                     _write_atomic(self._path(checkpoint_id, "failed"), repr(exc).encode())

@@ -36,7 +36,9 @@ from sparkpoint.runtime.task.stage_tree import StageTree, build_tree
 from sparkpoint.runtime.task.watermarks import combined_watermark
 
 if TYPE_CHECKING:
-    from sparkpoint.connectors.source import SplitRange
+    from concurrent.futures import Future
+
+    from sparkpoint.connectors.source import SplitRange, TimestampedBatch
 
 __all__ = ["StageTask"]
 
@@ -75,8 +77,11 @@ class StageTask:
         executor: ExecutorIdentity,
         job_dir: str,
         num_partitions: int = 0,
+        prefetched: Future[list[TimestampedBatch]] | None = None,
     ) -> None:
         self.spec = spec
+        # The source range's batches, read ahead in another thread (``task_group``).
+        self.prefetched = prefetched
         self.stage = stage
         self.partition = partition
         self.attempt = attempt
@@ -200,7 +205,12 @@ class StageTask:
         if split_range is None or source is None:
             return 0
         records = 0
-        for values, timestamps in source.source.read_batches(split_range):
+        batches: Iterable[TimestampedBatch] = (
+            source.source.read_batches(split_range)
+            if self.prefetched is None
+            else self.prefetched.result()
+        )
+        for values, timestamps in batches:
             records += len(values)
             if len(values) <= GROUP_TARGET:
                 tree.push_input(-1, values, timestamps)

@@ -55,8 +55,11 @@ def write_marker(state_dir: str, marker: Mapping[str, Any]) -> None:
     # later executor reads its directory), and the data files are not fsynced either.
     path = os.path.join(state_dir, MARKER)
     tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+    # json.dumps, not json.dump: dump encodes in pure Python chunk by chunk (~10x slower
+    # on a marker naming every key group's file; it ran in every keyed task's epoch).
+    text = json.dumps(marker)
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(marker, f)
+        f.write(text)
     os.replace(tmp, path)
 
 

@@ -11,6 +11,7 @@ from sparkpoint.common import Configuration, RestartStrategies, SimpleStringSche
 from sparkpoint.datastream import FileSystemCheckpointStorage, StreamExecutionEnvironment
 from sparkpoint.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSourceBuilder
 from sparkpoint.datastream.connectors.kafka import KafkaSource as _KafkaSource
+from tests.epoch_mode import apply_test_epoch_mode
 from tests.fixtures.kafka import ordered_producer
 
 
@@ -50,6 +51,7 @@ def source_env(
     conf.set_string("sparkpoint.local-state.dir", str(tmp_path / "local"))
     if restore is not None:
         conf.set_string("execution.savepoint.path", restore)
+    apply_test_epoch_mode(conf)
     env = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
     env.set_parallelism(parallelism)
     if checkpoint_ms is not None:

@@ -30,6 +30,7 @@ from tests.connectors.kafka.kafka_jobs import (
     record_restored_positions,
     running_sum_at,
 )
+from tests.epoch_mode import long_running
 from tests.fixtures import kafka_tools
 from tests.fixtures.kafka import KafkaBroker
 
@@ -109,7 +110,10 @@ def test_python_worker_killed(
     aborted = kafka_sink.lingering_aborted
     # Only the job's own transactions were aborted, and whether any were is the case's.
     assert [t for t in aborted if not t.startswith(name + "-")] == []
-    assert bool(aborted) is lingering, f"lingering transactions aborted: {aborted}"
+    if not (long_running() and stage == "sink"):
+        # In the long-running mode a killed task discards its run's other tasks' work too:
+        # the other sink subtask's transaction of the epoch lingers if it had begun one.
+        assert bool(aborted) is lingering, f"lingering transactions aborted: {aborted}"
     if naming is _INCREMENTING:
         # By Kafka's own tools: the ids that wrote and were not committed are exactly those
         # the sweep aborted (a POOLING id is reused after its abort, and then committed).
