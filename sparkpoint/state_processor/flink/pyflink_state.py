@@ -182,6 +182,12 @@ class _StatePlan:
             )
         # state of a window: per TimeWindow namespace, read as (start, end)
         self.window = value_decoder(ns) if ns.kind == "time_window" else None
+        if self.window is not None and desc.kind in (StateKind.VALUE, StateKind.MAP):
+            raise UnsupportedFlinkStateError(
+                f"{self.where}: state in window namespaces read by a {desc.kind.value} "
+                "descriptor; PyFlink's window contents are LIST (process, apply), REDUCING "
+                "(reduce) or AGGREGATING (aggregate) state"
+            )
 
     def add(self, states: dict[str, Any], user_key: bytes | None, value: bytes, key: Any) -> None:
         if self.kind is StateKind.MAP:
