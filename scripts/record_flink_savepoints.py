@@ -35,9 +35,13 @@ FIXTURES = ROOT / "tests" / "state_processor" / "flink_savepoints"
 LOCK = "/tmp/sparkpoint-heavy.lock"
 # +snappy: compressed key groups; +thread: PyFlink's thread mode
 BACKENDS = ("hashmap", "rocksdb", "hashmap+snappy", "hashmap+thread")
-PROGRAMS = ("keyed_counts", "keyed_lists", "timer_buffer", "tumbling_window")
+PROGRAMS = ("keyed_counts", "keyed_lists", "timer_buffer", "tumbling_window", "tumbling_aggregate")
 # Programs on event time read ``key,item,timestamp`` lines, and run on these backends only.
-TIMED = {"timer_buffer": ("hashmap", "rocksdb"), "tumbling_window": ("hashmap", "rocksdb")}
+TIMED = {
+    "timer_buffer": ("hashmap", "rocksdb"),
+    "tumbling_window": ("hashmap", "rocksdb"),
+    "tumbling_aggregate": ("hashmap",),
+}
 KEYS = ("alice", "bob", "carol", "dave", "erin")
 ITEMS = ("apple", "pear", "fig", "plum")
 

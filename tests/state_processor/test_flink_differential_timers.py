@@ -6,6 +6,11 @@ prints what PyFlink printed when it resumed from the same savepoint
 
 Lines are compared as a multiset without the print sink's subtask prefix (the operators run
 at parallelism 2, and Flink and sparkpoint place keys in different subtasks).
+
+Window state holds sparkpoint's ``TimeWindow`` objects, pickles that name a class: the job
+unpickles them only from a savepoint it trusts, so the windows are imported signed with the
+key the job is given (``sparkpoint --signing-key-file ... savepoint import-flink`` and
+``sparkpoint.snapshot.signing-key-file`` in a real deployment).
 """
 
 from __future__ import annotations
@@ -29,6 +34,20 @@ def _records(lines: list[str]) -> list[str]:
     return sorted(_PREFIX.sub("", line) for line in lines if " count=" in line)
 
 
+@pytest.fixture
+def signed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Imports are signed (the process's default trust, as the CLI's --signing-key-file
+    sets it; conftest puts it back) and the job is given the key (as ``sparkpoint run``
+    hands a job its configuration)."""
+    from sparkpoint.checkpoint.trust import SnapshotTrust, use_by_default
+    from sparkpoint.config.client import CLIENT_CONFIGURATION_ENV, encode_client_configuration
+
+    key = "flink-import-differential-test"
+    use_by_default(SnapshotTrust(signing_key=key.encode()))
+    config = encode_client_configuration({"sparkpoint.snapshot.signing-key": key})
+    monkeypatch.setenv(CLIENT_CONFIGURATION_ENV, config)
+
+
 @pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
 def test_resumes_pending_event_time_timers_as_pyflink_does(
     spark: Any, backend: str, tmp_path: Path
@@ -46,12 +65,25 @@ def test_resumes_pending_event_time_timers_as_pyflink_does(
 
 @pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
 def test_resumes_windows_in_flight_as_pyflink_does(
-    spark: Any, backend: str, tmp_path: Path
+    spark: Any, signed: None, backend: str, tmp_path: Path
 ) -> None:
     source = str(HERE / "tumbling_window" / backend / "savepoint")
     target = import_flink_savepoint(source, str(tmp_path / "imported"), WINDOWS)
     printed = run_program(HERE / "tumbling_window.py", ("second", target))
     expected = _records(recorded()["programs"][f"tumbling_window/{backend}"]["second_half"])
     # the restored windows [20000, 30000) of the five keys fire with the first half's records
+    assert sum(" window=[20000,30000) " in line for line in expected) == 5
+    assert _records(printed.splitlines()) == expected
+
+
+def test_resumes_aggregating_windows_in_flight_as_pyflink_does(
+    spark: Any, signed: None, tmp_path: Path
+) -> None:
+    from tests.state_processor.flink_savepoints.tumbling_window_states import AGGREGATE_STATES
+
+    source = str(HERE / "tumbling_aggregate" / "hashmap" / "savepoint")
+    target = import_flink_savepoint(source, str(tmp_path / "imported"), AGGREGATE_STATES)
+    printed = run_program(HERE / "tumbling_aggregate.py", ("second", target))
+    expected = _records(recorded()["programs"]["tumbling_aggregate/hashmap"]["second_half"])
     assert sum(" window=[20000,30000) " in line for line in expected) == 5
     assert _records(printed.splitlines()) == expected

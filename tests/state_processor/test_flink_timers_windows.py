@@ -265,3 +265,33 @@ def test_refuses_the_window_set_of_session_windows(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedFlinkStateError) as e:
         import_flink_savepoint(fixture("tumbling_window", "hashmap"), str(tmp_path / "sp"), states)
     assert "has 'merging-window-set': merging (session) windows are not imported" in str(e.value)
+
+
+def test_reads_aggregating_window_contents_and_imports_them(tmp_path: Path) -> None:
+    """tumbling_aggregate.py's windows in flight hold Collect's accumulator: the count and
+    the items of the last window's records."""
+    from sparkpoint.datastream.window import TimeWindow
+    from tests.state_processor.flink_savepoints.tumbling_window_states import AGGREGATE_STATES
+
+    source = fixture("tumbling_aggregate", "hashmap")
+    state = read_pyflink_keyed_state(
+        read_metadata_file(source), "windows", AGGREGATE_STATES["windows"], "test"
+    )
+    records, _ = expected_windows()
+    expected = {
+        key: {
+            "window-contents": {
+                w: (len(rs), tuple(f"{item}@{ts}" for _, item, ts in rs))
+                for w, rs in states["window-contents"].items()
+            }
+        }
+        for key, states in records.items()
+    }
+    assert state.values == expected
+    target = import_flink_savepoint(source, str(tmp_path / "sp"), AGGREGATE_STATES)
+    names = ("_window.contents", "_window.timers", "__sparkpoint_timers__")
+    got = _imported(target, "windows", _sparkpoint_descriptors(*names))
+    assert {k: s["_window.contents"] for k, s in got.items()} == {
+        k: {TimeWindow(*w): acc for w, acc in s["window-contents"].items()}
+        for k, s in expected.items()
+    }

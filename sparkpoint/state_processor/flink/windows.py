@@ -126,15 +126,15 @@ def carry_windows(
             "windows are not imported (their window set is not mapped to sparkpoint's); "
             "stop the job when no session is open, or start the sparkpoint job without them"
         )
-    contents = next((d for d in descriptors if d.name == WINDOW_CONTENTS), None)
-    for name in sorted(op.windowed_states - {WINDOW_CONTENTS}):
+    others = sorted(op.windowed_states - {WINDOW_CONTENTS})
+    if others:
         raise UnsupportedFlinkStateError(
-            f"{where}: operator {op.uid!r} has state {name!r} in window namespaces (a "
-            "trigger's or a ProcessWindowFunction's per-window state); only the window "
-            f"contents ({WINDOW_CONTENTS!r}) are imported"
+            f"{where}: operator {op.uid!r} has state {', '.join(map(repr, others))} in window "
+            "namespaces (a trigger's or a ProcessWindowFunction's per-window state); only "
+            f"the window contents ({WINDOW_CONTENTS!r}) are imported"
         )
-    if contents is None and not windowed_timers:
-        return list(descriptors)
+    if WINDOW_CONTENTS not in op.windowed_states and not windowed_timers:
+        return list(descriptors)  # not a window (a state of that name outside windows stays)
     for states in op.values.values():
         per_window = states.pop(WINDOW_CONTENTS, None)
         if per_window:
