@@ -295,3 +295,25 @@ def test_reads_aggregating_window_contents_and_imports_them(tmp_path: Path) -> N
         k: {TimeWindow(*w): acc for w, acc in s["window-contents"].items()}
         for k, s in expected.items()
     }
+
+
+def test_cli_imports_windows_signed_with_the_key_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Window state pickles sparkpoint's TimeWindow, which a job unpickles only from a
+    savepoint it trusts: ``--signing-key-file`` signs the import with the job's key."""
+    from sparkpoint.checkpoint.metadata.file_format import signed_with
+    from sparkpoint.cli.main import main
+
+    key = tmp_path / "key"
+    key.write_text("a-signing-key\n")
+    key.chmod(0o600)
+    target = str(tmp_path / "sp")
+    spec = "tests.state_processor.flink_savepoints.tumbling_window_states:STATES"
+    args = ["--signing-key-file", str(key), "savepoint", "import-flink"]
+    code = main([*args, fixture("tumbling_window", "rocksdb"), target, "--states", spec])
+    assert code == 0
+    assert capsys.readouterr().out == f"Imported windows -> {target}\n"
+    data = (Path(target) / "_metadata").read_bytes()
+    assert signed_with(data, b"a-signing-key")
+    assert not signed_with(data, b"another-key")
