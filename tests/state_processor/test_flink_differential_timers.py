@@ -34,18 +34,22 @@ def _records(lines: list[str]) -> list[str]:
     return sorted(_PREFIX.sub("", line) for line in lines if " count=" in line)
 
 
-@pytest.fixture
-def signed(monkeypatch: pytest.MonkeyPatch) -> None:
+def _sign_imports(monkeypatch: pytest.MonkeyPatch, **job_config: str) -> None:
     """Imports are signed (the process's default trust, as the CLI's --signing-key-file
-    sets it; conftest puts it back) and the job is given the key (as ``sparkpoint run``
-    hands a job its configuration)."""
+    sets it; conftest puts it back) and the job is given the key and ``job_config`` (as
+    ``sparkpoint run`` hands a job its configuration)."""
     from sparkpoint.checkpoint.trust import SnapshotTrust, use_by_default
     from sparkpoint.config.client import CLIENT_CONFIGURATION_ENV, encode_client_configuration
 
     key = "flink-import-differential-test"
     use_by_default(SnapshotTrust(signing_key=key.encode()))
-    config = encode_client_configuration({"sparkpoint.snapshot.signing-key": key})
-    monkeypatch.setenv(CLIENT_CONFIGURATION_ENV, config)
+    config = {"sparkpoint.snapshot.signing-key": key, **job_config}
+    monkeypatch.setenv(CLIENT_CONFIGURATION_ENV, encode_client_configuration(config))
+
+
+@pytest.fixture
+def signed(monkeypatch: pytest.MonkeyPatch) -> None:
+    _sign_imports(monkeypatch)
 
 
 @pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
@@ -87,3 +91,18 @@ def test_resumes_aggregating_windows_in_flight_as_pyflink_does(
     expected = _records(recorded()["programs"]["tumbling_aggregate/hashmap"]["second_half"])
     assert sum(" window=[20000,30000) " in line for line in expected) == 5
     assert _records(printed.splitlines()) == expected
+
+
+def test_resumes_timers_and_windows_on_sparkpoints_rocksdb_backend(
+    spark: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The same second halves with the sparkpoint job on RocksDB, which finds map entries
+    by their bytes: the imported windows must be the bytes sparkpoint's own are."""
+    _sign_imports(monkeypatch, **{"state.backend.type": "rocksdb"})
+    for program, states, lines in (("timer_buffer", BUFFER, 20), ("tumbling_window", WINDOWS, 12)):
+        source = str(HERE / program / "rocksdb" / "savepoint")
+        target = import_flink_savepoint(source, str(tmp_path / program), states)
+        printed = run_program(HERE / f"{program}.py", ("second", target))
+        expected = _records(recorded()["programs"][f"{program}/rocksdb"]["second_half"])
+        assert len(expected) == lines
+        assert _records(printed.splitlines()) == expected
