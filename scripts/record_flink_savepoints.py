@@ -35,7 +35,13 @@ FIXTURES = ROOT / "tests" / "state_processor" / "flink_savepoints"
 LOCK = "/tmp/sparkpoint-heavy.lock"
 # +snappy: compressed key groups; +thread: PyFlink's thread mode
 BACKENDS = ("hashmap", "rocksdb", "hashmap+snappy", "hashmap+thread")
-PROGRAMS = ("keyed_counts", "keyed_lists")
+PROGRAMS = ("keyed_counts", "keyed_lists", "timer_buffer", "tumbling_window", "tumbling_aggregate")
+# Programs on event time read ``key,item,timestamp`` lines, and run on these backends only.
+TIMED = {
+    "timer_buffer": ("hashmap", "rocksdb"),
+    "tumbling_window": ("hashmap", "rocksdb"),
+    "tumbling_aggregate": ("hashmap",),
+}
 KEYS = ("alice", "bob", "carol", "dave", "erin")
 ITEMS = ("apple", "pear", "fig", "plum")
 
@@ -43,6 +49,11 @@ ITEMS = ("apple", "pear", "fig", "plum")
 def first_half_lines() -> list[str]:
     """30 deterministic ``key,item,amount`` lines."""
     return [f"{KEYS[i * 7 % 5]},{ITEMS[i * 3 % 4]},{i % 9 + 1}" for i in range(30)]
+
+
+def timed_lines() -> list[str]:
+    """30 ``key,item,timestamp`` lines, a second apart: three ten-second buckets of every key."""
+    return [f"{KEYS[i * 7 % 5]},{ITEMS[i * 3 % 4]},{i * 1000}" for i in range(30)]
 
 
 def run(venv: Path, args: list[str], stdout_path: Path, cwd: Path, timeout: float) -> str:
@@ -72,7 +83,7 @@ def record_program(venv: Path, name: str, backend: str, timeout: float) -> dict[
     dest = FIXTURES / name / backend.replace("+", "-")
     with tempfile.TemporaryDirectory(prefix="flink-savepoint-") as tmp:
         work = Path(tmp)
-        lines = first_half_lines()
+        lines = timed_lines() if name in TIMED else first_half_lines()
         (work / "in").mkdir()
         (work / "in" / "part-0.txt").write_text("\n".join(lines) + "\n")
         first_out = work / "first.out"
@@ -142,7 +153,9 @@ def main() -> None:
     print(f"waiting for {LOCK}", flush=True)
     fcntl.flock(lock, fcntl.LOCK_EX)
     for name in opts.program or PROGRAMS:
-        for backend in opts.backend or BACKENDS:
+        for backend in opts.backend or TIMED.get(name, BACKENDS):
+            if backend not in TIMED.get(name, BACKENDS):
+                continue
             result = record_program(opts.venv, name, backend, opts.timeout)
             programs[f"{name}/{backend}"] = result
             lines = len(result["second_half"])  # type: ignore[arg-type]

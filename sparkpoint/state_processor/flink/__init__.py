@@ -2,6 +2,7 @@
 
 ``metadata`` reads ``_metadata``; ``keyed_state`` the canonical keyed state streams;
 ``pyflink_state`` decodes PyFlink's process-mode state by the program's descriptors;
+``timers`` and ``windows`` turn its timers and window state into sparkpoint's;
 ``importer`` writes the sparkpoint savepoint. See docs/flink-migration.md.
 """
 

@@ -36,6 +36,8 @@ from sparkpoint.state_processor.flink.pyflink_state import (
     PyFlinkKeyedState,
     read_pyflink_keyed_state,
 )
+from sparkpoint.state_processor.flink.timers import carry_timers
+from sparkpoint.state_processor.flink.windows import carry_windows
 from sparkpoint.state_processor.state_writing import (
     ENTRY_TYPE,
     SavepointTarget,
@@ -87,7 +89,8 @@ def import_flink_savepoint(
     )
     try:
         operators = tuple(
-            _write_operator(op, states[op.uid], key_types.get(op.uid), out) for op in imported
+            _write_operator(op, _descriptors(op, states[op.uid], what), key_types.get(op.uid), out)
+            for op in imported
         )
         rules = {op.uid: rule_of(KeyGroupAssigner(key_types.get(op.uid))) for op in imported}
         meta = CheckpointMetadata(
@@ -101,6 +104,14 @@ def import_flink_savepoint(
         fs.delete(path, recursive=True)
         raise
     return path
+
+
+def _descriptors(
+    op: PyFlinkKeyedState, descriptors: Sequence[StateDescriptor], what: str
+) -> list[StateDescriptor]:
+    """The states to write for ``op``: its own, its windows' and its timers' as sparkpoint
+    keeps them (``op.values`` turned into those in place)."""
+    return carry_timers(op.values, op.timers, carry_windows(op, descriptors, what))
 
 
 def _write_operator(

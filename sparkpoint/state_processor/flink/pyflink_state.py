@@ -13,7 +13,7 @@ to decode them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sparkpoint.errors import CorruptStateError
@@ -34,6 +34,7 @@ from sparkpoint.state_processor.flink.keyed_state import (
 from sparkpoint.state_processor.flink.metadata import FlinkMetadata, FlinkOperatorState
 from sparkpoint.state_processor.flink.pyflink_coders import coder_of, decode_element
 from sparkpoint.state_processor.flink.serializers import SerializerSnapshot, value_decoder
+from sparkpoint.state_processor.flink.timers import FlinkTimer, TimerPlan
 
 __all__ = ["PYTHON_STATE_PREFIX", "PyFlinkKeyedState", "find_operator", "read_pyflink_keyed_state"]
 
@@ -44,12 +45,15 @@ LIST_DELIMITER = 0x2C  # RocksDB's list state format: elements joined by ','
 @dataclass
 class PyFlinkKeyedState:
     """One operator's keyed state: per Python key, per state name, its value (a value, a
-    list, or a dict for MAP state)."""
+    list, or a dict for MAP state; for state in ``TimeWindow`` namespaces a dict from
+    ``(start, end)`` to that), and its pending timers."""
 
     uid: str
     parallelism: int
     max_parallelism: int
     values: dict[Any, dict[str, Any]]
+    timers: list[FlinkTimer] = field(default_factory=list)
+    windowed_states: set[str] = field(default_factory=set)  # those in TimeWindow namespaces
 
 
 def find_operator(metadata: FlinkMetadata, uid: str, what: str) -> FlinkOperatorState:
@@ -89,6 +93,8 @@ def read_pyflink_keyed_state(
     op = find_operator(metadata, uid, what)
     wanted = {d.name: d for d in descriptors}
     values: dict[Any, dict[str, Any]] = {}
+    timers: list[FlinkTimer] = []
+    windowed: dict[tuple[Any, str, tuple[int, int]], dict[str, Any]] = {}
     with pickle_policy(allow_pickle):
         for sub in op.subtasks:
             handle = sub.managed_keyed_state
@@ -111,23 +117,34 @@ def read_pyflink_keyed_state(
             keys: dict[bytes, Any] = {}
             for state_id, entry in entries:
                 plan = plans[state_id]
-                if plan is None:
-                    raise UnsupportedFlinkStateError(
-                        f"{where}: state {header.states[state_id].name!r} holds timers; "
-                        "timers are not imported yet (stop the job when none is pending, or "
-                        "re-register them in open() after the restore)"
-                    )
+                if isinstance(plan, TimerPlan):
+                    ts, row, namespace = plan.read(entry)
+                    key = _key_of_row(row, plan.key_snapshot, where)
+                    timers.append(FlinkTimer(plan.domain, ts, key, namespace))
+                    continue
                 key = keys.get(entry.key)
                 if key is None:
                     key = _python_key(key_read, header.key_serializer, entry.key, where)
                     keys[entry.key] = key
-                plan.add(values.setdefault(key, {}), entry.user_key, entry.value, key)
-    return PyFlinkKeyedState(uid, op.parallelism, op.max_parallelism, values)
+                states = values.setdefault(key, {})
+                if isinstance(plan, _StatePlan) and plan.window is not None:
+                    window = plan.window(DataInput(entry.namespace, f"{plan.where}: a window"))
+                    states = windowed.setdefault((key, plan.name, window), {})
+                plan.add(states, entry.user_key, entry.value, key)
+    for (key, name, window), states in windowed.items():
+        values.setdefault(key, {}).setdefault(name, {})[window] = states[name]
+    names = {name for _, name, _ in windowed}
+    return PyFlinkKeyedState(uid, op.parallelism, op.max_parallelism, values, timers, names)
 
 
 def _python_key(read: Any, snap: SerializerSnapshot, data: bytes, where: str) -> Any:
     inp = DataInput(data, f"{where}: a key")
     row = read(inp)
+    return _key_of_row(row, snap, where)
+
+
+def _key_of_row(row: Any, snap: SerializerSnapshot, where: str) -> Any:
+    """The Python key of PyFlink's key ``Row``: its one field, unpickled when untyped."""
     if snap.kind != "row" or len(row) != 1:
         raise UnsupportedFlinkStateError(
             f"{where}: the key serializer is {snap.describe()}, not PyFlink's Row of one key field"
@@ -158,10 +175,18 @@ class _StatePlan:
         else:
             self.value = coder_of(desc.type_info, f"{self.where}: a value", True)
         ns = meta.serializers.get("NAMESPACE_SERIALIZER")
-        if ns is None or ns.kind != "void":
+        if ns is None or ns.kind not in ("void", "time_window"):
             raise UnsupportedFlinkStateError(
                 f"{self.where}: namespace {ns.describe() if ns else None}; only state "
-                "outside windows (VoidNamespace) is imported"
+                "outside windows (VoidNamespace) and of time windows (TimeWindow) is imported"
+            )
+        # state of a window: per TimeWindow namespace, read as (start, end)
+        self.window = value_decoder(ns) if ns.kind == "time_window" else None
+        if self.window is not None and desc.kind in (StateKind.VALUE, StateKind.MAP):
+            raise UnsupportedFlinkStateError(
+                f"{self.where}: state in window namespaces read by a {desc.kind.value} "
+                "descriptor; PyFlink's window contents are LIST (process, apply), REDUCING "
+                "(reduce) or AGGREGATING (aggregate) state"
             )
 
     def add(self, states: dict[str, Any], user_key: bytes | None, value: bytes, key: Any) -> None:
@@ -295,12 +320,12 @@ def _list_elements(data: bytes, where: str) -> list[bytes]:
 
 def _plans(
     header: KeyedStateStream, wanted: Mapping[str, StateDescriptor], where: str
-) -> list[_StatePlan | _ThreadModePlan | None]:
-    plans: list[_StatePlan | _ThreadModePlan | None] = []
+) -> list[_StatePlan | _ThreadModePlan | TimerPlan]:
+    plans: list[_StatePlan | _ThreadModePlan | TimerPlan] = []
     found = set()
     for meta in header.states:
         if meta.backend_type == "PRIORITY_QUEUE":
-            plans.append(None)  # PyFlink registers its timer services always; refused if used
+            plans.append(TimerPlan(meta, where))
             continue
         thread_mode = not meta.name.startswith(PYTHON_STATE_PREFIX)
         name = meta.name if thread_mode else meta.name[len(PYTHON_STATE_PREFIX) :]

@@ -43,6 +43,9 @@ SIMPLE: dict[str, tuple[str, int]] = {
     _PKG + "BooleanSerializer$BooleanSerializerSnapshot": ("boolean", 1),
     _PKG + "DoubleSerializer$DoubleSerializerSnapshot": ("double", 8),
     _WINDOWS + "TimeWindow$Serializer$TimeWindowSerializerSnapshot": ("time_window", 16),
+    # PyFlink's Python windows: the Table runtime's TimeWindow, the same two longs
+    "org.apache.flink.table.runtime.operators.window.TimeWindow$Serializer"
+    "$TimeWindowSerializerSnapshot": ("time_window", 16),
     # PyFlink's map state keys: a byte array written as an int length and the bytes
     "org.apache.flink.streaming.api.utils.ByteArrayWrapperSerializer"
     "$ByteArrayWrapperSerializerSnapshot": ("bytes", -1),
