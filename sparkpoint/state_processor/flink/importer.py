@@ -36,6 +36,7 @@ from sparkpoint.state_processor.flink.pyflink_state import (
     PyFlinkKeyedState,
     read_pyflink_keyed_state,
 )
+from sparkpoint.state_processor.flink.source_state import kafka_source_state
 from sparkpoint.state_processor.state_writing import (
     ENTRY_TYPE,
     SavepointTarget,
@@ -53,6 +54,8 @@ def import_flink_savepoint(
     *,
     key_types: Mapping[str, ti.TypeInformation] | None = None,
     allow_pickle: bool = False,
+    kafka_sources: Sequence[str] = (),
+    job_name: str | None = None,
 ) -> str:
     """Write the sparkpoint savepoint ``target`` (a new directory) from the Flink savepoint
     ``flink_savepoint`` and return its path.
@@ -62,12 +65,15 @@ def import_flink_savepoint(
     PyFlink state as bytes, and the descriptors say what they are. ``key_types`` gives an
     operator's ``key_by(..., key_type=...)`` where the program declares one (it decides
     the key groups). ``allow_pickle`` lets pickled keys and values that name classes or
-    functions load (they run code); plain data loads either way.
+    functions load (they run code); plain data loads either way. ``kafka_sources`` names
+    the uids of Kafka sources whose split offsets to carry (``kafka_source_state``);
+    ``job_name`` is the sparkpoint job's name they are recorded for.
     """
-    if not states:
+    if not states and not kafka_sources:
         raise ValueError("Name at least one operator uid to import, with its state descriptors")
     metadata = read_metadata_file(flink_savepoint)
     what = f"Flink savepoint {flink_savepoint}"
+    masters = kafka_source_state(metadata, kafka_sources, job_name, what)
     imported = [
         read_pyflink_keyed_state(metadata, uid, descs, what, allow_pickle)
         for uid, descs in states.items()
@@ -93,7 +99,7 @@ def import_flink_savepoint(
         meta = CheckpointMetadata(
             metadata.checkpoint_id,
             operators,
-            (key_hash_master_state(rules),),
+            (key_hash_master_state(rules), *masters),
             CheckpointProperties.for_savepoint(),
         )
         write_metadata(out.stream_factory(), meta, signing_key=default_trust().signing_key)
