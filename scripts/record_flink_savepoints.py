@@ -35,7 +35,7 @@ FIXTURES = ROOT / "tests" / "state_processor" / "flink_savepoints"
 LOCK = "/tmp/sparkpoint-heavy.lock"
 # +snappy: compressed key groups; +thread: PyFlink's thread mode
 BACKENDS = ("hashmap", "rocksdb", "hashmap+snappy", "hashmap+thread")
-PROGRAMS = ("keyed_counts", "keyed_lists")
+PROGRAMS = ("keyed_counts", "keyed_lists", "keyed_typed")
 KEYS = ("alice", "bob", "carol", "dave", "erin")
 ITEMS = ("apple", "pear", "fig", "plum")
 

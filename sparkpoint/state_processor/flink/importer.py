@@ -9,7 +9,6 @@ max parallelism. No Spark: it runs in the calling process.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,7 +29,7 @@ from sparkpoint.state.key_groups import (
 )
 from sparkpoint.state.key_hash_rules import key_hash_master_state, rule_of
 from sparkpoint.state.serializers import PickleSerializer
-from sparkpoint.state.table import RegisteredStateMeta, TtlValue
+from sparkpoint.state.table import RegisteredStateMeta
 from sparkpoint.state_processor.flink.metadata import read_metadata_file
 from sparkpoint.state_processor.flink.pyflink_state import (
     PyFlinkKeyedState,
@@ -120,7 +119,6 @@ def _write_operator(
     inputs = [StateInput(m.to_json(), False, None) for m in metas]
     assigner = KeyGroupAssigner(key_type)
     max_p, parallelism = op.max_parallelism, op.parallelism
-    now = int(time.time() * 1000)
     by_sub: dict[int, list[tuple[int, bytes, dict[str, Any]]]] = {}
     for key, values in op.values.items():
         kg = assigner.key_group(key, max_p)
@@ -132,7 +130,7 @@ def _write_operator(
         rng = compute_key_group_range_for_operator_index(max_p, parallelism, sub)
         rows.sort(key=lambda r: r[0])
         assert rng.contains(rows[0][0]) and rng.contains(rows[-1][0])
-        batch = _batch(rows, metas, now)
+        batch = _batch(rows, metas)
         handle = writer.write(sub, iter([batch]))
         if handle is not None:
             subtasks[sub] = OperatorSubtaskState(managed_keyed_state=(handle,))
@@ -140,7 +138,7 @@ def _write_operator(
 
 
 def _batch(
-    rows: list[tuple[int, bytes, dict[str, Any]]], metas: list[RegisteredStateMeta], now: int
+    rows: list[tuple[int, bytes, dict[str, Any]]], metas: list[RegisteredStateMeta]
 ) -> pa.RecordBatch:
     """The rows of one subtask as ``SubtaskWriter`` takes them: ``sub``, ``kg``, ``key``
     and per state its encoded bytes (entries for MAP state), null where absent."""
@@ -160,7 +158,7 @@ def _batch(
                     [
                         {
                             "k": meta.encode_user_key(uk),
-                            "v": meta.encode_value(TtlValue(v, now) if meta.ttl else v),
+                            "v": meta.encode_value(v),
                         }
                         for uk, v in m.items()
                     ]
@@ -174,11 +172,8 @@ def _batch(
             if meta.name not in values:
                 encoded.append(None)
                 continue
-            v = values[meta.name]
-            if meta.kind is StateKind.LIST:
-                v = [TtlValue(e, now) for e in v] if meta.ttl else v
-            elif meta.ttl:
-                v = TtlValue(v, now)
-            encoded.append(meta.encode_value(v))
+            # TTL'd state holds TtlValues with Flink's timestamps (pyflink_state refuses a
+            # TTL on one side only), so expiry goes on from Flink's last access
+            encoded.append(meta.encode_value(values[meta.name]))
         cols.append(pa.array(encoded, pa.binary()))
     return pa.record_batch(cols, names=names)
