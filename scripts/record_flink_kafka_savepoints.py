@@ -9,7 +9,7 @@ Maven Central, holding the shared heavy-job lock, per state backend:
    (its source's split offsets point behind FIRST_HALF);
 2. the savepoint is copied into ``tests/state_processor/flink_savepoints/kafka_counts/<backend>/``;
 3. SECOND_HALF goes into the input topic; the second half resumes on PyFlink and reads up to
-   the end; what it wrote (a ``read_committed`` consumer) is recorded in ``recorded.json``.
+   the end; what it wrote (a ``read_committed`` consumer) is recorded in ``recorded_kafka.json``.
 
     python scripts/record_flink_kafka_savepoints.py [--backend hashmap|rocksdb]
 """
@@ -116,15 +116,22 @@ def main() -> None:
     parser.add_argument("--backend", choices=BACKENDS, action="append")
     opts = parser.parse_args()
     jar = str(maven_artifacts([FLINK_KAFKA])[0])
-    record_file = base.FIXTURES / "recorded.json"
+    record_file = base.FIXTURES / "recorded_kafka.json"
+    recorded = json.loads(record_file.read_text()) if record_file.exists() else {}
+    recorded.update(
+        {
+            "pyflink_version": goldens.installed_version(opts.venv),
+            "connector": FLINK_KAFKA,
+            "java": goldens.java_version(),
+        }
+    )
+    programs = recorded.setdefault("programs", {})
     lock = open(base.LOCK, "a")  # held until the process ends
     print(f"waiting for {base.LOCK}", flush=True)
     fcntl.flock(lock, fcntl.LOCK_EX)
     for backend in opts.backend or BACKENDS:
         result = record(opts.venv, backend, opts.timeout, jar)
-        # read and written under the lock: the other recorder writes the same file
-        recorded = json.loads(record_file.read_text())
-        recorded["programs"][f"kafka_counts/{backend}"] = {**result, "connector": FLINK_KAFKA}
+        programs[f"kafka_counts/{backend}"] = result
         record_file.write_text(json.dumps(recorded, indent=2) + "\n")
         print(f"recorded kafka_counts/{backend}: {len(result['second_half'])} lines", flush=True)  # type: ignore[arg-type]
 
