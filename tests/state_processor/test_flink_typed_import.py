@@ -139,3 +139,23 @@ def test_resumes_thread_mode_and_ttl_state_as_pyflink_does(
     ]
     got = sorted(_PREFIX.sub("", line) for line in printed.splitlines() if " count=" in line)
     assert got == expected
+
+
+def test_refuses_a_ttl_timestamp_that_is_not_a_long(tmp_path: Path) -> None:
+    from tests.state_processor import flink_bytes as fb
+
+    ttl = "org.apache.flink.runtime.state.ttl.TtlStateFactory$TtlSerializerSnapshot"
+    ints = "org.apache.flink.api.common.typeutils.base.IntSerializer$IntSerializerSnapshot"
+    longs = "org.apache.flink.api.common.typeutils.base.LongSerializer$LongSerializerSnapshot"
+    snapshot = fb.composite(ttl, [fb.simple_snapshot(ints), fb.simple_snapshot(longs)])
+    stream, offsets = fb.keyed_stream([fb.state_meta("last", "VALUE", snapshot)], [])
+    (tmp_path / "state").write_bytes(stream)
+    handle = fb.savepoint_handle("state", offsets, len(stream))
+    (tmp_path / "_metadata").write_bytes(
+        fb.metadata(5, [fb.operator("counter", [fb.subtask(handle)])])
+    )
+    with pytest.raises(UnsupportedFlinkStateError) as e:
+        read_pyflink_keyed_state(
+            read_metadata_file(str(tmp_path)), "counter", [STATES["counter"][3]], "sp"
+        )
+    assert str(e.value) == "sp: operator 'counter' subtask 0, state 'last': a TTL timestamp of int"

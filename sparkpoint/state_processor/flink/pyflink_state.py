@@ -253,7 +253,9 @@ class _ThreadModePlan:
             self.ttl = True
             stamp, user = snap.nested
             if stamp.kind != "long":
-                raise UnsupportedFlinkStateError(f"{self.where}: a TTL timestamp of {stamp}")
+                raise UnsupportedFlinkStateError(
+                    f"{self.where}: a TTL timestamp of {stamp.describe()}"
+                )
             inner = self._reader(user, info)
 
             def read_ttl(inp: DataInput) -> TtlValue:
