@@ -9,7 +9,9 @@ Maven Central, holding the shared heavy-job lock, per state backend:
    (its source's split offsets point behind FIRST_HALF);
 2. the savepoint is copied into ``tests/state_processor/flink_savepoints/kafka_counts/<backend>/``;
 3. SECOND_HALF goes into the input topic; the second half resumes on PyFlink and reads up to
-   the end; what it wrote (a ``read_committed`` consumer) is recorded in ``recorded_kafka.json``.
+   the end (then stops with a savepoint: restored, PyFlink's bounded KafkaSource does not
+   end by itself); what it wrote (a ``read_committed`` consumer) is recorded in
+   ``recorded_kafka.json``.
 
     python scripts/record_flink_kafka_savepoints.py [--backend hashmap|rocksdb]
 """
@@ -85,18 +87,22 @@ def record(venv: Path, backend: str, timeout: float, jar: str) -> dict[str, obje
             dest.mkdir(parents=True)
             shutil.copytree(Path(where.removeprefix("file:")), dest / "savepoint")
             data.produce(bootstrap, data.SECOND_HALF)
+            second_out = work / "second.out"
             base.run(
                 venv,
                 [
                     str(program),
-                    "second",
+                    "second-until",
                     bootstrap,
                     data.TOPIC_IN,
                     "out-second",
                     data.stops(),
                     str(dest / "savepoint"),
+                    str(second_out),
+                    str(len(data.SECOND_HALF)),
+                    f"file://{work / 'savepoints-2'}",
                 ],
-                work / "second.out",
+                second_out,
                 work,
                 timeout,
             )

@@ -8,7 +8,12 @@
         output) it stops with a canonical savepoint: the source's split offsets lie in it.
     kafka_counts.py second <bootstrap> <in> <out> <stops> <savepoint>
         resumes from <savepoint> and reads on up to <stops>, then ends (the restored splits
-        keep the stopping offsets of the first half).
+        keep the stopping offsets of the first half): how sparkpoint runs it.
+    kafka_counts.py second-until <bootstrap> <in> <out> <stops> <savepoint> <stdout-file>
+            <records> <savepoint-dir>
+        the same, stopped with a savepoint once <records> lines are printed: how PyFlink
+        runs it for the recording (restored, its bounded KafkaSource read every record and
+        then did not end: the job went on taking checkpoints).
 
 The second half's sink has a new uid (``sink-resumed``): Flink's KafkaSink state (its
 writer's transactional ids, its committer's committables of the savepoint) is left behind,
@@ -127,7 +132,12 @@ def environment(savepoint=None, backend="hashmap"):
 def first(bootstrap, topic_in, topic_out, stops, stdout_file, records, backend, savepoint_dir):
     env = environment(backend=backend)
     pipeline(env, bootstrap, topic_in, topic_out, stops, "sink").print().uid("print")
-    client = env.execute_async("kafka counts, first half")
+    stop_after(env.execute_async("kafka counts, first half"), stdout_file, records, savepoint_dir)
+
+
+def stop_after(client, stdout_file, records, savepoint_dir):
+    """Once <records> lines are printed, stop the job with a canonical savepoint (its
+    transactions committed) and print where it is."""
     deadline = time.monotonic() + 240
     while True:
         with open(stdout_file) as f:
@@ -144,6 +154,15 @@ def first(bootstrap, topic_in, topic_out, stops, stdout_file, records, backend, 
     print(f"SAVEPOINT {path}", flush=True)
 
 
+def second_until(bootstrap, topic_in, topic_out, stops, savepoint, stdout_file, records, where):
+    """The second half as PyFlink runs it for the recording: restored from a savepoint,
+    PyFlink's KafkaSource does not end at the stopping offsets (the job went on taking
+    checkpoints after reading every record), so it stops once <records> are printed."""
+    env = environment(savepoint)
+    pipeline(env, bootstrap, topic_in, topic_out, stops, "sink-resumed").print()
+    stop_after(env.execute_async("kafka counts, second half"), stdout_file, records, where)
+
+
 def second(bootstrap, topic_in, topic_out, stops, savepoint):
     env = environment(savepoint)
     pipeline(env, bootstrap, topic_in, topic_out, stops, "sink-resumed")
@@ -153,5 +172,7 @@ def second(bootstrap, topic_in, topic_out, stops, savepoint):
 if __name__ == "__main__":
     if sys.argv[1] == "first":
         first(*sys.argv[2:7], int(sys.argv[7]), sys.argv[8], sys.argv[9])
+    elif sys.argv[1] == "second-until":
+        second_until(*sys.argv[2:8], int(sys.argv[8]), sys.argv[9])
     else:
         second(*sys.argv[2:])
