@@ -12,7 +12,7 @@ from sparkpoint.datastream.state import ValueStateDescriptor
 TOPIC_IN = "flink-savepoint-counts-in"
 PARTITIONS = 2
 FIRST_HALF = [(i * 7 % 5 + 1, i % 9 + 1) for i in range(20)]  # (key, amount)
-SECOND_HALF = [(i * 3 % 6 + 1, i % 4 + 2) for i in range(10)]  # key 6 is new
+SECOND_HALF = [(i * 3 % 6 + 1, i % 4 + 2) for i in range(10)]  # keys 1 and 4
 
 STATES = {
     "counter": [
