@@ -35,7 +35,14 @@ FIXTURES = ROOT / "tests" / "state_processor" / "flink_savepoints"
 LOCK = "/tmp/sparkpoint-heavy.lock"
 # +snappy: compressed key groups; +thread: PyFlink's thread mode
 BACKENDS = ("hashmap", "rocksdb", "hashmap+snappy", "hashmap+thread")
-PROGRAMS = ("keyed_counts", "keyed_lists", "timer_buffer", "tumbling_window", "tumbling_aggregate")
+PROGRAMS = (
+    "keyed_counts",
+    "keyed_lists",
+    "keyed_typed",
+    "timer_buffer",
+    "tumbling_window",
+    "tumbling_aggregate",
+)
 # Programs on event time read ``key,item,timestamp`` lines, and run on these backends only.
 TIMED = {
     "timer_buffer": ("hashmap", "rocksdb"),

@@ -133,8 +133,11 @@ def _cmd_import_flink(args: argparse.Namespace) -> int:
         states,
         key_types=key_types,
         allow_pickle=args.allow_pickle,
+        kafka_sources=tuple(args.kafka_source),
+        job_name=args.job_name,
     )
-    print(f"Imported {', '.join(map(printable, states))} -> {printable(path)}")
+    names = [*states, *args.kafka_source]
+    print(f"Imported {', '.join(map(printable, names))} -> {printable(path)}")
     return 0
 
 
@@ -163,6 +166,19 @@ def add_arguments(actions: Any) -> None:
         action="store_true",
         help="load pickled keys and values that name classes or functions (runs their code); "
         "without it only plain-data pickles load",
+    )
+    p.add_argument(
+        "--kafka-source",
+        action="append",
+        default=[],
+        metavar="UID",
+        help="the uid of a KafkaSource whose split offsets to import (repeatable)",
+    )
+    p.add_argument(
+        "--job-name",
+        default=None,
+        help="the sparkpoint job's name, recorded with the source offsets (needed when a "
+        "signing key is configured)",
     )
     p.set_defaults(handler=_cmd_import_flink)
     p = actions.add_parser("dump", help="write a savepoint's keyed state to Parquet")

@@ -9,7 +9,6 @@ max parallelism. No Spark: it runs in the calling process.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,12 +29,13 @@ from sparkpoint.state.key_groups import (
 )
 from sparkpoint.state.key_hash_rules import key_hash_master_state, rule_of
 from sparkpoint.state.serializers import PickleSerializer
-from sparkpoint.state.table import RegisteredStateMeta, TtlValue
+from sparkpoint.state.table import RegisteredStateMeta
 from sparkpoint.state_processor.flink.metadata import read_metadata_file
 from sparkpoint.state_processor.flink.pyflink_state import (
     PyFlinkKeyedState,
     read_pyflink_keyed_state,
 )
+from sparkpoint.state_processor.flink.source_state import kafka_source_state
 from sparkpoint.state_processor.flink.timers import carry_timers
 from sparkpoint.state_processor.flink.windows import carry_windows
 from sparkpoint.state_processor.state_writing import (
@@ -55,6 +55,8 @@ def import_flink_savepoint(
     *,
     key_types: Mapping[str, ti.TypeInformation] | None = None,
     allow_pickle: bool = False,
+    kafka_sources: Sequence[str] = (),
+    job_name: str | None = None,
 ) -> str:
     """Write the sparkpoint savepoint ``target`` (a new directory) from the Flink savepoint
     ``flink_savepoint`` and return its path.
@@ -64,12 +66,15 @@ def import_flink_savepoint(
     PyFlink state as bytes, and the descriptors say what they are. ``key_types`` gives an
     operator's ``key_by(..., key_type=...)`` where the program declares one (it decides
     the key groups). ``allow_pickle`` lets pickled keys and values that name classes or
-    functions load (they run code); plain data loads either way.
+    functions load (they run code); plain data loads either way. ``kafka_sources`` names
+    the uids of Kafka sources whose split offsets to carry (``kafka_source_state``);
+    ``job_name`` is the sparkpoint job's name they are recorded for.
     """
-    if not states:
+    if not states and not kafka_sources:
         raise ValueError("Name at least one operator uid to import, with its state descriptors")
     metadata = read_metadata_file(flink_savepoint)
     what = f"Flink savepoint {flink_savepoint}"
+    masters = kafka_source_state(metadata, kafka_sources, job_name, what)
     imported = [
         read_pyflink_keyed_state(metadata, uid, descs, what, allow_pickle)
         for uid, descs in states.items()
@@ -96,7 +101,7 @@ def import_flink_savepoint(
         meta = CheckpointMetadata(
             metadata.checkpoint_id,
             operators,
-            (key_hash_master_state(rules),),
+            (key_hash_master_state(rules), *masters),
             CheckpointProperties.for_savepoint(),
         )
         write_metadata(out.stream_factory(), meta, signing_key=default_trust().signing_key)
@@ -125,7 +130,6 @@ def _write_operator(
     inputs = [StateInput(m.to_json(), False, None) for m in metas]
     assigner = KeyGroupAssigner(key_type)
     max_p, parallelism = op.max_parallelism, op.parallelism
-    now = int(time.time() * 1000)
     by_sub: dict[int, list[tuple[int, bytes, dict[str, Any]]]] = {}
     for key, values in op.values.items():
         kg = assigner.key_group(key, max_p)
@@ -137,7 +141,7 @@ def _write_operator(
         rng = compute_key_group_range_for_operator_index(max_p, parallelism, sub)
         rows.sort(key=lambda r: r[0])
         assert rng.contains(rows[0][0]) and rng.contains(rows[-1][0])
-        batch = _batch(rows, metas, now)
+        batch = _batch(rows, metas)
         handle = writer.write(sub, iter([batch]))
         if handle is not None:
             subtasks[sub] = OperatorSubtaskState(managed_keyed_state=(handle,))
@@ -145,7 +149,7 @@ def _write_operator(
 
 
 def _batch(
-    rows: list[tuple[int, bytes, dict[str, Any]]], metas: list[RegisteredStateMeta], now: int
+    rows: list[tuple[int, bytes, dict[str, Any]]], metas: list[RegisteredStateMeta]
 ) -> pa.RecordBatch:
     """The rows of one subtask as ``SubtaskWriter`` takes them: ``sub``, ``kg``, ``key``
     and per state its encoded bytes (entries for MAP state), null where absent."""
@@ -165,7 +169,7 @@ def _batch(
                     [
                         {
                             "k": meta.encode_user_key(uk),
-                            "v": meta.encode_value(TtlValue(v, now) if meta.ttl else v),
+                            "v": meta.encode_value(v),
                         }
                         for uk, v in m.items()
                     ]
@@ -179,11 +183,8 @@ def _batch(
             if meta.name not in values:
                 encoded.append(None)
                 continue
-            v = values[meta.name]
-            if meta.kind is StateKind.LIST:
-                v = [TtlValue(e, now) for e in v] if meta.ttl else v
-            elif meta.ttl:
-                v = TtlValue(v, now)
-            encoded.append(meta.encode_value(v))
+            # TTL'd state holds TtlValues with Flink's timestamps (pyflink_state refuses a
+            # TTL on one side only), so expiry goes on from Flink's last access
+            encoded.append(meta.encode_value(values[meta.name]))
         cols.append(pa.array(encoded, pa.binary()))
     return pa.record_batch(cols, names=names)

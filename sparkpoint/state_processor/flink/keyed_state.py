@@ -29,7 +29,13 @@ from sparkpoint.state_processor.flink.serializers import (
     value_decoder,
 )
 
-__all__ = ["KeyedStateStream", "StateEntry", "StateMetaInfo", "read_keyed_state_stream"]
+__all__ = [
+    "KeyedStateStream",
+    "StateEntry",
+    "StateMetaInfo",
+    "read_keyed_state_stream",
+    "read_state_meta_info",
+]
 
 PROXY_VERSIONS = (6,)  # KeyedBackendSerializationProxy versions read (Flink 1.7 on)
 META_INFO_VERSIONS = {6: 6}
@@ -86,22 +92,26 @@ def _read_header(inp: DataInput) -> KeyedStateStream:
     n = inp.i16()
     if n < 0:
         raise inp.fail(f"{n} states")
-    states = []
-    for _ in range(n):
-        name = inp.utf()
-        t = inp.i32()
-        if not 0 <= t < len(BACKEND_STATE_TYPES):
-            raise inp.fail(f"state {name!r}: unknown backend state type {t}")
-        options = {}
-        for _ in range(inp.count(f"options of state {name!r}", 4)):
-            k = inp.utf()
-            options[k] = inp.utf()
-        serializers = {}
-        for _ in range(inp.count(f"serializers of state {name!r}", 4)):
-            k = inp.utf()
-            serializers[k] = read_serializer_snapshot(inp, f"the {k} of state {name!r}")
-        states.append(StateMetaInfo(name, BACKEND_STATE_TYPES[t], options, serializers))
+    states = [read_state_meta_info(inp) for _ in range(n)]
     return KeyedStateStream(version, compressed, key, tuple(states), inp.pos)
+
+
+def read_state_meta_info(inp: DataInput) -> StateMetaInfo:
+    """One ``StateMetaInfoSnapshot`` (keyed and operator state write them alike): name,
+    backend state type, options, serializer snapshots."""
+    name = inp.utf()
+    t = inp.i32()
+    if not 0 <= t < len(BACKEND_STATE_TYPES):
+        raise inp.fail(f"state {name!r}: unknown backend state type {t}")
+    options = {}
+    for _ in range(inp.count(f"options of state {name!r}", 4)):
+        k = inp.utf()
+        options[k] = inp.utf()
+    serializers = {}
+    for _ in range(inp.count(f"serializers of state {name!r}", 4)):
+        k = inp.utf()
+        serializers[k] = read_serializer_snapshot(inp, f"the {k} of state {name!r}")
+    return StateMetaInfo(name, BACKEND_STATE_TYPES[t], options, serializers)
 
 
 def read_keyed_state_stream(

@@ -24,6 +24,7 @@ from sparkpoint.state.descriptors import (
     StateDescriptor,
     StateKind,
 )
+from sparkpoint.state.table import TtlValue
 from sparkpoint.state_processor.flink.binary import DataInput
 from sparkpoint.state_processor.flink.errors import FlinkFormatError, UnsupportedFlinkStateError
 from sparkpoint.state_processor.flink.keyed_state import (
@@ -167,6 +168,11 @@ class _StatePlan:
         self.name = desc.name
         self.kind = desc.kind
         self.where = f"{where}, state {desc.name!r}"
+        # With a StateTtlConfig the Java state's elements are TtlValues: the last access
+        # timestamp (a long) before each element's bytes.
+        snap = meta.serializers.get("VALUE_SERIALIZER")
+        self.ttl = snap is not None and any(n.kind == "ttl" for n in snap.nested)
+        _check_ttl(desc, self.ttl, self.where)
         if isinstance(desc, MapStateDescriptor):
             self.user_key = coder_of(desc.key_type_info, f"{self.where}: a map key", True)
             self.value = coder_of(desc.value_type_info, f"{self.where}: a map value", True)
@@ -195,22 +201,29 @@ class _StatePlan:
             uk = decode_element(self.user_key, _byte_array(user_key, self.where), self.where)
             inp = DataInput(value, f"{self.where}: a map value")
             if inp.boolean():  # null
-                v = None
+                v: Any = None
             else:
+                ts = inp.i64() if self.ttl else None
                 v = decode_element(self.value, inp.sized_bytes("a map value"), self.where)
+                if ts is not None:
+                    v = TtlValue(v, ts)
                 if inp.remaining:
                     raise inp.fail("bytes after a map value")
             states.setdefault(self.name, {})[uk] = v
             return
+        stored = _list_elements(value, self.where, self.ttl)
         if self.kind is StateKind.LIST:
             # A stored element holds every value one append sent (Beam's bag appends):
             # the coder's values one after another.
             states[self.name] = [
-                v for e in _list_elements(value, self.where) for v in self._values(e)
+                v if ts is None else TtlValue(v, ts) for ts, e in stored for v in self._values(e)
             ]
             return
         elements = [
-            decode_element(self.value, e, self.where) for e in _list_elements(value, self.where)
+            decode_element(self.value, e, self.where)
+            if ts is None
+            else TtlValue(decode_element(self.value, e, self.where), ts)
+            for ts, e in stored
         ]
         if len(elements) != 1:
             raise FlinkFormatError(
@@ -236,6 +249,7 @@ class _ThreadModePlan:
         self.name = desc.name
         self.kind = desc.kind
         self.where = f"{where}, state {desc.name!r}"
+        self.ttl = False
         snap = meta.serializers.get("VALUE_SERIALIZER")
         ns = meta.serializers.get("NAMESPACE_SERIALIZER")
         if snap is None or ns is None or ns.kind != "void":
@@ -255,10 +269,25 @@ class _ThreadModePlan:
             self.value = self._reader(snap.nested[0], desc.elem_type_info)
         else:
             self.value = self._reader(snap, desc.type_info)
+        _check_ttl(desc, self.ttl, self.where)
 
     def _reader(self, snap: SerializerSnapshot, info: Any) -> Any:
         from sparkpoint.state import typeinfo as ti
 
+        if snap.kind == "ttl":  # TtlValue: the last access timestamp, then the value
+            self.ttl = True
+            stamp, user = snap.nested
+            if stamp.kind != "long":
+                raise UnsupportedFlinkStateError(
+                    f"{self.where}: a TTL timestamp of {stamp.describe()}"
+                )
+            inner = self._reader(user, info)
+
+            def read_ttl(inp: DataInput) -> TtlValue:
+                ts = inp.i64()
+                return TtlValue(inner(inp), ts)
+
+            return read_ttl
         read = value_decoder(snap)
         if isinstance(info, ti.PickledBytesTypeInfo):
             if snap.kind != "bytes":
@@ -297,6 +326,22 @@ class _ThreadModePlan:
             states[self.name] = decode_element(self.value, value, self.where)
 
 
+def _check_ttl(desc: StateDescriptor, flink_ttl: bool, where: str) -> None:
+    """Flink restores TTL'd state only into a descriptor with a TTL, and the other way
+    round (the serializers differ): so does the import."""
+    if flink_ttl and not desc.ttl_enabled:
+        raise UnsupportedFlinkStateError(
+            f"{where}: the savepoint's state has a time-to-live (StateTtlConfig) and the "
+            "descriptor has none; enable the same TTL on the descriptor "
+            "(descriptor.enable_time_to_live(...)), as the program does"
+        )
+    if desc.ttl_enabled and not flink_ttl:
+        raise UnsupportedFlinkStateError(
+            f"{where}: the descriptor has a time-to-live and the savepoint's state has none; "
+            "Flink would not restore it so either: pass the descriptor the program had"
+        )
+
+
 def _byte_array(data: bytes, where: str) -> bytes:
     inp = DataInput(data, f"{where}: a byte array")
     out = inp.sized_bytes("a byte array")
@@ -305,13 +350,15 @@ def _byte_array(data: bytes, where: str) -> bytes:
     return out
 
 
-def _list_elements(data: bytes, where: str) -> list[bytes]:
+def _list_elements(data: bytes, where: str, ttl: bool = False) -> list[tuple[int | None, bytes]]:
     """A list state value in RocksDB's format: byte arrays (int length, bytes) joined by
-    the delimiter byte."""
+    the delimiter byte, each after its TTL timestamp (a long) when ``ttl``; as
+    ``(timestamp or None, bytes)``."""
     inp = DataInput(data, f"{where}: a list")
-    out = []
+    out: list[tuple[int | None, bytes]] = []
     while True:
-        out.append(inp.sized_bytes("a list element"))
+        ts = inp.i64() if ttl else None
+        out.append((ts, inp.sized_bytes("a list element")))
         if not inp.remaining:
             return out
         if inp.byte() != LIST_DELIMITER:
@@ -337,12 +384,9 @@ def _plans(
             )
         flink_type = meta.state_type
         if thread_mode:
-            expected = desc.kind.value
-            if expected not in ("VALUE", "LIST", "MAP"):
-                raise UnsupportedFlinkStateError(
-                    f"{where}: state {name!r} is thread-mode (Java) {flink_type} state; only "
-                    "VALUE, LIST and MAP state of PyFlink's thread mode are imported"
-                )
+            # Thread mode keeps Reducing and Aggregating state as a Java ValueState of the
+            # value (the accumulator) type (PyFlink's to_java_state_descriptor).
+            expected = desc.kind.value if desc.kind.value in ("LIST", "MAP") else "VALUE"
         else:
             expected = "MAP" if desc.kind is StateKind.MAP else "LIST"
         if flink_type != expected:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sparkpoint.state.table import TtlValue
 from sparkpoint.state_processor.flink.binary import DataInput
 from sparkpoint.state_processor.flink.errors import FlinkFormatError, UnsupportedFlinkStateError
 
@@ -62,6 +63,11 @@ COMPOSITE: dict[str, tuple[str, Callable[[DataInput, int], Any]]] = {
         "timer",
         lambda inp, v: None,
     ),
+    # state with a StateTtlConfig: TtlValue(last access timestamp, user value)
+    "org.apache.flink.runtime.state.ttl.TtlStateFactory$TtlSerializerSnapshot": (
+        "ttl",
+        lambda inp, v: None,
+    ),
 }
 REFUSED_HINTS = {
     "Kryo": "a Kryo-serialized type (Java objects Flink serialized with Kryo)",
@@ -82,7 +88,7 @@ class SerializerSnapshot:
 
     @property
     def fixed_length(self) -> int:
-        if self.kind in ("row", "list", "map", "timer"):
+        if self.kind in ("row", "list", "map", "timer", "ttl"):
             return -1
         return SIMPLE[self.class_name][1]
 
@@ -164,6 +170,10 @@ def value_decoder(snap: SerializerSnapshot) -> Callable[[DataInput], Any]:
     if kind == "timer":
         key, namespace = (value_decoder(n) for n in snap.nested)
         return lambda inp: (_flipped_long(inp), key(inp), namespace(inp))
+    if kind == "ttl":
+        # CompositeSerializer: the fields one after another, the timestamp first
+        timestamp, user = (value_decoder(n) for n in snap.nested)
+        return lambda inp: _ttl_value(timestamp(inp), user(inp))
     if kind == "list":
         (elem,) = (value_decoder(n) for n in snap.nested)
 
@@ -172,6 +182,10 @@ def value_decoder(snap: SerializerSnapshot) -> Callable[[DataInput], Any]:
 
         return read_list
     raise UnsupportedFlinkStateError(f"{snap.describe()} values cannot be decoded")
+
+
+def _ttl_value(timestamp: int, value: Any) -> TtlValue:
+    return TtlValue(value, timestamp)
 
 
 def _flipped_long(inp: DataInput) -> int:
