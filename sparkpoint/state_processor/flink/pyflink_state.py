@@ -29,9 +29,15 @@ from sparkpoint.state_processor.flink.errors import FlinkFormatError, Unsupporte
 from sparkpoint.state_processor.flink.keyed_state import (
     KeyedStateStream,
     StateMetaInfo,
+    read_keyed_state_header,
     read_keyed_state_stream,
 )
-from sparkpoint.state_processor.flink.metadata import FlinkMetadata, FlinkOperatorState
+from sparkpoint.state_processor.flink.metadata import (
+    FlinkMetadata,
+    FlinkOperatorState,
+    KeyGroupsHandle,
+)
+from sparkpoint.state_processor.flink.pyflink_bulk import Declined, read_subtask_bulk
 from sparkpoint.state_processor.flink.pyflink_coders import coder_of, decode_element
 from sparkpoint.state_processor.flink.serializers import SerializerSnapshot, value_decoder
 
@@ -105,6 +111,8 @@ def read_pyflink_keyed_state(
                     "checkpoint, or a native-format savepoint); take a canonical savepoint "
                     "(the default: flink stop --savepointPath ..., without --type native)"
                 )
+            if _read_bulk(handle, op.max_parallelism, wanted, values, where):
+                continue
             header, entries = read_keyed_state_stream(handle, op.max_parallelism, where)
             plans = _plans(header, wanted, where)
             key_read = value_decoder(header.key_serializer)
@@ -123,6 +131,35 @@ def read_pyflink_keyed_state(
                     keys[entry.key] = key
                 plan.add(values.setdefault(key, {}), entry.user_key, entry.value, key)
     return PyFlinkKeyedState(uid, op.parallelism, op.max_parallelism, values)
+
+
+def _read_bulk(
+    handle: KeyGroupsHandle,
+    max_parallelism: int,
+    wanted: Mapping[str, StateDescriptor],
+    values: dict[Any, dict[str, Any]],
+    where: str,
+) -> bool:
+    """Read the subtask in bulk (``pyflink_bulk``) into ``values`` as the loop above would;
+    False when that reader declines it (then it is read entry by entry)."""
+    data, header = read_keyed_state_header(handle, where)
+    plans = _plans(header, wanted, where)
+    states = [(wanted[p.name], p.add) if isinstance(p, _StatePlan) else None for p in plans]
+    try:
+        bulk = read_subtask_bulk(data, header, handle, max_parallelism, states, where)
+    except Declined:
+        return False
+    for key, got in bulk.items():
+        mine = values.get(key)
+        if mine is None:
+            values[key] = got
+            continue
+        for name, v in got.items():  # a key of an earlier subtask: as plan.add merges
+            if wanted[name].kind is StateKind.MAP:
+                mine.setdefault(name, {}).update(v)
+            else:
+                mine[name] = v
+    return True
 
 
 def _python_key(read: Any, snap: SerializerSnapshot, data: bytes, where: str) -> Any:
