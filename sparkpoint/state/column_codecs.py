@@ -9,6 +9,7 @@ any value the fast path cannot take, goes through the per-value serializer.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ import pyarrow.compute as pc
 from sparkpoint.state.serializers import (
     BytesSerializer,
     FixedSerializer,
+    PickleSerializer,
     StringSerializer,
     TypeSerializer,
 )
@@ -77,6 +79,8 @@ def encode_column(ser: TypeSerializer, values: Sequence[Any]) -> pa.Array:
             return _generic_encode(ser, values)
         width = packed.dtype.itemsize
         return _binary_from(n, np.arange(0, (n + 1) * width, width), packed.tobytes())
+    if isinstance(ser, PickleSerializer):  # varint length + pickle: the bytes of the pickles
+        return encode_column(BytesSerializer(), [pickle.dumps(v, protocol=5) for v in values])
     if isinstance(ser, BytesSerializer | StringSerializer):
         try:
             raw = (

@@ -168,3 +168,28 @@ def test_str_key_groups_are_assign_to_key_group() -> None:
             assign_to_key_group(k, max_p) for k in keys
         ]
     assert str_key_groups(["é"], 128) is None and str_key_groups([1, "a"], 128) is None
+
+
+def test_two_byte_key_group_prefix_reads_the_same_in_bulk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Max parallelism above 128: the key group takes two bytes of every key."""
+    import struct
+
+    from sparkpoint.common import Types
+    from sparkpoint.datastream.state import ValueStateDescriptor
+    from tests.state_processor import flink_bytes as fb
+
+    value = struct.pack(">i", 8) + struct.pack(">q", 41)
+    stream, offsets = fb.keyed_stream(
+        [fb.state_meta("python-state-n", "LIST", fb.simple_snapshot(fb.BYTES))],
+        [(0, b"\x00" + fb.pickled_row_key(pickle.dumps("k", 5)), value)],
+    )
+    (tmp_path / "state").write_bytes(stream)
+    handle = fb.savepoint_handle("state", offsets, len(stream))
+    ops = [fb.operator("counter", [fb.subtask(handle)], max_parallelism=256)]
+    (tmp_path / "_metadata").write_bytes(fb.metadata(6, ops))
+    desc = [ValueStateDescriptor("n", Types.LONG())]
+    bulk, used = _read(str(tmp_path), desc, True, monkeypatch)
+    assert used == 1 and bulk == {"k": {"n": 41}}
+    assert _read(str(tmp_path), desc, False, monkeypatch)[0] == bulk

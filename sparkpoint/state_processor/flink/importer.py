@@ -36,6 +36,7 @@ from sparkpoint.state.key_hash_rules import key_hash_master_state, rule_of
 from sparkpoint.state.serializers import PickleSerializer
 from sparkpoint.state.table import RegisteredStateMeta, TtlValue
 from sparkpoint.state_processor.flink.metadata import read_metadata_file
+from sparkpoint.state_processor.flink.pyflink_bulk import paused_gc
 from sparkpoint.state_processor.flink.pyflink_state import (
     PyFlinkKeyedState,
     read_pyflink_keyed_state,
@@ -113,6 +114,17 @@ def _write_operator(
     key_type: ti.TypeInformation | None,
     target: SavepointTarget,
 ) -> OperatorState:
+    with paused_gc():
+        return _write_keyed(op, descriptors, key_type, target)
+
+
+def _write_keyed(
+    op: PyFlinkKeyedState,
+    descriptors: Sequence[StateDescriptor],
+    key_type: ti.TypeInformation | None,
+    target: SavepointTarget,
+) -> OperatorState:
+    """One operator's keyed state: per subtask a savepoint stream of its key groups."""
     key_ser = PickleSerializer()  # sparkpoint jobs keep every key pickled
     metas = [RegisteredStateMeta.from_descriptor(d, key_ser) for d in descriptors]
     inputs = [StateInput(m.to_json(), False, None) for m in metas]

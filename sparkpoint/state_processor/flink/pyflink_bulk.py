@@ -16,8 +16,10 @@ same errors, the checks of that reader unchanged. Values of types without a batc
 
 from __future__ import annotations
 
+import gc
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -38,7 +40,7 @@ from sparkpoint.state_processor.flink.keyed_state import (
 )
 from sparkpoint.state_processor.flink.metadata import KeyGroupsHandle
 
-__all__ = ["Declined", "read_subtask_bulk"]
+__all__ = ["Declined", "paused_gc", "read_subtask_bulk"]
 
 _I32 = struct.Struct(">i").unpack_from
 _U16 = struct.Struct(">H").unpack_from
@@ -57,11 +59,27 @@ BatchDecoder = Callable[[list[bytes]], list[Any] | None]
 Adder = Callable[[dict[str, Any], bytes | None, bytes, Any], None]
 
 
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """No cyclic garbage collection in the block: a bulk read or write makes millions of
+    containers and no cycles, and each full collection would walk them all."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 class Declined(Exception):
     """The subtask is not in the layout read here (not an error: read it entry by entry)."""
 
 
 # -- the entries of a key group ------------------------------------------------------------
+
+Segment = tuple[int, list[bytes], list[bytes], list[bytes] | None]
+"""A run of one state's entries in a key group: state id, key rows, values, user keys."""
 
 
 def _scan_key_group(  # noqa: C901 - the hot loop, inlined
@@ -71,56 +89,76 @@ def _scan_key_group(  # noqa: C901 - the hot loop, inlined
     kg: int,
     prefix_bytes: int,
     is_map: Sequence[bool | None],
-    segments: list[tuple[int, list[bytes], list[bytes], list[bytes] | None]],
+    segments: list[Segment],
 ) -> None:
     """Append the key group's state runs to ``segments``: ``(state id, key rows, values,
     user keys)`` with the key rows as the key serializer wrote them (null mask, length,
     pickle), every length checked against the key group's bytes."""
     i32, u16 = _I32, _U16
+    least = prefix_bytes + 5  # a key holds its key group, the row's mask and length, the namespace
     if pos + 2 > end:
         raise Declined
     (sid,) = u16(buf, pos)
     pos += 2
     n_states = len(is_map)
+    starts: list[int] = []  # of the keys not of MAP state: checked together below
+    unchecked: list[list[bytes]] = []
     while True:
         if sid >= n_states or is_map[sid] is None:
             raise Declined
-        mapped = is_map[sid]
         rows: list[bytes] = []
         values: list[bytes] = []
-        user_keys: list[bytes] | None = [] if mapped else None
-        while True:
-            if pos + 4 > end:
-                raise Declined
-            (klen,) = i32(buf, pos)
-            ks = pos + 4
-            ke = ks + klen
-            if klen <= prefix_bytes + 5 or ke + 4 > end:
-                raise Declined
-            (vlen,) = i32(buf, ke)
-            vs = ke + 4
-            pos = vs + vlen
-            if vlen < 0 or pos > end:
-                raise Declined
-            b0 = buf[ks]
-            stored = b0 & 0x7F if prefix_bytes == 1 else ((b0 & 0x7F) << 8) | buf[ks + 1]
-            row = ks + prefix_bytes
-            if stored != kg or buf[row]:  # the row's null mask: no null field, INSERT
-                raise Declined
-            (n,) = i32(buf, row + 1)
-            row_end = row + 5 + n  # the namespace's one byte follows
-            if n < 0 or row_end >= ke:
-                raise Declined
-            rows.append(buf[row:row_end])
-            values.append(buf[vs:pos])
-            if user_keys is None:
-                if row_end + 1 != ke:
+        if not is_map[sid]:  # the row is the key but for the key group and namespace
+            unchecked.append(rows)
+            while True:
+                if pos + 4 > end:
                     raise Declined
-            else:
+                (klen,) = i32(buf, pos)
+                ks = pos + 4
+                ke = ks + klen
+                if klen <= least or ke + 4 > end:
+                    raise Declined
+                (vlen,) = i32(buf, ke)
+                vs = ke + 4
+                pos = vs + vlen
+                if vlen < 0 or pos > end:
+                    raise Declined
+                starts.append(ks)
+                rows.append(buf[ks + prefix_bytes : ke - 1])
+                values.append(buf[vs:pos])
+                if buf[ks] & FIRST_BIT_IN_BYTE_MASK:
+                    break
+            segments.append((sid, rows, values, None))
+        else:  # the row's length says where the user key starts
+            user_keys: list[bytes] = []
+            while True:
+                if pos + 4 > end:
+                    raise Declined
+                (klen,) = i32(buf, pos)
+                ks = pos + 4
+                ke = ks + klen
+                if klen <= least or ke + 4 > end:
+                    raise Declined
+                (vlen,) = i32(buf, ke)
+                vs = ke + 4
+                pos = vs + vlen
+                if vlen < 0 or pos > end:
+                    raise Declined
+                b0 = buf[ks]
+                stored = b0 & 0x7F if prefix_bytes == 1 else ((b0 & 0x7F) << 8) | buf[ks + 1]
+                row = ks + prefix_bytes
+                if stored != kg or buf[row]:  # the row's null mask: no null field
+                    raise Declined
+                (n,) = i32(buf, row + 1)
+                row_end = row + 5 + n  # the namespace's one byte follows
+                if n < 0 or row_end >= ke:
+                    raise Declined
+                rows.append(buf[row:row_end])
+                values.append(buf[vs:pos])
                 user_keys.append(buf[row_end + 1 : ke])
-            if b0 & FIRST_BIT_IN_BYTE_MASK:
-                break
-        segments.append((sid, rows, values, user_keys))
+                if b0 & FIRST_BIT_IN_BYTE_MASK:
+                    break
+            segments.append((sid, rows, values, user_keys))
         if pos + 2 > end:
             raise Declined
         (sid,) = u16(buf, pos)
@@ -128,7 +166,30 @@ def _scan_key_group(  # noqa: C901 - the hot loop, inlined
         if sid == END_OF_KEY_GROUP_MARK:
             if pos != end:
                 raise Declined
-            return
+            break
+    if starts:
+        _check_rows(buf, np.array(starts, np.int64), unchecked, kg, prefix_bytes)
+
+
+def _check_rows(
+    buf: bytes, starts: np.ndarray, rows: list[list[bytes]], kg: int, prefix_bytes: int
+) -> None:
+    """The keys at ``starts`` (their rows cut as all but the namespace's last byte) name
+    key group ``kg``, have no null field, and their row's length is that of the cut."""
+    data = np.frombuffer(buf, np.uint8)
+    stored = data[starts].astype(np.int64) & 0x7F
+    if prefix_bytes == 2:
+        stored = (stored << 8) | data[starts + 1]
+    at = starts + prefix_bytes
+    lengths = (
+        (data[at + 1].astype(np.int64) << 24)
+        | (data[at + 2].astype(np.int64) << 16)
+        | (data[at + 3].astype(np.int64) << 8)
+        | data[at + 4]
+    )
+    cut = np.fromiter((len(r) for seg in rows for r in seg), np.int64, len(starts))
+    if (stored != kg).any() or data[at].any() or not np.array_equal(lengths, cut - 5):
+        raise Declined
 
 
 # -- batch decoders of PyFlink's coder bytes -------------------------------------------------
@@ -236,10 +297,6 @@ def _is_fixed(info: ti.TypeInformation) -> bool:
 
 
 # -- one subtask ----------------------------------------------------------------------------
-
-
-Segment = tuple[int, list[bytes], list[bytes], list[bytes] | None]
-"""A run of one state's entries in a key group: state id, key rows, values, user keys."""
 
 
 def read_subtask_bulk(

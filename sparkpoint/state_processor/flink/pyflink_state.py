@@ -37,7 +37,11 @@ from sparkpoint.state_processor.flink.metadata import (
     FlinkOperatorState,
     KeyGroupsHandle,
 )
-from sparkpoint.state_processor.flink.pyflink_bulk import Declined, read_subtask_bulk
+from sparkpoint.state_processor.flink.pyflink_bulk import (
+    Declined,
+    paused_gc,
+    read_subtask_bulk,
+)
 from sparkpoint.state_processor.flink.pyflink_coders import coder_of, decode_element
 from sparkpoint.state_processor.flink.serializers import SerializerSnapshot, value_decoder
 
@@ -146,7 +150,8 @@ def _read_bulk(
     plans = _plans(header, wanted, where)
     states = [(wanted[p.name], p.add) if isinstance(p, _StatePlan) else None for p in plans]
     try:
-        bulk = read_subtask_bulk(data, header, handle, max_parallelism, states, where)
+        with paused_gc():
+            bulk = read_subtask_bulk(data, header, handle, max_parallelism, states, where)
     except Declined:
         return False
     for key, got in bulk.items():
