@@ -193,3 +193,45 @@ def test_two_byte_key_group_prefix_reads_the_same_in_bulk(
     bulk, used = _read(str(tmp_path), desc, True, monkeypatch)
     assert used == 1 and bulk == {"k": {"n": 41}}
     assert _read(str(tmp_path), desc, False, monkeypatch)[0] == bulk
+
+
+def test_a_key_in_two_subtasks_merges_as_entry_by_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One key pickled two ways, in key groups of two subtasks: its MAP entries merge."""
+    import struct
+
+    from sparkpoint.common import Types
+    from sparkpoint.datastream.state import MapStateDescriptor
+    from tests.state_processor import flink_bytes as fb
+
+    wrapper = (
+        "org.apache.flink.streaming.api.utils.ByteArrayWrapperSerializer"
+        "$ByteArrayWrapperSerializerSnapshot"
+    )
+    map_snapshot = fb.composite(
+        "org.apache.flink.api.common.typeutils.base.MapSerializerSnapshot",
+        [fb.simple_snapshot(wrapper), fb.simple_snapshot(fb.BYTES)],
+    )
+
+    def b(x: bytes) -> bytes:
+        return struct.pack(">i", len(x)) + x
+
+    subtasks = []
+    for sub, (kg, protocol, item, count) in enumerate([(3, 5, b"a", 1), (70, 4, b"b", 2)]):
+        row = fb.pickled_row_key(pickle.dumps("k", protocol))
+        stream, offsets = fb.keyed_stream(
+            [fb.state_meta("python-state-items", "MAP", map_snapshot)],
+            [(kg, row + b(b(item)), b"\x00" + b(struct.pack(">q", count)))],
+        )
+        (tmp_path / f"state-{sub}").write_bytes(stream)
+        lo = 0 if sub == 0 else 64
+        handle = fb.savepoint_handle(f"state-{sub}", offsets[lo : lo + 64], len(stream), lo)
+        subtasks.append(fb.subtask(handle))
+    (tmp_path / "_metadata").write_bytes(
+        fb.metadata(6, [fb.operator("counter", subtasks, parallelism=2)])
+    )
+    desc = [MapStateDescriptor("items", Types.STRING(), Types.LONG())]
+    bulk, used = _read(str(tmp_path), desc, True, monkeypatch)
+    assert used == 2 and bulk == {"k": {"items": {"a": 1, "b": 2}}}
+    assert _read(str(tmp_path), desc, False, monkeypatch)[0] == bulk

@@ -154,6 +154,9 @@ def _read_bulk(
             bulk = read_subtask_bulk(data, header, handle, max_parallelism, states, where)
     except Declined:
         return False
+    if values.keys().isdisjoint(bulk):  # keys of one subtask only (as Flink places them)
+        values.update(bulk)
+        return True
     for key, got in bulk.items():
         mine = values.get(key)
         if mine is None:
