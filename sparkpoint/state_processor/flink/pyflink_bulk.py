@@ -195,14 +195,14 @@ def _check_rows(
 # -- batch decoders of PyFlink's coder bytes -------------------------------------------------
 
 
-def _unwrap(values: list[bytes], flag: bool, depth: int) -> tuple[np.ndarray, list[int]] | None:
+def _unwrap(values: list[bytes], flag: bool, depth: int) -> tuple[np.ndarray, np.ndarray] | None:
     """Check that every value is ``[0 flag byte] [int length] ... [int length] content``,
-    each length that of the rest; returns the values' bytes as one array and the content
-    offset, or None when some value is not so."""
+    each length that of the rest; returns the values' bytes as one array and their
+    lengths, or None when some value is not so."""
     head = (1 if flag else 0) + 4 * depth
     lens = np.fromiter(map(len, values), np.int64, len(values))
     if not len(values):
-        return np.zeros(0, np.uint8), [head]
+        return np.zeros(0, np.uint8), lens
     if lens.min() < head:
         return None
     joined = np.frombuffer(b"".join(values), np.uint8)
@@ -223,7 +223,7 @@ def _unwrap(values: list[bytes], flag: bool, depth: int) -> tuple[np.ndarray, li
         if not np.array_equal(got, lens - (at - starts) - 4):
             return None
         at = at + 4
-    return joined, [head]
+    return joined, lens
 
 
 def _decoder(info: ti.TypeInformation, flag: bool, depth: int) -> BatchDecoder | None:
@@ -238,9 +238,10 @@ def _decoder(info: ti.TypeInformation, flag: bool, depth: int) -> BatchDecoder |
         def fixed(values: list[bytes]) -> list[Any] | None:
             if not values:
                 return []
-            if any(len(v) != head + width for v in values) or _unwrap(values, flag, depth) is None:
+            framed = _unwrap(values, flag, depth)
+            if framed is None or (framed[1] != head + width).any():
                 return None
-            rows = np.frombuffer(b"".join(values), np.uint8).reshape(len(values), head + width)
+            rows = framed[0].reshape(len(values), head + width)
             out = rows[:, head:].copy().view(dtype).reshape(len(values))
             return (out != 0).tolist() if boolean else out.tolist()
 
