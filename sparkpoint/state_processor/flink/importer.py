@@ -188,11 +188,10 @@ def _batch(
             continue
         present = [j for j, values in enumerate(rows) if meta.name in values]
         stored = [rows[j][meta.name] for j in present]
-        if meta.kind is StateKind.LIST:
-            stored = [[TtlValue(e, now) for e in v] for v in stored] if meta.ttl else stored
-            encoded = pa.array([meta.encode_value(v) for v in stored], pa.binary())
-        elif meta.ttl:
-            encoded = pa.array([meta.encode_value(TtlValue(v, now)) for v in stored], pa.binary())
+        if meta.kind is StateKind.LIST or meta.ttl:
+            encoded = pa.array(
+                [meta.encode_value(_stored(meta, v, now)) for v in stored], pa.binary()
+            )
         else:  # the canonical bytes are the serializer's: a column at a time
             encoded = encode_column(meta.value_serializer, stored)
         cols.append(_spread(n, present, encoded))
@@ -210,9 +209,7 @@ def _map_column(rows: list[dict[str, Any]], meta: RegisteredStateMeta, now: int)
     values = [v for m in maps if m for v in m.values()]
     assert meta.user_key_serializer is not None
     if meta.ttl or any(v is None for v in values):
-        encoded = pa.array(
-            [meta.encode_value(TtlValue(v, now) if meta.ttl else v) for v in values], pa.binary()
-        )
+        encoded = pa.array([meta.encode_value(_stored(meta, v, now)) for v in values], pa.binary())
     else:  # a present value: flag 1 and the serializer's bytes
         encoded = pc.binary_join_element_wise(
             pa.repeat(pa.scalar(b"\x01", pa.binary()), len(values)),
@@ -225,6 +222,16 @@ def _map_column(rows: list[dict[str, Any]], meta: RegisteredStateMeta, now: int)
     return pa.ListArray.from_arrays(
         pa.array(offsets), entries, ENTRY_TYPE, mask=pa.array(counts == 0)
     )
+
+
+def _stored(meta: RegisteredStateMeta, value: Any, now: int) -> Any:
+    """What the state holds for ``value`` (a list's elements for LIST): with a TTL, stamped
+    ``now``."""
+    if not meta.ttl:
+        return value
+    if meta.kind is StateKind.LIST:
+        return [TtlValue(e, now) for e in value]
+    return TtlValue(value, now)
 
 
 def _spread(n: int, present: list[int], encoded: pa.Array) -> pa.Array:
