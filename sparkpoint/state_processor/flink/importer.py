@@ -133,22 +133,32 @@ def _write_keyed(
     now = int(time.time() * 1000)
     keys = list(op.values)
     kgs = _key_groups(assigner, keys, max_p)
-    order = np.argsort(kgs, kind="stable")  # by key group; as read within one
+    # Columns in the order read (where the objects lie together), then put in key group
+    # order (stable: as read within one key group).
+    order = np.argsort(kgs, kind="stable")
+    placed = pa.array(order)
+    rows = list(op.values.values())
+    names = ["key"] + [f"s{i}" for i in range(len(metas))]
+    columns = [encode_column(key_ser, keys).take(placed)]
+    columns += [_column(rows, meta, now).take(placed) for meta in metas]
+    del keys, rows
     kgs = kgs[order]
-    keys = [keys[i] for i in order.tolist()]
-    rows = [op.values[k] for k in keys]
-    key_bytes = encode_column(key_ser, keys)
     subs = kgs.astype(np.int64) * parallelism // max_p
     writer = SubtaskWriter(op.uid, inputs, max_p, parallelism, target)
     subtasks = {}
     bounds = np.flatnonzero(np.diff(subs)) + 1
-    for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(keys)]):
+    for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(kgs)]):
         if lo == hi:
             continue
         sub = int(subs[lo])
         rng = compute_key_group_range_for_operator_index(max_p, parallelism, sub)
         assert rng.contains(int(kgs[lo])) and rng.contains(int(kgs[hi - 1]))
-        batch = _batch(kgs[lo:hi], key_bytes.slice(lo, hi - lo), rows[lo:hi], metas, now)
+        # the rows as SubtaskWriter takes them: sub, kg, key, per state its encoded bytes
+        batch = pa.record_batch(
+            [pa.array(np.zeros(hi - lo, np.int32)), pa.array(kgs[lo:hi].astype(np.int32))]
+            + [c.slice(lo, hi - lo) for c in columns],
+            names=["sub", "kg", *names],
+        )
         handle = writer.write(sub, iter([batch]))
         if handle is not None:
             subtasks[sub] = OperatorSubtaskState(managed_keyed_state=(handle,))
@@ -165,37 +175,18 @@ def _key_groups(assigner: KeyGroupAssigner, keys: list[Any], max_p: int) -> np.n
     return kgs
 
 
-def _batch(
-    kgs: np.ndarray,
-    key_bytes: pa.Array,
-    rows: list[dict[str, Any]],
-    metas: list[RegisteredStateMeta],
-    now: int,
-) -> pa.RecordBatch:
-    """The rows of one subtask as ``SubtaskWriter`` takes them: ``sub``, ``kg``, ``key``
-    and per state its encoded bytes (entries for MAP state), null where absent."""
-    n = len(rows)
-    cols: list[pa.Array] = [
-        pa.array(np.zeros(n, np.int32)),
-        pa.array(kgs.astype(np.int32)),
-        key_bytes,
-    ]
-    names = ["sub", "kg", "key"]
-    for i, meta in enumerate(metas):
-        names.append(f"s{i}")
-        if meta.kind is StateKind.MAP:
-            cols.append(_map_column(rows, meta, now))
-            continue
-        present = [j for j, values in enumerate(rows) if meta.name in values]
-        stored = [rows[j][meta.name] for j in present]
-        if meta.kind is StateKind.LIST or meta.ttl:
-            encoded = pa.array(
-                [meta.encode_value(_stored(meta, v, now)) for v in stored], pa.binary()
-            )
-        else:  # the canonical bytes are the serializer's: a column at a time
-            encoded = encode_column(meta.value_serializer, stored)
-        cols.append(_spread(n, present, encoded))
-    return pa.record_batch(cols, names=names)
+def _column(rows: list[dict[str, Any]], meta: RegisteredStateMeta, now: int) -> pa.Array:
+    """One state's column: per row its encoded bytes (entries for MAP state), null where
+    the row has none."""
+    if meta.kind is StateKind.MAP:
+        return _map_column(rows, meta, now)
+    present = [j for j, values in enumerate(rows) if meta.name in values]
+    stored = [rows[j][meta.name] for j in present]
+    if meta.kind is StateKind.LIST or meta.ttl:
+        encoded = pa.array([meta.encode_value(_stored(meta, v, now)) for v in stored], pa.binary())
+    else:  # the canonical bytes are the serializer's: a column at a time
+        encoded = encode_column(meta.value_serializer, stored)
+    return _spread(len(rows), present, encoded)
 
 
 def _map_column(rows: list[dict[str, Any]], meta: RegisteredStateMeta, now: int) -> pa.Array:
