@@ -17,6 +17,7 @@ same errors, the checks of that reader unchanged. Values of types without a batc
 from __future__ import annotations
 
 import gc
+import itertools
 import struct
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -336,9 +337,7 @@ def read_subtask_bulk(
 
 def _keys(segments: list[Segment], what: str) -> dict[bytes, Any]:
     """Every distinct key row's Python key: the pickles loaded in one batch."""
-    rows: dict[bytes, None] = {}
-    for seg in segments:
-        rows.update(dict.fromkeys(seg[1]))
+    rows = dict.fromkeys(itertools.chain.from_iterable(seg[1] for seg in segments))
     try:
         return dict(zip(rows, pickling.loads_many([r[5:] for r in rows], what)))
     except Exception:
