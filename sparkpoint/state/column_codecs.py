@@ -4,11 +4,13 @@ Snapshots and restores move keys and values as Arrow ``binary`` columns. For fix
 numbers and for bytes/strings the canonical encoding of a whole column is computed with
 numpy/pyarrow instead of one Python call per value; the bytes are identical to
 ``serializer.serialize`` of each value (tests compare both paths). Every other type, and
-any value the fast path cannot take, goes through the per-value serializer.
+any value the fast path cannot take, goes through the per-value serializer. Pickled values
+are each pickled, and their length prefixes made together as for bytes.
 """
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +21,7 @@ import pyarrow.compute as pc
 from sparkpoint.state.serializers import (
     BytesSerializer,
     FixedSerializer,
+    PickleSerializer,
     StringSerializer,
     TypeSerializer,
 )
@@ -77,6 +80,8 @@ def encode_column(ser: TypeSerializer, values: Sequence[Any]) -> pa.Array:
             return _generic_encode(ser, values)
         width = packed.dtype.itemsize
         return _binary_from(n, np.arange(0, (n + 1) * width, width), packed.tobytes())
+    if type(ser) is PickleSerializer:  # varint length + pickle (subclasses pickle otherwise)
+        return encode_column(BytesSerializer(), [pickle.dumps(v, protocol=5) for v in values])
     if isinstance(ser, BytesSerializer | StringSerializer):
         try:
             raw = (

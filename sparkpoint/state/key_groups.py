@@ -52,6 +52,7 @@ __all__ = [
     "key_hash",
     "murmur_hash",
     "row_hash",
+    "str_key_groups",
 ]
 
 DEFAULT_LOWER_BOUND_MAX_PARALLELISM = 1 << 7
@@ -286,6 +287,39 @@ def int64_key_groups(keys: Sequence[Any], max_parallelism: int) -> np.ndarray | 
     except OverflowError:  # some key does not fit int64
         return None
     return assign_key_groups_int64(arr, max_parallelism)
+
+
+_STR_CHUNK = 1 << 16  # keys hashed per numpy pass (bounds the per-character arrays)
+
+
+def str_key_groups(keys: Sequence[Any], max_parallelism: int) -> np.ndarray | None:
+    """Key groups of a batch of keys in vectorised passes when every key is an ASCII
+    ``str`` (``String.hashCode``, a polynomial in 31 of the characters, mod 2^32); ``None``
+    when some key is not. Identical to ``assign_to_key_group`` per key."""
+    if not keys or set(map(type, keys)) != {str}:
+        return None
+    out = np.empty(len(keys), np.int32)
+    for lo in range(0, len(keys), _STR_CHUNK):
+        chunk = keys[lo : lo + _STR_CHUNK]
+        try:
+            chars = np.frombuffer("".join(chunk).encode("ascii"), np.uint8)
+        except UnicodeEncodeError:
+            return None
+        lens = np.fromiter(map(len, chunk), np.int64, len(chunk))
+        ends = np.cumsum(lens)
+        hashes = np.zeros(len(chunk), np.uint32)
+        if len(chars):
+            powers = np.ones(int(lens.max()), np.uint32)
+            with np.errstate(over="ignore"):
+                np.cumprod(np.full(len(powers) - 1, 31, np.uint32), out=powers[1:])
+                # each character times 31 ** (the characters after it in its key)
+                after = np.repeat(ends, lens) - 1 - np.arange(len(chars))
+                terms = chars.astype(np.uint32) * powers[after]
+                nonempty = lens > 0
+                hashes[nonempty] = np.add.reduceat(terms, (ends - lens)[nonempty], dtype=np.uint32)
+        codes = hashes + np.uint32(_ROW_OF_KEY)
+        out[lo : lo + len(chunk)] = _murmur_u32_array(codes) % max_parallelism
+    return out
 
 
 def _long_key_hash(key: Any) -> int:

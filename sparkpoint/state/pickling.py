@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import io
 import pickle
+import re
+from collections.abc import Sequence
 from typing import Any
 
 from sparkpoint.checkpoint.pickle_scan import SAFE_SIZE, scan_pickle
 from sparkpoint.checkpoint.trust import refuse_pickle
 from sparkpoint.errors import CorruptStateError, UntrustedSnapshotError
 
-__all__ = ["loads", "loads_value", "pickle_allowed", "set_allow_pickle"]
+__all__ = ["loads", "loads_many", "loads_value", "pickle_allowed", "set_allow_pickle"]
 
 _allowed = True
 
@@ -84,3 +86,36 @@ def loads_value(data: Any, what: str = "pickled state") -> Any:
         return pickle.loads(data)
     except Exception as exc:
         raise CorruptStateError(f"Refusing {what}: it does not unpickle: {exc!r}") from exc
+
+
+# Every opcode that reaches ``find_class`` (GLOBAL, INST, STACK_GLOBAL, EXT1/2/4) or
+# ``persistent_load`` (PERSID, BINPERSID). Bytes holding none of these values cannot name
+# a class or function, so nothing callable reaches the stack (REDUCE, BUILD, NEWOBJ and OBJ
+# then only fail): ``pickle.loads`` of them builds the plain data the plain-data unpickler
+# would, without its per-pickle setup (~2 us against ~0.3 us for a short key).
+_NAMING_OPCODES = re.compile(rb"[ci\x93\x82-\x84PQ]")
+
+
+def loads_many(datas: Sequence[Any], what: str = "pickled state") -> list[Any]:
+    """``[loads(d, what) for d in datas]``, with the same checks, results and errors, for a
+    batch: with allow-pickle false the pickles whose bytes hold no opcode that can name
+    anything (found in one search over the batch) load through ``pickle.loads``; the others
+    through the plain-data unpickler."""
+    try:
+        for d in datas:
+            if len(d) > SAFE_SIZE:
+                scan_pickle(d, what)
+        if _allowed:
+            return [pickle.loads(d) for d in datas]
+        joined = b"".join(datas)
+        if _NAMING_OPCODES.search(joined) is None:
+            return [pickle.loads(d) for d in datas]
+        search = _NAMING_OPCODES.search
+        return [
+            pickle.loads(d) if search(d) is None else _PlainDataUnpickler(d, what).load()
+            for d in datas
+        ]
+    except Exception:  # name the first pickle that fails, as ``loads`` does
+        for d in datas:
+            loads(d, what)
+        raise

@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sparkpoint.checkpoint.metadata import CheckpointMetadata, OperatorState, OperatorSubtaskState
 from sparkpoint.checkpoint.metadata.file_format import write_metadata
@@ -22,15 +24,18 @@ from sparkpoint.config import CheckpointingOptions
 from sparkpoint.errors import StorageError
 from sparkpoint.fs import get_filesystem
 from sparkpoint.state import typeinfo as ti
+from sparkpoint.state.column_codecs import encode_column
 from sparkpoint.state.descriptors import StateDescriptor, StateKind
 from sparkpoint.state.key_groups import (
     KeyGroupAssigner,
     compute_key_group_range_for_operator_index,
+    str_key_groups,
 )
 from sparkpoint.state.key_hash_rules import key_hash_master_state, rule_of
 from sparkpoint.state.serializers import PickleSerializer
 from sparkpoint.state.table import RegisteredStateMeta
 from sparkpoint.state_processor.flink.metadata import read_metadata_file
+from sparkpoint.state_processor.flink.pyflink_bulk import paused_gc
 from sparkpoint.state_processor.flink.pyflink_state import (
     PyFlinkKeyedState,
     read_pyflink_keyed_state,
@@ -125,66 +130,110 @@ def _write_operator(
     key_type: ti.TypeInformation | None,
     target: SavepointTarget,
 ) -> OperatorState:
+    with paused_gc():
+        return _write_keyed(op, descriptors, key_type, target)
+
+
+def _write_keyed(
+    op: PyFlinkKeyedState,
+    descriptors: Sequence[StateDescriptor],
+    key_type: ti.TypeInformation | None,
+    target: SavepointTarget,
+) -> OperatorState:
+    """One operator's keyed state: per subtask a savepoint stream of its key groups."""
     key_ser = PickleSerializer()  # sparkpoint jobs keep every key pickled
     metas = [RegisteredStateMeta.from_descriptor(d, key_ser) for d in descriptors]
     inputs = [StateInput(m.to_json(), False, None) for m in metas]
     assigner = KeyGroupAssigner(key_type)
     max_p, parallelism = op.max_parallelism, op.parallelism
-    by_sub: dict[int, list[tuple[int, bytes, dict[str, Any]]]] = {}
-    for key, values in op.values.items():
-        kg = assigner.key_group(key, max_p)
-        sub = kg * parallelism // max_p
-        by_sub.setdefault(sub, []).append((kg, key_ser.serialize(key), values))
+    keys = list(op.values)
+    kgs = _key_groups(assigner, keys, max_p)
+    # Columns in the order read (where the objects lie together), then put in key group
+    # order (stable: as read within one key group).
+    order = np.argsort(kgs, kind="stable")
+    placed = pa.array(order)
+    rows = list(op.values.values())
+    names = ["key"] + [f"s{i}" for i in range(len(metas))]
+    columns = [encode_column(key_ser, keys).take(placed)]
+    columns += [_column(rows, meta).take(placed) for meta in metas]
+    del keys, rows
+    kgs = kgs[order]
+    subs = kgs.astype(np.int64) * parallelism // max_p
     writer = SubtaskWriter(op.uid, inputs, max_p, parallelism, target)
     subtasks = {}
-    for sub, rows in sorted(by_sub.items()):
+    bounds = np.flatnonzero(np.diff(subs)) + 1
+    for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(kgs)]):
+        if lo == hi:
+            continue
+        sub = int(subs[lo])
         rng = compute_key_group_range_for_operator_index(max_p, parallelism, sub)
-        rows.sort(key=lambda r: r[0])
-        assert rng.contains(rows[0][0]) and rng.contains(rows[-1][0])
-        batch = _batch(rows, metas)
+        assert rng.contains(int(kgs[lo])) and rng.contains(int(kgs[hi - 1]))
+        # the rows as SubtaskWriter takes them: sub, kg, key, per state its encoded bytes
+        batch = pa.record_batch(
+            [pa.array(np.zeros(hi - lo, np.int32)), pa.array(kgs[lo:hi].astype(np.int32))]
+            + [c.slice(lo, hi - lo) for c in columns],
+            names=["sub", "kg", *names],
+        )
         handle = writer.write(sub, iter([batch]))
         if handle is not None:
             subtasks[sub] = OperatorSubtaskState(managed_keyed_state=(handle,))
     return OperatorState(op.uid, parallelism, max_p, subtasks)
 
 
-def _batch(
-    rows: list[tuple[int, bytes, dict[str, Any]]], metas: list[RegisteredStateMeta]
-) -> pa.RecordBatch:
-    """The rows of one subtask as ``SubtaskWriter`` takes them: ``sub``, ``kg``, ``key``
-    and per state its encoded bytes (entries for MAP state), null where absent."""
-    cols: list[pa.Array] = [
-        pa.array([0] * len(rows), pa.int32()),
-        pa.array([r[0] for r in rows], pa.int32()),
-        pa.array([r[1] for r in rows], pa.binary()),
-    ]
-    names = ["sub", "kg", "key"]
-    for i, meta in enumerate(metas):
-        names.append(f"s{i}")
-        if meta.kind is StateKind.MAP:
-            entries = []
-            for _, _, values in rows:
-                m = values.get(meta.name)
-                entries.append(
-                    [
-                        {
-                            "k": meta.encode_user_key(uk),
-                            "v": meta.encode_value(v),
-                        }
-                        for uk, v in m.items()
-                    ]
-                    if m
-                    else None
-                )
-            cols.append(pa.array(entries, ENTRY_TYPE))
-            continue
-        encoded: list[bytes | None] = []
-        for _, _, values in rows:
-            if meta.name not in values:
-                encoded.append(None)
-                continue
-            # TTL'd state holds TtlValues with Flink's timestamps (pyflink_state refuses a
-            # TTL on one side only), so expiry goes on from Flink's last access
-            encoded.append(meta.encode_value(values[meta.name]))
-        cols.append(pa.array(encoded, pa.binary()))
-    return pa.record_batch(cols, names=names)
+def _key_groups(assigner: KeyGroupAssigner, keys: list[Any], max_p: int) -> np.ndarray:
+    """The key group of every key: in one vectorised pass for int and ASCII str keys."""
+    kgs = assigner.int64_key_groups(keys, max_p)
+    if kgs is None and assigner.type_name is None:
+        kgs = str_key_groups(keys, max_p)
+    if kgs is None:
+        kgs = np.fromiter((assigner.key_group(k, max_p) for k in keys), np.int32, len(keys))
+    return kgs
+
+
+def _column(rows: list[dict[str, Any]], meta: RegisteredStateMeta) -> pa.Array:
+    """One state's column: per row its encoded bytes (entries for MAP state), null where
+    the row has none."""
+    if meta.kind is StateKind.MAP:
+        return _map_column(rows, meta)
+    present = [j for j, values in enumerate(rows) if meta.name in values]
+    stored = [rows[j][meta.name] for j in present]
+    if meta.kind is StateKind.LIST or meta.ttl:
+        encoded = pa.array([meta.encode_value(v) for v in stored], pa.binary())
+    else:  # the canonical bytes are the serializer's: a column at a time
+        encoded = encode_column(meta.value_serializer, stored)
+    return _spread(len(rows), present, encoded)
+
+
+def _map_column(rows: list[dict[str, Any]], meta: RegisteredStateMeta) -> pa.Array:
+    """A MAP state's column: per row its entries (encoded user key, encoded value), null
+    for a row without entries."""
+    maps = [values.get(meta.name) for values in rows]
+    counts = np.fromiter((len(m) if m else 0 for m in maps), np.int32, len(maps))
+    offsets = np.zeros(len(maps) + 1, np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    user_keys = [uk for m in maps if m for uk in m]
+    values = [v for m in maps if m for v in m.values()]
+    assert meta.user_key_serializer is not None
+    if meta.ttl or any(v is None for v in values):
+        encoded = pa.array([meta.encode_value(v) for v in values], pa.binary())
+    else:  # a present value: flag 1 and the serializer's bytes
+        encoded = pc.binary_join_element_wise(
+            pa.repeat(pa.scalar(b"\x01", pa.binary()), len(values)),
+            encode_column(meta.value_serializer, values),
+            b"",
+        )
+    entries = pa.StructArray.from_arrays(
+        [encode_column(meta.user_key_serializer, user_keys), encoded], ["k", "v"]
+    )
+    return pa.ListArray.from_arrays(
+        pa.array(offsets), entries, ENTRY_TYPE, mask=pa.array(counts == 0)
+    )
+
+
+def _spread(n: int, present: list[int], encoded: pa.Array) -> pa.Array:
+    """``encoded`` at the rows ``present`` of ``n``, null elsewhere."""
+    if len(present) == n:
+        return encoded
+    at = np.full(n, -1, np.int64)
+    at[present] = np.arange(len(present))
+    return encoded.take(pa.array(at, mask=at < 0))

@@ -33,6 +33,8 @@ __all__ = [
     "KeyedStateStream",
     "StateEntry",
     "StateMetaInfo",
+    "key_group_blocks",
+    "read_keyed_state_header",
     "read_keyed_state_stream",
     "read_state_meta_info",
 ]
@@ -132,6 +134,15 @@ def _entries(
     max_parallelism: int,
 ) -> Iterator[tuple[int, StateEntry]]:
     prefix_bytes = 2 if max_parallelism > 128 else 1
+    for kg, block in key_group_blocks(data, what, handle, header):
+        yield from _key_group_entries(block, kg, header, prefix_bytes)
+
+
+def key_group_blocks(
+    data: bytes, what: str, handle: KeyGroupsHandle, header: KeyedStateStream
+) -> Iterator[tuple[int, DataInput]]:
+    """Per key group with state, in key group order: its number and a reader over its
+    entries (decompressed when the stream says so), its offset checked against the stream."""
     present = sorted(
         (off, handle.start_key_group + i) for i, off in enumerate(handle.offsets) if off != 0
     )
@@ -144,10 +155,15 @@ def _entries(
         end = present[j + 1][0] if j + 1 < len(present) else len(data)
         inp = DataInput(data, what, offset, end)
         if header.compressed:
-            block = DataInput(_snappy_framed(bytes(inp.take(inp.remaining)), what, kg), what)
+            yield kg, DataInput(_snappy_framed(bytes(inp.take(inp.remaining)), what, kg), what)
         else:
-            block = inp
-        yield from _key_group_entries(block, kg, header, prefix_bytes)
+            yield kg, inp
+
+
+def read_keyed_state_header(handle: KeyGroupsHandle, what: str) -> tuple[bytes, KeyedStateStream]:
+    """The stream's bytes and its header (for readers that walk the key groups themselves)."""
+    data = handle.stream.read()
+    return data, _read_header(DataInput(data, what))
 
 
 def _key_group_entries(

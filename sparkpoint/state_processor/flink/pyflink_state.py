@@ -30,9 +30,19 @@ from sparkpoint.state_processor.flink.errors import FlinkFormatError, Unsupporte
 from sparkpoint.state_processor.flink.keyed_state import (
     KeyedStateStream,
     StateMetaInfo,
+    read_keyed_state_header,
     read_keyed_state_stream,
 )
-from sparkpoint.state_processor.flink.metadata import FlinkMetadata, FlinkOperatorState
+from sparkpoint.state_processor.flink.metadata import (
+    FlinkMetadata,
+    FlinkOperatorState,
+    KeyGroupsHandle,
+)
+from sparkpoint.state_processor.flink.pyflink_bulk import (
+    Declined,
+    paused_gc,
+    read_subtask_bulk,
+)
 from sparkpoint.state_processor.flink.pyflink_coders import coder_of, decode_element
 from sparkpoint.state_processor.flink.serializers import SerializerSnapshot, value_decoder
 from sparkpoint.state_processor.flink.timers import FlinkTimer, TimerPlan
@@ -112,6 +122,8 @@ def read_pyflink_keyed_state(
                     "checkpoint, or a native-format savepoint); take a canonical savepoint "
                     "(the default: flink stop --savepointPath ..., without --type native)"
                 )
+            if _read_bulk(handle, op.max_parallelism, wanted, values, where):
+                continue
             header, entries = read_keyed_state_stream(handle, op.max_parallelism, where)
             plans = _plans(header, wanted, where)
             key_read = value_decoder(header.key_serializer)
@@ -136,6 +148,39 @@ def read_pyflink_keyed_state(
         values.setdefault(key, {}).setdefault(name, {})[window] = states[name]
     names = {name for _, name, _ in windowed}
     return PyFlinkKeyedState(uid, op.parallelism, op.max_parallelism, values, timers, names)
+
+
+def _read_bulk(
+    handle: KeyGroupsHandle,
+    max_parallelism: int,
+    wanted: Mapping[str, StateDescriptor],
+    values: dict[Any, dict[str, Any]],
+    where: str,
+) -> bool:
+    """Read the subtask in bulk (``pyflink_bulk``) into ``values`` as the loop above would;
+    False when that reader declines it (then it is read entry by entry)."""
+    data, header = read_keyed_state_header(handle, where)
+    plans = _plans(header, wanted, where)
+    states = [(wanted[p.name], p.add) if isinstance(p, _StatePlan) else None for p in plans]
+    try:
+        with paused_gc():
+            bulk = read_subtask_bulk(data, header, handle, max_parallelism, states, where)
+    except Declined:
+        return False
+    if values.keys().isdisjoint(bulk):  # keys of one subtask only (as Flink places them)
+        values.update(bulk)
+        return True
+    for key, got in bulk.items():
+        mine = values.get(key)
+        if mine is None:
+            values[key] = got
+            continue
+        for name, v in got.items():  # a key of an earlier subtask: as plan.add merges
+            if wanted[name].kind is StateKind.MAP:
+                mine.setdefault(name, {}).update(v)
+            else:
+                mine[name] = v
+    return True
 
 
 def _python_key(read: Any, snap: SerializerSnapshot, data: bytes, where: str) -> Any:
