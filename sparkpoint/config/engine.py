@@ -19,26 +19,28 @@ __all__ = ["SparkpointOptions"]
 class SparkpointOptions(OptionGroup):
     """How the engine runs epochs on Spark and where executors keep working state.
 
-    **Latency against throughput.** An epoch is one Spark job; an exactly-once record is
-    published when the checkpoint covering its epoch completes. A record's latency is the
-    wait for the next epoch to start (with sparse input half of `sparkpoint.epoch.interval`
-    on average, which is the checkpoint interval unless set), plus its epoch (one Spark job:
-    at a low rate mostly the fixed cost of two stages of Python tasks, ~0.4-0.6 s on a
-    loaded 2-core machine), plus the checkpoint's completion and commit (~0.05 s). The
-    settings that move it (figures of `bench/kafka_epoch_breakdown.py` and
-    `python -m bench.kafka_latency` at 1,000 records/s, docs/benchmarks.md):
-    `execution.checkpointing.interval` (the first term; below the epoch's duration epochs
-    run back to back and the epoch dominates: 200 ms gave p50 1.55 s against 1.29 s at
-    1 s, one loaded run each); `sparkpoint.epoch.interval` (epochs between checkpoints only
-    add Spark jobs under exactly-once; `AT_LEAST_ONCE` sinks publish at each epoch's end,
-    but 0, epochs back to back, was not faster in the one loaded run made: p50 1.72 s,
-    the extra Spark jobs competing for the 2 cores);
+    **Latency against throughput.** An exactly-once record is published when the
+    checkpoint covering its epoch completes. A record's latency is the wait for the next
+    epoch to start (with sparse input half of `sparkpoint.epoch.interval` on average, which
+    is the checkpoint interval unless set), plus its epoch, plus the checkpoint's
+    completion and commit (~0.05 s). The settings that move it (figures of
+    `python -m bench.kafka_latency` at 1,000 records/s on 2 cores, docs/benchmarks.md):
+    `sparkpoint.epoch.mode` (the epoch's own cost: one Spark job, ~0.4-0.6 s at a low rate,
+    mostly the fixed cost of two stages of Python tasks, in the default `job` mode; ~0.1 s
+    in `long-running`, which needs every task slot of the cluster: p50 1.1-1.3 s against
+    0.65 s); `execution.checkpointing.interval` (the first term: 200 ms gave p50 0.51 s
+    in `long-running`, 1.55 s in `job` mode, at 2-3x the CPU); `sparkpoint.epoch.interval`
+    (epochs between checkpoints only add epochs under exactly-once, and cost latency:
+    200 ms with 1 s checkpoints gave p50 1.14 s in `long-running`; `AT_LEAST_ONCE` sinks
+    publish at each epoch's end, and 0, epochs back to back, gave p50 0.06 s in
+    `long-running` at ~0.6 CPU s per 1,000 records, 1.72 s in `job` mode);
     `sparkpoint.epoch.max-records-per-split` (bounds the epoch, hence the latency, under
     heavy input, at the price of throughput: each epoch pays the fixed cost);
     `sparkpoint.epoch.upload-wait` (a checkpoint whose uploads end within it completes with
     its own epoch instead of the next: a longer wait lowers the tail latency when uploads
     are slow, and slows epochs under heavy input); `sparkpoint.epoch.tasks-per-core` (more
-    tasks balance large epochs; sparse source stages run one per core anyway).
+    tasks balance large epochs; sparse source stages run one per core anyway; the
+    `long-running` mode runs one task per slot).
     """
 
     TITLE = "sparkpoint engine"
