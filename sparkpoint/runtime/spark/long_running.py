@@ -437,8 +437,7 @@ class LongRunningRunner:
             raise EpochTaskFailed(
                 f"A long-running task failed {failed} times in epoch {spec.epoch}: {detail}"
             )
-        _LOG.warning("Epoch %d run %d: %s", spec.epoch, spec.run, detail.strip().splitlines()[-1])
-        raise TasksLost(detail.strip().splitlines()[-1][:500])
+        raise TasksLost(detail.strip().splitlines()[-1][:500])  # the job master logs it
 
     # -- the end -----------------------------------------------------------------------
     def close(self) -> None:
