@@ -35,6 +35,7 @@ _NOT_KEYS = {
     "sparkpoint.kafka",
     "sparkpoint.kafka.client",
     "sparkpoint.skip-deleted-records",  # a KafkaSource property, not a job option
+    "sparkpoint.datastream.window",  # a module path (the pickled TimeWindow's)
 }  # logger and master-state names
 
 
