@@ -34,7 +34,7 @@ from bench.kafka_unbounded import (
 MODES = {
     "baseline": {"sparkpoint.epoch.interval": "0", "sparkpoint.epoch.idle-interval": "1 s"},
     "paced": {},
-    "paced, long-running": {"sparkpoint.epoch.mode": "long-running"},
+    "long-running": {"sparkpoint.epoch.mode": "long-running"},  # paced too
 }
 PARTITIONS = 8
 KEYS = 1000
