@@ -82,9 +82,9 @@ def _measure(
         tracker = spark.sparkContext.statusTracker()
         group = f"sparkpoint-{client.get_job_id()}"
         epochs0, jobs0 = len(client.get_epoch_reports()), len(tracker.getJobIdsForGroup(group))
-        before, t0 = tree.usage(), time.monotonic()
+        before, t0 = tree.cpu_by_pid(), time.monotonic()
         time.sleep(seconds)
-        after, elapsed = tree.usage(), time.monotonic() - t0
+        after, elapsed = tree.cpu_by_pid(), time.monotonic() - t0
         epochs = len(client.get_epoch_reports()) - epochs0
         jobs = len(tracker.getJobIdsForGroup(group)) - jobs0
     finally:
@@ -98,7 +98,9 @@ def _measure(
         "mode": mode,
         "config": MODES[mode],
         "idle_seconds": round(elapsed, 1),
-        "cpu_s_per_min": round((after.cpu_s - before.cpu_s) * per_min, 2),
+        # per process alive at the end: one that exited in the window (its CPU would
+        # otherwise leave the sum) counts nothing
+        "cpu_s_per_min": round(sum(t - before.get(p, 0.0) for p, t in after.items()) * per_min, 2),
         "epochs_per_min": round(epochs * per_min, 1),
         "spark_jobs_per_min": round(jobs * per_min, 1),
         "records": produced,

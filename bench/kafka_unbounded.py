@@ -224,6 +224,11 @@ class ProcessTree:
                 workers += rss
         return TreeUsage(cpu, int(driver), int(jvm), int(workers))
 
+    def cpu_by_pid(self) -> dict[int, float]:
+        """CPU seconds of every process of the tree now (its reaped children's included)."""
+        stats, tree = self._read()
+        return {pid: stats[pid][2] for pid in tree}
+
     def java_pids(self) -> list[int]:
         """The JVMs in the tree (Spark's driver JVM, executors)."""
         stats, tree = self._read()
