@@ -191,9 +191,8 @@ class LongRunningRunner:
             return
         sock.settimeout(None)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        slot = self.cluster.live_executors().get(hello.executor_id)  # Py4J: not under the lock
         with self._lock:
-            live = self.cluster.live_executors()
-            slot = live.get(hello.executor_id)
             if hello.launch != self._launch or hello.slot in self._slots or slot is None:
                 link.close()
                 return

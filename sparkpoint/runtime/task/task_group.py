@@ -17,13 +17,15 @@ from sparkpoint.connectors.source import Source, SplitRange, TimestampedBatch
 from sparkpoint.runtime.graph import Stage
 from sparkpoint.runtime.protocol import EpochSpec
 
-__all__ = ["by_subtask", "route_rows", "run_group"]
+__all__ = ["route_rows", "run_group"]
 
 Row = tuple[int, int, Any]
 _READ_AHEAD_THREADS = 4
 
 
-def by_subtask(rows: Iterable[Row], offset: int, subtasks: tuple[int, ...]) -> dict[int, list[Row]]:
+def _by_subtask(
+    rows: Iterable[Row], offset: int, subtasks: tuple[int, ...]
+) -> dict[int, list[Row]]:
     """A task group's input rows split by subtask (rows name their channel)."""
     per: dict[int, list[Row]] = {sub: [] for sub in subtasks}
     for row in rows:
@@ -63,7 +65,7 @@ def run_group(
     elif len(group) == 1:
         inputs = {group[0]: rows}
     else:
-        inputs = dict(by_subtask(rows, stage.channel_offset, group))
+        inputs = _by_subtask(rows, stage.channel_offset, group)
     out: list[Row] = []
     restoring = any(sub in subtasks for subtasks in spec.restore.values() for sub in group)
     with (
