@@ -88,10 +88,14 @@ def instrument(timer: PhaseTimer) -> None:
     from sparkpoint.runtime.driver.source_coordinator import SourceCoordinator
     from sparkpoint.runtime.driver.task_specs import TaskSpecs
     from sparkpoint.runtime.spark.epoch import EpochRunner
+    from sparkpoint.runtime.spark.long_running import LongRunningRunner
 
     timer.wrap(SourceCoordinator, "plan_epoch", "plan_ranges (end offsets of 8 partitions)")
     timer.wrap(RequestQueue, "wait", "pacing_wait")
+    # An epoch's run: one Spark job, or (sparkpoint.epoch.mode=long-running) the orders to
+    # the long-running tasks until their last report.
     timer.wrap(EpochRunner, "run", "spark_job")
+    timer.wrap(LongRunningRunner, "run", "spark_job")
     # PySpark pickles every Python RDD's closure (the stage's function with the epoch's spec)
     import pyspark.core.rdd as pyspark_rdd
 
@@ -383,6 +387,13 @@ _ROWS: list[tuple[str, Any, Any]] = [
     ("keyed stage: whole stage", "stage1_ms", "stage1_ms"),
     ("spark: last stage -> job end", "after_last_stage_ms", "after_last_stage_ms"),
     ("spark: whole job (event log)", "job_ms", "job_ms"),
+    (
+        "driver: the epoch's run (its Spark job call; long-running: orders -> last report)",
+        ("phase", "spark_job"),
+        "wall_ms_median",
+    ),
+    ("of which the source stage's slowest task group", ("stage", 0), None),
+    ("of which the keyed stage's slowest task group", ("stage", 1), None),
     ("driver: job end -> results in Python", "driver_after_job_ms", None),
     ("driver: checkpoint acks", ("phase", "checkpoint_acks"), None),
     ("driver: sink commit (EndTxn + sweep)", ("phase", "sink_commit_up_to"), None),
@@ -407,10 +418,18 @@ def print_table(
                 return round(1000 * secs / max(1, timer.calls[key]), 1)
         return None
 
+    def stage(index: int) -> float | None:
+        slowest = [per[index] for _wall, per in timer.spark_jobs if index in per]
+        median = percentile(slowest, 0.5)
+        return None if median is None else round(1000 * median, 1)
+
     def figure(where: Any, summary: dict[str, Any]) -> str:
         if where is None:
             return ""
-        value = phase(where[1]) if isinstance(where, tuple) else summary.get(where)
+        if isinstance(where, tuple):
+            value = phase(where[1]) if where[0] == "phase" else stage(where[1])
+        else:
+            value = summary.get(where)
         return "" if value is None else f"{value:g}"
 
     out = [
@@ -419,7 +438,6 @@ def print_table(
     ]
     for label, mine, base in _ROWS:
         out.append(f"| {label} | {figure(mine, epoch_jobs)} | {figure(base, baseline)} |")
-    out.append(f"| wall time of the Spark job call | | {baseline.get('wall_ms_median')} |")
     if latencies:
         out.append(
             f"| latency p50 / p99 | {percentile(latencies, 0.5)} / "
@@ -481,8 +499,9 @@ def main() -> None:
         broker.start()
         broker.create_topic("bd-in", args.partitions)
         broker.create_topic("bd-out", args.partitions)
-        write_backlog(broker.bootstrap_servers, "bd-in", args.backlog, args.keys)
-        consumer = LatencyConsumer(broker.bootstrap_servers, "bd-out")
+        kafka_client = {"bootstrap.servers": broker.bootstrap_servers}
+        write_backlog(kafka_client, "bd-in", args.backlog, args.keys)
+        consumer = LatencyConsumer(kafka_client, "bd-out")
         job_args = argparse.Namespace(
             bootstrap=broker.bootstrap_servers,
             source="bd-in",
@@ -513,9 +532,7 @@ def main() -> None:
             raise RuntimeError(f"backlog not out after 300 s ({consumer.count})")
         emit(what="backlog_out", records=args.backlog, seconds=round(time.time() - t_start, 1))
         before = consumer.count
-        producer = PacedProducer(
-            broker.bootstrap_servers, "bd-in", args.rate, args.seconds, args.keys
-        )
+        producer = PacedProducer(kafka_client, "bd-in", args.rate, args.seconds, args.keys)
         time.sleep(args.settle)
         window = args.seconds - args.settle
         profile = args.profile_out or os.path.join(work, "py-spy.txt")
@@ -608,8 +625,21 @@ def main() -> None:
             emit(what="py_spy", detail="not installed or no samples: pip install py-spy")
         client.cancel().result(120)
         client = None
-        baseline = baseline_jobs(event_dir, epoch_jobs, args.baseline_runs)
+        long_running = "sparkpoint.epoch.mode=long-running" in args.conf
+        # A long-running job runs one task per slot (2 on local[2]): the empty job of that
+        # shape is the baseline.
+        baseline = baseline_jobs(
+            event_dir, epoch_jobs, args.baseline_runs, 2 if long_running else None
+        )
         emit(what="baseline_empty_two_stage", **baseline)
+        run_ms = percentile([1000 * wall for wall in job_walls], 0.5)
+        if run_ms is not None and baseline.get("wall_ms_median"):
+            emit(
+                what="epoch_run_vs_empty_job",
+                epoch_run_ms=run_ms,
+                empty_two_stage_job_ms=baseline["wall_ms_median"],
+                ratio=round(run_ms / baseline["wall_ms_median"], 2),
+            )
         if baseline["source_tasks"] != 4:  # the source stage's shape at 2 tasks per core
             emit(
                 what="baseline_empty_two_stage",

@@ -6,9 +6,12 @@ Every transaction gets a transactional id no transaction had before, ``<prefix>-
 epoch name exactly one transaction whatever happens later. A new producer must connect and
 initialise its id (``InitProducerId``) before its first record: ~0.3 s measured on a local
 broker, on the critical path of every epoch's sink. So when a writer takes a producer, the
-next one is created and initialised in a background thread while the epoch runs; the next
-writer in this worker, of whatever subtask, takes it ready (in Python workers that Spark
-reuses, ``spark.python.worker.reuse``, sparkpoint's default).
+next two are created and initialised in background threads while the epoch runs (two, so
+that epochs shorter than an initialisation do not wait); the next writers in this worker, of
+whatever subtask, take them ready (in Python workers that Spark reuses,
+``spark.python.worker.reuse``, sparkpoint's default). A producer's id and epoch are read then
+too (``DescribeTransactions``): they do not change while its id has one transaction, so the
+epoch's end need not ask for them.
 """
 
 from __future__ import annotations
@@ -22,14 +25,29 @@ from typing import Any
 
 from sparkpoint.connectors.kafka_access import librdkafka_denied
 from sparkpoint.connectors.kafka_readers import ClientLog
+from sparkpoint.connectors.kafka_transactions import TransactionAdmin
 
-__all__ = ["STATS", "DeliveryErrors", "ReadyProducer", "init_producer", "take_producer"]
+__all__ = [
+    "STATS",
+    "DeliveryErrors",
+    "ReadyProducer",
+    "delivery_errors_only",
+    "init_producer",
+    "take_producer",
+]
 
 _INIT_TIMEOUT_S = 60
+_AHEAD = 2  # producers made ready ahead per sink and Python worker
 # Producers this process created ready ahead and took (read by the tests and benchmarks):
 # "prepared" made in the background, "taken_ready" used that way, "created" made by the
 # writer itself (none was ready, or the ready one failed).
 STATS = {"prepared": 0, "taken_ready": 0, "created": 0}
+
+
+def delivery_errors_only(errors: DeliveryErrors) -> dict[str, Any]:
+    """A producer's settings that hand ``errors`` its failed records only: librdkafka calls
+    no Python callback for a delivered one (one per record held the GIL in every flush)."""
+    return {"on_delivery": errors, "delivery.report.only.error": True}
 
 
 class DeliveryErrors:
@@ -56,43 +74,56 @@ class DeliveryErrors:
 
 @dataclass
 class ReadyProducer:
-    """A transactional producer whose id is initialised, with no transaction begun."""
+    """A transactional producer whose id is initialised, with no transaction begun, and
+    the producer id and epoch its coordinator gave it."""
 
     transactional_id: str
     producer: Any
     errors: DeliveryErrors
+    producer_id: int
+    producer_epoch: int
 
 
 class _Slot:
-    """The producer being made ready for one sink (prefix and configuration)."""
+    """Producers made ready ahead for one sink (prefix and configuration): up to
+    ``_AHEAD`` ready or being made, so epochs shorter than a producer's initialisation
+    (``InitProducerId`` and the describe: ~0.1-0.3 s) do not wait for one."""
 
-    def __init__(self, prefix: str, config: dict[str, Any]) -> None:
+    def __init__(self, prefix: str, config: dict[str, Any], admin: TransactionAdmin) -> None:
         self.prefix = prefix
         self.config = config
-        self.thread: threading.Thread | None = None
-        self.ready: ReadyProducer | None = None
+        self.admin = admin
+        self._cond = threading.Condition()
+        self._ready: list[ReadyProducer] = []
+        self._making = 0
 
     def collect(self) -> ReadyProducer | None:
-        """The producer made ready (waiting for the one being made); None if none was
-        started or making it failed."""
-        if self.thread is not None:
-            self.thread.join()
-            self.thread = None
-        ready, self.ready = self.ready, None
-        return ready
+        """The oldest producer made ready (waiting for one being made when none is); None
+        if none was started or making them failed."""
+        with self._cond:
+            while not self._ready and self._making:
+                self._cond.wait()
+            return self._ready.pop(0) if self._ready else None
 
-    def prepare_next(self) -> None:
-        """Start making the next producer ready in the background."""
+    def prepare_ahead(self) -> None:
+        """Start making producers ready in the background, up to ``_AHEAD``."""
+        with self._cond:
+            missing = max(0, _AHEAD - len(self._ready) - self._making)
+            self._making += missing
+        for _ in range(missing):
+            threading.Thread(target=self._make, name="sparkpoint-kafka-ready", daemon=True).start()
 
-        def run() -> None:
-            try:
-                self.ready = _new_producer(self.prefix, self.config)
+    def _make(self) -> None:
+        try:
+            ready: ReadyProducer | None = _new_producer(self.prefix, self.config, self.admin)
+        except Exception:  # the writer that wants one creates it itself (and fails loudly)
+            ready = None
+        with self._cond:
+            self._making -= 1
+            if ready is not None:
+                self._ready.append(ready)
                 STATS["prepared"] += 1
-            except Exception:  # the writer that wants it creates one itself (and fails loudly)
-                self.ready = None
-
-        self.thread = threading.Thread(target=run, name="sparkpoint-kafka-ready", daemon=True)
-        self.thread.start()
+            self._cond.notify_all()
 
 
 _SLOTS: dict[tuple[str, tuple[tuple[str, str], ...]], _Slot] = {}
@@ -110,10 +141,12 @@ def _next_id(prefix: str) -> str:
     return f"{prefix}-{worker}-{next(counter)}"
 
 
-def _new_producer(prefix: str, config: dict[str, Any]) -> ReadyProducer:
+def _new_producer(prefix: str, config: dict[str, Any], admin: TransactionAdmin) -> ReadyProducer:
     tid = _next_id(prefix)
     errors = DeliveryErrors()
-    return ReadyProducer(tid, init_producer(config, tid, errors), errors)
+    producer = init_producer(config, tid, errors)
+    now = admin.describe(tid)
+    return ReadyProducer(tid, producer, errors, now.producer_id, now.producer_epoch)
 
 
 def init_producer(config: dict[str, Any], transactional_id: str, errors: DeliveryErrors) -> Any:
@@ -124,7 +157,7 @@ def init_producer(config: dict[str, Any], transactional_id: str, errors: Deliver
 
     # A pooled producer outlives its epoch: once its broker went away, librdkafka's log of
     # it reaches the logs at most once a minute (``ClientLog``).
-    conf = {**config, "transactional.id": transactional_id, "on_delivery": errors}
+    conf = {**config, "transactional.id": transactional_id, **delivery_errors_only(errors)}
     producer = Producer({**conf, "logger": ClientLog()})
     try:
         producer.init_transactions(_INIT_TIMEOUT_S)
@@ -136,15 +169,15 @@ def init_producer(config: dict[str, Any], transactional_id: str, errors: Deliver
     return producer
 
 
-def take_producer(prefix: str, config: dict[str, Any]) -> ReadyProducer:
-    """A producer with a fresh transactional id and a transaction begun: the one made ready
-    in this worker if there is one, else a new one; the next is then made ready."""
+def take_producer(prefix: str, config: dict[str, Any], admin: TransactionAdmin) -> ReadyProducer:
+    """A producer with a fresh transactional id and a transaction begun: one made ready in
+    this worker if there is one, else a new one; the next ones are then made ready."""
     from confluent_kafka import KafkaException
 
     key = (prefix, tuple(sorted((k, str(v)) for k, v in config.items())))
     slot = _SLOTS.get(key)
     if slot is None:
-        slot = _SLOTS[key] = _Slot(prefix, config)
+        slot = _SLOTS[key] = _Slot(prefix, config, admin)
     taken = slot.collect()
     if taken is not None:
         try:
@@ -153,11 +186,11 @@ def take_producer(prefix: str, config: dict[str, Any]) -> ReadyProducer:
         except KafkaException:  # fenced or expired while it waited: not worth a failed task
             taken = None
     if taken is None:
-        taken = _new_producer(prefix, config)
+        taken = _new_producer(prefix, config, admin)
         taken.producer.begin_transaction()
         STATS["created"] += 1
     if os.environ.get("SPARK_REUSE_WORKER"):
         # Only a Python worker that Spark reuses outlives its task; elsewhere a producer
         # made ready now would be thrown away unused.
-        slot.prepare_next()
+        slot.prepare_ahead()
     return taken

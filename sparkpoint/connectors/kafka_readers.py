@@ -101,40 +101,54 @@ def throttle_kafka_python(interval: float = LOG_INTERVAL_SECONDS) -> None:
 
 
 class ReaderPool:
-    """Idle reading consumers by configuration; those idle for ``idle_seconds`` are closed."""
+    """Idle reading consumers by configuration, up to ``per_key`` of each (a task reads
+    several ranges at once, ``task_group``); those idle for ``idle_seconds`` are closed."""
 
-    def __init__(self, idle_seconds: float = IDLE_SECONDS) -> None:
+    def __init__(self, idle_seconds: float = IDLE_SECONDS, per_key: int = 8) -> None:
         self.idle_seconds = idle_seconds
-        self._idle: dict[ReaderKey, tuple[Any, float]] = {}
+        self.per_key = per_key
+        self._idle: dict[ReaderKey, list[tuple[Any, float]]] = {}
         self._lock = threading.Lock()
         self._reaper_pid: int | None = None  # the process whose thread closes idle readers
         self.closed_idle = 0  # readers closed for being idle, so far
 
     def take(self, key: ReaderKey) -> Any:
-        """The idle reader of configuration ``key``, or None."""
+        """The most recently used idle reader of configuration ``key``, or None."""
         with self._lock:
-            found = self._idle.pop(key, None)
-        return None if found is None else found[0]
+            readers = self._idle.get(key)
+            if not readers:
+                return None
+            consumer, _since = readers.pop()
+            if not readers:
+                del self._idle[key]
+            return consumer
 
     def put(self, key: ReaderKey, consumer: Any) -> None:
-        """Keep ``consumer`` (unassigned) for the next range of its configuration."""
+        """Keep ``consumer`` (unassigned) for a next range of its configuration; beyond
+        ``per_key`` idle ones, the longest idle is closed."""
         with self._lock:
-            stale = self._idle.pop(key, None)
-            self._idle[key] = (consumer, time.monotonic())
+            readers = self._idle.setdefault(key, [])
+            readers.append((consumer, time.monotonic()))
+            stale = readers.pop(0) if len(readers) > self.per_key else None
             self._start_reaper()
         if stale is not None:
             stale[0].close()
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._idle)
+            return sum(len(readers) for readers in self._idle.values())
 
     def close_idle(self, now: float | None = None) -> int:
         """Close the readers idle for ``idle_seconds`` or more; how many."""
         now = time.monotonic() if now is None else now
+        closing: list[Any] = []
         with self._lock:
-            old = [k for k, (_c, since) in self._idle.items() if now - since >= self.idle_seconds]
-            closing = [self._idle.pop(k)[0] for k in old]
+            for key in list(self._idle):
+                readers = self._idle[key]
+                closing.extend(c for c, since in readers if now - since >= self.idle_seconds)
+                readers[:] = [(c, t) for c, t in readers if now - t < self.idle_seconds]
+                if not readers:
+                    del self._idle[key]
             self.closed_idle += len(closing)
         for consumer in closing:
             consumer.close()

@@ -8,9 +8,11 @@ INCREMENTING (the default) gives every transaction an id never used before,
 (``kafka_producers``). POOLING names transactions ``<prefix>-<subtask>-<n>`` with the lowest
 ``n`` whose transaction has ended, and keeps one producer per transactional id in the
 Python worker, as Flink's producer pool. A reused producer keeps its producer id and epoch,
-so every committable also carries its transaction's start time (``DescribeTransactions``):
-the driver ends a transaction only while it is still the current one on its id
-(``kafka_transactions``), and a redone commit after a restore leaves a newer one alone.
+so a POOLING committable also carries its transaction's start time (``DescribeTransactions``
+at the epoch's end): the driver ends a transaction only while it is still the current one on
+its id (``kafka_transactions``), and a redone commit after a restore leaves a newer one
+alone. An INCREMENTING id has one transaction only: its committable carries the producer id
+and epoch read when the producer was made ready, and no start time.
 """
 
 from __future__ import annotations
@@ -20,7 +22,12 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkpoint.connectors.kafka_producers import DeliveryErrors, init_producer, take_producer
+from sparkpoint.connectors.kafka_producers import (
+    DeliveryErrors,
+    delivery_errors_only,
+    init_producer,
+    take_producer,
+)
 from sparkpoint.connectors.kafka_readers import ClientLog
 from sparkpoint.connectors.kafka_transactions import BUSY_STATES, OpenTransaction, TransactionAdmin
 from sparkpoint.connectors.sink import SinkWriter
@@ -91,7 +98,7 @@ class PlainWriter(SinkWriter):
 
             errors = DeliveryErrors()
             # Pooled for the worker's life: at most one log line a minute (``ClientLog``).
-            producer = Producer({**config, "on_delivery": errors, "logger": ClientLog()})
+            producer = Producer({**config, **delivery_errors_only(errors), "logger": ClientLog()})
             _PRODUCERS[key] = (producer, errors)
         self.producer, self.errors = _PRODUCERS[key]
 
@@ -106,7 +113,10 @@ class PlainWriter(SinkWriter):
 
 class TransactionalWriter(SinkWriter):
     """EXACTLY_ONCE: the epoch's records in one transaction, left open for the driver; its
-    committable is the transactional id, producer id and epoch, and the topics written."""
+    committable is the transactional id, producer id and epoch, and the topics written.
+    Its flush (round trips to the brokers) runs while the task snapshots its state."""
+
+    prepare_in_background = True
 
     def __init__(
         self,
@@ -142,9 +152,9 @@ class TransactionalWriter(SinkWriter):
 
     def _begin(self) -> _Pooled:
         if self.naming is TransactionNamingStrategy.INCREMENTING:
-            ready = take_producer(self.prefix, self.config)
+            ready = take_producer(self.prefix, self.config, self.admin)
             self.transactional_id = ready.transactional_id
-            return _Pooled(ready.producer, ready.errors)
+            return _Pooled(ready.producer, ready.errors, ready.producer_id, ready.producer_epoch)
         for n in itertools.count():
             tid = f"{self.prefix}-{self.subtask}-{n}"
             now = self.admin.describe_or_none(tid)
@@ -191,6 +201,8 @@ class TransactionalWriter(SinkWriter):
             return []
         _flush(self.txn.producer, self.txn.errors)
         # The transaction stays open: the driver commits it with the checkpoint.
+        if self.naming is TransactionNamingStrategy.INCREMENTING:
+            return [self._committable(self.txn.producer_id, self.txn.producer_epoch, -1)]
         now = self.admin.describe(self.transactional_id)
         if now.state != "Ongoing":
             raise RuntimeError(
@@ -206,14 +218,17 @@ class TransactionalWriter(SinkWriter):
             )
         self.txn.producer_id, self.txn.producer_epoch = now.producer_id, now.producer_epoch
         self.txn.transaction_start_time_ms = now.transaction_start_time_ms
-        if self.naming is TransactionNamingStrategy.POOLING:
-            _POOL[self.transactional_id] = self.txn
+        _POOL[self.transactional_id] = self.txn
         return [
-            {
-                "transactional_id": self.transactional_id,
-                "producer_id": now.producer_id,
-                "producer_epoch": now.producer_epoch,
-                "topics": sorted(self.txn.topics),
-                "transaction_start_time_ms": now.transaction_start_time_ms,
-            }
+            self._committable(now.producer_id, now.producer_epoch, now.transaction_start_time_ms)
         ]
+
+    def _committable(self, producer_id: int, producer_epoch: int, start_ms: int) -> Any:
+        assert self.txn is not None
+        return {
+            "transactional_id": self.transactional_id,
+            "producer_id": producer_id,
+            "producer_epoch": producer_epoch,
+            "topics": sorted(self.txn.topics),
+            "transaction_start_time_ms": start_ms,
+        }

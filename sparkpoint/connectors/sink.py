@@ -33,6 +33,11 @@ __all__ = [
 class SinkWriter(abc.ABC):
     """The task side of a sink for one epoch."""
 
+    #: Whether ``prepare_commit`` mostly waits on I/O (a flush's round trips) and may run in
+    #: a thread while the task commits and snapshots its state; it must then not touch
+    #: anything but the writer's own connections.
+    prepare_in_background: bool = False
+
     @abc.abstractmethod
     def write(self, values: list[Any]) -> None:
         """Stage a batch of records."""

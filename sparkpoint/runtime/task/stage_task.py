@@ -9,6 +9,7 @@ operator state to the next epoch).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -179,8 +180,14 @@ class StageTask:
             root.end_epoch()
         for root in tree.roots:
             root.close()
-        keyed_acks, changes = self.state.commit_and_snapshot()
-        carried, operator_acks = self.operator_state.snapshot()
+        try:
+            keyed_acks, changes = self.state.commit_and_snapshot()
+            carried, operator_acks = self.operator_state.snapshot()
+        except BaseException:
+            with contextlib.suppress(Exception):  # the snapshot's error is the task's
+                tree.finish_sinks()
+            raise
+        tree.finish_sinks()  # the sinks' flushes ran while the state was snapshot
         return self._finish(
             t0, records, (keyed_acks + operator_acks, changes), carried, passthrough
         )

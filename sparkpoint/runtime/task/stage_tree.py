@@ -3,6 +3,7 @@ that send the stage's outputs to the consumers' subtasks (``router``)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -49,6 +50,7 @@ class SinkOperator(Operator):
         self.sink = node.sink
         self.outputs = outputs
         self.writer: Any = None
+        self._preparing: _InThread | None = None
 
     def open(self, env: OperatorEnv) -> None:
         self.env = env
@@ -60,7 +62,19 @@ class SinkOperator(Operator):
         self.writer.write(values)
 
     def end_epoch(self) -> None:
-        committables = self.writer.prepare_commit()
+        if self.writer.prepare_in_background:
+            self._preparing = _InThread(self.writer.prepare_commit)
+        else:
+            self._staged(self.writer.prepare_commit())
+
+    def finish_epoch(self) -> None:
+        """Wait for a ``prepare_commit`` that ``end_epoch`` left running in a thread (its
+        error raised here), and hand on what it staged."""
+        preparing, self._preparing = self._preparing, None
+        if preparing is not None:
+            self._staged(preparing.result())
+
+    def _staged(self, committables: list[Any]) -> None:
         if committables:
             self.outputs.append(
                 SinkOutput(
@@ -70,6 +84,31 @@ class SinkOperator(Operator):
                     bool(self.sink.transactional),
                 )
             )
+
+
+class _InThread:
+    """A call running in a daemon thread; ``result()`` waits for it and returns its value
+    or raises its exception."""
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        self._call = call
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="sparkpoint-sink-prepare")
+        self._thread.daemon = True
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._call()
+        except BaseException as exc:  # handed to the task's thread in ``result``
+            self._error = exc
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 @dataclass(frozen=True)
@@ -252,6 +291,18 @@ class StageTree:
             seen[id(op)] = op
             todo.extend(op.all_children())
         return list(seen.values())
+
+    def finish_sinks(self) -> None:
+        """Wait for the sinks' commit preparations still running (``SinkOperator``)."""
+        errors = []
+        for op in self.operators():
+            if isinstance(op, SinkOperator):
+                try:
+                    op.finish_epoch()
+                except Exception as exc:
+                    errors.append(exc)
+        if errors:
+            raise errors[0]
 
 
 def build_tree(

@@ -52,14 +52,18 @@ def test_pool_closes_idle_readers() -> None:
         def close(self) -> None:
             closed.append(self.name)
 
-    pool = ReaderPool(idle_seconds=1000.0)
-    pool.put((("k", "a"),), Reader("a"))
-    pool.put((("k", "a"),), Reader("a2"))  # one idle reader per configuration
-    assert closed == ["a"] and len(pool) == 1
+    key = (("k", "a"),)
+    pool = ReaderPool(idle_seconds=1000.0, per_key=2)
+    pool.put(key, Reader("a"))
+    pool.put(key, Reader("a2"))
+    pool.put(key, Reader("a3"))  # a third idle reader of one configuration: the oldest goes
+    assert closed == ["a"] and len(pool) == 2
+    assert pool.take(key).name == "a3"  # the most recently used
+    pool.put(key, Reader("a3"))
     assert pool.close_idle(time.monotonic() + 10) == 0
-    assert pool.close_idle(time.monotonic() + 1000) == 1
-    assert closed == ["a", "a2"] and len(pool) == 0 and pool.closed_idle == 1
-    assert pool.take((("k", "a"),)) is None
+    assert pool.close_idle(time.monotonic() + 1000) == 2
+    assert sorted(closed) == ["a", "a2", "a3"] and len(pool) == 0 and pool.closed_idle == 2
+    assert pool.take(key) is None
 
 
 @pytest.mark.spark  # starts a broker JVM of its own (it stops it for good)
