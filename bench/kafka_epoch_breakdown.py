@@ -419,9 +419,7 @@ def print_table(
         return None
 
     def stage(index: int) -> float | None:
-        slowest = [per[index] for _wall, per in timer.spark_jobs if index in per]
-        median = percentile(slowest, 0.5)
-        return None if median is None else round(1000 * median, 1)
+        return percentile([1000 * per[index] for _w, per in timer.spark_jobs if index in per], 0.5)
 
     def figure(where: Any, summary: dict[str, Any]) -> str:
         if where is None:

@@ -6,9 +6,9 @@ Every transaction gets a transactional id no transaction had before, ``<prefix>-
 epoch name exactly one transaction whatever happens later. A new producer must connect and
 initialise its id (``InitProducerId``) before its first record: ~0.3 s measured on a local
 broker, on the critical path of every epoch's sink. So when a writer takes a producer, the
-next two are created and initialised in background threads while the epoch runs (two, so
-that epochs shorter than an initialisation do not wait); the next writers in this worker, of
-whatever subtask, take them ready (in Python workers that Spark reuses,
+next two are created and initialised in background threads once the epoch's records are
+flushed (two, so that epochs shorter than an initialisation do not wait); the next writers
+in this worker, of whatever subtask, take them ready (in Python workers that Spark reuses,
 ``spark.python.worker.reuse``, sparkpoint's default). A producer's id and epoch are read then
 too (``DescribeTransactions``): they do not change while its id has one transaction, so the
 epoch's end need not ask for them.
@@ -33,6 +33,7 @@ __all__ = [
     "ReadyProducer",
     "delivery_errors_only",
     "init_producer",
+    "prepare_producers",
     "take_producer",
 ]
 
@@ -169,16 +170,20 @@ def init_producer(config: dict[str, Any], transactional_id: str, errors: Deliver
     return producer
 
 
-def take_producer(prefix: str, config: dict[str, Any], admin: TransactionAdmin) -> ReadyProducer:
-    """A producer with a fresh transactional id and a transaction begun: one made ready in
-    this worker if there is one, else a new one; the next ones are then made ready."""
-    from confluent_kafka import KafkaException
-
+def _slot(prefix: str, config: dict[str, Any], admin: TransactionAdmin) -> _Slot:
     key = (prefix, tuple(sorted((k, str(v)) for k, v in config.items())))
     slot = _SLOTS.get(key)
     if slot is None:
         slot = _SLOTS[key] = _Slot(prefix, config, admin)
-    taken = slot.collect()
+    return slot
+
+
+def take_producer(prefix: str, config: dict[str, Any], admin: TransactionAdmin) -> ReadyProducer:
+    """A producer with a fresh transactional id and a transaction begun: one made ready in
+    this worker if there is one, else a new one."""
+    from confluent_kafka import KafkaException
+
+    taken = _slot(prefix, config, admin).collect()
     if taken is not None:
         try:
             taken.producer.begin_transaction()
@@ -189,8 +194,14 @@ def take_producer(prefix: str, config: dict[str, Any], admin: TransactionAdmin) 
         taken = _new_producer(prefix, config, admin)
         taken.producer.begin_transaction()
         STATS["created"] += 1
+    return taken
+
+
+def prepare_producers(prefix: str, config: dict[str, Any], admin: TransactionAdmin) -> None:
+    """Make this worker's next producers ready in the background. Called once an epoch's
+    records are flushed, so that making them (``Producer()``, the describe: Python work)
+    does not take the GIL from the epoch's own work."""
     if os.environ.get("SPARK_REUSE_WORKER"):
         # Only a Python worker that Spark reuses outlives its task; elsewhere a producer
         # made ready now would be thrown away unused.
-        slot.prepare_ahead()
-    return taken
+        _slot(prefix, config, admin).prepare_ahead()

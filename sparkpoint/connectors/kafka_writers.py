@@ -26,6 +26,7 @@ from sparkpoint.connectors.kafka_producers import (
     DeliveryErrors,
     delivery_errors_only,
     init_producer,
+    prepare_producers,
     take_producer,
 )
 from sparkpoint.connectors.kafka_readers import ClientLog
@@ -202,6 +203,7 @@ class TransactionalWriter(SinkWriter):
         _flush(self.txn.producer, self.txn.errors)
         # The transaction stays open: the driver commits it with the checkpoint.
         if self.naming is TransactionNamingStrategy.INCREMENTING:
+            prepare_producers(self.prefix, self.config, self.admin)
             return [self._committable(self.txn.producer_id, self.txn.producer_epoch, -1)]
         now = self.admin.describe(self.transactional_id)
         if now.state != "Ongoing":
