@@ -81,6 +81,15 @@ SYSTEM_METRICS: tuple[SystemMetric, ...] = (
         flink=False,
     ),
     SystemMetric(
+        "currentEmitEventTimeLag",
+        OPERATOR,
+        _G,
+        "Per source subtask: when it emitted the latest record that carried a timestamp "
+        "(Kafka's record timestamp), less that timestamp (ms; -1 while none did, as Flink's "
+        "UNDEFINED). Measured when the source task handed the record's batch on, by the "
+        "executor's clock against the producer's or broker's.",
+    ),
+    SystemMetric(
         "lastCheckpointDuration", JOB, _G, "Duration of the latest completed checkpoint (ms)."
     ),
     SystemMetric(
@@ -114,6 +123,35 @@ SYSTEM_METRICS: tuple[SystemMetric, ...] = (
         "arrived just before that epoch started; one that arrived just after the previous "
         "committed epoch started waited up to the checkpoint interval more. Flink has no "
         "metric for it (its `latency` markers skip the sink's commit).",
+        flink=False,
+    ),
+    SystemMetric(
+        "sparkpoint.lastCommitRecordLatencyMax",
+        JOB,
+        _G,
+        "End-to-end latency of the oldest record the latest publication made visible (ms, "
+        "-1 before the first): the driver's wall clock when the sink commit covering the "
+        "record's epoch completed (without a transactional sink: when the epoch ended and "
+        "its sinks had flushed) less the record's source timestamp (Kafka's record "
+        "timestamp; for sources without one, when the source task read it). Records of "
+        "every epoch the publication covered count; a publication of no records leaves "
+        "the figure as it was. Clocks differ across hosts: see Record latency below.",
+        flink=False,
+    ),
+    SystemMetric(
+        "sparkpoint.lastCommitRecordLatencyMean",
+        JOB,
+        _G,
+        "The mean end-to-end latency of the records the latest publication made visible "
+        "(ms, -1 before the first), as `sparkpoint.lastCommitRecordLatencyMax`.",
+        flink=False,
+    ),
+    SystemMetric(
+        "sparkpoint.lastCommitRecordLatencyMin",
+        JOB,
+        _G,
+        "End-to-end latency of the newest record the latest publication made visible (ms, "
+        "-1 before the first), as `sparkpoint.lastCommitRecordLatencyMax`.",
         flink=False,
     ),
     SystemMetric(

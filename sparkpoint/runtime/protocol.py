@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         CheckpointStorageLocationReference,
     )
     from sparkpoint.connectors.source import SplitRange
+    from sparkpoint.metrics.record_times import SourceRecordTimes
     from sparkpoint.metrics.sample import MetricKey, TaskMetricsReport
     from sparkpoint.runtime.graph import Partitioning
     from sparkpoint.state.backend import StateBackendFactory
@@ -355,3 +356,5 @@ class TaskReport:
     operator_states: tuple[CarriedState, ...] = ()
     # Records in/out per operator and the user metrics' values (None: the task ran nothing).
     metrics: TaskMetricsReport | None = None
+    # A source task's: its records' timestamps in aggregate (end-to-end latency metrics).
+    record_times: SourceRecordTimes | None = None

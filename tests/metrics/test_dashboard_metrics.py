@@ -74,3 +74,41 @@ def test_metrics_section_shows_every_metric_as_text() -> None:
     assert as_json[f"{EVIL}.{EVIL}.1.m"] == {"count": 3, "rate": 0.5}
     empty = render_page(dataclasses.replace(view, metrics=()))
     assert "No metrics yet." in empty
+
+
+def test_job_section_shows_the_latest_publication_latency() -> None:
+    def gauge(name: str, value: int) -> MetricValue:
+        key = MetricKey((("sparkpoint", None),), name)
+        return MetricValue("id", "job", None, None, None, key, MetricKind.GAUGE, value)
+
+    view = JobView(
+        job_name="job",
+        job_id="id",
+        status="RUNNING",
+        uptime_s=1.0,
+        epochs=1,
+        records_in=1,
+        restarts=0,
+        epochs_per_s=0.0,
+        records_per_s=0.0,
+        checkpoints=(),
+        epoch_reports=(),
+        failovers=(),
+        operators=(),
+        checkpointing=True,
+        interval_ms=1000,
+        metrics=(
+            gauge("lastCommitRecordLatencyMax", 12_500),
+            gauge("lastCommitRecordLatencyMean", 830),
+            gauge("lastCommitRecordLatencyMin", 120),
+            gauge("lastCommitLatency", 640),
+        ),
+    )
+    page = render_page(view)
+    assert '<div class="value" id="record-latency">830 ms</div>' in page
+    assert '<div class="value" id="record-latency-range">120 ms / 12.5 s</div>' in page
+    assert '<div class="value" id="commit-latency">640 ms</div>' in page
+    before = render_page(dataclasses.replace(view, metrics=(gauge("lastCommitLatency", -1),)))
+    assert '<div class="value" id="record-latency">-</div>' in before
+    assert '<div class="value" id="record-latency-range">- / -</div>' in before
+    assert '<div class="value" id="commit-latency">-</div>' in before

@@ -25,6 +25,7 @@ class FakeProgress:
         self.checkpointing = False
         self.checkpoint_interval_ms = -1
         self.commit_latency_ms: int | None = None
+        self.record_latency: Any = None
         self.metrics = JobMetrics()
 
     def epoch_reports(self) -> list[Any]:
@@ -43,6 +44,9 @@ class FakeProgress:
         return {}
 
     def records_skipped(self) -> dict[str, dict[str, int]]:
+        return {}
+
+    def emit_event_time_lags(self) -> dict[str, dict[int, int]]:
         return {}
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from sparkpoint.common import RestartStrategies
 from sparkpoint.datastream import CheckpointingMode, FileSystemCheckpointStorage
+from sparkpoint.metrics.record_times import wall_clock_ms
 from sparkpoint.runtime.spark.epoch import job_group
 from sparkpoint.testing import FailureInjector, expected_keyed_count_output
 from tests.runtime.jobs.reference import keyed_count_job, read_sink
@@ -56,8 +57,20 @@ def test_epochs_run_without_a_spark_job_each(env: Any, spark: Any, tmp_path: Any
     _configure(env, tmp_path)
     out_dir = str(tmp_path / "out")
     keyed_count_job(env, out_dir, N_EVENTS, N_KEYS)
-    result = env.execute("long-running")
+    started_ms = wall_clock_ms()
+    client = env.execute_async("long-running")
+    result = client.get_job_execution_result().result(timeout=300)
+    ran_ms = wall_clock_ms() - started_ms
     _check_exact(read_sink(out_dir))
+    # The source tasks' record times reach the driver as in the job mode: the numbers carry
+    # no timestamp, so they count from when the long-running task read them to the file
+    # sink's commit, both within the run.
+    metrics = client.get_metrics()
+    newest, mean, oldest = (
+        metrics[f"long-running.sparkpoint.lastCommitRecordLatency{m}"]
+        for m in ("Min", "Mean", "Max")
+    )
+    assert 0 <= newest <= mean <= oldest <= ran_ms
     jobs = _spark_jobs(spark, result.job_id)
     assert result.epochs >= 4
     # one launch of the tasks, then the local state cleanup at the end

@@ -10,6 +10,7 @@ import pytest
 
 from sparkpoint.datastream import CheckpointingMode, FileSystemCheckpointStorage
 from sparkpoint.metrics.catalog import SYSTEM_METRICS
+from sparkpoint.metrics.record_times import wall_clock_ms
 from sparkpoint.testing import FailureInjector
 from tests.runtime.jobs.metric_jobs import BUCKETS, metrics_job
 from tests.runtime.jobs.reference import read_sink
@@ -33,8 +34,10 @@ def test_user_and_system_metrics_are_exact_after_a_worker_kill(env: Any, tmp_pat
     )
     env.configure({"sparkpoint.epoch.max-records-per-split": "500"})
     metrics_job(env, str(tmp_path / "out"), N, injector)
+    started_ms = wall_clock_ms()
     client = env.execute_async("metrics")
     client.wait(timeout=300)
+    ran_ms = wall_clock_ms() - started_ms
     assert injector.fired() == 1
     assert len(read_sink(str(tmp_path / "out"))) == N
     values = client.get_metric_values()
@@ -73,6 +76,15 @@ def test_user_and_system_metrics_are_exact_after_a_worker_kill(env: Any, tmp_pat
     assert metrics["metrics.uptime"] == -1  # the job ended, as Flink's gauge says then
     # The file sink's last commit published the last epoch's part files.
     assert 0 <= metrics["metrics.sparkpoint.lastCommitLatency"] < 60_000
+    # The number sequence's records carry no timestamp: they count from when their source
+    # task read them (the executor's clock, this host's) to the file sink's commit (the
+    # driver's); both within the job's run.
+    newest, mean, oldest = (
+        metrics[f"metrics.sparkpoint.lastCommitRecordLatency{m}"] for m in ("Min", "Mean", "Max")
+    )
+    assert 0 <= newest <= mean <= oldest <= ran_ms
+    emit_lags = _by_operator(values, "numbers", "currentEmitEventTimeLag")
+    assert emit_lags and set(emit_lags.values()) == {-1}  # no timestamps: Flink's UNDEFINED
     assert metrics["metrics.parse.0.parser.records"] == records[0]
     assert (
         metrics["metrics.parse.1.parser.stream.numbers.last"]

@@ -20,6 +20,7 @@ import pytest
 
 from sparkpoint.cli.main import main
 from sparkpoint.errors import SparkpointError
+from sparkpoint.runtime.driver.record_latency import PublishedLatency
 from sparkpoint.runtime.driver.settings import ServerSettings
 from sparkpoint.runtime.rest.job_server import JobServer
 from tests.runtime.fake_job import FakeJob
@@ -73,6 +74,33 @@ def test_reading_needs_no_token(served: tuple[FakeJob, JobServer, int]) -> None:
     status, body, _r = _call(port, "GET", "/jobs/feedbeef")
     assert status == 404 and "Job feedbeef not found" in body["errors"][0]
     assert _call(port, "GET", "/")[0] == 404  # no dashboard: the REST API alone
+    assert job.requests == []
+
+
+def test_job_metrics_by_flinks_path_and_get_parameter(
+    served: tuple[FakeJob, JobServer, int],
+) -> None:
+    """Flink's ``GET /jobs/<id>/metrics``: the job-scope names, then values (as strings) of
+    the names asked for; names the job lacks are left out."""
+    job, _server, port = served
+    status, names, _r = _call(port, "GET", f"/jobs/{JOB}/metrics")
+    assert status == 200
+    ids = [n["id"] for n in names]
+    assert {"uptime", "numRestarts", "sparkpoint.lastCommitRecordLatencyMean"} <= set(ids)
+    assert all(set(n) == {"id"} for n in names)
+    wanted = "sparkpoint.lastCommitRecordLatencyMax,numRestarts,noSuchMetric"
+    status, values, _r = _call(port, "GET", f"/v1/jobs/{JOB}/metrics?get={wanted}")
+    assert (status, values) == (
+        200,
+        [
+            {"id": "numRestarts", "value": "0"},
+            {"id": "sparkpoint.lastCommitRecordLatencyMax", "value": "-1"},
+        ],
+    )
+    job.progress.record_latency = PublishedLatency(900, 500, 100, 3, 0)
+    status, values, _r = _call(port, "GET", f"/jobs/{JOB}/metrics?get={wanted}")
+    assert values[1] == {"id": "sparkpoint.lastCommitRecordLatencyMax", "value": "900"}
+    assert _call(port, "POST", f"/jobs/{JOB}/metrics", {})[0] == 405
     assert job.requests == []
 
 

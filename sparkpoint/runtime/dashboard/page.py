@@ -14,6 +14,7 @@ import html
 from collections.abc import Sequence
 
 from sparkpoint.checkpoint.stats import CheckpointStats, format_bytes
+from sparkpoint.metrics.catalog import key_of
 from sparkpoint.runtime.dashboard.view import JobView
 
 __all__ = ["HISTORY_ROWS", "render_page"]
@@ -64,6 +65,31 @@ def _time(ms: int) -> str:
     if ms < 0:
         return "-"
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).strftime("%H:%M:%S")
+
+
+def _job_metric(view: JobView, name: str) -> int:
+    """A job-level gauge in milliseconds (-1 when the view lacks it)."""
+    key = key_of(name)
+    for m in view.metrics:
+        if m.operator_id is None and m.key == key and isinstance(m.value, int):
+            return m.value
+    return -1
+
+
+def _latency_cards(view: JobView) -> str:
+    """The latest publication's record latency (mean; newest and oldest record) and
+    commit latency (docs/observing.md, Record latency)."""
+    mean = _ms(_job_metric(view, "sparkpoint.lastCommitRecordLatencyMean"))
+    newest = _ms(_job_metric(view, "sparkpoint.lastCommitRecordLatencyMin"))
+    oldest = _ms(_job_metric(view, "sparkpoint.lastCommitRecordLatencyMax"))
+    commit = _ms(_job_metric(view, "sparkpoint.lastCommitLatency"))
+    return "".join(
+        (
+            _card("Record latency", mean, "record-latency"),
+            _card("Newest / oldest record", f"{newest} / {oldest}", "record-latency-range"),
+            _card("Commit latency", commit, "commit-latency"),
+        )
+    )
 
 
 def _card(label: str, value: str, ident: str) -> str:
@@ -336,6 +362,7 @@ def render_page(view: JobView) -> str:
             _card("Records/s", f"{view.records_per_s:,.0f}", "records-rate"),
             _card("Restarts", str(view.restarts), "restarts"),
             _card("Checkpoints", interval, "checkpoint-interval"),
+            _latency_cards(view),
         )
     )
     refresh = max(1, round(view.refresh_ms / 1000))

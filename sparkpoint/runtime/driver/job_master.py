@@ -96,6 +96,7 @@ class JobMaster:
         self._sink_commits = SinkCommits(
             {n.operator_id: n.sink for n in plan.sinks},
             committed=lambda epoch: self._progress.sink_committed(epoch),
+            covered=lambda epoch: self._progress.records_published(epoch),
         )
         runner = LongRunningRunner if settings.epoch_mode == "long-running" else EpochRunner
         self._runner: EpochRunner | LongRunningRunner = runner(
@@ -135,7 +136,13 @@ class JobMaster:
             clock,
             self._sources.idleness,
         )
-        self._progress = JobProgress(settings, self._checkpoints, self._changelog, self._placement)
+        self._progress = JobProgress(
+            settings,
+            self._checkpoints,
+            self._changelog,
+            self._placement,
+            commits_on_checkpoint=self._sink_commits.transactional,
+        )
         self._subtask_restores = SubtaskRestores(self._job_id, plan, self._recovery, self._progress)
         self._restore = JobRestore(
             plan,

@@ -30,6 +30,7 @@ def _job_figures(progress: JobProgress) -> list[tuple[str, MetricKind, Any]]:
         else int((metrics.now() - metrics.started) * 1000)
     )
     c, g = MetricKind.COUNTER, MetricKind.GAUGE
+    latency = progress.record_latency
     return [
         ("lastCheckpointDuration", g, last.duration_ms if last else -1),
         ("lastCheckpointSize", g, last.checkpointed_size if last else -1),
@@ -46,6 +47,9 @@ def _job_figures(progress: JobProgress) -> list[tuple[str, MetricKind, Any]]:
             g,
             -1 if progress.commit_latency_ms is None else progress.commit_latency_ms,
         ),
+        ("sparkpoint.lastCommitRecordLatencyMax", g, latency.max_ms if latency else -1),
+        ("sparkpoint.lastCommitRecordLatencyMean", g, latency.mean_ms if latency else -1),
+        ("sparkpoint.lastCommitRecordLatencyMin", g, latency.min_ms if latency else -1),
         ("sparkpoint.subtaskRestores", c, sum(len(e.subtask_restores) for e in epochs)),
         (
             "sparkpoint.tasksAwayFromExecutor",
@@ -91,6 +95,26 @@ def _source_lag(progress: JobProgress, names: Mapping[str, str]) -> list[MetricV
         "pendingRecords",
         MetricKind.GAUGE,
     )
+
+
+def _emit_lags(progress: JobProgress, names: Mapping[str, str]) -> list[MetricValue]:
+    """Flink's ``currentEmitEventTimeLag`` per source subtask: when it emitted its latest
+    record with a timestamp, less that timestamp (-1: its records carry none)."""
+    key = key_of("currentEmitEventTimeLag")
+    return [
+        MetricValue(
+            progress.job_id,
+            progress.job_name,
+            op,
+            names.get(op, op),
+            subtask,
+            key,
+            MetricKind.GAUGE,
+            lag,
+        )
+        for op, by_subtask in progress.emit_event_time_lags().items()
+        for subtask, lag in by_subtask.items()
+    ]
 
 
 def _records_skipped(progress: JobProgress, names: Mapping[str, str]) -> list[MetricValue]:
@@ -141,6 +165,7 @@ def metric_values(progress: JobProgress) -> list[MetricValue]:
     out += _state_sizes(progress, names)
     out += _source_lag(progress, names)
     out += _records_skipped(progress, names)
+    out += _emit_lags(progress, names)
     return out
 
 

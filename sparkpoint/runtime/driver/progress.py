@@ -20,6 +20,7 @@ from sparkpoint.runtime.driver.changelog_checkpoints import (
 )
 from sparkpoint.runtime.driver.epoch_checkpoints import EpochCheckpoints
 from sparkpoint.runtime.driver.keyed_placement import KeyedOperator, KeyedPlacement
+from sparkpoint.runtime.driver.record_latency import PublishedLatency, RecordLatency
 from sparkpoint.runtime.driver.reports import EpochReport, FailoverEvent, SubtaskRestoreEvent
 from sparkpoint.runtime.driver.settings import JobSettings
 from sparkpoint.runtime.protocol import RestoreReason, TaskReport
@@ -58,6 +59,8 @@ class JobProgress:
         checkpoints: EpochCheckpoints,
         changelog: ChangelogCheckpoints,
         placement: KeyedPlacement,
+        *,
+        commits_on_checkpoint: bool = False,
     ) -> None:
         self._job_id = settings.job_id
         self._job_name = settings.job_name
@@ -77,6 +80,8 @@ class JobProgress:
         self._lag: Mapping[str, Mapping[str, int]] = {}
         self._epoch_starts: dict[int, float] = {}  # epoch -> when it started (monotonic s)
         self._commit_latency_ms: int | None = None
+        # Records count until their epoch's commit with a transactional sink, else its end.
+        self._record_latency = RecordLatency(commits_on_checkpoint)
         self._skipped: Mapping[str, Mapping[str, int]] = {}
         self._lock = threading.Lock()
         self._metrics = JobMetrics()
@@ -173,6 +178,21 @@ class JobProgress:
         between its source and its publication."""
         return self._commit_latency_ms
 
+    @property
+    def record_latency(self) -> PublishedLatency | None:
+        """The end-to-end latency of the records the latest publication made visible
+        (None before the first): ``record_latency.py``."""
+        return self._record_latency.latest
+
+    def emit_event_time_lags(self) -> dict[str, dict[int, int]]:
+        """Source operator id -> subtask -> Flink's ``currentEmitEventTimeLag`` (ms; -1
+        for records without a timestamp)."""
+        return self._record_latency.emit_lags()
+
+    def records_published(self, epoch: int) -> None:
+        """A sink commit made the output of every epoch up to ``epoch`` visible."""
+        self._record_latency.published(epoch)
+
     def epoch_started(self, epoch: int) -> None:
         """``epoch`` starts now: its ranges are planned, so its records are in the source."""
         self._epoch_starts[epoch] = time.monotonic()
@@ -202,6 +222,7 @@ class JobProgress:
             self._failovers.append(event)
         self._last_failover = event
         self._restore_causes.clear()
+        self._record_latency.discard_pending()
 
     def subtask_restore_planned(self, operator_id: str, subtask: int, cause: str) -> None:
         """``subtask`` of ``operator_id`` restores alone in the next run, because ``cause``."""
@@ -243,6 +264,10 @@ class JobProgress:
         )
         self._restore_causes.clear()
         self._metrics.run_accepted(r.metrics for r in reports if r.metrics is not None)
+        self._record_latency.epoch_accepted(
+            epoch,
+            ((r.subtask, r.record_times) for r in reports if r.record_times is not None),
+        )
         report = EpochReport(
             epoch=epoch,
             runs=runs,

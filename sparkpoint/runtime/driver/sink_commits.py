@@ -19,12 +19,23 @@ class SinkCommits:
     """Committables of transactional sinks per epoch; the one place that commits them."""
 
     def __init__(
-        self, sinks: Mapping[str, Any], committed: Callable[[int], None] | None = None
+        self,
+        sinks: Mapping[str, Any],
+        committed: Callable[[int], None] | None = None,
+        covered: Callable[[int], None] | None = None,
     ) -> None:
         self.sinks = dict(sinks)
         self._pending: list[tuple[int, str, list[Any]]] = []
         # Told the newest epoch whose staged output each commit published.
         self._committed = committed
+        # Told, after each commit, the epoch it covered (its output staged or not).
+        self._covered = covered
+
+    @property
+    def transactional(self) -> bool:
+        """Whether a sink publishes only when a commit covers the epoch (else every sink
+        publishes at the epoch's end)."""
+        return any(getattr(s, "transactional", True) for s in self.sinks.values())
 
     def absorb(self, epoch: int, outputs: Iterable[SinkOutput]) -> None:
         """Take a finished epoch's sink output: transactional output waits for its commit,
@@ -49,6 +60,8 @@ class SinkCommits:
         self._apply(due, commit=True)
         if newest is not None and self._committed is not None:
             self._committed(newest)
+        if self._covered is not None:
+            self._covered(epoch)
         self._abort_lingering()
 
     def abort_all(self) -> None:

@@ -7,7 +7,8 @@
 - ``POST /jobs/<id>/savepoints`` ``{"target-directory"}``: trigger a savepoint;
 - ``GET /jobs/<id>/savepoints/<triggerid>``: how a stop or savepoint went
   (``{"status": {"id": "IN_PROGRESS" | "COMPLETED"}, "operation": {"location"} or
-  {"failure-cause"}}``).
+  {"failure-cause"}}``);
+- ``GET /jobs/<id>/metrics[?get=<name>,...]``: the job-scope metrics (``job_metrics.py``).
 
 Paths may start with ``/v1`` as Flink's do. Reading needs nothing; every request that
 changes the job (PATCH, POST) needs ``Authorization: Bearer <token>``: none is answered 401,
@@ -24,9 +25,13 @@ import threading
 import time
 import uuid
 from concurrent.futures import CancelledError, Future
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from sparkpoint.runtime.rest.job_metrics import job_metrics_body
 from sparkpoint.runtime.serving.bounded_server import Request, Response
+
+if TYPE_CHECKING:
+    from sparkpoint.runtime.driver.progress import JobProgress
 
 __all__ = ["ControlledJob", "RestRoutes"]
 
@@ -47,6 +52,9 @@ class ControlledJob(Protocol):
 
     @property
     def status(self) -> Any: ...  # JobStatus: its str() is Flink's name
+
+    @property
+    def progress(self) -> JobProgress: ...  # what the job has done: its metrics
 
     def request(self, kind: str, target: str | None = None, drain: bool = False) -> Future[Any]:
         """Queue a savepoint, stop or cancel (``runtime.driver.job_requests``)."""
@@ -120,6 +128,10 @@ class RestRoutes:
         if len(rest) == 2 and rest[0] == "savepoints":
             self._only(method, "GET")
             return self._status(rest[1])
+        if rest == ["metrics"]:
+            self._only(method, "GET")
+            body = job_metrics_body(self._job.progress, request.query.get("get"))
+            return Response.json(200, body)
         raise _BadRequest(404, f"Not found: {request.path}")
 
     @staticmethod

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sparkpoint.clock import FixedClock
+from sparkpoint.metrics.record_times import RecordTimesAccumulator, SourceRecordTimes
 from sparkpoint.metrics.registry import TaskMetrics
 from sparkpoint.metrics.sample import OperatorIO, TaskMetricsReport
 from sparkpoint.runtime.graph import Stage
@@ -93,6 +94,7 @@ class StageTask:
         self.sink_outputs: list[SinkOutput] = []
         self.reported: dict[str, int] = {}
         self.reported_max: dict[str, int | None] = {}
+        self.record_times: SourceRecordTimes | None = None
         # Watermarks are reported per split in source stages, per subtask elsewhere; a split
         # read to its end reports the maximum watermark.
         self._watermark_scope = str(partition)
@@ -212,6 +214,7 @@ class StageTask:
         if split_range is None or source is None:
             return 0
         records = 0
+        times = RecordTimesAccumulator()
         batches: Iterable[TimestampedBatch] = (
             source.source.read_batches(split_range)
             if self.prefetched is None
@@ -219,6 +222,7 @@ class StageTask:
         )
         for values, timestamps in batches:
             records += len(values)
+            times.add(timestamps, len(values))
             if len(values) <= GROUP_TARGET:
                 tree.push_input(-1, values, timestamps)
                 continue
@@ -226,6 +230,7 @@ class StageTask:
                 stop = start + GROUP_TARGET
                 ts = None if timestamps is None else timestamps[start:stop]
                 tree.push_input(-1, values[start:stop], ts)
+        self.record_times = times.result(source.operator_id)
         return records
 
     def _read_inputs(
@@ -289,6 +294,7 @@ class StageTask:
             materializations=tuple(self.state.materialization_statuses()),
             operator_states=tuple(carried),
             metrics=self._metrics_report(),
+            record_times=self.record_times,
         )
         report_channel = self._report_channel()
         out.append((report_channel, KIND_REPORT, report))

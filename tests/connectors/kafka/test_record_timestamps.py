@@ -13,6 +13,7 @@ from sparkpoint.connectors.sink import CollectSink
 from sparkpoint.datastream import ProcessWindowFunction, StreamExecutionEnvironment
 from sparkpoint.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
 from sparkpoint.datastream.window import TumblingEventTimeWindows
+from sparkpoint.metrics.record_times import wall_clock_ms
 from tests.fixtures.kafka import KafkaBroker, ordered_producer
 
 PARTITIONS = 4
@@ -21,6 +22,7 @@ N = 4000
 T0 = 1_700_000_000_123  # not on a window boundary
 STEP = 7  # ms between consecutive records: windows of 1 s hold 142 or 143 records
 WINDOW = 1000
+JOB = "kafka-record-timestamps"
 
 
 def _timestamp(x: int) -> int:
@@ -87,9 +89,32 @@ def test_event_time_windows_on_kafka_record_timestamps(
         .process(_Count())
         .sink_to(sink)
     )
-    env.execute("kafka-record-timestamps")
+    started_ms = wall_clock_ms()
+    client = env.execute_async(JOB)
+    client.wait(timeout=300)
+    ended_ms = wall_clock_ms()
     got = collections.Counter(result for result, _watermark in sink.collected)
     assert got == _expected()
     # Watermarks followed the records' timestamps: most windows fired before the input ended.
     fired_early = [w for _result, w in sink.collected if w < MAX_WATERMARK]
     assert len(fired_early) > len(sink.collected) // 2
+    _assert_record_latency(client, started_ms, ended_ms)
+
+
+def _assert_record_latency(client: Any, started_ms: int, ended_ms: int) -> None:
+    """The end-to-end latency gauges count from the Kafka record timestamps. The collect
+    sink publishes at each epoch's end; the last epoch read records 3000..3999 (250 offsets
+    of each partition), so its oldest record is 999 steps older than its newest."""
+    metrics = client.get_metrics()
+    newest, mean, oldest = (
+        metrics[f"{JOB}.sparkpoint.lastCommitRecordLatency{m}"] for m in ("Min", "Mean", "Max")
+    )
+    last = _timestamp(N - 1)
+    assert started_ms - last <= newest <= ended_ms - last
+    assert oldest - newest == STEP * 999 > 0
+    last_epoch = [_timestamp(x) for x in range(N - 1000, N)]
+    assert oldest - mean == round(sum(last_epoch) / len(last_epoch)) - last_epoch[0]
+    # Each partition's last record (3996..3999) was emitted during the run.
+    lags = [v for k, v in metrics.items() if k.endswith(".currentEmitEventTimeLag")]
+    assert len(lags) == PARTITIONS
+    assert all(started_ms - last <= lag <= ended_ms - _timestamp(N - PARTITIONS) for lag in lags)
