@@ -1,7 +1,9 @@
 """Kafka -> parse -> keyed count (1M keys) -> Kafka, exactly-once, checkpoints every second:
-end-to-end latency, throughput and CPU of sparkpoint, Spark Structured Streaming (and its
-real-time mode) and PyFlink (thread and process mode), on one broker in one run
-(``python -m bench.kafka_latency``; ``--markdown run.jsonl`` prints a run's table).
+end-to-end latency, throughput and CPU of sparkpoint (``sparkpoint``: the default epoch mode,
+one Spark job per epoch; ``sparkpoint-lr``: ``sparkpoint.epoch.mode=long-running``), Spark
+Structured Streaming (and its real-time mode) and PyFlink (thread and process mode), on one
+broker in one run (``python -m bench.kafka_latency``; ``--markdown run.jsonl`` prints a
+run's table).
 
 Each engine runs alone, on its own 8-partition input topic, in the same phases:
 
@@ -50,6 +52,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 # engine -> (label in the table, delivery guarantee of its Kafka sink)
 ENGINES = {
     "sparkpoint": ("sparkpoint", "exactly-once"),
+    "sparkpoint-lr": ("sparkpoint, long-running epochs", "exactly-once"),
     "spark": ("Spark SS (`applyInPandasWithState`)", "at-least-once"),
     "spark-rtm": ("Spark SS real-time mode", "at-least-once"),
     "pyflink": ("PyFlink 2.3, thread mode", "exactly-once"),
@@ -76,8 +79,11 @@ def engine_command(
         raise ValueError(f"{engine} takes no Kafka security settings in this benchmark")
     common += [x for k, v in properties.items() for x in ("--property", f"{k}={v}")]
     script = os.path.join(HERE, "datastream_job.py")
-    if engine == "sparkpoint":
-        conf = [x for item in args.sparkpoint_conf for x in ("--conf", item)]
+    if engine.startswith("sparkpoint"):
+        settings = list(args.sparkpoint_conf)
+        if engine == "sparkpoint-lr":
+            settings.insert(0, "sparkpoint.epoch.mode=long-running")
+        conf = [x for item in settings for x in ("--conf", item)]
         return [sys.executable, script, "--api", "sparkpoint", *conf, *common]
     if engine.startswith("pyflink"):
         from tests.fixtures.system import maven_artifacts
@@ -251,7 +257,7 @@ def run_engine(engine: str, args: argparse.Namespace, broker: Any, work: str) ->
 def job_acls(engine: str, topics: tuple[str, str]) -> list[tuple[str, str, str, str]]:
     """What the job's principal may do on a secured broker: read the input and its group,
     write the output transactionally (docs/kafka-source.md, docs/kafka-sink.md)."""
-    api = "sparkpoint" if engine == "sparkpoint" else "pyflink"
+    api = "sparkpoint" if engine.startswith("sparkpoint") else "pyflink"
     return [
         ("TOPIC", topics[0], "LITERAL", "READ"),
         ("TOPIC", topics[0], "LITERAL", "DESCRIBE"),
