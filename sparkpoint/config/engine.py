@@ -61,8 +61,9 @@ class SparkpointOptions(OptionGroup):
         "Least time between the starts of two epochs while input is sparse (no split of a "
         "source that counts its records, such as Kafka's, has "
         "sparkpoint.epoch.max-records-per-split records waiting). Unset: the checkpoint "
-        "interval when checkpointing is on, else 1 s. 0: an epoch starts as soon as any "
-        "record is there.",
+        "interval when checkpointing is on, else 1 s; in the long-running epoch mode, when "
+        "no sink waits for checkpoints to publish, execution.buffer-timeout (100 ms). 0: an "
+        "epoch starts as soon as any record is there.",
     )
     IDLE_EPOCH_INTERVAL: ConfigOption[int | None] = ConfigOption(
         "sparkpoint.epoch.idle-interval",

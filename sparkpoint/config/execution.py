@@ -99,9 +99,12 @@ class ExecutionOptions(OptionGroup):
         "execution.buffer-timeout",
         DURATION,
         100,
-        "Most time output buffers wait before they are flushed (get_buffer_timeout). No "
-        "counterpart: records move between stages once per epoch; "
-        "sparkpoint.epoch.max-records-per-split bounds an epoch instead.",
+        "Most time output buffers wait before they are flushed (get_buffer_timeout). Records "
+        "move between stages once per epoch: with sparkpoint.epoch.mode=long-running and no "
+        "sink that waits for checkpoints to publish (at-least-once or non-transactional "
+        "sinks, or checkpoints off or AT_LEAST_ONCE), an epoch starts at most this often "
+        "under sparse input unless sparkpoint.epoch.interval is set; otherwise no "
+        "counterpart (sparkpoint.epoch.max-records-per-split bounds an epoch).",
     )
 
 

@@ -346,8 +346,11 @@ class StreamExecutionEnvironment:
         return self._time_characteristic
 
     def set_buffer_timeout(self, timeout_millis: int) -> StreamExecutionEnvironment:
-        """Recorded for ``get_buffer_timeout``; no counterpart: records move between stages
-        once per epoch (docs/architecture.md, Limitations)."""
+        """The most time records wait before they move on (-1: none). Records move between
+        stages once per epoch: in the long-running epoch mode, a job none of whose sinks
+        waits for checkpoints to publish starts an epoch at most this often under sparse
+        input, unless ``sparkpoint.epoch.interval`` is set (``epoch_pacing.py``); elsewhere
+        it is only recorded for ``get_buffer_timeout``."""
         self._buffer_timeout = parse_int(timeout_millis, "timeout_millis", minimum=-1)
         return self
 
@@ -520,6 +523,7 @@ class StreamExecutionEnvironment:
             restart_strategy=self._config.get_restart_strategy(),
             job_parameters={**self._configuration, **self._config.get_global_job_parameters()},
             faults=self._faults,
+            buffer_timeout_ms=self._buffer_timeout,
         )
 
     def _settings(self, job_name: str) -> JobSettings:

@@ -123,3 +123,31 @@ def test_a_request_wakes_the_waiting_driver() -> None:
     request = requests.take()
     assert request is not None and request.kind == "cancel"
     assert requests.take() is None
+
+
+def test_long_running_sinks_not_waiting_for_checkpoints_pace_by_buffer_timeout() -> None:
+    """Unset, the interval is the checkpoint interval while a sink publishes on checkpoints
+    (or in the job mode, where an epoch costs a Spark job); in the long-running mode with
+    only sinks that publish at each epoch's end it is Flink's buffer timeout."""
+    from sparkpoint.connectors.sink import CollectSink, PrintSink
+    from sparkpoint.runtime.driver.epoch_pacing import epoch_interval_ms
+
+    def interval(sink: object, buffer_timeout: int | None = None, **conf: str) -> int:
+        base = {"parallelism.default": "1", "execution.checkpointing.interval": "2 s", **conf}
+        s = build_job_settings("j", JobRequest(base, None, buffer_timeout_ms=buffer_timeout))
+        node = Node(0, NodeKind.SINK, "sink")
+        node.sink = sink
+        return epoch_interval_ms(Plan(stages=[], sources=[], sinks=[node], nodes=[node]), s)
+
+    lr = {"sparkpoint.epoch.mode": "long-running"}
+    print_sink, collect_sink = PrintSink(), CollectSink()
+    assert not print_sink.transactional and collect_sink.transactional
+    assert interval(print_sink) == 2000  # the job mode: an epoch is a Spark job
+    assert interval(collect_sink, **lr) == 2000  # published on checkpoints
+    assert interval(print_sink, **lr) == 100  # Flink's default buffer timeout
+    assert interval(print_sink, **lr, **{"execution.buffer-timeout": "30 ms"}) == 30
+    assert interval(print_sink, 0, **lr) == 0  # set_buffer_timeout(0): records at once
+    assert interval(print_sink, -1, **lr) == 2000  # -1: no timeout
+    assert interval(print_sink, **lr, **{"sparkpoint.epoch.interval": "700 ms"}) == 700
+    at_least_once = {"execution.checkpointing.mode": "AT_LEAST_ONCE"}
+    assert interval(collect_sink, **lr, **at_least_once) == 100  # published every epoch

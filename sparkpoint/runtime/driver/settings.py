@@ -123,8 +123,13 @@ class JobSettings:
     )
     # How often the driver looks for new input while it waits between epochs.
     idle_sleep_s: float = 0.2
-    # Least time between epoch starts while input is sparse (sparkpoint.epoch.interval).
+    # Least time between epoch starts while input is sparse (sparkpoint.epoch.interval, or
+    # its default from the checkpoint interval); whether the key set it.
     epoch_interval_ms: int = 1000
+    epoch_interval_set: bool = False
+    # execution.buffer-timeout (-1: none): the long-running mode's epoch interval when no
+    # sink waits for checkpoints to publish (epoch_pacing.py).
+    buffer_timeout_ms: int = ExecutionOptions.BUFFER_TIMEOUT.default
     # sparkpoint.epoch.upload-wait: how long tasks wait for their asynchronous uploads
     upload_wait_ms: int = 500
     # With no input, an empty epoch runs this often (None: only when the job needs one;
@@ -148,6 +153,8 @@ class JobRequest:
     restart_strategy: Any = None
     job_parameters: Mapping[str, str] = field(default_factory=dict)
     faults: Any = None  # JobFaultHooks (sparkpoint.testing.Faults)
+    # The environment's set_buffer_timeout (-1: none); None: execution.buffer-timeout.
+    buffer_timeout_ms: int | None = None
 
 
 def check_configuration(config: Mapping[str, Any]) -> None:
@@ -258,6 +265,12 @@ def build_job_settings(job_name: str, request: JobRequest) -> JobSettings:
     )
     settings.local_state_dir = SparkpointOptions.LOCAL_STATE_DIR.read(config)
     settings.epoch_interval_ms = _epoch_interval_ms(config, settings.policy)
+    settings.epoch_interval_set = SparkpointOptions.EPOCH_INTERVAL.read(config) is not None
+    settings.buffer_timeout_ms = (
+        ExecutionOptions.BUFFER_TIMEOUT.read(config)
+        if request.buffer_timeout_ms is None
+        else request.buffer_timeout_ms
+    )
     settings.idle_epoch_interval_ms = SparkpointOptions.IDLE_EPOCH_INTERVAL.read(config)
     settings.upload_wait_ms = SparkpointOptions.UPLOAD_WAIT.read(config)
     settings.server = _server_settings(config)
