@@ -23,17 +23,19 @@ class SparkpointOptions(OptionGroup):
     checkpoint covering its epoch completes. A record's latency is the wait for the next
     epoch to start (with sparse input half of `sparkpoint.epoch.interval` on average, which
     is the checkpoint interval unless set), plus its epoch, plus the checkpoint's
-    completion and commit (~0.05 s). The settings that move it (figures of
-    `python -m bench.kafka_latency` at 1,000 records/s on 2 cores, docs/benchmarks.md):
-    `sparkpoint.epoch.mode` (the epoch's own cost: one Spark job, ~0.4-0.6 s at a low rate,
-    mostly the fixed cost of two stages of Python tasks, in the default `job` mode; ~0.1 s
-    in `long-running`, which needs every task slot of the cluster: p50 1.1-1.3 s against
-    0.65 s); `execution.checkpointing.interval` (the first term: 200 ms gave p50 0.51 s
-    in `long-running`, 1.55 s in `job` mode, at 2-3x the CPU); `sparkpoint.epoch.interval`
-    (epochs between checkpoints only add epochs under exactly-once, and cost latency:
-    200 ms with 1 s checkpoints gave p50 1.14 s in `long-running`; `AT_LEAST_ONCE` sinks
-    publish at each epoch's end, and 0, epochs back to back, gave p50 0.06 s in
-    `long-running` at ~0.6 CPU s per 1,000 records, 1.72 s in `job` mode);
+    completion and commit (~0.02-0.04 s). The settings that move it (figures of
+    `python -m bench.kafka_latency` at 1,000 records/s on 2 cores, exactly-once unless
+    said; docs/benchmarks.md, run of 2026-11-29 09:50 UTC): `sparkpoint.epoch.mode` (the
+    epoch's own cost: one Spark job, ~0.34 s at a low rate, mostly the fixed cost of two
+    stages of Python tasks, in the default `job` mode: p50 0.85 s; ~0.07 s in
+    `long-running`, which needs every task slot of the cluster: p50 0.60 s, and p99 1.9 s
+    instead of 3.9 s at 80% of the maximum); `execution.checkpointing.interval` (the first
+    term: 200 ms gave p50 0.20 s / p99 0.39 s in `long-running`, at 3x the CPU of 1 s);
+    `sparkpoint.epoch.interval` (epochs between checkpoints only add epochs under
+    exactly-once, each with its own transaction, and cost latency: 200 ms with 1 s
+    checkpoints gave p50 0.71 s in `long-running`); `execution.buffer-timeout` (in
+    `long-running`, the epoch interval of a job none of whose sinks waits for checkpoints:
+    its default 100 ms gave `AT_LEAST_ONCE` p50 0.09 s at ~0.4 CPU s per 1,000 records);
     `sparkpoint.epoch.max-records-per-split` (bounds the epoch, hence the latency, under
     heavy input, at the price of throughput: each epoch pays the fixed cost);
     `sparkpoint.epoch.upload-wait` (a checkpoint whose uploads end within it completes with
