@@ -25,6 +25,28 @@ class _Texts(HTMLParser):
         self.text.append(data)
 
 
+def _view(metrics: tuple[MetricValue, ...], **fields: object) -> JobView:
+    """A running job's view with ``metrics`` (``fields`` override the rest)."""
+    base: dict[str, object] = {
+        "job_name": "job",
+        "job_id": "id",
+        "status": "RUNNING",
+        "uptime_s": 1.0,
+        "epochs": 1,
+        "records_in": 1,
+        "restarts": 0,
+        "epochs_per_s": 0.0,
+        "records_per_s": 0.0,
+        "checkpoints": (),
+        "epoch_reports": (),
+        "failovers": (),
+        "operators": (),
+        "checkpointing": False,
+        "interval_ms": -1,
+    }
+    return JobView(metrics=metrics, **{**base, **fields})  # type: ignore[arg-type]
+
+
 def test_metrics_section_shows_every_metric_as_text() -> None:
     metrics = (
         MetricValue(
@@ -43,24 +65,7 @@ def test_metrics_section_shows_every_metric_as_text() -> None:
         ),
         MetricValue("id", EVIL, "op", EVIL, 1, MetricKey((), "w"), MetricKind.GAUGE, None),
     )
-    view = JobView(
-        job_name=EVIL,
-        job_id="id",
-        status="RUNNING",
-        uptime_s=1.0,
-        epochs=1,
-        records_in=1,
-        restarts=0,
-        epochs_per_s=0.0,
-        records_per_s=0.0,
-        checkpoints=(),
-        epoch_reports=(),
-        failovers=(),
-        operators=(),
-        checkpointing=False,
-        interval_ms=-1,
-        metrics=metrics,
-    )
+    view = _view(metrics, job_name=EVIL)
     parsed = _Texts()
     parsed.feed(render_page(view))
     assert "script" not in parsed.tags
@@ -81,28 +86,15 @@ def test_job_section_shows_the_latest_publication_latency() -> None:
         key = MetricKey((("sparkpoint", None),), name)
         return MetricValue("id", "job", None, None, None, key, MetricKind.GAUGE, value)
 
-    view = JobView(
-        job_name="job",
-        job_id="id",
-        status="RUNNING",
-        uptime_s=1.0,
-        epochs=1,
-        records_in=1,
-        restarts=0,
-        epochs_per_s=0.0,
-        records_per_s=0.0,
-        checkpoints=(),
-        epoch_reports=(),
-        failovers=(),
-        operators=(),
-        checkpointing=True,
-        interval_ms=1000,
-        metrics=(
+    view = _view(
+        (
             gauge("lastCommitRecordLatencyMax", 12_500),
             gauge("lastCommitRecordLatencyMean", 830),
             gauge("lastCommitRecordLatencyMin", 120),
             gauge("lastCommitLatency", 640),
         ),
+        checkpointing=True,
+        interval_ms=1000,
     )
     page = render_page(view)
     assert '<div class="value" id="record-latency">830 ms</div>' in page
