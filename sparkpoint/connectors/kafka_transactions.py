@@ -352,9 +352,11 @@ class TransactionAdmin:
         return self.end_all([txn], commit)[0]
 
     def end_all(self, txns: Sequence[OpenTransaction], commit: bool) -> list[str | None]:
-        """Commit or abort every transaction of ``txns`` at once: one
-        ``DescribeTransactions`` finds their coordinators, and each coordinator gets its
+        """Commit or abort every transaction of ``txns`` at once: each coordinator gets its
         ``EndTxn`` requests pipelined on one connection (no round trip per transaction).
+        Transactions with a start time are described first (one ``DescribeTransactions``
+        per coordinator), to tell a superseded one; those without (INCREMENTING's) need
+        only their coordinators, cached after the first ``FindCoordinator``.
         Returns, in the order of ``txns``, None for each one done, else the error's name
         when it is no longer its producer's current transaction (fenced, timed out, its id
         unknown), or ``SUPERSEDED``/``SUPERSEDED_AFTER_FENCE`` when it has a start time and
@@ -429,17 +431,30 @@ class TransactionAdmin:
         import kafka.errors as errors
         from kafka.protocol.producer.transaction import EndTxnRequest
 
-        described = await self._describe_async([t.transactional_id for t in txns])
+        # Only a transaction with a start time can be told superseded (``_superseded``): one
+        # without (INCREMENTING's, older checkpoints') needs only its coordinator, cached.
+        dated = [t.transactional_id for t in txns if t.transaction_start_time_ms >= 0]
+        undated = [t.transactional_id for t in txns if t.transaction_start_time_ms < 0]
+        described = await self._describe_async(dated) if dated else {}
+        coordinators = await self._find_coordinators(undated) if undated else {}
         by_coordinator: dict[int, list[OpenTransaction]] = {}
         out: dict[str, Any] = {}
         for txn in txns:
-            d = described[txn.transactional_id]
+            tid = txn.transactional_id
+            if txn.transaction_start_time_ms < 0:
+                d = coordinators[tid]
+                if isinstance(d, int):
+                    by_coordinator.setdefault(d, []).append(txn)
+                else:
+                    out[tid] = d
+                continue
+            d = described[tid]
             if not isinstance(d, _Described):
-                out[txn.transactional_id] = d
+                out[tid] = d
                 continue
             superseded = _superseded(txn, d.txn)
             if superseded:
-                out[txn.transactional_id] = _SUPERSEDED_CODES[superseded]
+                out[tid] = _SUPERSEDED_CODES[superseded]
                 continue
             by_coordinator.setdefault(d.coordinator, []).append(txn)
         for coordinator, own in by_coordinator.items():
@@ -459,6 +474,13 @@ class TransactionAdmin:
                 if error in (errors.NotCoordinatorError, errors.CoordinatorNotAvailableError):
                     self._coordinators.pop(t.transactional_id, None)
                 out[t.transactional_id] = None if error is errors.NoError else error
+        # EndTxn names an id its coordinator does not know as a producer id mismatch: a
+        # describe tells that apart (the id's own error), as for a described transaction.
+        unknown = [tid for tid in undated if out.get(tid) is errors.InvalidProducerIdMappingError]
+        if unknown:
+            for tid, d in (await self._describe_async(unknown)).items():
+                if not isinstance(d, _Described):
+                    out[tid] = d
         return out
 
     def abort_ongoing(self, transactional_ids: Sequence[str]) -> list[str]:

@@ -150,6 +150,26 @@ def test_interval_is_measured_from_the_last_trigger(tmp_path: Path) -> None:
     assert h.coordinator.is_due()
 
 
+def test_the_interval_runs_from_the_epochs_planning_when_given(tmp_path: Path) -> None:
+    # The job master passes when the epoch's ranges were read: the next epoch, planned an
+    # interval later, is due although its own trigger comes a few ms after its planning.
+    h = Harness(tmp_path, interval_ms=1000)
+    h.clock.advance(1500)
+    planned = h.clock.monotonic_ms()
+    h.clock.advance(6)  # the planning's own time
+    pending = h.coordinator.trigger(1, triggered_at_ms=planned)
+    h.coordinator.complete(pending, keyed_operator(pending.location, [SMALL]), MASTER)
+    h.clock.advance(993)  # 999 ms after the planning
+    assert not h.coordinator.is_due()
+    h.clock.advance(1)
+    assert h.coordinator.is_due()
+    # A planning time later than the trigger itself is not taken.
+    pending = h.coordinator.trigger(2, triggered_at_ms=h.clock.monotonic_ms() + 500)
+    h.coordinator.complete(pending, keyed_operator(pending.location, [SMALL]), MASTER)
+    h.clock.advance(1000)
+    assert h.coordinator.is_due()
+
+
 def test_disabled_interval_is_never_due(tmp_path: Path) -> None:
     h = Harness(tmp_path, interval_ms=-1)
     h.clock.advance(10**9)

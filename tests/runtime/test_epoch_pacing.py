@@ -51,6 +51,18 @@ def test_sparse_input_waits_for_the_interval_heavy_input_does_not() -> None:
     assert pacer.wait_s(_ranges(5), False, 0, False) == 0
 
 
+def test_the_interval_runs_from_planning_to_planning() -> None:
+    clock = FixedClock(10_000)
+    pacer = EpochPacer(_plan(NodeKind.SOURCE, NodeKind.REDUCE), _settings(1000), clock)
+    planned = clock.ms
+    clock.ms += 8  # reading the ranges took 8 ms
+    pacer.epoch_started(planned)
+    clock.ms += 990
+    assert pacer.wait_s(_ranges(5), False, 0, False) == 0.002  # 1000 ms after the planning
+    clock.ms += 2
+    assert pacer.wait_s(_ranges(5), False, 0, False) == 0
+
+
 def test_no_input_runs_an_epoch_only_when_a_checkpoint_has_something_to_capture() -> None:
     clock = FixedClock(10_000)
     pacer = EpochPacer(_plan(NodeKind.SOURCE, NodeKind.REDUCE), _settings(1000), clock)

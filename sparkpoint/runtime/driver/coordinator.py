@@ -132,8 +132,10 @@ class CheckpointCoordinator:
         savepoint_target: str | None = None,
         is_savepoint: bool = False,
         synchronous: bool = False,
+        triggered_at_ms: int | None = None,
     ) -> PendingCheckpoint:
-        """Create the checkpoint's location and register it as pending.
+        """Create the checkpoint's location and register it as pending. The next periodic
+        checkpoint is due ``interval`` after ``triggered_at_ms`` (default now).
 
         A location that cannot be created (no savepoint directory, unreachable storage)
         fails this checkpoint alone, as Flink's trigger failures do: it is recorded as
@@ -143,7 +145,8 @@ class CheckpointCoordinator:
         cid = self.next_checkpoint_id
         self.next_checkpoint_id += 1
         if not is_savepoint:
-            self.last_trigger_ms = self.clock.monotonic_ms()  # a failed one waits too
+            now = self.clock.monotonic_ms()  # a failed one waits too
+            self.last_trigger_ms = now if triggered_at_ms is None else min(now, triggered_at_ms)
         try:
             if is_savepoint:
                 location = self.storage_access.initialize_location_for_savepoint(

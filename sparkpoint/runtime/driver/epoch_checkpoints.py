@@ -121,11 +121,17 @@ class EpochCheckpoints:
         self._cleaner.close()
 
     def trigger(
-        self, epoch: int, stop_request: ClientRequest | None, end_of_input: bool
+        self,
+        epoch: int,
+        stop_request: ClientRequest | None,
+        end_of_input: bool,
+        planned_at_ms: int | None = None,
     ) -> PendingCheckpoint | None:
         """The checkpoint (or savepoint) this run of the epoch snapshots into, if any. A
         savepoint that cannot be triggered fails its request (the job goes on, as in
-        Flink); a checkpoint that cannot be, only itself (the coordinator recorded it)."""
+        Flink); a checkpoint that cannot be, only itself (the coordinator recorded it).
+        ``planned_at_ms``: when the epoch's ranges were read (the barrier's position), the
+        checkpoint's trigger time for its interval."""
         try:
             if stop_request is not None:
                 return self.coordinator.trigger(
@@ -135,7 +141,7 @@ class EpochCheckpoints:
                     synchronous=stop_request.kind == RequestKind.STOP,
                 )
             if self.coordinator.is_due() and not end_of_input:
-                return self.coordinator.trigger(epoch)
+                return self.coordinator.trigger(epoch, triggered_at_ms=planned_at_ms)
         except CheckpointException as exc:
             if stop_request is not None:
                 stop_request.future.set_exception(exc)

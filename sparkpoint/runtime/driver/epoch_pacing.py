@@ -12,7 +12,8 @@ Flink's network buffers are flushed, at ~10-20 ms of CPU per epoch.
 Heavy input is a split with ``sparkpoint.epoch.max-records-per-split`` records waiting (or a
 source that does not count a range's records); sparse input waits until
 ``sparkpoint.epoch.interval`` (the checkpoint interval by default) has passed since the
-previous epoch started. With no input, an empty epoch runs when an asynchronous checkpoint
+previous epoch was planned (a checkpoint's trigger time is its epoch's planning, so the two
+intervals agree). With no input, an empty epoch runs when an asynchronous checkpoint
 waits for its uploads, when a due checkpoint has something to capture (an epoch changed the
 job after the latest completed checkpoint), or every ``sparkpoint.epoch.idle-interval`` (by
 default every second, and only for jobs whose operators act on time).
@@ -102,9 +103,11 @@ class EpochPacer:
         self._last_end_ms = now
         self._changed_epoch = 0  # the latest epoch that may have changed state or output
 
-    def epoch_started(self) -> None:
-        """An epoch starts now."""
-        self._last_start_ms = self._clock.monotonic_ms()
+    def epoch_started(self, planned_at_ms: int | None = None) -> None:
+        """An epoch starts, planned (its ranges read) at ``planned_at_ms`` (default now).
+        The interval runs from one planning to the next, as Flink's checkpoint interval
+        runs from trigger to trigger: the planning's own time does not lengthen it."""
+        self._last_start_ms = self._clock.monotonic_ms() if planned_at_ms is None else planned_at_ms
 
     def epoch_accepted(self, epoch: int, records_in: int) -> None:
         """``epoch`` ended having read ``records_in`` records."""

@@ -89,6 +89,7 @@ class JobMaster:
         self._job_id = settings.job_id
         self._requests = RequestQueue()
         self._epoch = 0
+        self._planned_at_ms: int | None = None  # when the running epoch's ranges were read
         self._incarnation = 0
         self._run_id = 0  # Spark jobs run so far (every run of every epoch)
         self._accepted_run: int | None = None  # the run whose results the last epoch used
@@ -241,12 +242,14 @@ class JobMaster:
 
     def _run_one_epoch(self, stop_request: ClientRequest | None) -> bool:
         """Run the next epoch (unless it is not time yet); whether it ended the input."""
+        planned_at_ms = self._clock.monotonic_ms()
         ranges = self._sources.plan_epoch(self._s.max_records_per_split)
         end_of_input = self._sources.end_of_input(ranges)
         if self._waits(ranges, end_of_input, stop_request):
             return False
         self._epoch += 1
-        self._pacer.epoch_started()
+        self._planned_at_ms = planned_at_ms
+        self._pacer.epoch_started(planned_at_ms)
         self._progress.epoch_started(self._epoch)
         t0 = time.perf_counter()
         run = self._run_until_accepted(ranges, end_of_input, stop_request)
@@ -287,7 +290,9 @@ class JobMaster:
         runs = 0
         while True:
             runs += 1
-            pending = self._checkpoints.trigger(self._epoch, stop_request, end_of_input)
+            pending = self._checkpoints.trigger(
+                self._epoch, stop_request, end_of_input, self._planned_at_ms
+            )
             if stop_request is not None and stop_request.future.done():
                 stop_request = None  # its savepoint failed to trigger: no drain, no stop
             drain = stop_request is not None and stop_request.drain
