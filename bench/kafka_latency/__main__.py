@@ -43,6 +43,7 @@ import tempfile
 import time
 from typing import Any
 
+from bench.kafka_latency.job_gauges import CommitLatencyGauges, free_port
 from bench.kafka_latency.load import LatencyConsumer, tree_pids, write_backlog
 from bench.kafka_latency.phases import max_phase, paced_phase, percentile, warmup_phase
 from bench.kafka_latency.report import read_json_lines, table
@@ -67,9 +68,14 @@ def emit(record: dict[str, Any]) -> None:
 
 
 def engine_command(
-    engine: str, args: argparse.Namespace, topics: tuple[str, str], work: str
+    engine: str,
+    args: argparse.Namespace,
+    topics: tuple[str, str],
+    work: str,
+    rest_port: int | None = None,
 ) -> list[str]:
-    """The command line that runs ``engine``'s job on ``topics`` (input, output)."""
+    """The command line that runs ``engine``'s job on ``topics`` (input, output); a
+    sparkpoint job serves its REST API on ``rest_port`` if given."""
     common = ["--bootstrap", args.bootstrap, "--source", topics[0], "--sink", topics[1]]
     common += ["--checkpoints", os.path.join(work, "checkpoints")]
     common += ["--checkpoint-interval-ms", str(args.checkpoint_interval_ms)]
@@ -83,6 +89,12 @@ def engine_command(
         settings = list(args.sparkpoint_conf)
         if engine == "sparkpoint-lr":
             settings.insert(0, "sparkpoint.epoch.mode=long-running")
+        if rest_port is not None:
+            settings += [
+                "sparkpoint.rest.enabled=true",
+                f"sparkpoint.dashboard.port={rest_port}",
+                f"sparkpoint.rest.jobs-dir={os.path.join(work, 'jobs')}",
+            ]
         conf = [x for item in settings for x in ("--conf", item)]
         return [sys.executable, script, "--api", "sparkpoint", *conf, *common]
     if engine.startswith("pyflink"):
@@ -165,6 +177,7 @@ def _phases(
     topic: str,
     consumer: LatencyConsumer,
     proc: subprocess.Popen[bytes],
+    gauges: CommitLatencyGauges | None = None,
 ) -> list[dict[str, Any]]:
     """The engine's phases in order, each emitted as it ends; stops at the first error."""
     label, guarantee = ENGINES[engine]
@@ -195,7 +208,7 @@ def _phases(
             results.append({**tag, "phase": phase, "rate": rate, "error": error})
             emit(results[-1])
             break
-        row = paced_phase(args, topic, rate, consumer, proc, expected)
+        row = paced_phase(args, topic, rate, consumer, proc, expected, gauges)
         expected += row["sent"]
         results.append({**tag, "phase": phase, **row})
         emit(results[-1])
@@ -220,9 +233,11 @@ def run_engine(engine: str, args: argparse.Namespace, broker: Any, work: str) ->
     os.makedirs(flink_logs)
     env["FLINK_LOG_DIR"] = flink_logs
     results: list[dict] = []
+    rest_port = free_port() if engine.startswith("sparkpoint") else None
+    gauges = None
     with open(log_path, "wb") as log:
         try:
-            command = engine_command(engine, args, topics, engine_work)
+            command = engine_command(engine, args, topics, engine_work, rest_port)
         except BaseException as exc:  # a missing jar or interpreter: this engine only
             row = {"engine": engine, "phase": "warmup", "error": repr(exc)[:300]}
             if args.protocol != "PLAINTEXT":
@@ -239,9 +254,13 @@ def run_engine(engine: str, args: argparse.Namespace, broker: Any, work: str) ->
             env=env,
             cwd=engine_work,
         )
+    if rest_port is not None:
+        gauges = CommitLatencyGauges(f"http://127.0.0.1:{rest_port}")
     try:
-        results = _phases(engine, args, topics[0], consumer, proc)
+        results = _phases(engine, args, topics[0], consumer, proc, gauges)
     finally:
+        if gauges is not None:
+            gauges.stop()
         stop_tree(proc)
         consumer.stop()
         if engine.startswith("pyflink"):

@@ -12,6 +12,7 @@ import subprocess
 import time
 from typing import Any
 
+from bench.kafka_latency.job_gauges import CommitLatencyGauges
 from bench.kafka_latency.load import (
     LatencyConsumer,
     PacedProducer,
@@ -125,10 +126,12 @@ def paced_phase(
     consumer: LatencyConsumer,
     proc: subprocess.Popen[bytes],
     expected: int,
+    gauges: CommitLatencyGauges | None = None,
 ) -> dict[str, Any]:
     """``rate`` records/s for ``--seconds``: latency, CPU, and whether every record was out
     within ``--catch-up-seconds`` of the phase's end (``sustained``; ``expected`` is what
-    the earlier phases wrote, all of it out before this one started)."""
+    the earlier phases wrote, all of it out before this one started); with ``gauges``, the
+    job's own latency gauges over the same window (``gauge_*``)."""
     before = consumer.count
     cpu0 = tree_cpu_seconds(proc.pid)
     producer = PacedProducer(args.client, topic, rate, args.seconds, args.keys)
@@ -150,4 +153,5 @@ def paced_phase(
         "latency_ms_mean": round(statistics.fmean(lat), 1) if lat else None,
         "latency_samples": len(lat),
         "cpu_s_per_M": round((cpu1 - cpu0) / max(1, out) * 1e6, 1),
+        **(gauges.window(lo / 1000, time.time()) if gauges is not None else {}),
     }

@@ -28,6 +28,11 @@ def _paced(row: dict[str, Any] | None) -> str:
         return row["error"]
     lat = f"{_seconds(row['latency_ms_p50'])} / {_seconds(row['latency_ms_p99'])}"
     cpu = f"({row['cpu_s_per_M']:,.0f})"
+    if "gauge_latency_ms_mean" in row:  # the job's own gauge against the measured mean
+        cpu += (
+            f"; gauge mean {_seconds(row['gauge_latency_ms_mean'])} against "
+            f"{_seconds(row['latency_ms_mean'])} measured"
+        )
     if row["sustained"]:
         return f"{lat} {cpu}"
     return (

@@ -20,7 +20,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from sparkpoint.connectors.kafka_access import librdkafka_denied
@@ -103,6 +103,8 @@ class KafkaSource(Source):
         self._consumer: Any = None  # the driver's metadata consumer; never pickled
         self._discovered_at = 0.0
         self._ends: dict[str, int] = {}  # split id -> end offset next_range last saw (driver)
+        # split id -> (log start, end) looked up by prepare_ranges for this planning (driver)
+        self._planned: dict[str, tuple[int, int]] = {}
         # split id -> offsets skipped below the log start in accepted epochs (driver)
         self._skipped: dict[str, int] = {}
 
@@ -118,6 +120,7 @@ class KafkaSource(Source):
         state = dict(self.__dict__)
         state["_consumer"] = None
         state["_ends"] = {}
+        state["_planned"] = {}
         state["_skipped"] = {}
         return state
 
@@ -208,13 +211,37 @@ class KafkaSource(Source):
             for tp in new
         ]
 
+    def prepare_ranges(self, splits: Sequence[SourceSplit]) -> None:
+        """The log start and end of every split's partition, in two ``ListOffsets`` per
+        leader (earliest, latest) instead of two round trips per partition; a partition
+        whose answer has an error is asked alone by ``next_range`` (with its retries)."""
+        self._planned = {}
+        todo = [s for s in splits if s.end is None or s.position < s.end]
+        if len(todo) < 2:
+            return
+        from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaException, TopicPartition
+
+        consumer = self._metadata_consumer()
+        found: list[list[Any]] = []
+        try:
+            for which in (OFFSET_BEGINNING, OFFSET_END):  # ListOffsets' -2 and -1
+                asked = [TopicPartition(s.info["topic"], s.info["partition"], which) for s in todo]
+                found.append(consumer.offsets_for_times(asked, timeout=30))
+        except KafkaException as exc:
+            _LOG.info("Kafka offsets of %d partitions at once: %s; one by one", len(todo), exc)
+            return
+        for split, lo, high in zip(todo, found[0], found[1], strict=True):
+            if lo.error is None and high.error is None and lo.offset >= 0 and high.offset >= 0:
+                self._planned[split.split_id] = (int(lo.offset), int(high.offset))
+
     def next_range(self, split: SourceSplit, max_records: int) -> SplitRange | None:
         from confluent_kafka import TopicPartition
 
         if split.end is not None and split.position >= split.end:
             return SplitRange(split.split_id, split.position, split.position, split.info, True)
         tp = TopicPartition(split.info["topic"], split.info["partition"])
-        lo, high = _watermarks(self._metadata_consumer(), tp)
+        planned = self._planned.pop(split.split_id, None)
+        lo, high = planned if planned is not None else _watermarks(self._metadata_consumer(), tp)
         end = high if split.end is None else min(high, split.end)
         self._ends[split.split_id] = end
         start = split.position

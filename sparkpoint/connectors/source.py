@@ -10,7 +10,7 @@ timestamps when the source has them (Kafka's), as Flink's ``SourceReader`` emits
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,6 +103,12 @@ class Source(abc.ABC):
         """The next range of ``split`` with at most ``max_records`` records, or None when
         nothing is available now."""
 
+    def prepare_ranges(self, splits: Sequence[SourceSplit]) -> None:
+        """Called on the driver before ``next_range`` of each of ``splits`` in one planning,
+        so that a source can look them all up at once (Kafka: one ``ListOffsets`` per
+        leader instead of two round trips per partition); by default nothing."""
+        return None
+
     @abc.abstractmethod
     def read(self, split_range: SplitRange) -> Iterator[Any]:
         """The records of ``split_range`` (runs in a Spark task)."""
@@ -178,9 +184,9 @@ class SplitEnumerator:
         if self.source.get_boundedness() != Boundedness.BOUNDED:
             self.discover()
         ranges = []
-        for split in self.splits.values():
-            if split.finished:
-                continue
+        splits = [split for split in self.splits.values() if not split.finished]
+        self.source.prepare_ranges(splits)
+        for split in splits:
             r = self.source.next_range(split, max_records_per_split)
             if r is not None:
                 ranges.append(r)

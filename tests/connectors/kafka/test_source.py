@@ -129,3 +129,41 @@ def test_ranges_skip_transaction_markers(kafka_broker: KafkaBroker) -> None:
     got = _drain(enum, 4)
     assert time.monotonic() - t0 < 30
     assert got[f"{topic}-0"] == ["kept0", "kept1", "kept2", "kept-too0", "kept-too1", "kept-too2"]
+
+
+def test_a_planning_asks_every_partition_at_once_as_one_by_one(kafka_broker: KafkaBroker) -> None:
+    """``prepare_ranges`` looks up all partitions' offsets in one request per leader: the
+    ranges are those each partition's own lookup gives, an open transaction's records left
+    out (its last stable offset) and an empty partition planning nothing."""
+    topic = "source-batched-offsets"
+    kafka_broker.create_topic(topic, 3)
+    _produce(kafka_broker, topic, 0, [f"a{i}" for i in range(6)], ts=1000)
+    _produce(kafka_broker, topic, 1, [f"b{i}" for i in range(3)], ts=1000)
+    open_txn = Producer(
+        {
+            "bootstrap.servers": kafka_broker.bootstrap_servers,
+            "transactional.id": topic,
+            "log_level": 0,
+        }
+    )
+    open_txn.init_transactions(30)
+    open_txn.begin_transaction()
+    open_txn.produce(topic, b"open", partition=1)
+    assert open_txn.flush(30) == 0
+    source = (
+        KafkaSource.builder()
+        .set_bootstrap_servers(kafka_broker.bootstrap_servers)
+        .set_topics(topic)
+        .set_starting_offsets(KafkaOffsetsInitializer.earliest())
+        .set_value_only_deserializer(SimpleStringSchema())
+        .build()
+    )
+    enum = SplitEnumerator(source, 2)
+    planned = {r.split_id: (r.start, r.end, r.records) for r in enum.plan_epoch(100)}
+    alone = {}
+    for split in enum.splits.values():
+        r = source.next_range(split, 100)  # no prepare_ranges: the partition asked alone
+        if r is not None:
+            alone[r.split_id] = (r.start, r.end, r.records)
+    assert planned == alone == {f"{topic}-0": (0, 6, 6), f"{topic}-1": (0, 3, 3)}
+    open_txn.abort_transaction(30)
