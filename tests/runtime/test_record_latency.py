@@ -50,6 +50,22 @@ def test_records_count_until_the_commit_covering_their_epoch() -> None:
     assert latency.latest == PublishedLatency(2_500, 2_500, 2_500, 1, 0)
 
 
+def test_a_commit_before_its_epochs_record_times_counts_them_from_the_commit() -> None:
+    # The job master completes a checkpoint (and commits) while it accepts the checkpoint's
+    # own epoch, before that epoch's record times reach the bookkeeping.
+    clock = _Clock(10_000)
+    latency = RecordLatency(at_commit=True, clock_ms=clock)
+    latency.published(1)
+    clock.now = 10_004
+    latency.epoch_accepted(1, [(0, _read("src", 2, 9_000, 9_600, 18_600))])
+    assert latency.latest == PublishedLatency(1_000, 700, 400, 2, 0)
+    latency.epoch_accepted(2, [(0, _read("src", 1, 9_900, 9_900, 9_900))])
+    assert latency.latest == PublishedLatency(1_000, 700, 400, 2, 0)  # epoch 2: no commit yet
+    clock.now = 11_000
+    latency.published(2)
+    assert latency.latest == PublishedLatency(1_100, 1_100, 1_100, 1, 0)
+
+
 def test_one_commit_covering_several_epochs_counts_all_their_records() -> None:
     clock = _Clock(0)
     latency = RecordLatency(at_commit=True, clock_ms=clock)
