@@ -25,12 +25,13 @@ class SparkpointOptions(OptionGroup):
     is the checkpoint interval unless set), plus its epoch, plus the checkpoint's
     completion and commit (~0.02-0.04 s). The settings that move it (figures of
     `python -m bench.kafka_latency` at 1,000 records/s on 2 cores, exactly-once unless
-    said; docs/benchmarks.md, run of 2026-11-29 09:50 UTC): `sparkpoint.epoch.mode` (the
-    epoch's own cost: one Spark job, ~0.34 s at a low rate, mostly the fixed cost of two
-    stages of Python tasks, in the default `job` mode: p50 0.85 s; ~0.07 s in
-    `long-running`, which needs every task slot of the cluster: p50 0.60 s, and p99 1.9 s
-    instead of 3.9 s at 80% of the maximum); `execution.checkpointing.interval` (the first
-    term: 200 ms gave p50 0.20 s / p99 0.39 s in `long-running`, at 3x the CPU of 1 s);
+    said; docs/benchmarks.md, runs of 2026-11-29): `sparkpoint.epoch.mode` (the epoch's own
+    cost: one Spark job, ~0.34 s at a low rate, mostly the fixed cost of two stages of
+    Python tasks, in the default `job` mode: p50 0.85-0.87 s; ~0.07-0.09 s in
+    `long-running`, which needs every task slot of the cluster: p50 0.60-0.65 s as the
+    machine's load varies, and p99 1.9-2.3 s instead of 3.0-3.9 s at 80% of the maximum);
+    `execution.checkpointing.interval` (the first term: 200 ms gave p50 0.20-0.22 s / p99
+    0.39-0.47 s in `long-running`, at 3x the CPU of 1 s);
     `sparkpoint.epoch.interval` (epochs between checkpoints only add epochs under
     exactly-once, each with its own transaction, and cost latency: 200 ms with 1 s
     checkpoints gave p50 0.71 s in `long-running`); `execution.buffer-timeout` (in
