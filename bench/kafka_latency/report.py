@@ -27,12 +27,13 @@ def _paced(row: dict[str, Any] | None) -> str:
     if "error" in row:
         return row["error"]
     lat = f"{_seconds(row['latency_ms_p50'])} / {_seconds(row['latency_ms_p99'])}"
-    cpu = f"({row['cpu_s_per_M']:,.0f})"
+    cpu = f"({row['cpu_s_per_M']:,.0f}"
     if "gauge_latency_ms_mean" in row:  # the job's own gauge against the measured mean
         cpu += (
-            f"; gauge mean {_seconds(row['gauge_latency_ms_mean'])} against "
-            f"{_seconds(row['latency_ms_mean'])} measured"
+            f"; the job's gauge: mean {_seconds(row['gauge_latency_ms_mean'])}, measured "
+            f"{_seconds(row['latency_ms_mean'])}"
         )
+    cpu += ")"
     if row["sustained"]:
         return f"{lat} {cpu}"
     return (
