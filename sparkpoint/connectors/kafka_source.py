@@ -52,6 +52,9 @@ _LOG = logging.getLogger("sparkpoint.kafka")
 _BATCH = 10_000  # records per consume() call
 _STALL_SECONDS = 120.0  # a range that makes no progress for this long fails the task
 _WATERMARK_RETRY_SECONDS = 30.0  # retriable errors of a watermark query, asked again this long
+# A planning's lookup of every partition's offsets at once; past it (a broker down) each
+# partition is asked alone, with the retries above, as without the lookup.
+_BATCHED_OFFSETS_TIMEOUT_S = 5.0
 # The reading consumers of this Python worker, by configuration, idle between ranges and
 # closed when idle for long (kafka_readers.py).
 READERS = ReaderPool()
@@ -226,7 +229,7 @@ class KafkaSource(Source):
         try:
             for which in (OFFSET_BEGINNING, OFFSET_END):  # ListOffsets' -2 and -1
                 asked = [TopicPartition(s.info["topic"], s.info["partition"], which) for s in todo]
-                found.append(consumer.offsets_for_times(asked, timeout=30))
+                found.append(consumer.offsets_for_times(asked, timeout=_BATCHED_OFFSETS_TIMEOUT_S))
         except KafkaException as exc:
             _LOG.info("Kafka offsets of %d partitions at once: %s; one by one", len(todo), exc)
             return
