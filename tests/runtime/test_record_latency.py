@@ -66,6 +66,19 @@ def test_a_commit_before_its_epochs_record_times_counts_them_from_the_commit() -
     assert latency.latest == PublishedLatency(1_100, 1_100, 1_100, 1, 0)
 
 
+def test_a_late_epoch_joins_the_records_its_commit_covered() -> None:
+    # Epochs between checkpoints: the commit at epoch 3's checkpoint covers epochs 2 and 3,
+    # and comes before epoch 3's record times.
+    clock = _Clock(10_000)
+    latency = RecordLatency(at_commit=True, clock_ms=clock)
+    latency.epoch_accepted(2, [(0, _read("src", 1, 9_000, 9_000, 9_000))])
+    latency.published(3)
+    assert latency.latest == PublishedLatency(1_000, 1_000, 1_000, 1, 0)
+    clock.now = 10_003
+    latency.epoch_accepted(3, [(0, _read("src", 1, 9_800, 9_800, 9_800))])
+    assert latency.latest == PublishedLatency(1_000, 600, 200, 2, 0)
+
+
 def test_one_commit_covering_several_epochs_counts_all_their_records() -> None:
     clock = _Clock(0)
     latency = RecordLatency(at_commit=True, clock_ms=clock)

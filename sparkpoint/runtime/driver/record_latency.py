@@ -58,11 +58,12 @@ class RecordLatency:
         self._pending: dict[int, RecordTimes] = {}
         self._emit_lags: dict[tuple[str, int], int] = {}
         self._lock = threading.Lock()  # emit lags are read by other threads
-        # The newest epoch a commit made visible, and when: a checkpoint that completes
-        # while its own epoch is being accepted commits before that epoch's record times
-        # arrive here, and they count from that commit.
+        # The newest epoch a commit made visible, when, and the record times it covered: a
+        # checkpoint that completes while its own epoch is being accepted commits before
+        # that epoch's record times arrive here; they join that commit's, from its time.
         self._published_epoch = -1
         self._published_ms = 0
+        self._published_times: RecordTimes | None = None
         self.latest: PublishedLatency | None = None
 
     def epoch_accepted(self, epoch: int, sources: Iterable[tuple[int, SourceRecordTimes]]) -> None:
@@ -84,27 +85,30 @@ class RecordLatency:
                 del self._pending[min(self._pending)]
         if not self._at_commit:
             self.published(epoch)
-        elif epoch <= self._published_epoch:
-            self._publish(epoch, self._published_ms)
+        elif epoch <= self._published_epoch and times is not None:
+            self._pending.pop(epoch, None)
+            merged = RecordTimes.merge_all([self._published_times, times])
+            assert merged is not None
+            self._published_times = merged
+            self.latest = PublishedLatency.at(self._published_ms, merged)
 
     def published(self, epoch: int) -> None:
         """The output of every epoch up to ``epoch`` is visible now (a sink commit)."""
         now_ms = self._clock_ms()
-        if epoch >= self._published_epoch:
-            self._published_epoch, self._published_ms = epoch, now_ms
-        self._publish(epoch, now_ms)
-
-    def _publish(self, epoch: int, at_ms: int) -> None:
         due = [e for e in self._pending if e <= epoch]
         times = RecordTimes.merge_all(self._pending.pop(e) for e in due)
+        if epoch >= self._published_epoch:
+            self._published_epoch, self._published_ms = epoch, now_ms
+            self._published_times = times
         if times is not None:
-            self.latest = PublishedLatency.at(at_ms, times)
+            self.latest = PublishedLatency.at(now_ms, times)
 
     def discard_pending(self) -> None:
         """A rollback: the epochs not published yet never will be (their records are read
         again in later epochs, after the restored checkpoint's)."""
         self._pending.clear()
         self._published_epoch = -1
+        self._published_times = None
 
     def emit_lags(self) -> dict[str, dict[int, int]]:
         """Source operator id -> subtask -> ``currentEmitEventTimeLag`` (ms; -1 when its
