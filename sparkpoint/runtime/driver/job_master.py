@@ -89,7 +89,6 @@ class JobMaster:
         self._job_id = settings.job_id
         self._requests = RequestQueue()
         self._epoch = 0
-        self._planned_at_ms: int | None = None  # when the running epoch's ranges were read
         self._incarnation = 0
         self._run_id = 0  # Spark jobs run so far (every run of every epoch)
         self._accepted_run: int | None = None  # the run whose results the last epoch used
@@ -248,11 +247,10 @@ class JobMaster:
         if self._waits(ranges, end_of_input, stop_request):
             return False
         self._epoch += 1
-        self._planned_at_ms = planned_at_ms
         self._pacer.epoch_started(planned_at_ms)
         self._progress.epoch_started(self._epoch)
         t0 = time.perf_counter()
-        run = self._run_until_accepted(ranges, end_of_input, stop_request)
+        run = self._run_until_accepted(ranges, end_of_input, stop_request, planned_at_ms)
         completed = self._accept(run, ranges, time.perf_counter() - t0)
         if run.stop_request is not None and run.stop_request.kind == RequestKind.STOP:
             self._end_stop(completed, run.drain)
@@ -284,14 +282,16 @@ class JobMaster:
         ranges: dict[int, list[SplitRange]],
         end_of_input: bool,
         stop_request: ClientRequest | None,
+        planned_at_ms: int,
     ) -> _AcceptedRun:
-        """Run the epoch until a run's results can be used: runs where a subtask lost its
-        state are discarded (the subtask restores alone), lost executors run it again."""
+        """Run the epoch (its ranges read at ``planned_at_ms``) until a run's results can be
+        used: runs where a subtask lost its state are discarded (the subtask restores alone),
+        lost executors run it again."""
         runs = 0
         while True:
             runs += 1
             pending = self._checkpoints.trigger(
-                self._epoch, stop_request, end_of_input, self._planned_at_ms
+                self._epoch, stop_request, end_of_input, planned_at_ms
             )
             if stop_request is not None and stop_request.future.done():
                 stop_request = None  # its savepoint failed to trigger: no drain, no stop
