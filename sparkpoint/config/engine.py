@@ -69,6 +69,20 @@ class SparkpointOptions(OptionGroup):
         "no sink waits for checkpoints to publish, execution.buffer-timeout (100 ms). 0: an "
         "epoch starts as soon as any record is there.",
     )
+    EPOCH_TARGET_DURATION: ConfigOption[int | None] = ConfigOption(
+        "sparkpoint.epoch.target-duration",
+        DURATION,
+        None,
+        "How long an epoch should take under steady input. When the records waiting would "
+        "take longer to process (a fit of recent epochs' durations as a fixed cost plus a "
+        "cost per record), the next epoch starts before sparkpoint.epoch.interval has "
+        "passed, so that under heavy input the epoch carrying a checkpoint stays short "
+        "and the checkpoint completes soon after it is due (lower tail latency, at the "
+        "price of more epochs, hence more fixed costs and, under exactly-once, more "
+        "transactions). An epoch whose fixed cost alone reaches it is not made smaller. "
+        "Unset: a quarter of the epoch interval, at least 200 ms. 0: epochs are paced by "
+        "the interval alone.",
+    )
     IDLE_EPOCH_INTERVAL: ConfigOption[int | None] = ConfigOption(
         "sparkpoint.epoch.idle-interval",
         duration_type(10),

@@ -138,23 +138,32 @@ def test_not_due_before_the_interval_since_start(tmp_path: Path) -> None:
     assert h.coordinator.is_due()
 
 
-def test_interval_is_measured_from_the_last_trigger(tmp_path: Path) -> None:
+def test_periodic_checkpoints_keep_a_fixed_schedule(tmp_path: Path) -> None:
+    # Flink's trigger moves nextCheckpointTriggeringRelativeTime on by one interval: a
+    # checkpoint triggered late (at the next epoch's planning) does not delay the next.
     h = Harness(tmp_path, interval_ms=1000)
-    h.clock.advance(1500)
-    pending = h.coordinator.trigger(1)  # at 1500
+    h.clock.advance(1300)
+    pending = h.coordinator.trigger(1)  # due at 1000, triggered at 1300
     h.clock.advance(400)
     h.coordinator.complete(pending, keyed_operator(pending.location, [SMALL]), MASTER)
-    h.clock.advance(599)  # 2499: 999 ms after the trigger
+    h.clock.advance(299)  # 1999
     assert not h.coordinator.is_due()
-    h.clock.advance(1)  # 2500
+    h.clock.advance(1)  # 2000: an interval after the first was due
+    assert h.coordinator.is_due()
+    h.clock.advance(2500)  # 4500: a trigger an interval late or more starts the schedule anew
+    pending = h.coordinator.trigger(2)
+    h.coordinator.complete(pending, keyed_operator(pending.location, [SMALL]), MASTER)
+    h.clock.advance(999)
+    assert not h.coordinator.is_due()
+    h.clock.advance(1)  # 5500
     assert h.coordinator.is_due()
 
 
-def test_the_interval_runs_from_the_epochs_planning_when_given(tmp_path: Path) -> None:
-    # The job master passes when the epoch's ranges were read: the next epoch, planned an
-    # interval later, is due although its own trigger comes a few ms after its planning.
+def test_the_trigger_time_is_the_epochs_planning_when_given(tmp_path: Path) -> None:
+    # The job master passes when the epoch's ranges were read: a checkpoint an interval or
+    # more late restarts the schedule from its planning, not from its trigger a few ms on.
     h = Harness(tmp_path, interval_ms=1000)
-    h.clock.advance(1500)
+    h.clock.advance(2500)
     planned = h.clock.monotonic_ms()
     h.clock.advance(6)  # the planning's own time
     pending = h.coordinator.trigger(1, triggered_at_ms=planned)
@@ -163,11 +172,10 @@ def test_the_interval_runs_from_the_epochs_planning_when_given(tmp_path: Path) -
     assert not h.coordinator.is_due()
     h.clock.advance(1)
     assert h.coordinator.is_due()
+    assert h.coordinator.last_trigger_ms == planned
     # A planning time later than the trigger itself is not taken.
     pending = h.coordinator.trigger(2, triggered_at_ms=h.clock.monotonic_ms() + 500)
-    h.coordinator.complete(pending, keyed_operator(pending.location, [SMALL]), MASTER)
-    h.clock.advance(1000)
-    assert h.coordinator.is_due()
+    assert h.coordinator.last_trigger_ms == h.clock.monotonic_ms()
 
 
 def test_disabled_interval_is_never_due(tmp_path: Path) -> None:

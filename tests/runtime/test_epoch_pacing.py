@@ -10,7 +10,7 @@ import time
 from sparkpoint.clock import FixedClock
 from sparkpoint.connectors.source import SplitRange
 from sparkpoint.runtime.driver.coordinator import CheckpointPolicy
-from sparkpoint.runtime.driver.epoch_pacing import EpochPacer, acts_on_time
+from sparkpoint.runtime.driver.epoch_pacing import EpochPacer, acts_on_time, epoch_target_ms
 from sparkpoint.runtime.driver.job_requests import RequestQueue
 from sparkpoint.runtime.driver.settings import JobRequest, JobSettings, build_job_settings
 from sparkpoint.runtime.graph import Node, NodeKind, Plan
@@ -163,3 +163,76 @@ def test_long_running_sinks_not_waiting_for_checkpoints_pace_by_buffer_timeout()
     assert interval(print_sink, **lr, **{"sparkpoint.epoch.interval": "700 ms"}) == 700
     at_least_once = {"execution.checkpointing.mode": "AT_LEAST_ONCE"}
     assert interval(collect_sink, **lr, **at_least_once) == 100  # published every epoch
+
+
+def _sized_pacer(clock: FixedClock, target_ms: int | None = None) -> EpochPacer:
+    """A pacer with 1 s epochs, no split ever heavy, and ``target_ms`` (None: default)."""
+    settings = _settings(1000)
+    settings.max_records_per_split = 10_000_000
+    settings.epoch_target_ms = target_ms
+    return EpochPacer(_plan(NodeKind.SOURCE, NodeKind.REDUCE), settings, clock)
+
+
+def _epoch(pacer: EpochPacer, clock: FixedClock, epoch: int, records: int, took: int) -> None:
+    pacer.epoch_started()
+    clock.ms += took
+    pacer.epoch_accepted(epoch, records)
+
+
+def test_epochs_whose_records_would_outlast_the_target_start_early() -> None:
+    clock = FixedClock(10_000)
+    pacer = _sized_pacer(clock)  # 250 ms target
+    _epoch(pacer, clock, 1, 40_000, 810)  # near the maximum: 810 ms epochs
+    # No fit yet: an epoch over twice the target probes at half its records.
+    assert pacer.wait_s(_ranges(9_000, 9_000), False, 0, False) > 0
+    assert pacer.wait_s(_ranges(10_000, 10_000), False, 0, False) == 0
+    _epoch(pacer, clock, 2, 20_000, 410)  # the fit: 10 ms fixed, 0.02 ms per record
+    # 250 ms hold 12,000 records; 100 ms after the planning 6,000 wait: due in 100 ms.
+    pacer.epoch_started()
+    clock.ms += 100
+    assert pacer.wait_s(_ranges(3_000, 3_000), False, 0, False) == 0.1
+    assert pacer.wait_s(_ranges(4_000, 4_000), False, 0, False) == 0.05
+    assert pacer.wait_s(_ranges(6_000, 6_000), False, 0, False) == 0
+
+
+def test_a_fixed_cost_above_the_target_keeps_epochs_paced() -> None:
+    clock = FixedClock(10_000)
+    pacer = _sized_pacer(clock)
+    # A Spark job per epoch: ~330 ms whatever the records, above the 250 ms target.
+    for epoch, (records, took) in enumerate([(1000, 340), (500, 330), (1000, 345)], 1):
+        _epoch(pacer, clock, epoch, records, took)
+    clock.ms += 100
+    assert pacer.wait_s(_ranges(50_000), False, 0, False) == 0.2
+
+
+def test_target_duration_defaults_to_a_quarter_of_the_interval_and_0_turns_it_off() -> None:
+    settings = _settings(1000)
+    assert epoch_target_ms(1000, settings) == 250
+    assert epoch_target_ms(200, settings) == 200
+    assert epoch_target_ms(10_000, settings) == 2500
+    clock = FixedClock(10_000)
+    pacer = _sized_pacer(clock, target_ms=0)
+    _epoch(pacer, clock, 1, 40_000, 800)
+    _epoch(pacer, clock, 2, 20_000, 410)
+    assert pacer.wait_s(_ranges(30_000), False, 0, False) == 0.2
+    config = {"parallelism.default": "1", "sparkpoint.epoch.target-duration": "100 ms"}
+    assert build_job_settings("t", JobRequest(config, None)).epoch_target_ms == 100
+
+
+def test_sparse_epochs_keep_a_fixed_schedule() -> None:
+    """As the coordinator's periodic checkpoints do: waking late does not push the epochs
+    (and the checkpoints they carry) later and later."""
+    clock = FixedClock(10_000)
+    pacer = EpochPacer(_plan(NodeKind.SOURCE, NodeKind.REDUCE), _settings(1000), clock)
+    pacer.epoch_started()  # 10,000: the next at 11,000
+    clock.ms = 11_004  # the driver woke 4 ms late
+    assert pacer.wait_s(_ranges(5), False, 0, False) == 0
+    pacer.epoch_started()
+    clock.ms = 11_997
+    assert pacer.wait_s(_ranges(5), False, 0, False) == 0.003  # due at 12,000, not 12,004
+    clock.ms = 12_000
+    pacer.epoch_started()
+    clock.ms = 12_500
+    pacer.epoch_started()  # heavy input started one early: the schedule starts anew
+    clock.ms = 13_400
+    assert pacer.wait_s(_ranges(5), False, 0, False) == 0.1

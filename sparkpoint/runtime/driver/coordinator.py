@@ -108,6 +108,10 @@ class CheckpointCoordinator:
         self.last_trigger_ms: int | None = None
         self.last_completion_ms: int | None = None
         self.started_ms = clock.monotonic_ms()
+        # When the next periodic checkpoint is due (Flink's nextCheckpointTriggeringRelativeTime):
+        # a fixed schedule, so a trigger that comes late (at the next epoch's planning) does
+        # not delay the ones after it.
+        self.next_due_ms = self.started_ms + self.policy.interval_ms
 
     # -- triggering ------------------------------------------------------------------------
     def is_due(self) -> bool:
@@ -119,8 +123,7 @@ class CheckpointCoordinator:
         if cleaning is not None and cleaning() > p.max_concurrent:
             return False
         now = self.clock.monotonic_ms()
-        since = self.last_trigger_ms if self.last_trigger_ms is not None else self.started_ms
-        if now - since < p.interval_ms:
+        if now < self.next_due_ms:
             return False
         if self.last_completion_ms is not None and now - self.last_completion_ms < p.min_pause_ms:
             return False
@@ -134,8 +137,10 @@ class CheckpointCoordinator:
         synchronous: bool = False,
         triggered_at_ms: int | None = None,
     ) -> PendingCheckpoint:
-        """Create the checkpoint's location and register it as pending. The next periodic
-        checkpoint is due ``interval`` after ``triggered_at_ms`` (default now).
+        """Create the checkpoint's location and register it as pending. A periodic trigger,
+        at ``triggered_at_ms`` (default now), moves the schedule on by one interval, as
+        Flink's does: the next checkpoint is due an interval after this one was due, or, if
+        this one came an interval late or more, an interval after it.
 
         A location that cannot be created (no savepoint directory, unreachable storage)
         fails this checkpoint alone, as Flink's trigger failures do: it is recorded as
@@ -146,7 +151,11 @@ class CheckpointCoordinator:
         self.next_checkpoint_id += 1
         if not is_savepoint:
             now = self.clock.monotonic_ms()  # a failed one waits too
-            self.last_trigger_ms = now if triggered_at_ms is None else min(now, triggered_at_ms)
+            at = now if triggered_at_ms is None else min(now, triggered_at_ms)
+            self.last_trigger_ms = at
+            interval = self.policy.interval_ms
+            next_due = min(self.next_due_ms, at) + interval
+            self.next_due_ms = next_due if next_due > at else at + interval
         try:
             if is_savepoint:
                 location = self.storage_access.initialize_location_for_savepoint(

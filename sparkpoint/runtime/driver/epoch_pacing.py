@@ -10,13 +10,17 @@ non-transactional sinks, or checkpointing off or ``AT_LEAST_ONCE``), it is Flink
 Flink's network buffers are flushed, at ~10-20 ms of CPU per epoch.
 
 Heavy input is a split with ``sparkpoint.epoch.max-records-per-split`` records waiting (or a
-source that does not count a range's records); sparse input waits until
-``sparkpoint.epoch.interval`` (the checkpoint interval by default) has passed since the
-previous epoch was planned (a checkpoint's trigger time is its epoch's planning, so the two
-intervals agree). With no input, an empty epoch runs when an asynchronous checkpoint
-waits for its uploads, when a due checkpoint has something to capture (an epoch changed the
-job after the latest completed checkpoint), or every ``sparkpoint.epoch.idle-interval`` (by
-default every second, and only for jobs whose operators act on time).
+source that does not count a range's records). Sparse input waits for the next time on a
+fixed schedule of ``sparkpoint.epoch.interval`` (the checkpoint interval by default; the
+checkpoint coordinator keeps the same schedule, as Flink's periodic trigger does, and a
+checkpoint's trigger time is its epoch's planning, so the two agree), or until the records
+waiting would take ``sparkpoint.epoch.target-duration`` to process (``epoch_sizing.py``:
+steady input near the job's maximum then runs epochs of about that length between
+checkpoints, not one epoch as long as the interval). With no input, an empty epoch runs
+when an asynchronous checkpoint waits for its uploads, when a due checkpoint has something
+to capture (an epoch changed the job after the latest completed checkpoint), or every
+``sparkpoint.epoch.idle-interval`` (by default every second, and only for jobs whose
+operators act on time).
 """
 
 from __future__ import annotations
@@ -25,12 +29,20 @@ from collections.abc import Mapping, Sequence
 
 from sparkpoint.clock import Clock
 from sparkpoint.connectors.source import SplitRange
+from sparkpoint.runtime.driver.epoch_sizing import EpochCosts
 from sparkpoint.runtime.driver.settings import JobSettings
 from sparkpoint.runtime.graph import NodeKind, Plan
 
-__all__ = ["EpochPacer", "acts_on_time", "epoch_interval_ms", "publishes_on_checkpoints"]
+__all__ = [
+    "EpochPacer",
+    "acts_on_time",
+    "epoch_interval_ms",
+    "epoch_target_ms",
+    "publishes_on_checkpoints",
+]
 
 _TIME_DRIVEN_IDLE_MS = 1000  # idle epochs of a job with operators that act on time
+_LEAST_TARGET_MS = 200  # the default target duration: a quarter of the interval, at least this
 # Kinds whose operators may register processing-time timers or act on watermarks or time.
 _TIME_KINDS = frozenset(
     {
@@ -84,6 +96,14 @@ def epoch_interval_ms(plan: Plan, settings: JobSettings) -> int:
     return settings.epoch_interval_ms
 
 
+def epoch_target_ms(interval_ms: int, settings: JobSettings) -> int:
+    """``sparkpoint.epoch.target-duration``, or by default a quarter of the epoch interval
+    and at least 200 ms (0: epochs are not sized)."""
+    if settings.epoch_target_ms is not None:
+        return settings.epoch_target_ms
+    return max(_LEAST_TARGET_MS, interval_ms // 4)
+
+
 class EpochPacer:
     """Decides, each time the job master has planned the next epoch's ranges, whether the
     epoch runs now or how long to wait before looking again."""
@@ -94,24 +114,34 @@ class EpochPacer:
         self._max_records = settings.max_records_per_split
         self._poll_s = settings.idle_sleep_s
         self._time_driven = acts_on_time(plan)
+        target_ms = epoch_target_ms(self._interval_ms, settings)
+        self._costs = EpochCosts(target_ms) if target_ms > 0 else None
         idle = settings.idle_epoch_interval_ms
         self.idle_interval_ms = (
             idle if idle is not None else (_TIME_DRIVEN_IDLE_MS if self._time_driven else None)
         )
         now = clock.monotonic_ms()
-        self._last_start_ms = now - self._interval_ms  # the first epoch need not wait
+        self._last_start_ms = now - self._interval_ms
+        self._next_paced_ms = now  # the first epoch need not wait
         self._last_end_ms = now
         self._changed_epoch = 0  # the latest epoch that may have changed state or output
 
     def epoch_started(self, planned_at_ms: int | None = None) -> None:
         """An epoch starts, planned (its ranges read) at ``planned_at_ms`` (default now).
-        The interval runs from one planning to the next, as Flink's checkpoint interval
-        runs from trigger to trigger: the planning's own time does not lengthen it."""
-        self._last_start_ms = self._clock.monotonic_ms() if planned_at_ms is None else planned_at_ms
+        Sparse input keeps a fixed schedule, as the checkpoint coordinator's periodic
+        triggers do: an epoch that starts late (the driver woke a few ms after its time)
+        does not delay the next, one that starts early (heavy input, sized epochs) starts
+        the schedule anew, and so does one an interval late or more."""
+        at = self._clock.monotonic_ms() if planned_at_ms is None else planned_at_ms
+        self._last_start_ms = at
+        next_paced = min(self._next_paced_ms, at) + self._interval_ms
+        self._next_paced_ms = next_paced if next_paced > at else at + self._interval_ms
 
     def epoch_accepted(self, epoch: int, records_in: int) -> None:
         """``epoch`` ended having read ``records_in`` records."""
         self._last_end_ms = self._clock.monotonic_ms()
+        if self._costs is not None:
+            self._costs.observe(records_in, self._last_end_ms - self._last_start_ms)
         if records_in > 0 or self._time_driven:
             self._changed_epoch = epoch
 
@@ -127,11 +157,14 @@ class EpochPacer:
         covers; ``uploads_pending`` whether a checkpoint waits for uploads a later epoch
         reports."""
         now = self._clock.monotonic_ms()
-        until_paced_ms = self._last_start_ms + self._interval_ms - now
+        until_paced_ms = self._next_paced_ms - now
         if any(ranges.values()):
             if until_paced_ms <= 0 or self._heavy(ranges):
                 return 0.0
-            return min(self._poll_s, until_paced_ms / 1000)
+            until_sized_ms = self._until_sized_ms(ranges, now)
+            if until_sized_ms <= 0:
+                return 0.0
+            return min(self._poll_s, until_paced_ms / 1000, until_sized_ms / 1000)
         if uploads_pending and until_paced_ms <= 0:
             return 0.0
         if checkpoint_due and self._changed_epoch > checkpointed_epoch:
@@ -140,6 +173,21 @@ class EpochPacer:
         if idle is not None and now - self._last_end_ms >= idle:
             return 0.0
         return self._poll_s
+
+    def _until_sized_ms(self, ranges: Mapping[int, Sequence[SplitRange]], now: int) -> float:
+        """How long until the records waiting would take the target duration to process
+        (0: they would now; ``epoch_sizing.py``), at the rate they arrived since the latest
+        planning; infinite when epochs are not sized or the fit does not tell."""
+        if self._costs is None:
+            return float("inf")
+        limit = self._costs.records_within_target() or self._costs.probe_records()
+        if limit is None:
+            return float("inf")
+        waiting = sum(r.records or 0 for split_ranges in ranges.values() for r in split_ranges)
+        if waiting >= limit:
+            return 0.0
+        elapsed_ms = max(1, now - self._last_start_ms)
+        return (limit - waiting) * elapsed_ms / max(1, waiting)
 
     def _heavy(self, ranges: Mapping[int, Sequence[SplitRange]]) -> bool:
         """Whether a split has a full range waiting (a range of unknown size counts as

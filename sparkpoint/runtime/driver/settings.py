@@ -127,6 +127,8 @@ class JobSettings:
     # its default from the checkpoint interval); whether the key set it.
     epoch_interval_ms: int = 1000
     epoch_interval_set: bool = False
+    # sparkpoint.epoch.target-duration (None: from the interval; 0: epochs are not sized).
+    epoch_target_ms: int | None = None
     # execution.buffer-timeout (-1: none): the long-running mode's epoch interval when no
     # sink waits for checkpoints to publish (epoch_pacing.py).
     buffer_timeout_ms: int = ExecutionOptions.BUFFER_TIMEOUT.default
@@ -272,6 +274,7 @@ def build_job_settings(job_name: str, request: JobRequest) -> JobSettings:
         else request.buffer_timeout_ms
     )
     settings.idle_epoch_interval_ms = SparkpointOptions.IDLE_EPOCH_INTERVAL.read(config)
+    settings.epoch_target_ms = SparkpointOptions.EPOCH_TARGET_DURATION.read(config)
     settings.upload_wait_ms = SparkpointOptions.UPLOAD_WAIT.read(config)
     settings.server = _server_settings(config)
     return settings
