@@ -5,10 +5,11 @@ fixed cost plus a cost per record. The fixed cost (a Spark job per epoch in the 
 mode, the relays and the checkpoint in ``long-running``) cannot be cut by smaller epochs, so
 only the part above it is sized: records that would take longer than the target to process
 start the next epoch early, and when the fixed cost alone reaches the target nothing does.
-Under steady input at a rate near the job's maximum, epochs then stay near the target
-instead of growing to the whole epoch interval, and the epoch carrying a checkpoint ends
-soon after the checkpoint is due (Flink's latency is the checkpoint interval plus an
-alignment of ~ms; ours is the interval plus the epoch carrying it).
+Under steady heavy input epochs then last about the target, or, nearer the job's maximum,
+run back to back (each about the fixed cost over the share of capacity left), instead of
+each holding a whole epoch interval of input; so the epoch carrying a checkpoint ends soon
+after the checkpoint is due (a Flink record waits for the checkpoint interval plus an
+alignment of ~ms; ours for the interval plus the epoch carrying it).
 """
 
 from __future__ import annotations
