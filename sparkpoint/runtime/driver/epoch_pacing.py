@@ -16,11 +16,11 @@ checkpoint coordinator keeps the same schedule, as Flink's periodic trigger does
 checkpoint's trigger time is its epoch's planning, so the two agree), or until the records
 waiting would take ``sparkpoint.epoch.target-duration`` to process (``epoch_sizing.py``:
 heavy steady input then runs epochs of about that length, or back to back near the job's
-maximum, between checkpoints, not one epoch holding a whole interval of input). With no input, an empty epoch runs
-when an asynchronous checkpoint waits for its uploads, when a due checkpoint has something
-to capture (an epoch changed the job after the latest completed checkpoint), or every
-``sparkpoint.epoch.idle-interval`` (by default every second, and only for jobs whose
-operators act on time).
+maximum, between checkpoints, not one epoch holding a whole interval of input). With no
+input, an empty epoch runs when an asynchronous checkpoint waits for its uploads, when a due
+checkpoint has something to capture (an epoch changed the job after the latest completed
+checkpoint), or every ``sparkpoint.epoch.idle-interval`` (by default every second, and only
+for jobs whose operators act on time).
 """
 
 from __future__ import annotations
