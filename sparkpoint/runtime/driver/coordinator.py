@@ -33,6 +33,7 @@ __all__ = [
     "CheckpointStats",
     "PendingCheckpoint",
     "TolerableFailuresExceeded",
+    "next_due_on_schedule",
 ]
 
 _LOG = logging.getLogger("sparkpoint.checkpoint")
@@ -66,6 +67,14 @@ class CheckpointPolicy:
 
 class TolerableFailuresExceeded(CheckpointException):
     """More consecutive checkpoint failures than tolerated: the job must fail over."""
+
+
+def next_due_on_schedule(due_ms: int, at_ms: int, interval_ms: int) -> int:
+    """The next time on a fixed schedule of ``interval_ms`` after something due at
+    ``due_ms`` happened at ``at_ms`` (Flink's periodic trigger: a late one does not delay
+    the next; an early one, or one an interval late or more, starts the schedule anew)."""
+    next_due = min(due_ms, at_ms) + interval_ms
+    return next_due if next_due > at_ms else at_ms + interval_ms
 
 
 def _handles(operator_states: Sequence[OperatorState]) -> list[StateObject]:
@@ -153,9 +162,7 @@ class CheckpointCoordinator:
             now = self.clock.monotonic_ms()  # a failed one waits too
             at = now if triggered_at_ms is None else min(now, triggered_at_ms)
             self.last_trigger_ms = at
-            interval = self.policy.interval_ms
-            next_due = min(self.next_due_ms, at) + interval
-            self.next_due_ms = next_due if next_due > at else at + interval
+            self.next_due_ms = next_due_on_schedule(self.next_due_ms, at, self.policy.interval_ms)
         try:
             if is_savepoint:
                 location = self.storage_access.initialize_location_for_savepoint(

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 
 from sparkpoint.clock import Clock
 from sparkpoint.connectors.source import SplitRange
+from sparkpoint.runtime.driver.coordinator import next_due_on_schedule
 from sparkpoint.runtime.driver.epoch_sizing import EpochCosts
 from sparkpoint.runtime.driver.settings import JobSettings
 from sparkpoint.runtime.graph import NodeKind, Plan
@@ -121,7 +122,7 @@ class EpochPacer:
             idle if idle is not None else (_TIME_DRIVEN_IDLE_MS if self._time_driven else None)
         )
         now = clock.monotonic_ms()
-        self._last_start_ms = now - self._interval_ms
+        self._last_start_ms = now
         self._next_paced_ms = now  # the first epoch need not wait
         self._last_end_ms = now
         self._changed_epoch = 0  # the latest epoch that may have changed state or output
@@ -134,8 +135,7 @@ class EpochPacer:
         the schedule anew, and so does one an interval late or more."""
         at = self._clock.monotonic_ms() if planned_at_ms is None else planned_at_ms
         self._last_start_ms = at
-        next_paced = min(self._next_paced_ms, at) + self._interval_ms
-        self._next_paced_ms = next_paced if next_paced > at else at + self._interval_ms
+        self._next_paced_ms = next_due_on_schedule(self._next_paced_ms, at, self._interval_ms)
 
     def epoch_accepted(self, epoch: int, records_in: int) -> None:
         """``epoch`` ended having read ``records_in`` records."""
