@@ -99,6 +99,7 @@ class StageTask:
         # read to its end reports the maximum watermark.
         self._watermark_scope = str(partition)
         self._split_done = False
+        self._no_split = False  # a source subtask with no split to read in this epoch
         job = spec.job
         self.routes = job.routes.get(stage.id)
         self.clock = FixedClock(spec.processing_time_ms)
@@ -137,6 +138,11 @@ class StageTask:
         )
 
     def _report_watermark(self, operator_id: str, watermark: int, max_ts: int | None) -> None:
+        if self._no_split:
+            # No split, so no watermark of its own: an entry under the subtask's scope would
+            # stay in the job's watermarks, never idle, and hold them back (Flink's reader
+            # without splits emits none either).
+            return
         key = f"{operator_id}@{self._watermark_scope}"
         if self._split_done:
             watermark = MAX_WATERMARK
@@ -201,6 +207,7 @@ class StageTask:
             return None
         ranges = self.spec.source_ranges.get(self.stage.id, [])
         if self.partition >= len(ranges):
+            self._no_split = True
             return None
         split_range = ranges[self.partition]
         self._watermark_scope = split_range.split_id
