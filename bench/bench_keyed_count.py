@@ -82,6 +82,7 @@ import tempfile
 from typing import Any
 
 from keyed_count import floor, large, metric_cost, parallelism, standard, timers, typed
+from keyed_count import job as keyed_job
 from keyed_count.harness import (
     add_warm_up_arguments,
     emit,
@@ -99,6 +100,11 @@ def parse_args() -> Any:
     parser.add_argument("--keys", type=int, nargs="+", default=[1_000, 1_000_000])
     parser.add_argument("--backends", nargs="+", default=["hashmap", "rocksdb"])
     parser.add_argument("--records-per-split", type=int, default=100_000)
+    parser.add_argument(
+        "--epoch-mode",
+        choices=["auto", "job", "long-running"],
+        help="sparkpoint.epoch.mode of every sparkpoint job (default: the engine's default)",
+    )
     parser.add_argument(
         "--repeats",
         type=int,
@@ -180,6 +186,7 @@ def main() -> None:
     """Each master in turn: warm up, time the empty job, run the cases (the optional ones on
     ``local[2]`` only), then compare the cluster with ``local[2]``."""
     args = parse_args()
+    keyed_job.EPOCH_MODE = args.epoch_mode
     work = tempfile.mkdtemp(prefix="sparkpoint-bench-")
     masters = ["local[2]", *([args.cluster] if args.cluster else [])]
     checkpointed: standard.Checkpointed = {}

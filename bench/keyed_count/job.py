@@ -40,6 +40,10 @@ class EventTimeIsX(TimestampAssigner):
         return int(value[3])
 
 
+# sparkpoint.epoch.mode of every job (``bench_keyed_count.py --epoch-mode``); None: default
+EPOCH_MODE: str | None = None
+
+
 def _add_counts(a: Any, b: Any) -> Any:
     return (a[0], a[1] + b[1], a[2], a[3])
 
@@ -81,6 +85,8 @@ def run_sparkpoint(
     shutil.rmtree(work, ignore_errors=True)
     conf = Configuration()
     conf.set_string("sparkpoint.epoch.max-records-per-split", str(records_per_split))
+    if EPOCH_MODE is not None:
+        conf.set_string("sparkpoint.epoch.mode", EPOCH_MODE)
     env = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
     env.set_parallelism(parallelism)
     if faults is not None:
