@@ -5,11 +5,12 @@ A bounded job (``--events`` numbers, keyed by ``x % --keys``, counted and summed
 ValueState by ``CountAndEcho``, checkpoints every second, exactly-once file sink of the final
 counts) runs on ``local-cluster[2,1,1024]`` with ``spark.task.maxFailures`` 4, while a thread
 SIGKILLs one running Python worker (a process forked by ``pyspark.daemon``) every
-``--every`` seconds. A killed worker's task is retried by Spark (``job`` mode) or the
-long-running tasks are relaunched and the epoch runs again (``long-running``); a whole-job
-restart (failover to the latest checkpoint) happens only when one epoch fails
-``spark.task.maxFailures`` times. Prints one JSON line: kills, restarts, epochs run again,
-the final counts checked key by key. Not run by CI; run it under the shared lock:
+``--every`` seconds. A killed worker's task is retried by Spark, in both epoch modes (in
+``long-running`` the driver orders the retried task the groups its lost attempt left
+unfinished); a whole-job restart (failover to the latest checkpoint) happens only when one
+task group fails ``spark.task.maxFailures`` times in an epoch, or (``long-running``) when
+the whole run is lost. Prints one JSON line: kills, restarts, epochs and (``long-running``)
+groups run again, the final counts checked key by key. Not run by CI; run it under the shared lock:
 ``flock /tmp/sparkpoint-heavy.lock python scripts/worker_kill_soak.py``.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import random
 import shutil
@@ -53,6 +55,18 @@ def python_workers() -> list[int]:
         except (OSError, ValueError, IndexError):
             continue
     return out
+
+
+class _Counted(logging.Handler):
+    """Counts the long-running runner's warnings of groups run again."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.groups = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "run again in its next attempt" in record.getMessage():
+            self.groups += int(record.args[3]) if isinstance(record.args, tuple) else 1
 
 
 class Killer(threading.Thread):
@@ -127,6 +141,8 @@ def main() -> int:
             .filter(lambda row: row[0] == "final")
             .sink_to(FileSink.for_row_format(out, Encoder.simple_string_encoder()).build())
         )
+        counted = _Counted()
+        logging.getLogger("sparkpoint.runtime.spark.long_running").addHandler(counted)
         killer = Killer(args.every, args.seed)
         killer.start()
         started = time.monotonic()
@@ -151,6 +167,7 @@ def main() -> int:
             "failovers": len(result.failovers),
             "epochs": result.epochs,
             "epochs_run_again": sum(1 for e in result.epoch_reports if e.runs > 1),
+            "groups_run_again": counted.groups,
             "exact": finals == expected,
         }
         print(json.dumps(summary), flush=True)

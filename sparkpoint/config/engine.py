@@ -27,10 +27,11 @@ class SparkpointOptions(OptionGroup):
     `python -m bench.kafka_latency` at 1,000 records/s on 2 cores, exactly-once unless
     said; docs/benchmarks.md, runs of 2026-11-29): `sparkpoint.epoch.mode` (the epoch's own
     cost: one Spark job, ~0.34 s at a low rate, mostly the fixed cost of two stages of
-    Python tasks, in the default `job` mode: p50 0.85-0.87 s; ~0.07-0.09 s in
-    `long-running`, which needs every task slot of the cluster: p50 0.60-0.65 s as the
-    machine's load varies, and p99 1.9-2.3 s instead of 3.0-3.9 s at 80% of the maximum,
-    1.46 s with `sparkpoint.epoch.target-duration`);
+    Python tasks, in the `job` mode: p50 0.85-0.87 s; ~0.07-0.09 s in `long-running`,
+    which needs every task slot of the cluster: p50 0.60-0.65 s as the machine's load
+    varies, and p99 1.9-2.3 s instead of 3.0-3.9 s at 80% of the maximum, 1.46 s with
+    `sparkpoint.epoch.target-duration`; `auto` runs `long-running` while the job has its
+    Spark application to itself, `job` otherwise);
     `sparkpoint.epoch.target-duration` (under steady heavy input, epochs about this long
     between checkpoints instead of one epoch per checkpoint interval, by default a quarter
     of the epoch interval: at 80% of the maximum in `long-running`, back-to-back epochs of
@@ -131,17 +132,25 @@ class SparkpointOptions(OptionGroup):
     )
     EPOCH_MODE = ConfigOption(
         "sparkpoint.epoch.mode",
-        enum_type("job", "long-running"),
+        enum_type("auto", "job", "long-running"),
         "job",
         "How epochs run on Spark. job: one Spark job per epoch (every task launched, its "
         "closure shipped, rows shuffled through Spark, per epoch). long-running: one Spark "
         "job of long-lived tasks, one per task slot of every executor, runs epoch after "
         "epoch; the driver sends each task its orders and relays rows between them, so an "
-        "epoch costs what its own work costs (lower latency at low rates). It needs every "
+        "epoch costs what its own work costs (lower latency at low rates; executors must "
+        "reach the driver at spark.driver.host). It needs every "
         "task slot of the cluster while the job runs (another job in the same Spark "
         "application waits), and does not run stages with slot sharing group resources. "
-        "A failed task, a lost Python worker or executor relaunches the tasks and runs the "
-        "epoch again; the epoch fails over once it failed spark.task.maxFailures times.",
+        "A failed task or lost Python worker is retried by Spark and runs its unfinished "
+        "task groups again; a lost executor relaunches the tasks and runs the epoch again; "
+        "a task group that failed spark.task.maxFailures times in an epoch fails the job "
+        "over. auto: long-running while the job is the only sparkpoint job of its Spark "
+        "application, no other Spark job of the application is active, no stage has slot "
+        "sharing group resources and no source or sink runs Spark jobs of its own; job "
+        "otherwise (it gives the task slots back between epochs within a second of another "
+        "job appearing, and takes them again 30 s after; a launch that cannot start every "
+        "task within 15 s turns it to job for the rest of the job, with a warning).",
     )
     LOCAL_STATE_DIR: ConfigOption[str | None] = ConfigOption(
         "sparkpoint.local-state.dir",

@@ -52,6 +52,9 @@ class Sink(abc.ABC):
 
     #: Committed only on checkpoint completion (True), or as soon as the epoch succeeded.
     transactional: bool = True
+    #: Whether the sink's commits run Spark jobs (a batch writer): they need task slots, so
+    #: the ``auto`` epoch mode leaves the slots to Spark jobs.
+    runs_spark_jobs: bool = False
 
     @abc.abstractmethod
     def create_writer(

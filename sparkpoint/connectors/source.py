@@ -89,6 +89,9 @@ class Source(abc.ABC):
     #: Whether ``read_batches`` may run for several ranges at once in one process (threads):
     #: a task running several ranges then reads the later ones while the first is processed.
     concurrent_reads: bool = False
+    #: Whether the source runs Spark jobs of its own in the application (a streaming query):
+    #: they need task slots, so the ``auto`` epoch mode leaves the slots to Spark jobs.
+    runs_spark_jobs: bool = False
 
     @abc.abstractmethod
     def get_boundedness(self) -> str:

@@ -33,6 +33,8 @@ class SparkStreamSource(Source):
     ``end_batch`` makes the source bounded: it finishes after that batch id.
     """
 
+    runs_spark_jobs = True  # the streaming query's micro-batches
+
     def __init__(
         self,
         df: Any,

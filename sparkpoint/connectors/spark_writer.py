@@ -305,6 +305,8 @@ class SparkWriterSink(Sink):
     executors and the driver (a shared or object-store path on a cluster).
     """
 
+    runs_spark_jobs = True  # each commit's write
+
     def __init__(
         self,
         schema: Any,

@@ -46,11 +46,14 @@ def _configure(env: Any, tmp_path: Path, backend: Any = None, records: int = 300
     )
     if backend is not None:
         env.set_state_backend(backend)
-    # Uploads go on in the background (no wait at the epoch's end) unless a test waits.
+    # Uploads go on in the background (no wait at the epoch's end) unless a test waits. The
+    # delays are set against epochs of Spark jobs (~0.1 s): a long-running task's epoch of
+    # 0.01 s would end a bounded job before its uploads.
     env.configure(
         {
             "sparkpoint.epoch.max-records-per-split": str(records),
             "sparkpoint.epoch.upload-wait": "0",
+            "sparkpoint.epoch.mode": "job",
         }
     )
     keyed_count_job(env, str(tmp_path / "out"), N_EVENTS, N_KEYS)

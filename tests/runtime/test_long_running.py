@@ -1,16 +1,23 @@
 """``sparkpoint.epoch.mode=long-running``: epochs run in one Spark job of long-lived tasks;
-exactly-once under task failures and killed Python workers, without a whole-job restart
-while Spark's task retries last (local[2,4]: four)."""
+exactly-once under task failures and killed Python workers: only the failed task's groups
+run again, without a whole-job restart while Spark's task retries last (local[2,4]:
+four)."""
 
 from __future__ import annotations
 
 import collections
+import logging
+import time
 from typing import Any
 
 import pytest
 
-from sparkpoint.common import RestartStrategies
-from sparkpoint.datastream import CheckpointingMode, FileSystemCheckpointStorage
+from sparkpoint.common import Configuration, RestartStrategies
+from sparkpoint.datastream import (
+    CheckpointingMode,
+    FileSystemCheckpointStorage,
+    StreamExecutionEnvironment,
+)
 from sparkpoint.metrics.record_times import wall_clock_ms
 from sparkpoint.runtime.spark.epoch import job_group
 from sparkpoint.testing import FailureInjector, expected_keyed_count_output
@@ -73,30 +80,40 @@ def test_epochs_run_without_a_spark_job_each(env: Any, spark: Any, tmp_path: Any
     assert 0 <= newest <= mean <= oldest <= ran_ms
     jobs = _spark_jobs(spark, result.job_id)
     assert result.epochs >= 4
-    # one launch of the tasks, then the local state cleanup at the end
-    assert [d for d in jobs if "long-running tasks" in d] == [
-        "sparkpoint long-running long-running tasks (launch 1)"
+    # one launch of the tasks (a Spark job per task slot), then the local state cleanup
+    assert sorted(d for d in jobs if "long-running task" in d) == [
+        f"sparkpoint long-running long-running task {slot} (launch 1)" for slot in (0, 1)
     ]
-    assert len(jobs) == 2, jobs
+    assert len(jobs) == 3, jobs
     assert result.restarts == 0
 
 
+@pytest.mark.parametrize("where", ["keyed", "source"])
 @pytest.mark.parametrize("mode", ["raise", "kill"])
-def test_task_failure_runs_the_epoch_again_without_a_restart(
-    env: Any, spark: Any, tmp_path: Any, mode: str
+def test_a_task_failure_runs_only_its_groups_again(
+    env: Any, spark: Any, tmp_path: Any, mode: str, where: str, caplog: Any
 ) -> None:
-    """One failure (an exception, or the Python worker killed mid-epoch) relaunches the
-    tasks and runs the epoch again: exact output, no whole-job restart."""
+    """One failure (an exception, or the Python worker killed mid-epoch) in a keyed or a
+    source group: Spark retries that task, and only its unfinished groups run again, in
+    the same launch of the tasks: exact output, no whole-job restart, no relaunch."""
     inj = FailureInjector(str(tmp_path / "inj"), N_EVENTS // 2 + 3, times=1, mode=mode)
     _configure(env, tmp_path)
     out_dir = str(tmp_path / "out")
-    keyed_count_job(env, out_dir, N_EVENTS, N_KEYS, injector=inj)
-    result = env.execute("long-running-fault")
+    if where == "keyed":
+        keyed_count_job(env, out_dir, N_EVENTS, N_KEYS, injector=inj)
+    else:
+        keyed_count_job(env, out_dir, N_EVENTS, N_KEYS, map_injector=inj)
+    with caplog.at_level(logging.WARNING, logger="sparkpoint.runtime.spark.long_running"):
+        result = env.execute("long-running-fault")
     assert inj.fired() == 1
     _check_exact(read_sink(out_dir))
     assert result.restarts == 0
-    launches = [d for d in _spark_jobs(spark, result.job_id) if "long-running tasks" in d]
-    assert len(launches) == 2, launches
+    launches = {d[-10:] for d in _spark_jobs(spark, result.job_id) if "long-running task" in d}
+    assert launches == {"(launch 1)"}, launches
+    again = [
+        r.getMessage() for r in caplog.records if "run again in its next attempt" in r.getMessage()
+    ]
+    assert len(again) == 1, again
 
 
 def test_failures_beyond_spark_retries_fail_over(env: Any, spark: Any, tmp_path: Any) -> None:
@@ -110,3 +127,56 @@ def test_failures_beyond_spark_retries_fail_over(env: Any, spark: Any, tmp_path:
     assert inj.fired() == 4
     assert result.restarts == 1
     _check_exact(read_sink(out_dir))
+
+
+class _Slow:
+    """Stands in for a map's failure injector: 2 ms per record, so a job lasts seconds."""
+
+    def maybe_fail(self, record: int) -> None:
+        time.sleep(0.002)
+
+
+def _auto_env(spark: Any, tmp_path: Any, name: str) -> Any:
+    conf = Configuration()
+    conf.set_string("sparkpoint.local-state.dir", str(tmp_path / name / "local-state"))
+    conf.set_string("sparkpoint.epoch.mode", "auto")
+    env = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
+    env.set_parallelism(2)
+    _configure(env, tmp_path / name)
+    env.configure({"sparkpoint.epoch.mode": "auto"})
+    return env
+
+
+def test_auto_mode_runs_long_running_alone_and_gives_the_slots_to_a_second_job(
+    spark: Any, tmp_path: Any, caplog: Any
+) -> None:
+    """``auto``: a job alone in its application runs its epochs in long-running tasks; once
+    a second sparkpoint job starts, the first gives the task slots back before its next
+    epoch and both run a Spark job per epoch, exact."""
+    first = _auto_env(spark, tmp_path, "first")
+    first_out = str(tmp_path / "first" / "out")
+    keyed_count_job(first, first_out, N_EVENTS, N_KEYS, map_injector=_Slow())  # type: ignore[arg-type]
+    with caplog.at_level(logging.INFO, logger="sparkpoint.runtime.spark.auto_mode"):
+        client = first.execute_async("auto-first")
+        deadline = time.monotonic() + 120
+        while not [d for d in _spark_jobs(spark, client.get_job_id()) if "long-running" in d]:
+            assert time.monotonic() < deadline, "the first job never ran long-running tasks"
+            assert not client.get_job_execution_result().done(), "the first job ended early"
+            time.sleep(0.05)
+        second = _auto_env(spark, tmp_path, "second")
+        second_out = str(tmp_path / "second" / "out")
+        keyed_count_job(second, second_out, N_EVENTS, N_KEYS)
+        assert not client.get_job_execution_result().done(), "the first job ended too early"
+        second_result = second.execute("auto-second")
+        first_result = client.get_job_execution_result().result(timeout=300)
+    _check_exact(read_sink(first_out))
+    _check_exact(read_sink(second_out))
+    assert first_result.restarts == 0 and second_result.restarts == 0
+    first_jobs = _spark_jobs(spark, first_result.job_id)
+    assert sorted(d for d in first_jobs if "long-running task" in d) == [
+        f"sparkpoint auto-first long-running task {slot} (launch 1)" for slot in (0, 1)
+    ]
+    assert len(first_jobs) > 3, "the first job ran no epoch as a Spark job"
+    assert not [d for d in _spark_jobs(spark, second_result.job_id) if "long-running" in d]
+    released = [r.getMessage() for r in caplog.records if "run as Spark jobs" in r.getMessage()]
+    assert released and "another sparkpoint job" in released[0], released

@@ -69,6 +69,7 @@ def test_grouped_subtasks_stay_exact_when_a_task_fails_after_a_local_commit(
     and every epoch ran two Spark tasks per stage for six subtasks."""
     marker = FailureInjector(str(tmp_path / "after-commit"), at_record=3, times=1)
     _configure(env, tmp_path)
+    env.configure({"sparkpoint.epoch.mode": "job"})  # counts the Spark tasks of each epoch
     env.set_fault_injection(Faults().fail_after_local_commit(marker, "count", 1))
     out_dir = str(tmp_path / "out")
     keyed_count_job(env, out_dir, N_EVENTS, N_KEYS)

@@ -89,7 +89,7 @@ def epoch_interval_ms(plan: Plan, settings: JobSettings) -> int:
     """The least time between epoch starts under sparse input (see the module's doc)."""
     if (
         not settings.epoch_interval_set
-        and settings.epoch_mode == "long-running"
+        and settings.epoch_mode in ("auto", "long-running")
         and settings.buffer_timeout_ms >= 0
         and not publishes_on_checkpoints(plan, settings)
     ):

@@ -48,6 +48,7 @@ from sparkpoint.runtime.driver.subtask_restores import SubtaskRestores
 from sparkpoint.runtime.driver.task_specs import TaskSpecs
 from sparkpoint.runtime.graph import Plan
 from sparkpoint.runtime.protocol import TaskReport
+from sparkpoint.runtime.spark.auto_mode import AutoRunner, job_ended, job_started
 from sparkpoint.runtime.spark.epoch import EpochRunner, ExecutorsLost
 from sparkpoint.runtime.spark.long_running import LongRunningRunner
 from sparkpoint.runtime.task.executor import DRIVER_EXECUTOR_ID
@@ -98,8 +99,8 @@ class JobMaster:
             committed=lambda epoch: self._progress.sink_committed(epoch),
             covered=lambda epoch: self._progress.records_published(epoch),
         )
-        runner = LongRunningRunner if settings.epoch_mode == "long-running" else EpochRunner
-        self._runner: EpochRunner | LongRunningRunner = runner(
+        runners = {"auto": AutoRunner, "long-running": LongRunningRunner, "job": EpochRunner}
+        self._runner: EpochRunner | LongRunningRunner | AutoRunner = runners[settings.epoch_mode](
             spark, plan, settings.tasks_per_core, settings.max_records_per_split
         )
         self._placement = KeyedPlacement(self._job_id, plan)
@@ -196,6 +197,8 @@ class JobMaster:
         """Run the job to its end; returns the accumulated result statistics."""
         self._progress.set_status(JobStatus.RUNNING)
         started = time.perf_counter()
+        application = self._runner.cluster.application_id
+        job_started(application, self._job_id)  # the auto epoch mode of other jobs asks
         try:
             self._checkpoints.initialize_storage()
             self._restored(self._restore.initial())
@@ -210,6 +213,7 @@ class JobMaster:
             self._changelog.close()
             self._checkpoints.close()
             self._cleanup_local_state()
+            job_ended(application, self._job_id)
         return {
             "job_id": self._job_id,
             "status": self.status,

@@ -112,7 +112,7 @@ class JobSettings:
     restore_timeout_ms: int = RestartStrategyOptions.RESTORE_TIMEOUT.default  # 0: none
     max_records_per_split: int = SparkpointOptions.MAX_RECORDS_PER_SPLIT.default
     tasks_per_core: int = SparkpointOptions.TASKS_PER_CORE.default  # task groups
-    epoch_mode: str = SparkpointOptions.EPOCH_MODE.default  # job | long-running
+    epoch_mode: str = SparkpointOptions.EPOCH_MODE.default  # auto | job | long-running
     changelog: bool = SparkpointOptions.CHANGELOG_ENABLED.default  # per-subtask recovery
     changelog_checkpoints: bool = StateBackendOptions.CHANGELOG_ENABLED.default
     materialize_interval_ms: int = StateBackendOptions.PERIODIC_MATERIALIZE_INTERVAL.default

@@ -6,8 +6,8 @@ A task connects to the driver and proves it belongs to the job with the job's li
 a connection before that. Frames: a fixed header (kind, run, three integers, payload
 length) and the payload. The driver sends orders (``ORDER``: a run's spec and the groups
 the task runs) and relays rows between tasks (``DATA``); a task sends rows for other tasks
-(``DATA``), its final stages' reports (``REPORTS``) and the text of an error
-(``FAILED``). Payload sizes are bounded before anything is read.
+(``DATA``), the end of each group it ran (``REPORTS``, with a final stage's reports) and
+the text of an error (``FAILED``). Payload sizes are bounded before anything is read.
 """
 
 from __future__ import annotations

@@ -5,10 +5,12 @@ Per order it runs its groups in the stages' order: a source group reads its rang
 other group first waits for one ``DATA`` frame from every upstream group of its exchanges
 (the barrier: an upstream group sends every partition of its exchange one frame, empty or
 not, once its subtasks have run). Its rows go out as ``DATA`` frames (the driver relays
-them to the task of each partition), a final stage's reports as one ``REPORTS`` frame per
-order. Each group runs as in a Spark task of its own (``task_group.run_group``): the
-subtasks open their state at the run's previous accepted run, so a run the driver
-discards costs nothing here.
+them to the task of each partition once the group has finished), then a ``REPORTS`` frame
+ends the group (with a final stage's reports). Each group runs as in a Spark task of its
+own (``task_group.run_group``): the subtasks open their state at the run's previous
+accepted run, so a run the driver discards costs nothing here. An error goes to the
+driver, then fails the task, so that Spark retries it: the driver orders the new attempt
+the groups this one left unfinished.
 """
 
 from __future__ import annotations
@@ -172,8 +174,11 @@ def run_long_task(
             except LinkClosed:
                 break
             except Exception:
-                link.send(FAILED, order.run, slot, 0, 0, traceback.format_exc().encode())
-                break
+                try:
+                    link.send(FAILED, order.run, slot, 0, 0, traceback.format_exc().encode())
+                except LinkClosed:
+                    pass
+                raise  # Spark retries the task (as often as spark.task.maxFailures allows)
     finally:
         link.close()
     yield runs
@@ -189,7 +194,6 @@ def _run_order(
     attempt: int,
 ) -> bool:
     """Run one order's groups; whether the link is still open."""
-    reports: list[Any] = []
     for item in work:
         stage = stages[item.stage_id]
         rows: Iterator[tuple[int, int, Any]] | None = None
@@ -200,12 +204,13 @@ def _run_order(
             rows = _rows(payloads)
         out = run_group(spec, stage, item.group, rows, attempt, item.num_partitions)
         by_partition = route_rows(spec, stage, out)
+        reports = b""
         if by_partition is None:
-            reports.extend(payload for _sub, kind, payload in out if kind == KIND_REPORT)
-            continue
-        assert stage.out_exchange is not None
-        sender = sender_key(stage.id, item.index)
-        for part, part_rows in enumerate(by_partition):
-            link.send(DATA, run, stage.out_exchange, part, sender, pickle.dumps(part_rows, 5))
-    link.send(REPORTS, run, 0, 0, 0, pickle.dumps(reports, 5))
+            reports = pickle.dumps([p for _sub, kind, p in out if kind == KIND_REPORT], 5)
+        else:
+            assert stage.out_exchange is not None
+            sender = sender_key(stage.id, item.index)
+            for part, part_rows in enumerate(by_partition):
+                link.send(DATA, run, stage.out_exchange, part, sender, pickle.dumps(part_rows, 5))
+        link.send(REPORTS, run, item.stage_id, item.index, 0, reports)
     return True
