@@ -1,14 +1,15 @@
-"""Epochs without a Spark job each (``sparkpoint.epoch.mode=long-running``): one Spark job
-whose tasks live for many epochs, as Spark's continuous mode runs its tasks.
+"""Epochs without a Spark job each (``sparkpoint.epoch.mode=long-running``): tasks that live
+for many epochs, as Spark's continuous mode runs its tasks.
 
-- One long-running task per task slot of every live executor, all scheduled at once
-  (pinned: task ``i`` prefers its executor), each connected to the driver
+- One long-running task per task slot of every live executor, all started at once, each
+  a Spark job of one task pinned to its executor and connected to the driver
   (``epoch_link``). The job needs every slot of the cluster while it runs.
 - A run of an epoch is laid out as in the job mode (``epoch.layout``, one group per slot
   and stage at most); each group goes to a task on its executor (a keyed group to a task
   where its subtasks' state is), and every task gets one order. Rows between stages go
-  through the driver, which relays each ``DATA`` frame to the task of its partition; the
-  final stages' tasks send the reports.
+  through the driver, which relays each ``DATA`` frame to the task of its partition once
+  the sending group has finished; every group ends with a ``REPORTS`` frame (a final
+  stage's with its reports).
 - A task's failure (its error, or its Python worker killed) costs only its own groups:
   Spark retries the task on its executor, and the driver orders the new attempt the groups
   the lost one had not finished, with the rows already relayed to them. A group's rows are
@@ -20,8 +21,9 @@ whose tasks live for many epochs, as Spark's continuous mode runs its tasks.
   loses the whole run (``TasksLost``: the epoch runs again in a new launch of the tasks).
   The subtasks of a run's groups open their state at the previous accepted run, as in the
   job mode, so a group run again starts where the lost attempt started.
-- A new executor, or a lost one, relaunches the tasks before the next run, as does a task
-  whose next failure would end the Spark job (it used its ``spark.task.maxFailures``).
+- A slot's Spark job that ends (Spark used up its attempts at the task) is submitted again,
+  so kills spread over many epochs never add up to a lost run. A new executor, or a lost
+  one, relaunches every task before the next run.
 
 What it saves per epoch: the Spark job's submission, every task's launch, closure and
 Python worker hand-over, and the shuffle's files; what stays: reading, processing, the
@@ -92,7 +94,8 @@ class TasksLost(ExecutorsLost):
 
 
 class LaunchFailed(SparkpointError):
-    """The tasks could not all start: other Spark jobs hold task slots."""
+    """The tasks could not all start in time: other Spark jobs hold task slots, or the
+    executors cannot reach the driver."""
 
 
 class EpochTaskFailed(SparkpointError):
@@ -202,7 +205,6 @@ class LongRunningRunner:
         self._current: _Run | None = None
         self._failures: tuple[int, int] = (-1, 0)  # (epoch, whole runs lost)
         self._group_failures: tuple[int, dict[int, int]] = (-1, {})  # (epoch, per group)
-        self.groups_run_again = 0  # groups of lost task attempts run again within a run
         self._closed = False
         threading.Thread(target=self._accept, daemon=True, name="sparkpoint-link-accept").start()
 
@@ -598,7 +600,6 @@ class LongRunningRunner:
             raise EpochTaskFailed(
                 f"A long-running task failed {worst} times in epoch {spec.epoch}: {detail}"
             )
-        self.groups_run_again += len(keys)
         _LOG.warning(
             "Epoch %d run %d: a long-running task failed (%s); its %d unfinished group(s) run "
             "again in its next attempt",
