@@ -314,7 +314,16 @@ class LongRunningRunner:
         """Start one task per slot of every live executor, each a Spark job of its own, and
         wait until all connected."""
         self._teardown()
+        deadline = time.monotonic() + self._launch_timeout_s
         live = self.cluster.live_executors()
+        while not live and time.monotonic() < deadline:  # all lost: Spark may add one
+            time.sleep(_WATCH_INTERVAL_S)
+            live = self.cluster.live_executors()
+        if not live:
+            raise LaunchFailed(
+                f"sparkpoint.epoch.mode=long-running found no live executor within "
+                f"{self._launch_timeout_s:.0f} s"
+            )
         locations = [s.location for _e, s in sorted(live.items()) for _ in range(s.cores)]
         self._launches += 1
         with self._lock:
@@ -443,6 +452,8 @@ class LongRunningRunner:
         with self._lock:
             slots = dict(self._slots)
             launch = self._launch
+        if not slots:  # every task was lost since the launch (an executor gone)
+            self._lost(spec, "no long-running task is connected")
         by_location: dict[str, list[int]] = {}
         for index in sorted(slots):
             by_location.setdefault(slots[index].location, []).append(index)
