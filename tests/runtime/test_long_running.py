@@ -139,11 +139,10 @@ class _Slow:
 def _auto_env(spark: Any, tmp_path: Any, name: str) -> Any:
     conf = Configuration()
     conf.set_string("sparkpoint.local-state.dir", str(tmp_path / name / "local-state"))
-    conf.set_string("sparkpoint.epoch.mode", "auto")
     env = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
     env.set_parallelism(2)
     _configure(env, tmp_path / name)
-    env.configure({"sparkpoint.epoch.mode": "auto"})
+    env.configure({"sparkpoint.epoch.mode": "auto"})  # over _configure's long-running
     return env
 
 

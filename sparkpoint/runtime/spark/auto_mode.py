@@ -1,5 +1,5 @@
-"""``sparkpoint.epoch.mode=auto`` (the default): epochs in long-running tasks while the job
-has its Spark application's task slots to itself, a Spark job per epoch otherwise.
+"""``sparkpoint.epoch.mode=auto``: epochs in long-running tasks while the job has its Spark
+application's task slots to itself, a Spark job per epoch otherwise.
 
 The long-running tasks hold every task slot of the cluster, so a job uses them only while
 no other sparkpoint job runs in the same driver (``job_started``/``job_ended``) and no
@@ -79,11 +79,6 @@ class AutoRunner:
         self._running = threading.Lock()  # held by a run: the slots are given back between
         self._closed = threading.Event()
         self._watcher: threading.Thread | None = None
-
-    @property
-    def mode(self) -> str:
-        """The mode the next run starts in now: ``long-running`` or ``job``."""
-        return "long-running" if self._long is not None else "job"
 
     def run(
         self, spec: EpochSpec, locations: Mapping[int, list[str]], watch: set[str]
