@@ -92,8 +92,8 @@ def instrument(timer: PhaseTimer) -> None:
 
     timer.wrap(SourceCoordinator, "plan_epoch", "plan_ranges (end offsets of 8 partitions)")
     timer.wrap(RequestQueue, "wait", "pacing_wait")
-    # An epoch's run: one Spark job, or (sparkpoint.epoch.mode=long-running) the orders to
-    # the long-running tasks until their last report.
+    # An epoch's run: one Spark job (sparkpoint.epoch.mode=job), or the orders to the
+    # long-running tasks until their last report.
     timer.wrap(EpochRunner, "run", "spark_job")
     timer.wrap(LongRunningRunner, "run", "spark_job")
     # PySpark pickles every Python RDD's closure (the stage's function with the epoch's spec)
@@ -623,9 +623,9 @@ def main() -> None:
             emit(what="py_spy", detail="not installed or no samples: pip install py-spy")
         client.cancel().result(120)
         client = None
-        long_running = "sparkpoint.epoch.mode=long-running" in args.conf
-        # A long-running job runs one task per slot (2 on local[2]): the empty job of that
-        # shape is the baseline.
+        long_running = "sparkpoint.epoch.mode=job" not in args.conf
+        # A long-running job (the auto mode's, alone here, too) runs one task per slot (2 on
+        # local[2]): the empty job of that shape is the baseline.
         baseline = baseline_jobs(
             event_dir, epoch_jobs, args.baseline_runs, 2 if long_running else None
         )

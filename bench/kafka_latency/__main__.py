@@ -1,7 +1,7 @@
 """Kafka -> parse -> keyed count (1M keys) -> Kafka, exactly-once, checkpoints every second:
 end-to-end latency, throughput and CPU of sparkpoint (``sparkpoint``: the default epoch mode,
-one Spark job per epoch; ``sparkpoint-lr``: ``sparkpoint.epoch.mode=long-running``;
-``sparkpoint-auto``: ``auto``, long-running tasks for a job alone in its application), Spark
+``auto``, long-running tasks for a job alone in its application; ``sparkpoint-lr``:
+``sparkpoint.epoch.mode=long-running``; ``sparkpoint-job``: ``job``, a Spark job per epoch), Spark
 Structured Streaming (and its real-time mode) and PyFlink (thread and process mode), on one
 broker in one run (``python -m bench.kafka_latency``; ``--markdown run.jsonl`` prints a
 run's table).
@@ -57,7 +57,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 ENGINES = {
     "sparkpoint": ("sparkpoint", "exactly-once"),
     "sparkpoint-lr": ("sparkpoint, long-running epochs", "exactly-once"),
-    "sparkpoint-auto": ("sparkpoint, `auto` epoch mode", "exactly-once"),
+    "sparkpoint-job": ("sparkpoint, a Spark job per epoch", "exactly-once"),
     "spark": ("Spark SS (`applyInPandasWithState`)", "at-least-once"),
     "spark-rtm": ("Spark SS real-time mode", "at-least-once"),
     "pyflink": ("PyFlink 2.3, thread mode", "exactly-once"),
@@ -91,7 +91,7 @@ def engine_command(
     script = os.path.join(HERE, "datastream_job.py")
     if engine.startswith("sparkpoint"):
         settings = list(args.sparkpoint_conf)
-        modes = {"sparkpoint-lr": "long-running", "sparkpoint-auto": "auto"}
+        modes = {"sparkpoint-lr": "long-running", "sparkpoint-job": "job"}
         if engine in modes:
             settings.insert(0, f"sparkpoint.epoch.mode={modes[engine]}")
         if rest_port is not None:

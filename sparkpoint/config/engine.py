@@ -133,7 +133,7 @@ class SparkpointOptions(OptionGroup):
     EPOCH_MODE = ConfigOption(
         "sparkpoint.epoch.mode",
         enum_type("auto", "job", "long-running"),
-        "job",
+        "auto",
         "How epochs run on Spark. job: one Spark job per epoch (every task launched, its "
         "closure shipped, rows shuffled through Spark, per epoch). long-running: one Spark "
         "job of long-lived tasks, one per task slot of every executor, runs epoch after "

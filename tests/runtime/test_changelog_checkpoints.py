@@ -64,8 +64,14 @@ def _env(
     retained: int = 3,
     upload_rate: str | None = None,
     split: int = SPLIT,
+    spark_job_epochs: bool = False,
 ) -> Any:
     conf = Configuration()
+    if spark_job_epochs:
+        # Epochs of a Spark job each (~0.1 s): the background materializations the test
+        # follows take several of them, as they take several epochs of a real job; epochs
+        # in long-running tasks (~10 ms here) would end the test's run before one is adopted.
+        conf.set_string("sparkpoint.epoch.mode", "job")
     conf.set_string("sparkpoint.epoch.max-records-per-split", str(split))
     conf.set_string("sparkpoint.local-state.dir", str(tmp_path / "local"))
     conf.set_string("execution.checkpointing.num-retained", str(retained))
@@ -262,6 +268,7 @@ def test_periodic_materializations_upload_in_the_background(
         n_events=100_000,
         retained=100,
         upload_rate="4 kb",
+        spark_job_epochs=True,
     )
     job_dir, done = _run_until(env, 24)
     refs = _materializations(done)
@@ -313,7 +320,14 @@ def test_a_failed_background_materialization_is_abandoned_and_deleted(
             raise RuntimeError("injected materialization upload failure")
 
     env = _env(
-        spark, tmp_path, "ckpt-a", "rocksdb", materialize="300 ms", n_events=100_000, retained=100
+        spark,
+        tmp_path,
+        "ckpt-a",
+        "rocksdb",
+        materialize="300 ms",
+        n_events=100_000,
+        retained=100,
+        spark_job_epochs=True,
     )
     env.set_fault_injection(Faults().on_upload(fail_once))
     job_dir, done = _run_until(env, 24)
@@ -353,7 +367,7 @@ def test_materialization_failures_beyond_the_allowed_fail_the_job_over(
 
     # 30 epochs: the failure (a materialization after checkpoint 2) falls in the first few,
     # the materializations of the restarted job in the rest.
-    env = _env(spark, tmp_path, "ckpt", "hashmap", materialize="300 ms")
+    env = _env(spark, tmp_path, "ckpt", "hashmap", materialize="300 ms", spark_job_epochs=True)
     env.configure({"state.backend.changelog.max-failures-allowed": "1"})
     env.set_fault_injection(Faults().on_upload(fail_once))
     result = env.execute("materialization-failures")

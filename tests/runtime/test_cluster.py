@@ -91,7 +91,7 @@ def _run(
         out1=str(tmp_path / "out1"),
         out2=str(tmp_path / "out2"),
         records_per_split=RECORDS_PER_SPLIT,
-        interval_ms=1000,
+        interval_ms=10,  # a checkpoint every epoch, however short epochs are
         kill=kill,
     )
     for out, keys in ((tmp_path / "out1", KEYS), (tmp_path / "out2", KEYS2)):

@@ -25,6 +25,7 @@ def _settings(interval_ms: int, idle_ms: int | None = None) -> JobSettings:
     settings = JobSettings(
         "paced", 1, 128, False, CheckpointPolicy(interval_ms=1000), None, None, None
     )
+    settings.epoch_mode = "job"  # a Spark job per epoch: paced by the epoch interval
     settings.epoch_interval_ms = interval_ms
     settings.idle_epoch_interval_ms = idle_ms
     settings.max_records_per_split = 100
@@ -149,12 +150,15 @@ def test_long_running_sinks_not_waiting_for_checkpoints_pace_by_buffer_timeout()
         s = build_job_settings("j", JobRequest(base, None, buffer_timeout_ms=buffer_timeout))
         node = Node(0, NodeKind.SINK, "sink")
         node.sink = sink
-        return epoch_interval_ms(Plan(stages=[], sources=[], sinks=[node], nodes=[node]), s)
+        plan = Plan(stages=[], sources=[], sinks=[node], nodes=[node])
+        return epoch_interval_ms(plan, s, s.epoch_mode != "job")
 
     lr = {"sparkpoint.epoch.mode": "long-running"}
     print_sink, collect_sink = PrintSink(), CollectSink()
     assert not print_sink.transactional and collect_sink.transactional
-    assert interval(print_sink) == 2000  # the job mode: an epoch is a Spark job
+    job = {"sparkpoint.epoch.mode": "job"}
+    assert interval(print_sink, **job) == 2000  # an epoch is a Spark job
+    assert interval(print_sink) == 100  # auto: long-running while it can
     assert interval(collect_sink, **lr) == 2000  # published on checkpoints
     assert interval(print_sink, **lr) == 100  # Flink's default buffer timeout
     assert interval(print_sink, **lr, **{"execution.buffer-timeout": "30 ms"}) == 30
@@ -236,3 +240,30 @@ def test_sparse_epochs_keep_a_fixed_schedule() -> None:
     pacer.epoch_started()  # heavy input started one early: the schedule starts anew
     clock.ms = 13_400
     assert pacer.wait_s(_ranges(5), False, 0, False) == 0.1
+
+
+def test_the_auto_mode_is_paced_as_the_mode_its_epochs_run_in() -> None:
+    """Sparse input to a sink that publishes every epoch: every buffer timeout while the
+    epochs run in long-running tasks, every epoch interval while they are Spark jobs."""
+    from sparkpoint.connectors.sink import PrintSink
+
+    clock = FixedClock(10_000)
+    settings = _settings(1000)
+    settings.epoch_mode = "auto"
+    plan = _plan(NodeKind.SOURCE, NodeKind.REDUCE, NodeKind.SINK)
+    plan.nodes[2].sink = PrintSink()
+    plan.sinks.append(plan.nodes[2])
+    pacer = EpochPacer(plan, settings, clock)
+    pacer.epoch_started()
+    clock.ms += 60
+    assert pacer.wait_s(_ranges(5), False, 0, False) == 0.04  # 100 ms: the buffer timeout
+    pacer.runs_long_running(False)  # another Spark job appeared: epochs are Spark jobs
+    _epoch(pacer, clock, 1, 1000, 340)
+    _epoch(pacer, clock, 2, 500, 330)
+    assert pacer.wait_s(_ranges(5), False, 0, False) == 0.2  # paced by the 1 s interval
+    clock.ms += 700
+    assert pacer.wait_s(_ranges(5), False, 0, False) == 0
+    pacer.runs_long_running(True)
+    pacer.epoch_started()
+    clock.ms += 100
+    assert pacer.wait_s(_ranges(5), False, 0, False) == 0

@@ -71,6 +71,9 @@ def job(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runnin
     conf.set_string("sparkpoint.epoch.max-records-per-split", "500")
     conf.set_string("sparkpoint.dashboard.enabled", "true")
     conf.set_string("sparkpoint.dashboard.port", "0")
+    # A Spark job per epoch, each described (test_every_epoch_job_is_described_in_spark);
+    # long-running tasks are described per launch (tests/runtime/test_long_running.py).
+    conf.set_string("sparkpoint.epoch.mode", "job")
     env = StreamExecutionEnvironment.get_execution_environment(conf, spark=spark)
     env.set_parallelism(2)
     env.enable_checkpointing(10, CheckpointingMode.EXACTLY_ONCE)

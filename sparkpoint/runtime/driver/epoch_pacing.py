@@ -7,7 +7,8 @@ when a checkpoint covers it, and every epoch costs a Spark job in the ``job`` mo
 ``long-running`` mode, when no sink waits for checkpoints to publish (at-least-once and
 non-transactional sinks, or checkpointing off or ``AT_LEAST_ONCE``), it is Flink's
 ``execution.buffer-timeout`` (100 ms): records reach such sinks within about that time, as
-Flink's network buffers are flushed, at ~10-20 ms of CPU per epoch.
+Flink's network buffers are flushed, at ~10-20 ms of CPU per epoch. The ``auto`` mode is
+paced as the mode it runs epochs in at the time.
 
 Heavy input is a split with ``sparkpoint.epoch.max-records-per-split`` records waiting (or a
 source that does not count a range's records). Sparse input waits for the next time on a
@@ -85,11 +86,12 @@ def publishes_on_checkpoints(plan: Plan, settings: JobSettings) -> bool:
     return any(getattr(node.sink, "transactional", True) for node in plan.sinks)
 
 
-def epoch_interval_ms(plan: Plan, settings: JobSettings) -> int:
-    """The least time between epoch starts under sparse input (see the module's doc)."""
+def epoch_interval_ms(plan: Plan, settings: JobSettings, long_running: bool) -> int:
+    """The least time between epoch starts under sparse input (see the module's doc), for
+    epochs run in long-running tasks or as Spark jobs."""
     if (
         not settings.epoch_interval_set
-        and settings.epoch_mode in ("auto", "long-running")
+        and long_running
         and settings.buffer_timeout_ms >= 0
         and not publishes_on_checkpoints(plan, settings)
     ):
@@ -111,7 +113,12 @@ class EpochPacer:
 
     def __init__(self, plan: Plan, settings: JobSettings, clock: Clock) -> None:
         self._clock = clock
-        self._interval_ms = epoch_interval_ms(plan, settings)
+        self._settings = settings
+        self._intervals_ms = {
+            mode: epoch_interval_ms(plan, settings, mode) for mode in (False, True)
+        }
+        self._long_running = settings.epoch_mode != "job"
+        self._interval_ms = self._intervals_ms[self._long_running]
         self._max_records = settings.max_records_per_split
         self._poll_s = settings.idle_sleep_s
         self._time_driven = acts_on_time(plan)
@@ -126,6 +133,18 @@ class EpochPacer:
         self._next_paced_ms = now  # the first epoch need not wait
         self._last_end_ms = now
         self._changed_epoch = 0  # the latest epoch that may have changed state or output
+
+    def runs_long_running(self, long_running: bool) -> None:
+        """Pace the next epochs for the mode they run in now (the ``auto`` mode switches
+        between long-running tasks and a Spark job per epoch): the interval, and the
+        default target duration that follows it. The epoch costs measured so far are
+        forgotten on a switch: they were the other mode's."""
+        if long_running == self._long_running:
+            return
+        self._long_running = long_running
+        self._interval_ms = self._intervals_ms[long_running]
+        target_ms = epoch_target_ms(self._interval_ms, self._settings)
+        self._costs = EpochCosts(target_ms) if target_ms > 0 else None
 
     def epoch_started(self, planned_at_ms: int | None = None) -> None:
         """An epoch starts, planned (its ranges read) at ``planned_at_ms`` (default now).

@@ -270,6 +270,7 @@ class JobMaster:
         pacer's time, or until a client request arrives, and plans again."""
         if end_of_input or stop_request is not None or self._start.restore:
             return False
+        self._pacer.runs_long_running(self._runner.long_running)
         wait_s = self._pacer.wait_s(
             ranges,
             checkpoint_due=self._checkpoints.is_due(),

@@ -80,6 +80,12 @@ class AutoRunner:
         self._closed = threading.Event()
         self._watcher: threading.Thread | None = None
 
+    @property
+    def long_running(self) -> bool:
+        """Whether the next epoch would run in long-running tasks (the epoch pacer asks;
+        a launch can still fail and run it as a Spark job)."""
+        return self._long is not None or time.monotonic() >= self._job_mode_until
+
     def run(
         self, spec: EpochSpec, locations: Mapping[int, list[str]], watch: set[str]
     ) -> list[TaskReport]:
@@ -88,7 +94,7 @@ class AutoRunner:
             self._job_id = spec.job.job_id
             if self._long is None and self._may_launch():
                 self._long = LongRunningRunner(
-                    self._spark, self.plan, 1, self.full_range, _LAUNCH_TIMEOUT_S
+                    self._spark, self.plan, 1, self.full_range, _LAUNCH_TIMEOUT_S, self._jobs
                 )
                 self._watch()
             long = self._long

@@ -253,6 +253,8 @@ def layout(
 class EpochRunner:
     """Runs the epochs of one job on Spark (keeps the pinned RDDs between epochs)."""
 
+    long_running = False  # each epoch is a Spark job (the epoch pacer asks)
+
     def __init__(
         self, spark: Any, plan: Plan, tasks_per_core: int = 2, full_range: int | None = None
     ) -> None:

@@ -160,6 +160,8 @@ class LongRunningRunner:
     """Runs the epochs of one job in long-running tasks (the same calls as
     ``EpochRunner``)."""
 
+    long_running = True
+
     def __init__(
         self,
         spark: Any,
@@ -167,8 +169,11 @@ class LongRunningRunner:
         tasks_per_core: int = 2,
         full_range: int | None = None,
         launch_timeout_s: float = _REGISTER_TIMEOUT_S,
+        jobs: EpochRunner | None = None,
     ) -> None:
-        self._epochs = EpochRunner(spark, plan, 1, full_range)
+        # The job's Spark side (its cluster, stage profiles, local state cleanup): the
+        # auto mode's own runner of Spark jobs, so that is looked up and warned about once.
+        self._epochs = jobs if jobs is not None else EpochRunner(spark, plan, 1, full_range)
         self._launch_timeout_s = launch_timeout_s
         if self._epochs.profiles:
             raise ConfigurationError(
