@@ -124,7 +124,7 @@ def check(out: str, keys: int) -> bool:
 
 
 def run_round(
-    spark: Any, work: str, rng: random.Random, index: int, epoch_mode: str = "job"
+    spark: Any, work: str, rng: random.Random, index: int, epoch_mode: str = "auto"
 ) -> dict[str, Any]:
     from sparkpoint.common import Configuration, RestartStrategies
     from sparkpoint.datastream import (
@@ -246,7 +246,10 @@ def main() -> int:
     parser.add_argument("--faults", type=int, default=100)
     parser.add_argument("--seed", type=int, default=20261123)
     parser.add_argument(
-        "--epoch-mode", choices=["job", "long-running"], default="job", help="sparkpoint.epoch.mode"
+        "--epoch-mode",
+        choices=["auto", "job", "long-running"],
+        default="auto",
+        help="sparkpoint.epoch.mode (the default: auto)",
     )
     parser.add_argument(
         "--standalone", action="store_true", help="a standalone cluster of three isolated workers"

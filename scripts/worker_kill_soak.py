@@ -5,12 +5,13 @@ A bounded job (``--events`` numbers, keyed by ``x % --keys``, counted and summed
 ValueState by ``CountAndEcho``, checkpoints every second, exactly-once file sink of the final
 counts) runs on ``local-cluster[2,1,1024]`` with ``spark.task.maxFailures`` 4, while a thread
 SIGKILLs one running Python worker (a process forked by ``pyspark.daemon``) every
-``--every`` seconds. A killed worker's task is retried by Spark, in both epoch modes (in
-``long-running`` the driver orders the retried task the groups its lost attempt left
-unfinished); a whole-job restart (failover to the latest checkpoint) happens only when one
-task group fails ``spark.task.maxFailures`` times in an epoch, or (``long-running``) when
-the whole run is lost. Prints one JSON line: kills, restarts, epochs and (``long-running``)
-groups run again, the final counts checked key by key. Not run by CI; run it under the shared lock:
+``--every`` seconds. A killed worker's task is retried by Spark, in every epoch mode (in
+long-running tasks, the default ``auto`` mode's here, the driver orders the retried task
+the groups its lost attempt left unfinished); a whole-job restart (failover to the latest
+checkpoint) happens only when one task group fails ``spark.task.maxFailures`` times in an
+epoch, or (long-running tasks) when the whole run is lost. Prints one JSON line: kills,
+restarts, epochs and (long-running) groups run again, the final counts checked key by key.
+Not run by CI; run it under the shared lock:
 ``flock /tmp/sparkpoint-heavy.lock python scripts/worker_kill_soak.py``.
 """
 
@@ -100,7 +101,7 @@ def main() -> int:
     parser.add_argument("--keys", type=int, default=1000)
     parser.add_argument("--every", type=float, default=2.0)
     parser.add_argument("--seed", type=int, default=20261129)
-    parser.add_argument("--epoch-mode", choices=["job", "long-running"], default="job")
+    parser.add_argument("--epoch-mode", choices=["auto", "job", "long-running"], default="auto")
     args = parser.parse_args()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYTHONPATH"] = os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])
